@@ -1,0 +1,190 @@
+//! Backends, the device→backend map and dispatch (c10d.md R1–R6, R9).
+//!
+//! A process group holds one backend per device type; a collective is dispatched on its
+//! tensor's device type. That single lookup is where the famous
+//! `No backend type associated with device type xpu` comes from (R4, R23).
+
+use super::error::{self, C10dError};
+use std::collections::BTreeMap;
+
+/// R1: which devices each backend supports.
+pub fn capability(backend: &str) -> &'static [&'static str] {
+    match backend {
+        "gloo" => &["cpu", "cuda"],
+        "nccl" => &["cuda"],
+        "xccl" => &["xpu"],
+        "ucc" | "mpi" => &["cpu", "cuda"],
+        "fake" => &["cpu", "cuda", "hpu", "xpu"],
+        _ => &[],
+    }
+}
+
+/// R1: default_device_backend_map.
+pub fn default_backend_for(device: &str) -> Option<&'static str> {
+    match device {
+        "cpu" | "mps" => Some("gloo"),
+        "cuda" => Some("nccl"),
+        "xpu" => Some("xccl"),
+        _ => None,
+    }
+}
+
+const KNOWN: [&str; 7] = ["undefined", "gloo", "nccl", "xccl", "ucc", "mpi", "fake"];
+
+/// The parsed backend string of a group (R2): device type → backend name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendConfig {
+    pub map: BTreeMap<String, String>,
+    /// The string as given, lower-cased; `new_group` without a backend reuses it (R18).
+    pub original: String,
+}
+
+impl BackendConfig {
+    /// R2. `accelerator` is the current accelerator's device type (`None` when only checking syntax).
+    pub fn parse(s: &str, accelerator: Option<&str>) -> Result<BackendConfig, C10dError> {
+        let lower = s.to_ascii_lowercase();
+        let acc = accelerator.unwrap_or("cpu");
+        let mut map = BTreeMap::new();
+        if lower.contains(':') || lower.contains(',') {
+            for pair in lower.split(',') {
+                let parts: Vec<&str> = pair.split(':').collect();
+                if parts.len() != 2 || parts[0].is_empty() || parts[1].is_empty() {
+                    return Err(error::value(format!(
+                        "Invalid device:backend pairing: {pair}. {s}"
+                    )));
+                }
+                if map
+                    .insert(parts[0].to_string(), parts[1].to_string())
+                    .is_some()
+                {
+                    return Err(error::value(format!(
+                        "Duplicate device type {} in backend string: {s}",
+                        parts[0]
+                    )));
+                }
+            }
+        } else if lower == "undefined" {
+            let b = default_backend_for(acc).unwrap_or("gloo");
+            map.insert(acc.to_string(), b.to_string());
+        } else if KNOWN.contains(&lower.as_str()) {
+            for d in capability(&lower) {
+                map.insert(d.to_string(), lower.clone());
+            }
+        } else {
+            map.insert("cpu".to_string(), lower.clone());
+            map.insert(acc.to_string(), lower.clone());
+        }
+        Ok(BackendConfig {
+            map,
+            original: lower,
+        })
+    }
+
+    /// R4: the backend serving `device`, or the c10d error.
+    pub fn backend_for(&self, device: &str) -> Result<&str, C10dError> {
+        self.map
+            .get(device)
+            .map(|s| s.as_str())
+            .ok_or_else(|| error::no_backend_for_device(device))
+    }
+
+    /// The distinct backends of this group, in a stable order.
+    pub fn backends(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.map.values().map(|s| s.as_str()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// `cpu:gloo, xpu:xccl` style text for traces.
+    pub fn describe(&self) -> String {
+        self.map
+            .iter()
+            .map(|(d, b)| format!("{d}:{b}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// R9: the default timeout for a backend string: NCCL 10 min, everything else 30 min.
+pub fn default_timeout_ms(config: &BackendConfig) -> u64 {
+    if config.backends().contains(&"nccl") {
+        10 * 60 * 1000
+    } else {
+        30 * 60 * 1000
+    }
+}
+
+/// R11/R34: only NCCL (and Gloo in 2.15) support splitting and eager init; XCCL does not.
+pub fn supports_splitting(backend: &str) -> bool {
+    matches!(backend, "nccl" | "gloo")
+}
+
+/// A torch.device: type and optional index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub ty: String,
+    pub index: Option<usize>,
+}
+
+impl Device {
+    pub fn parse(s: &str) -> Option<Device> {
+        let (ty, idx) = match s.split_once(':') {
+            Some((t, i)) => (t, Some(i.parse::<usize>().ok()?)),
+            None => (s, None),
+        };
+        if !["xpu", "cuda", "cpu", "mps"].contains(&ty) {
+            return None;
+        }
+        Some(Device {
+            ty: ty.to_string(),
+            index: idx,
+        })
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "{}:{i}", self.ty),
+            None => write!(f, "{}", self.ty),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r2_backend_strings() {
+        let x = BackendConfig::parse("xccl", Some("xpu")).unwrap();
+        assert_eq!(x.describe(), "xpu:xccl");
+        let g = BackendConfig::parse("GLOO", Some("xpu")).unwrap();
+        assert_eq!(g.describe(), "cpu:gloo,cuda:gloo");
+        let m = BackendConfig::parse("cpu:gloo,xpu:xccl", Some("xpu")).unwrap();
+        assert_eq!(m.backends(), vec!["gloo", "xccl"]);
+        assert!(BackendConfig::parse("cpu:gloo,cpu:nccl", None).is_err());
+        assert!(BackendConfig::parse("cpu-gloo,xpu", None).is_err());
+        let u = BackendConfig::parse("undefined", Some("xpu")).unwrap();
+        assert_eq!(u.describe(), "xpu:xccl");
+    }
+
+    #[test]
+    fn r4_gloo_has_no_xpu() {
+        let g = BackendConfig::parse("gloo", Some("xpu")).unwrap();
+        assert_eq!(
+            g.backend_for("xpu").unwrap_err().to_string(),
+            "RuntimeError: No backend type associated with device type xpu"
+        );
+        assert_eq!(g.backend_for("cuda").unwrap(), "gloo");
+    }
+
+    #[test]
+    fn r9_timeouts() {
+        let n = BackendConfig::parse("nccl", Some("cuda")).unwrap();
+        assert_eq!(default_timeout_ms(&n), 600_000);
+        let x = BackendConfig::parse("xccl", Some("xpu")).unwrap();
+        assert_eq!(default_timeout_ms(&x), 1_800_000);
+    }
+}

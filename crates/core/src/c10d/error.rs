@@ -1,0 +1,206 @@
+//! c10d errors as PyTorch raises them: an exception type and its exact text (spec c10d.md).
+//!
+//! Every message that a scenario's `expect.error` can match is built here, in one place, with
+//! the rule it comes from, so a newcomer can check a text against the spec quickly.
+
+use std::fmt;
+
+/// A Python exception raised by the model: `kind` is the class name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct C10dError {
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for C10dError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for C10dError {}
+
+fn e(kind: &'static str, message: impl Into<String>) -> C10dError {
+    C10dError {
+        kind,
+        message: message.into(),
+    }
+}
+
+pub fn runtime(message: impl Into<String>) -> C10dError {
+    e("RuntimeError", message)
+}
+pub fn value(message: impl Into<String>) -> C10dError {
+    e("ValueError", message)
+}
+pub fn assertion(message: impl Into<String>) -> C10dError {
+    e("AssertionError", message)
+}
+pub fn type_error(message: impl Into<String>) -> C10dError {
+    e("TypeError", message)
+}
+
+/// R4: the device type has no backend in this group.
+pub fn no_backend_for_device(device: &str) -> C10dError {
+    runtime(format!(
+        "No backend type associated with device type {device}"
+    ))
+}
+
+/// R7.
+pub fn init_twice() -> C10dError {
+    value("trying to initialize the default process group twice!")
+}
+
+/// Using the default group before `init_process_group`.
+pub fn not_initialized() -> C10dError {
+    runtime("Default process group has not been initialized, please make sure to call init_process_group.")
+}
+
+/// R15: env:// without a variable.
+pub fn env_var_missing(var: &str) -> C10dError {
+    value(format!(
+        "Error initializing torch.distributed using env:// rendezvous: environment variable {var} expected, but not set"
+    ))
+}
+
+/// R15: port range.
+pub fn bad_port(port: &str) -> C10dError {
+    value(format!(
+        "port must have value from 0 to 65535 but was {port}"
+    ))
+}
+
+/// R16: the server could not bind.
+pub fn eaddrinuse(port: u16) -> C10dError {
+    e(
+        "DistNetworkError",
+        format!(
+            "The server socket has failed to listen on any local network address. port: {port}, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use"
+        ),
+    )
+}
+
+/// R16: the client never reached the server.
+pub fn client_connect_timeout(timeout_ms: u64, host: &str, port: u16) -> C10dError {
+    e(
+        "DistNetworkError",
+        format!("The client socket has timed out after {timeout_ms}ms while trying to connect to ({host}, {port})."),
+    )
+}
+
+/// R16: the server's waitForWorkers.
+pub fn workers_timeout(timeout_ms: u64, joined: i64, world_size: usize) -> C10dError {
+    e(
+        "DistStoreError",
+        format!(
+            "Timed out after {} seconds waiting for clients. {joined}/{world_size} clients joined.",
+            timeout_ms / 1000
+        ),
+    )
+}
+
+/// R16: store get/wait past the timeout.
+pub fn store_wait_timeout(timeout_ms: u64, key: &str) -> C10dError {
+    e(
+        "DistStoreError",
+        format!("wait timeout after {timeout_ms}ms, keys: {key}"),
+    )
+}
+
+/// R17: the store-based barrier.
+pub fn store_barrier_timeout(
+    rank: usize,
+    name: &str,
+    world_size: usize,
+    joined: i64,
+    timeout_ms: u64,
+    inner: &str,
+) -> C10dError {
+    e(
+        "DistStoreError",
+        format!(
+            "Timed out initializing process group in store based barrier on rank {rank}, for key: store_based_barrier_key:{name} (world_size={world_size}, num_workers_joined={joined}, timeout={} error={inner})",
+            timedelta(timeout_ms)
+        ),
+    )
+}
+
+/// R24: gloo's full-mesh connect failed.
+pub fn gloo_connect_failed(inner: &str) -> C10dError {
+    runtime(format!("Gloo connectFullMesh failed with {inner}"))
+}
+
+/// R24: an XCCL/NCCL member could not get the unique id.
+pub fn unique_id_timeout(backend: &str, rank: usize, key: &str, inner: &str) -> C10dError {
+    let (name, id) = if backend == "nccl" {
+        ("NCCL", "ncclUniqueId")
+    } else {
+        ("XCCL", "xcclUniqueId")
+    };
+    e(
+        "DistBackendError",
+        format!(
+            "[{rank}] is setting up {name} communicator and retrieving {id} from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: {inner}. This may indicate a possible application crash on rank 0 or a network set up issue."
+        ),
+    )
+}
+
+/// R29: gloo op timeout.
+pub fn gloo_recv_timeout(timeout_ms: u64) -> C10dError {
+    runtime(format!(
+        "Timed out waiting {timeout_ms}ms for recv operation to complete"
+    ))
+}
+
+/// R29: XCCL blocking wait (TORCH_XCCL_BLOCKING_WAIT=1).
+pub fn xccl_work_timeout(timeout_ms: u64) -> C10dError {
+    e(
+        "DistBackendError",
+        format!("Work timed out after {timeout_ms} milliseconds."),
+    )
+}
+
+/// R31: the NCCL watchdog.
+pub fn nccl_watchdog(rank: usize, seq: u64, op: &str, numel: usize, timeout_ms: u64) -> C10dError {
+    e(
+        "DistBackendError",
+        format!(
+            "[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, Timeout(ms)={timeout_ms}) ran for {timeout_ms} milliseconds before timing out."
+        ),
+    )
+}
+
+/// A peer's process went away under a collective (gloo's text).
+pub fn peer_closed(peer: usize) -> C10dError {
+    runtime(format!("Connection closed by peer [rank {peer}]"))
+}
+
+/// R20.
+pub fn mismatched_bound_device() -> C10dError {
+    assertion("Mismatched bound device between new pg and the default pg.")
+}
+
+/// Python's `timedelta` repr, as c10d prints timeouts.
+pub fn timedelta(ms: u64) -> String {
+    let secs = ms / 1000;
+    let micros = (ms % 1000) * 1000;
+    let (days, rem) = (secs / 86400, secs % 86400);
+    let mut s = String::from("datetime.timedelta(");
+    let mut parts = Vec::new();
+    if days > 0 {
+        parts.push(format!("days={days}"));
+    }
+    if rem > 0 {
+        parts.push(format!("seconds={rem}"));
+    }
+    if micros > 0 {
+        parts.push(format!("microseconds={micros}"));
+    }
+    if parts.is_empty() {
+        parts.push("0".into());
+    }
+    s.push_str(&parts.join(", "));
+    s.push(')');
+    s
+}

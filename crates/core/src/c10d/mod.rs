@@ -1,0 +1,8 @@
+//! PyTorch c10d semantics (spec c10d.md R1–R39), modelled by mechanism: store keys, group
+//! counters, backend maps. The rank interpreter (runtime/rank.rs) drives these pieces.
+
+pub mod backend;
+pub mod error;
+pub mod naming;
+pub mod rendezvous;
+pub mod store;

@@ -1,0 +1,269 @@
+//! The TCPStore: the key-value service every rendezvous in c10d goes through (R10, R16, R17).
+//!
+//! Rank 0 serves it; every rank (rank 0 included) is a client. Blocking reads (`get`, the
+//! workers count) wait on the server up to the caller's timeout, as PyTorch's store does, and
+//! time out with PyTorch's texts. The server is a real TCP service on the [`Net`] it is given.
+
+use crate::runtime::net::{Clock, Net};
+use crate::wire::{read_frame, write_frame, Dec, Enc, WireError};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use tokio::sync::{Mutex, Notify};
+
+const OP_SET: u8 = 1;
+const OP_GET: u8 = 2;
+const OP_ADD: u8 = 3;
+const OP_CHECK: u8 = 4;
+const OP_WAIT_GE: u8 = 5;
+
+const REPLY_OK: u8 = 0;
+const REPLY_TIMEOUT: u8 = 1;
+
+/// How a store operation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    /// The key did not appear in time (`DistStoreError: wait timeout after ...`).
+    #[error("wait timeout after {timeout_ms}ms, keys: {key}")]
+    Timeout {
+        key: String,
+        timeout_ms: u64,
+        value: i64,
+    },
+    /// The connection to the store broke (the server's process died, or the network).
+    #[error("{0}")]
+    Wire(#[from] WireError),
+}
+
+/// The server's state: keys and a notification for every change.
+#[derive(Default)]
+pub struct StoreState {
+    keys: RefCell<BTreeMap<String, Vec<u8>>>,
+    changed: Notify,
+}
+
+impl StoreState {
+    fn get(&self, key: &str) -> Option<Vec<u8>> {
+        self.keys.borrow().get(key).cloned()
+    }
+
+    fn set(&self, key: String, value: Vec<u8>) {
+        self.keys.borrow_mut().insert(key, value);
+        self.changed.notify_waiters();
+    }
+
+    fn counter(&self, key: &str) -> i64 {
+        self.get(key)
+            .and_then(|v| String::from_utf8(v).ok())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn add(&self, key: &str, delta: i64) -> i64 {
+        let v = self.counter(key) + delta;
+        self.set(key.to_string(), v.to_string().into_bytes());
+        v
+    }
+}
+
+/// Serves the store on `listener` until the task is dropped. Each connection gets its own task.
+pub async fn serve<N: Net, C: Clock>(net: N, clock: C, listener: N::Listener) {
+    let state = Rc::new(StoreState::default());
+    // Connections live in a JoinSet: aborting the server closes them all, as a dying process does.
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let Ok((stream, _peer)) = net.accept(&listener).await else {
+            continue;
+        };
+        let state = state.clone();
+        let clock = clock.clone();
+        conns.spawn_local(async move {
+            let _ = serve_conn(stream, state, clock).await;
+        });
+        while conns.try_join_next().is_some() {}
+    }
+}
+
+async fn serve_conn<S, C>(mut stream: S, state: Rc<StoreState>, clock: C) -> Result<(), WireError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    C: Clock,
+{
+    loop {
+        let req = read_frame(&mut stream).await?;
+        let reply = handle(&req, &state, &clock).await?;
+        write_frame(&mut stream, &reply).await?;
+    }
+}
+
+async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<Vec<u8>, WireError> {
+    let mut d = Dec::new(req);
+    let op = d.u8()?;
+    let key = d.str()?;
+    Ok(match op {
+        OP_SET => {
+            state.set(key, d.bytes()?);
+            Enc::default().u8(REPLY_OK).done()
+        }
+        OP_ADD => {
+            let v = state.add(&key, d.i64()?);
+            Enc::default().u8(REPLY_OK).i64(v).done()
+        }
+        OP_CHECK => Enc::default()
+            .u8(REPLY_OK)
+            .u8(state.get(&key).is_some() as u8)
+            .done(),
+        OP_GET => {
+            let timeout_ms = d.u64()?;
+            let deadline = clock.now_ms().saturating_add(timeout_ms);
+            let ready = || state.get(&key);
+            match wait_for(state, clock, deadline, ready).await {
+                Some(v) => Enc::default().u8(REPLY_OK).bytes(&v).done(),
+                None => Enc::default().u8(REPLY_TIMEOUT).i64(0).done(),
+            }
+        }
+        OP_WAIT_GE => {
+            let n = d.i64()?;
+            let timeout_ms = d.u64()?;
+            let deadline = clock.now_ms().saturating_add(timeout_ms);
+            let ready = || Some(state.counter(&key)).filter(|v| *v >= n);
+            match wait_for(state, clock, deadline, ready).await {
+                Some(v) => Enc::default().u8(REPLY_OK).i64(v).done(),
+                None => Enc::default()
+                    .u8(REPLY_TIMEOUT)
+                    .i64(state.counter(&key))
+                    .done(),
+            }
+        }
+        other => return Err(WireError::Malformed(format!("unknown store op {other}"))),
+    })
+}
+
+/// Waits until `ready` yields a value or the deadline passes.
+async fn wait_for<C: Clock, T>(
+    state: &StoreState,
+    clock: &C,
+    deadline_ms: u64,
+    ready: impl Fn() -> Option<T>,
+) -> Option<T> {
+    loop {
+        let changed = state.changed.notified();
+        if let Some(v) = ready() {
+            return Some(v);
+        }
+        if clock.now_ms() >= deadline_ms {
+            return None;
+        }
+        tokio::select! {
+            _ = changed => {}
+            _ = clock.sleep_until_ms(deadline_ms) => {}
+        }
+    }
+}
+
+/// A connection to a store server. Requests are sequential, like PyTorch's client.
+pub struct StoreClient<N: Net> {
+    conn: Mutex<N::Stream>,
+    /// `host:port`, for messages.
+    pub addr: String,
+}
+
+impl<N: Net> StoreClient<N> {
+    pub fn new(stream: N::Stream, addr: String) -> Self {
+        StoreClient {
+            conn: Mutex::new(stream),
+            addr,
+        }
+    }
+
+    async fn call(&self, req: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        let mut conn = self.conn.lock().await;
+        write_frame(&mut *conn, &req).await?;
+        Ok(read_frame(&mut *conn).await?)
+    }
+
+    pub async fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        let req = Enc::default().u8(OP_SET).str(key).bytes(value).done();
+        let reply = self.call(req).await?;
+        Dec::new(&reply).u8()?;
+        Ok(())
+    }
+
+    pub async fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
+        let reply = self
+            .call(Enc::default().u8(OP_ADD).str(key).i64(delta).done())
+            .await?;
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        Ok(d.i64()?)
+    }
+
+    pub async fn check(&self, key: &str) -> Result<bool, StoreError> {
+        let reply = self
+            .call(Enc::default().u8(OP_CHECK).str(key).done())
+            .await?;
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        Ok(d.u8()? != 0)
+    }
+
+    /// Blocks until `key` exists, up to `timeout_ms`.
+    pub async fn get(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
+        let req = Enc::default().u8(OP_GET).str(key).u64(timeout_ms).done();
+        let reply = self.call(req).await?;
+        let mut d = Dec::new(&reply);
+        match d.u8()? {
+            REPLY_OK => Ok(d.bytes()?),
+            _ => Err(StoreError::Timeout {
+                key: key.to_string(),
+                timeout_ms,
+                value: 0,
+            }),
+        }
+    }
+
+    /// Blocks until the counter `key` reaches `n`, up to `timeout_ms`; returns its value.
+    pub async fn wait_ge(&self, key: &str, n: i64, timeout_ms: u64) -> Result<i64, StoreError> {
+        let req = Enc::default()
+            .u8(OP_WAIT_GE)
+            .str(key)
+            .i64(n)
+            .u64(timeout_ms)
+            .done();
+        let reply = self.call(req).await?;
+        let mut d = Dec::new(&reply);
+        let status = d.u8()?;
+        let v = d.i64()?;
+        match status {
+            REPLY_OK => Ok(v),
+            _ => Err(StoreError::Timeout {
+                key: key.to_string(),
+                timeout_ms,
+                value: v,
+            }),
+        }
+    }
+}
+
+/// PrefixStore key composition (R10): `joinKey(prefix, key) = prefix + "/" + key`, nested.
+pub fn join_key(prefixes: &[String], key: &str) -> String {
+    prefixes
+        .iter()
+        .rev()
+        .fold(key.to_string(), |acc, p| format!("{p}/{acc}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_key;
+
+    #[test]
+    fn prefix_store_keys_match_pytorch() {
+        // R22: the first XCCL communicator of group "2" (spec example).
+        let p: Vec<String> = ["default_pg", "0/", "2/", "xpu/"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(join_key(&p, "0"), "default_pg/0//2//xpu//0");
+    }
+}

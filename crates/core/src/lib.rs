@@ -1,0 +1,14 @@
+//! scen's model, written once: the scenario format, PyTorch c10d semantics, collectives over a
+//! transport trait, traces and verdicts. No simulator and no FFI here: `scen-sim` supplies a
+//! turmoil network and a virtual clock, `scen-hw` real sockets and oneCCL.
+
+pub mod algo;
+pub mod c10d;
+pub mod dtype;
+pub mod reduce;
+pub mod runtime;
+pub mod scenario;
+pub mod tensor;
+pub mod trace;
+pub mod verdict;
+pub mod wire;

@@ -1,0 +1,209 @@
+//! Rank-to-rank messages: the transport under gloo pairs, device communicators and send/recv.
+//!
+//! Each rank process listens on one port; a sender opens one connection per peer on first use
+//! and tags every message (`comm/seq`), so messages of different groups and calls never mix.
+//! The receiving side files messages per (source, tag) in arrival order. Real TCP on the
+//! [`Net`] it is given: turmoil in the simulator, the OS in hardware mode.
+
+use super::net::{Clock, Net};
+use crate::wire::{read_frame, write_frame, Dec, Enc, WireError};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
+use tokio::sync::{Mutex, Notify};
+
+/// Why a receive did not produce a message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FabricError {
+    #[error("timed out")]
+    Timeout,
+    #[error("Connection closed by peer [rank {0}]")]
+    PeerClosed(usize),
+    #[error("cannot reach rank {peer}: {reason}")]
+    Unreachable { peer: usize, reason: String },
+    #[error("{0}")]
+    Wire(#[from] WireError),
+}
+
+#[derive(Default)]
+struct Inbox {
+    queues: RefCell<BTreeMap<(usize, String), VecDeque<Vec<u8>>>>,
+    closed: RefCell<BTreeSet<usize>>,
+    changed: Notify,
+}
+
+/// One rank's endpoint.
+pub struct Fabric<N: Net> {
+    net: N,
+    me: usize,
+    port: u16,
+    peers: RefCell<BTreeMap<usize, (String, u16)>>,
+    out: RefCell<BTreeMap<usize, Rc<Mutex<N::Stream>>>>,
+    inbox: Rc<Inbox>,
+    acceptor: RefCell<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl<N: Net> Fabric<N> {
+    /// Binds a port and starts accepting peers (tasks are spawned on the current LocalSet).
+    pub async fn start(net: N, me: usize) -> Result<Rc<Self>, FabricError> {
+        let listener = net
+            .bind(0)
+            .await
+            .map_err(|e| FabricError::Wire(WireError::Io(e.to_string())))?;
+        let port = net.local_port(&listener);
+        let inbox = Rc::new(Inbox::default());
+        let (n2, ib) = (net.clone(), inbox.clone());
+        let acceptor = tokio::task::spawn_local(async move { accept_loop(n2, listener, ib).await });
+        Ok(Rc::new(Fabric {
+            acceptor: RefCell::new(Some(acceptor)),
+            net,
+            me,
+            port,
+            peers: RefCell::new(BTreeMap::new()),
+            out: RefCell::new(BTreeMap::new()),
+            inbox,
+        }))
+    }
+
+    /// The process exits: stop accepting, close every connection (peers see EOF).
+    pub fn shutdown(&self) {
+        if let Some(a) = self.acceptor.borrow_mut().take() {
+            a.abort();
+        }
+        self.out.borrow_mut().clear();
+    }
+
+    /// `host:port` peers use to reach this rank.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.net.host_name(), self.port)
+    }
+
+    /// Records where a peer listens (learned through a rendezvous).
+    pub fn learn(&self, peer: usize, address: &str) {
+        if let Some((h, p)) = address.rsplit_once(':') {
+            if let Ok(p) = p.parse() {
+                self.peers.borrow_mut().insert(peer, (h.to_string(), p));
+            }
+        }
+    }
+
+    pub fn knows(&self, peer: usize) -> bool {
+        self.peers.borrow().contains_key(&peer)
+    }
+
+    async fn conn(&self, peer: usize) -> Result<Rc<Mutex<N::Stream>>, FabricError> {
+        if let Some(c) = self.out.borrow().get(&peer) {
+            return Ok(c.clone());
+        }
+        let (host, port) =
+            self.peers
+                .borrow()
+                .get(&peer)
+                .cloned()
+                .ok_or_else(|| FabricError::Unreachable {
+                    peer,
+                    reason: "address unknown".into(),
+                })?;
+        let mut s = self
+            .net
+            .connect(&host, port)
+            .await
+            .map_err(|e| FabricError::Unreachable {
+                peer,
+                reason: e.to_string(),
+            })?;
+        write_frame(&mut s, &Enc::default().u64(self.me as u64).done()).await?;
+        let c = Rc::new(Mutex::new(s));
+        self.out.borrow_mut().insert(peer, c.clone());
+        Ok(c)
+    }
+
+    /// Sends one tagged message to `peer`; returns once it is handed to the network.
+    pub async fn send(&self, peer: usize, tag: &str, data: &[u8]) -> Result<(), FabricError> {
+        let c = self.conn(peer).await?;
+        let mut s = c.lock().await;
+        let frame = Enc::default().str(tag).bytes(data).done();
+        write_frame(&mut *s, &frame).await.map_err(|e| match e {
+            WireError::Closed => FabricError::PeerClosed(peer),
+            other => FabricError::Wire(other),
+        })
+    }
+
+    /// Takes the next message from `peer` with `tag`, waiting up to `deadline_ms` (None: forever).
+    pub async fn recv<C: Clock>(
+        &self,
+        clock: &C,
+        peer: usize,
+        tag: &str,
+        deadline_ms: Option<u64>,
+    ) -> Result<Vec<u8>, FabricError> {
+        let key = (peer, tag.to_string());
+        loop {
+            let changed = self.inbox.changed.notified();
+            if let Some(m) = self
+                .inbox
+                .queues
+                .borrow_mut()
+                .get_mut(&key)
+                .and_then(|q| q.pop_front())
+            {
+                return Ok(m);
+            }
+            if self.inbox.closed.borrow().contains(&peer) {
+                return Err(FabricError::PeerClosed(peer));
+            }
+            match deadline_ms {
+                Some(d) if clock.now_ms() >= d => return Err(FabricError::Timeout),
+                Some(d) => {
+                    tokio::select! {
+                        _ = changed => {}
+                        _ = clock.sleep_until_ms(d) => {}
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+}
+
+/// Accepts peers; the readers live in a JoinSet so aborting this task closes them all.
+async fn accept_loop<N: Net>(net: N, listener: N::Listener, inbox: Rc<Inbox>) {
+    let mut readers = tokio::task::JoinSet::new();
+    loop {
+        let Ok((stream, _)) = net.accept(&listener).await else {
+            continue;
+        };
+        let inbox = inbox.clone();
+        readers.spawn_local(async move {
+            let _ = read_loop(stream, inbox).await;
+        });
+        while readers.try_join_next().is_some() {}
+    }
+}
+
+async fn read_loop<S: tokio::io::AsyncRead + Unpin>(
+    mut s: S,
+    inbox: Rc<Inbox>,
+) -> Result<(), WireError> {
+    let hello = read_frame(&mut s).await?;
+    let peer = Dec::new(&hello).u64()? as usize;
+    let result = loop {
+        let frame = match read_frame(&mut s).await {
+            Ok(f) => f,
+            Err(e) => break Err(e),
+        };
+        let mut d = Dec::new(&frame);
+        let tag = d.str()?;
+        let data = d.bytes()?;
+        inbox
+            .queues
+            .borrow_mut()
+            .entry((peer, tag))
+            .or_default()
+            .push_back(data);
+        inbox.changed.notify_waiters();
+    };
+    inbox.closed.borrow_mut().insert(peer);
+    inbox.changed.notify_waiters();
+    result
+}

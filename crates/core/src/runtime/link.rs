@@ -1,0 +1,111 @@
+//! The bridge from collective algorithms to the fabric: one [`Link`] per collective call.
+//!
+//! It maps group ranks to global ranks, tags messages with the call, applies the backend's
+//! timeout rule (gloo: per-op timeout; xccl: none unless blocking wait; nccl: the watchdog) and
+//! tells the probe what the rank is waiting for, so a hang can name the missing peer.
+
+use super::fabric::{Fabric, FabricError};
+use super::net::{Clock, Net};
+use crate::algo::{Link, LinkError};
+use crate::c10d::error::{self, C10dError};
+use crate::trace::{Probe, Wait};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// What a collective call is, for wait records and errors.
+#[derive(Clone)]
+pub struct CallInfo {
+    pub proc_rank: usize,
+    pub step: usize,
+    pub group: String,
+    pub seq: u64,
+    pub op: String,
+    /// The timeout rule: deadline and the error raised at it; `None` waits forever.
+    pub timeout: Option<(u64, C10dError)>,
+}
+
+pub struct FabricLink<'a, N: Net, C: Clock, P: Probe> {
+    pub fabric: &'a Rc<Fabric<N>>,
+    pub clock: &'a C,
+    pub probe: &'a P,
+    /// Global ranks of the group, in group-rank order.
+    pub members: &'a [usize],
+    pub me: usize,
+    pub tag: String,
+    pub info: CallInfo,
+    /// The c10d error behind the last failure (LinkError only carries text).
+    pub error: RefCell<Option<C10dError>>,
+}
+
+impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
+    fn fail(&self, e: C10dError) -> LinkError {
+        let text = e.to_string();
+        *self.error.borrow_mut() = Some(e);
+        LinkError::Failed(text)
+    }
+
+    fn map(&self, peer: usize, e: FabricError) -> LinkError {
+        match e {
+            FabricError::Timeout => {
+                let err = self
+                    .info
+                    .timeout
+                    .as_ref()
+                    .map(|(_, e)| e.clone())
+                    .unwrap_or_else(|| error::runtime("timed out"));
+                self.fail(err)
+            }
+            FabricError::PeerClosed(_) => self.fail(error::peer_closed(peer)),
+            other => self.fail(error::runtime(other.to_string())),
+        }
+    }
+
+    /// The wait record for a receive from `peer`.
+    pub fn wait_for(&self, peer: usize, what: String) -> Wait {
+        Wait {
+            step: self.info.step,
+            what,
+            group: Some(self.info.group.clone()),
+            seq: Some(self.info.seq),
+            peers: vec![peer],
+            since_ms: self.clock.now_ms(),
+            deadline_ms: self.info.timeout.as_ref().map(|(d, _)| *d),
+            timeout_error: self.info.timeout.as_ref().map(|(_, e)| e.to_string()),
+        }
+    }
+}
+
+impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
+    fn rank(&self) -> usize {
+        self.me
+    }
+
+    fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
+        let peer = self.members[to];
+        self.fabric
+            .send(peer, &self.tag, &data)
+            .await
+            .map_err(|e| self.map(peer, e))
+    }
+
+    async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
+        let peer = self.members[from];
+        let what = format!(
+            "{} #{} on group {}: recv from rank {peer}",
+            self.info.op, self.info.seq, self.info.group
+        );
+        self.probe
+            .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
+        let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
+        let r = self
+            .fabric
+            .recv(self.clock, peer, &self.tag, deadline)
+            .await;
+        self.probe.set_wait(self.info.proc_rank, None);
+        r.map_err(|e| self.map(peer, e))
+    }
+}

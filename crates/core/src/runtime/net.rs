@@ -1,0 +1,36 @@
+//! What the model needs from its surroundings: a network, a clock and a probe.
+//!
+//! The simulator implements these with turmoil sockets and a virtual clock; the hardware mode
+//! with tokio sockets and the wall clock. Everything above this line (store, rendezvous,
+//! groups, collectives) is written once against these traits.
+
+use std::future::Future;
+use std::io;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// TCP as the model uses it: listen on a port of this node, accept, connect by host name.
+pub trait Net: Clone + 'static {
+    type Stream: AsyncRead + AsyncWrite + Unpin + 'static;
+    type Listener: 'static;
+
+    /// Binds `0.0.0.0:port` on this node (0 picks a free port).
+    fn bind(&self, port: u16) -> impl Future<Output = io::Result<Self::Listener>>;
+    /// The port a listener got.
+    fn local_port(&self, listener: &Self::Listener) -> u16;
+    /// Waits for the next connection; returns the stream and the peer's address text.
+    fn accept(
+        &self,
+        listener: &Self::Listener,
+    ) -> impl Future<Output = io::Result<(Self::Stream, String)>>;
+    /// Connects to `host:port` (`localhost`/`127.0.0.1` is this node).
+    fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>>;
+    /// This node's host name as peers reach it.
+    fn host_name(&self) -> String;
+}
+
+/// Time as the model sees it, in milliseconds since the run started.
+pub trait Clock: Clone + 'static {
+    fn now_ms(&self) -> u64;
+    /// Completes once `now_ms() >= t_ms`.
+    fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()>;
+}

@@ -1,0 +1,1407 @@
+//! One rank's process: runs the scenario program step by step with c10d's semantics.
+//!
+//! This is the model's heart and exists once: the simulator runs it as a task on a turmoil
+//! host, the hardware mode as a real process. It owns what a Python process owns: the
+//! default group and its TCPStore (rank 0 serves it), the group counter, the groups, the
+//! current device. Each step reports start/done/error events and, while blocked, a wait
+//! record saying on what and on whom.
+
+use super::fabric::Fabric;
+use super::link::{CallInfo, FabricLink};
+use super::net::{Clock, Net};
+use crate::algo;
+use crate::c10d::backend::{self, BackendConfig, Device};
+use crate::c10d::error::{self, C10dError};
+use crate::c10d::naming;
+use crate::c10d::rendezvous;
+use crate::c10d::store::{self, join_key, StoreClient, StoreError};
+use crate::dtype::DType;
+use crate::reduce::{self, ReduceOp};
+use crate::scenario::env::expand_env;
+use crate::scenario::expr::{format_number, interpolate, Expr};
+use crate::scenario::{
+    IntArg, Platform, RankSpec, Scenario, Step, StepKind, TensorSpec, RANK_VARS,
+};
+use crate::tensor::Tensor;
+use crate::trace::{Event, EventKind, Probe, Wait};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// How a rank's program ended (a rank that never ends is hung: the runner decides that).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RankEnd {
+    Completed,
+    Failed { step: usize, error: String },
+}
+
+/// Everything a rank needs from its runner.
+pub struct RankEnv<N: Net, C: Clock, P: Probe> {
+    pub net: N,
+    pub clock: C,
+    pub probe: P,
+    pub scenario: Rc<Scenario>,
+    /// The process index in the scenario's world.
+    pub proc_rank: usize,
+}
+
+/// What a user handle (`as = "tp"`) refers to on this rank.
+#[derive(Debug, Clone)]
+enum Handle {
+    Member(String),
+    NonMember,
+}
+
+/// A process group this rank is a member of.
+struct Pg {
+    name: String,
+    label: String,
+    ranks: Vec<usize>,
+    config: BackendConfig,
+    timeout_ms: u64,
+    prefixes: Vec<String>,
+    seq: u64,
+    p2p_seq: BTreeMap<(usize, usize), u64>,
+    store_counter: BTreeMap<String, u64>,
+    comms: BTreeMap<String, ()>,
+}
+
+impl Pg {
+    fn group_rank(&self, global: usize) -> Option<usize> {
+        self.ranks.iter().position(|r| *r == global)
+    }
+}
+
+/// The default group's world: the store and this rank's identity in it.
+struct WorldPg<N: Net> {
+    store: Rc<StoreClient<N>>,
+    rank: usize,
+    world_size: usize,
+    config: BackendConfig,
+    bound: Option<Device>,
+    timeout_ms: u64,
+}
+
+struct Proc<N: Net, C: Clock, P: Probe> {
+    env: RankEnv<N, C, P>,
+    spec: RankSpec,
+    platform: Platform,
+    devices: usize,
+    fabric: Rc<Fabric<N>>,
+    world: Option<WorldPg<N>>,
+    group_count: u64,
+    pgs: BTreeMap<String, Pg>,
+    handles: BTreeMap<String, Handle>,
+    current_device: usize,
+    step: usize,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+type Res<T> = Result<T, C10dError>;
+
+/// Runs the scenario's program for one rank; spawned tasks are aborted when it returns
+/// (the process exits, its sockets close).
+pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> RankEnd {
+    let spec = env.scenario.world.ranks[env.proc_rank].clone();
+    let node = env.scenario.world.nodes[spec.node].clone();
+    let fabric = match Fabric::start(env.net.clone(), env.proc_rank).await {
+        Ok(f) => f,
+        Err(e) => {
+            return RankEnd::Failed {
+                step: 0,
+                error: format!("RuntimeError: cannot listen: {e}"),
+            }
+        }
+    };
+    let mut p = Proc {
+        env,
+        spec,
+        platform: node.platform,
+        devices: node.devices,
+        fabric,
+        world: None,
+        group_count: 0,
+        pgs: BTreeMap::new(),
+        handles: BTreeMap::new(),
+        current_device: 0,
+        step: 0,
+        tasks: Vec::new(),
+    };
+    let end = p.run().await;
+    p.fabric.shutdown();
+    for t in &p.tasks {
+        t.abort();
+    }
+    p.world = None;
+    end
+}
+
+impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    fn now(&self) -> u64 {
+        self.env.clock.now_ms()
+    }
+
+    fn event(&self, kind: EventKind, text: impl Into<String>) {
+        self.env.probe.event(Event {
+            t_ms: self.now(),
+            rank: Some(self.env.proc_rank),
+            step: Some(self.step),
+            kind,
+            text: text.into(),
+        });
+    }
+
+    fn wait(&self, w: Option<Wait>) {
+        self.env.probe.set_wait(self.env.proc_rank, w);
+    }
+
+    fn var(&self, name: &str) -> f64 {
+        crate::scenario::rank_var(name, &self.spec, &self.env.scenario.world)
+    }
+
+    fn accel(&self) -> &'static str {
+        self.platform.name()
+    }
+
+    async fn run(&mut self) -> RankEnd {
+        let scenario = self.env.scenario.clone();
+        for step in &scenario.steps {
+            if !step.on.matches(&self.spec, &scenario.world) {
+                continue;
+            }
+            self.step = step.index;
+            self.event(EventKind::Start, describe(step));
+            match self.exec(step).await {
+                Ok(note) => self.event(EventKind::Done, note),
+                Err(e) => {
+                    self.wait(None);
+                    self.event(EventKind::Error, e.to_string());
+                    return RankEnd::Failed {
+                        step: step.index,
+                        error: e.to_string(),
+                    };
+                }
+            }
+        }
+        RankEnd::Completed
+    }
+
+    async fn exec(&mut self, step: &Step) -> Res<String> {
+        match &step.kind {
+            StepKind::InitProcessGroup {
+                backend,
+                init_method,
+                device_id,
+                timeout_ms,
+                rank,
+                world_size,
+            } => {
+                let rank = self.int_arg(rank);
+                let ws = self.int_arg(world_size);
+                self.init_process_group(backend, init_method, device_id, *timeout_ms, rank, ws)
+                    .await
+            }
+            StepKind::NewGroup {
+                ranks,
+                backend,
+                use_local_synchronization,
+                device_id,
+                timeout_ms,
+                handle,
+            } => {
+                self.new_group(
+                    ranks,
+                    backend,
+                    *use_local_synchronization,
+                    device_id,
+                    *timeout_ms,
+                    handle,
+                )
+                .await
+            }
+            StepKind::DestroyProcessGroup { group } => self.destroy(group),
+            StepKind::SetDevice { device } => {
+                let d = self.device(device)?;
+                self.current_device = d.index.unwrap_or(0);
+                Ok(format!("current device {d}"))
+            }
+            StepKind::Barrier { group } => self.barrier(group).await,
+            StepKind::AllReduce {
+                group,
+                tensor,
+                op,
+                expect,
+            } => {
+                self.collective(group, tensor, Coll::AllReduce(*op), expect)
+                    .await
+            }
+            StepKind::Broadcast {
+                group,
+                tensor,
+                src,
+                expect,
+            } => {
+                self.collective(group, tensor, Coll::Broadcast(*src), expect)
+                    .await
+            }
+            StepKind::AllGather {
+                group,
+                tensor,
+                expect,
+            } => {
+                self.collective(group, tensor, Coll::AllGather, expect)
+                    .await
+            }
+            StepKind::Send { group, tensor, dst } => {
+                self.p2p(group, tensor, *dst, true, &None).await
+            }
+            StepKind::Recv {
+                group,
+                tensor,
+                src,
+                expect,
+            } => self.p2p(group, tensor, *src, false, expect).await,
+            StepKind::Log { message } => {
+                let line = interpolate(message, &RANK_VARS, &|v| self.var(v)).unwrap_or_default();
+                self.event(EventKind::Log, line);
+                Ok(String::new())
+            }
+            StepKind::Sleep { ms } => {
+                let until = self.now() + ms;
+                self.env.clock.sleep_until_ms(until).await;
+                Ok(format!("slept {ms}ms"))
+            }
+        }
+    }
+
+    fn int_arg(&self, a: &Option<IntArg>) -> Option<usize> {
+        a.as_ref().map(|a| match a {
+            IntArg::Int(i) => (*i).max(0) as usize,
+            IntArg::Expr(e) => e.eval(&|v| self.var(v)).max(0.0) as usize,
+        })
+    }
+
+    fn expand(&self, s: &str) -> String {
+        let s = expand_env(s, &self.spec.env);
+        interpolate(&s, &RANK_VARS, &|v| self.var(v)).unwrap_or(s)
+    }
+
+    fn device(&self, s: &str) -> Res<Device> {
+        let text = self.expand(s);
+        Device::parse(&text)
+            .ok_or_else(|| error::runtime(format!("Invalid device string: '{text}'")))
+    }
+
+    /// R8: device_id checks and defaults.
+    fn check_device_id(&self, d: &Device) -> Res<()> {
+        if d.ty == "cpu" {
+            return Ok(());
+        }
+        if d.ty != self.accel() {
+            return Err(error::value(format!(
+                "device_id {d} does not match the current compilation's accelerator support ({})",
+                self.accel()
+            )));
+        }
+        match d.index {
+            None => Err(error::value("Please use a device_id with index.")),
+            Some(i) if i >= self.devices => Err(error::value(format!(
+                "device_id {d} is out of range: device count is {}",
+                self.devices
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    async fn init_process_group(
+        &mut self,
+        backend: &Option<String>,
+        init_method: &Option<String>,
+        device_id: &Option<String>,
+        timeout_ms: Option<u64>,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+    ) -> Res<String> {
+        if self.world.is_some() {
+            return Err(error::init_twice());
+        }
+        let device = device_id.as_ref().map(|d| self.device(d)).transpose()?;
+        if let Some(d) = &device {
+            self.check_device_id(d)?;
+        }
+        let backend_s = match backend {
+            Some(b) => self.expand(b),
+            None => match &device {
+                Some(d) => backend::default_backend_for(&d.ty)
+                    .unwrap_or("undefined")
+                    .to_string(),
+                None => "undefined".to_string(),
+            },
+        };
+        let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
+        let timeout_ms = timeout_ms.unwrap_or_else(|| backend::default_timeout_ms(&config));
+        let url = init_method
+            .as_ref()
+            .map(|u| self.expand(u))
+            .unwrap_or_else(|| "env://".into());
+        let rv = rendezvous::resolve(&url, rank, world_size, &self.spec.env)?;
+        if let Some(path) = &rv.file {
+            return Err(error::runtime(format!(
+                "file://{path}: scen does not model FileStore rendezvous yet; use env:// or tcp://"
+            )));
+        }
+        let deadline = self.now() + timeout_ms;
+        if rv.rank == 0 {
+            self.start_store_server(rv.port).await?;
+        }
+        let store = Rc::new(
+            self.connect_store(&rv.host, rv.port, timeout_ms, deadline)
+                .await?,
+        );
+        self.wait_for_workers(&store, &rv, timeout_ms).await?;
+        self.world = Some(WorldPg {
+            store,
+            rank: rv.rank,
+            world_size: rv.world_size,
+            config: config.clone(),
+            bound: device.clone(),
+            timeout_ms,
+        });
+        self.group_count = 1;
+        let ranks: Vec<usize> = (0..rv.world_size).collect();
+        let pg = self.make_pg(
+            "0".into(),
+            "WORLD".into(),
+            ranks,
+            config,
+            timeout_ms,
+            vec!["default_pg".into(), "0/".into()],
+        );
+        self.pgs.insert("0".into(), pg);
+        self.construct_backends("0").await?;
+        self.post_construct("0", &device).await?;
+        if self
+            .spec
+            .env
+            .get("TORCH_DIST_INIT_BARRIER")
+            .map(|s| s.as_str())
+            == Some("1")
+        {
+            self.store_barrier("0", rv.world_size, timeout_ms).await?;
+        }
+        Ok(format!(
+            "default group \"0\" rank {}/{} backends {} store {}:{} timeout {}ms{}",
+            rv.rank,
+            rv.world_size,
+            self.pgs["0"].config.describe(),
+            rv.host,
+            rv.port,
+            timeout_ms,
+            device.map(|d| format!(" bound to {d}")).unwrap_or_default()
+        ))
+    }
+
+    async fn start_store_server(&mut self, port: u16) -> Res<()> {
+        let listener = self.env.net.bind(port).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                error::eaddrinuse(port)
+            } else {
+                error::runtime(format!(
+                    "TCPStore server failed to listen on port {port}: {e}"
+                ))
+            }
+        })?;
+        let (net, clock) = (self.env.net.clone(), self.env.clock.clone());
+        self.tasks
+            .push(tokio::task::spawn_local(store::serve(net, clock, listener)));
+        self.event(
+            EventKind::Info,
+            format!("TCPStore server listening on port {port}"),
+        );
+        Ok(())
+    }
+
+    /// R16: connect with exponential backoff until the deadline.
+    async fn connect_store(
+        &self,
+        host: &str,
+        port: u16,
+        timeout_ms: u64,
+        deadline: u64,
+    ) -> Res<StoreClient<N>> {
+        let mut delay_ms = 100u64;
+        let mut tries = 0u64;
+        loop {
+            self.wait(Some(Wait {
+                step: self.step,
+                what: format!("connect to TCPStore {host}:{port}"),
+                group: None,
+                seq: None,
+                peers: vec![],
+                since_ms: self.now(),
+                deadline_ms: Some(deadline),
+                timeout_error: Some(
+                    error::client_connect_timeout(timeout_ms, host, port).to_string(),
+                ),
+            }));
+            match self.env.net.connect(host, port).await {
+                Ok(s) => {
+                    self.wait(None);
+                    if tries > 0 {
+                        self.event(
+                            EventKind::Info,
+                            format!("connected to TCPStore {host}:{port} after {tries} retries"),
+                        );
+                    }
+                    return Ok(StoreClient::new(s, format!("{host}:{port}")));
+                }
+                Err(e) => {
+                    if tries == 0 {
+                        self.event(
+                            EventKind::Warn,
+                            format!(
+                                "TCP client failed to connect/validate to host {host}:{port} - retrying (try=0, timeout={timeout_ms}ms, delay={delay_ms}ms): {e}"
+                            ),
+                        );
+                    }
+                    tries += 1;
+                    if self.now() + delay_ms >= deadline {
+                        self.env.clock.sleep_until_ms(deadline).await;
+                        self.wait(None);
+                        return Err(error::client_connect_timeout(timeout_ms, host, port));
+                    }
+                    self.env.clock.sleep_until_ms(self.now() + delay_ms).await;
+                    delay_ms = (delay_ms * 2).min(5_000);
+                }
+            }
+        }
+    }
+
+    /// R16 waitForWorkers: everyone counts in; the server's rank waits for all.
+    async fn wait_for_workers(
+        &self,
+        store: &StoreClient<N>,
+        rv: &rendezvous::Rendezvous,
+        timeout_ms: u64,
+    ) -> Res<()> {
+        let n = store.add("init/", 1).await.map_err(|e| self.store_err(e))?;
+        self.event(
+            EventKind::Info,
+            format!("checked in to TCPStore {} (init/ = {n})", store.addr),
+        );
+        if rv.rank != 0 {
+            return Ok(());
+        }
+        self.wait(Some(Wait {
+            step: self.step,
+            what: format!("TCPStore server waiting for {} clients", rv.world_size),
+            group: None,
+            seq: None,
+            peers: vec![],
+            since_ms: self.now(),
+            deadline_ms: Some(self.now() + timeout_ms),
+            timeout_error: Some(error::workers_timeout(timeout_ms, n, rv.world_size).to_string()),
+        }));
+        let r = store
+            .wait_ge("init/", rv.world_size as i64, timeout_ms)
+            .await;
+        self.wait(None);
+        match r {
+            Ok(_) => Ok(()),
+            Err(StoreError::Timeout { value, .. }) => {
+                Err(error::workers_timeout(timeout_ms, value, rv.world_size))
+            }
+            Err(e) => Err(self.store_err(e)),
+        }
+    }
+
+    fn store_err(&self, e: StoreError) -> C10dError {
+        match e {
+            StoreError::Timeout {
+                key, timeout_ms, ..
+            } => error::store_wait_timeout(timeout_ms, &key),
+            StoreError::Wire(w) => C10dError {
+                kind: "DistNetworkError",
+                message: format!("TCPStore connection failed: {w}"),
+            },
+        }
+    }
+
+    fn world(&self) -> Res<&WorldPg<N>> {
+        self.world.as_ref().ok_or_else(error::not_initialized)
+    }
+
+    fn make_pg(
+        &self,
+        name: String,
+        label: String,
+        ranks: Vec<usize>,
+        config: BackendConfig,
+        timeout_ms: u64,
+        prefixes: Vec<String>,
+    ) -> Pg {
+        Pg {
+            name,
+            label,
+            ranks,
+            config,
+            timeout_ms,
+            prefixes,
+            seq: 0,
+            p2p_seq: BTreeMap::new(),
+            store_counter: BTreeMap::new(),
+            comms: BTreeMap::new(),
+        }
+    }
+
+    /// Store get with a wait record naming the ranks that should have set the key.
+    async fn store_get(
+        &self,
+        key: &str,
+        timeout_ms: Option<u64>,
+        peers: Vec<usize>,
+        what: String,
+        group: Option<String>,
+        timeout_error: Option<C10dError>,
+    ) -> Result<Vec<u8>, StoreError> {
+        let store = self.world.as_ref().expect("world").store.clone();
+        let t = timeout_ms.unwrap_or(u64::MAX / 4);
+        self.wait(Some(Wait {
+            step: self.step,
+            what,
+            group,
+            seq: None,
+            peers,
+            since_ms: self.now(),
+            deadline_ms: timeout_ms.map(|t| self.now() + t),
+            timeout_error: timeout_error.map(|e| e.to_string()),
+        }));
+        let r = store.get(key, t).await;
+        self.wait(None);
+        r
+    }
+
+    /// R24 gloo: connectFullMesh over the group's prefix store, blocking among members.
+    async fn construct_backends(&mut self, name: &str) -> Res<()> {
+        let pg = &self.pgs[name];
+        if !pg.config.backends().contains(&"gloo") {
+            return Ok(());
+        }
+        let me = self.world()?.rank;
+        let grank = pg.group_rank(me).expect("member");
+        let dev = pg
+            .config
+            .map
+            .iter()
+            .find(|(_, b)| b.as_str() == "gloo")
+            .map(|(d, _)| d.clone())
+            .expect("gloo");
+        let mut prefixes = pg.prefixes.clone();
+        prefixes.push(format!("{dev}/"));
+        let (ranks, timeout_ms, label) = (
+            pg.ranks.clone(),
+            pg.timeout_ms,
+            format!("{} ({})", pg.label, pg.name),
+        );
+        let store = self.world()?.store.clone();
+        store
+            .set(
+                &join_key(&prefixes, &grank.to_string()),
+                self.fabric.address().as_bytes(),
+            )
+            .await
+            .map_err(|e| self.store_err(e))?;
+        let mut missing = Vec::new();
+        for (gr, r) in ranks.iter().enumerate() {
+            if *r != me
+                && !store
+                    .check(&join_key(&prefixes, &gr.to_string()))
+                    .await
+                    .map_err(|e| self.store_err(e))?
+            {
+                missing.push(*r);
+            }
+        }
+        for (gr, r) in ranks.iter().enumerate() {
+            if *r == me {
+                continue;
+            }
+            let key = join_key(&prefixes, &gr.to_string());
+            let inner = error::store_wait_timeout(timeout_ms, &key);
+            let v = self
+                .store_get(
+                    &key,
+                    Some(timeout_ms),
+                    missing.clone(),
+                    format!("gloo connectFullMesh of group {label}: store get '{key}'"),
+                    Some(label.clone()),
+                    Some(error::gloo_connect_failed(&inner.to_string())),
+                )
+                .await
+                .map_err(|e| match e {
+                    StoreError::Timeout { .. } => error::gloo_connect_failed(&inner.to_string()),
+                    other => self.store_err(other),
+                })?;
+            missing.retain(|m| m != r);
+            self.fabric.learn(*r, &String::from_utf8_lossy(&v));
+        }
+        self.event(
+            EventKind::Info,
+            format!(
+                "gloo full mesh connected for group {label} ({} ranks)",
+                ranks.len()
+            ),
+        );
+        Ok(())
+    }
+
+    /// R11/R22.4: `if device_id and pg._get_backend(device_id).supports_splitting: eager connect`.
+    async fn post_construct(&mut self, name: &str, device: &Option<Device>) -> Res<()> {
+        let Some(d) = device else { return Ok(()) };
+        let b = self.pgs[name].config.backend_for(&d.ty)?.to_string();
+        if backend::supports_splitting(&b) && b == "nccl" {
+            self.ensure_comm(name, &d.ty, &b, None).await?;
+            self.event(
+                EventKind::Info,
+                format!("eager NCCL communicator init for group {name} on {d}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// R17.
+    async fn store_barrier(&self, name: &str, world_size: usize, timeout_ms: u64) -> Res<()> {
+        let w = self.world()?;
+        let store = w.store.clone();
+        let rank = w.rank;
+        let key = format!("store_based_barrier_key:{name}");
+        let full = join_key(&["default_pg".to_string()], &key);
+        let n = store.add(&full, 1).await.map_err(|e| self.store_err(e))?;
+        let last = format!("{full}:last_worker");
+        if n as usize >= world_size {
+            store
+                .set(&last, b"1")
+                .await
+                .map_err(|e| self.store_err(e))?;
+        }
+        let inner = error::store_wait_timeout(timeout_ms, &last).to_string();
+        let r = self
+            .store_get(
+                &last,
+                Some(timeout_ms),
+                vec![],
+                format!("store based barrier for group {name} ({n}/{world_size} joined when this rank arrived)"),
+                Some(name.to_string()),
+                None,
+            )
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(StoreError::Timeout { .. }) => {
+                let joined = store.add(&full, 0).await.unwrap_or(n);
+                Err(error::store_barrier_timeout(
+                    rank, name, world_size, joined, timeout_ms, &inner,
+                ))
+            }
+            Err(e) => Err(self.store_err(e)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn new_group(
+        &mut self,
+        ranks: &Option<Vec<usize>>,
+        backend_arg: &Option<String>,
+        local_sync: bool,
+        device_id: &Option<String>,
+        timeout_ms: Option<u64>,
+        handle: &Option<String>,
+    ) -> Res<String> {
+        let (me, ws, default_config, bound, default_timeout) = {
+            let w = self.world()?;
+            (
+                w.rank,
+                w.world_size,
+                w.config.clone(),
+                w.bound.clone(),
+                w.timeout_ms,
+            )
+        };
+        let _ = default_timeout;
+        let mut ranks: Vec<usize> = ranks.clone().unwrap_or_else(|| (0..ws).collect());
+        ranks.sort();
+        if ranks.windows(2).any(|w| w[0] == w[1]) {
+            return Err(error::value(format!(
+                "ranks list must not contain duplicate entries, got {ranks:?}"
+            )));
+        }
+        if ranks.len() > ws {
+            return Err(error::value("the new group's world size should be less or equal to the world size set by init_process_group"));
+        }
+        if let Some(bad) = ranks.iter().find(|r| **r >= ws) {
+            return Err(error::value(format!(
+                "Rank {bad} is out of range. Valid ranks are 0 to {} (world_size={ws})",
+                ws - 1
+            )));
+        }
+        let backend_s = backend_arg
+            .as_ref()
+            .map(|b| self.expand(b))
+            .unwrap_or(default_config.original.clone());
+        let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
+        let device = match device_id {
+            None => bound.clone(),
+            Some(d) => {
+                let d = self.device(d)?;
+                if bound.as_ref().is_some_and(|b| *b != d) {
+                    return Err(error::mismatched_bound_device());
+                }
+                Some(d)
+            }
+        };
+        let timeout_ms = timeout_ms.unwrap_or_else(|| backend::default_timeout_ms(&config));
+        let member = ranks.contains(&me);
+        let label = handle.clone().unwrap_or_else(|| "unnamed".into());
+        if local_sync && !member {
+            self.set_handle(handle, Handle::NonMember);
+            return Ok(format!(
+                "not a member of {ranks:?} (local synchronization: no name taken)"
+            ));
+        }
+        let name = if local_sync {
+            naming::hashed_name(&ranks, self.group_count)
+        } else {
+            naming::counter_name(self.group_count)
+        };
+        self.group_count += 1;
+        if !member {
+            self.set_handle(handle, Handle::NonMember);
+            if barrier_after_init(&self.spec) {
+                self.store_barrier(&name, ws, timeout_ms).await?;
+            }
+            return Ok(format!(
+                "group \"{name}\" {ranks:?}: not a member (NON_GROUP_MEMBER)"
+            ));
+        }
+        let prefixes = vec![
+            "default_pg".to_string(),
+            "0/".to_string(),
+            format!("{name}/"),
+        ];
+        let pg = self.make_pg(
+            name.clone(),
+            label,
+            ranks.clone(),
+            config,
+            timeout_ms,
+            prefixes,
+        );
+        let describe = pg.config.describe();
+        self.pgs.insert(name.clone(), pg);
+        self.set_handle(handle, Handle::Member(name.clone()));
+        self.construct_backends(&name).await?;
+        self.post_construct(&name, &device).await?;
+        if barrier_after_init(&self.spec) {
+            let n = if local_sync { ranks.len() } else { ws };
+            self.store_barrier(&name, n, timeout_ms).await?;
+        }
+        Ok(format!("group \"{name}\" {ranks:?} backends {describe}"))
+    }
+
+    fn set_handle(&mut self, handle: &Option<String>, h: Handle) {
+        if let Some(name) = handle {
+            self.handles.insert(name.clone(), h);
+        }
+    }
+
+    /// R13.
+    fn destroy(&mut self, group: &Option<String>) -> Res<String> {
+        match group {
+            None => {
+                self.world.take().ok_or_else(error::not_initialized)?;
+                let n = self.pgs.len();
+                self.pgs.clear();
+                self.handles.clear();
+                self.group_count = 0;
+                Ok(format!("destroyed {n} groups; group counter reset to 0"))
+            }
+            Some(h) => match self.handles.get(h).cloned() {
+                Some(Handle::NonMember) => Ok("NON_GROUP_MEMBER: nothing to destroy".into()),
+                Some(Handle::Member(name)) => {
+                    self.pgs.remove(&name);
+                    self.handles.remove(h);
+                    Ok(format!("destroyed group \"{name}\""))
+                }
+                None => Err(error::value("Invalid process group specified")),
+            },
+        }
+    }
+
+    /// Resolves a step's group: `Ok(None)` for a non-member (R27).
+    fn resolve_group(&self, group: &Option<String>) -> Res<Option<String>> {
+        self.world()?;
+        match group {
+            None => Ok(Some("0".into())),
+            Some(h) => match self.handles.get(h) {
+                Some(Handle::Member(name)) if self.pgs.contains_key(name) => Ok(Some(name.clone())),
+                Some(Handle::Member(_)) => Err(error::value("Invalid process group specified")),
+                Some(Handle::NonMember) => Ok(None),
+                None => Err(error::runtime(format!(
+                    "group `{h}` was never created on this rank (its new_group step did not run here)"
+                ))),
+            },
+        }
+    }
+
+    /// R24/R38: the device communicator, created lazily through a store key.
+    async fn ensure_comm(
+        &mut self,
+        name: &str,
+        dev: &str,
+        backend: &str,
+        pair: Option<(usize, usize)>,
+    ) -> Res<()> {
+        let comm_key = match pair {
+            Some((a, b)) => format!("{dev}:{a}:{b}"),
+            None => dev.to_string(),
+        };
+        if self.pgs[name].comms.contains_key(&comm_key) {
+            return Ok(());
+        }
+        let me = self.world()?.rank;
+        let pg = self.pgs.get_mut(name).expect("pg");
+        let counter = pg.store_counter.entry(dev.to_string()).or_insert(0);
+        let local_key = counter.to_string();
+        *counter += 1;
+        let mut prefixes = pg.prefixes.clone();
+        prefixes.push(format!("{dev}/"));
+        let key = join_key(&prefixes, &local_key);
+        let members: Vec<usize> = match pair {
+            Some((a, b)) => vec![a.min(b), a.max(b)],
+            None => pg.ranks.clone(),
+        };
+        let (timeout_ms, label) = (pg.timeout_ms, format!("{} ({})", pg.label, pg.name));
+        let store = self.world()?.store.clone();
+        if members[0] == me {
+            let uid = format!("{backend}-uid:{key}");
+            store
+                .set(&key, uid.as_bytes())
+                .await
+                .map_err(|e| self.store_err(e))?;
+        } else {
+            let inner = error::store_wait_timeout(timeout_ms, &key).to_string();
+            let err = error::unique_id_timeout(backend, me, &local_key, &inner);
+            self.store_get(
+                &key,
+                Some(timeout_ms),
+                vec![members[0]],
+                format!("{backend} communicator of group {label}: store get unique id '{key}' from rank {}", members[0]),
+                Some(label.clone()),
+                Some(err.clone()),
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::Timeout { .. } => err.clone(),
+                other => self.store_err(other),
+            })?;
+        }
+        // The library's own bootstrap: every member must join; oneCCL/NCCL init never times out.
+        let pos = members.iter().position(|m| *m == me).expect("member");
+        store
+            .set(
+                &format!("{key}/addr/{pos}"),
+                self.fabric.address().as_bytes(),
+            )
+            .await
+            .map_err(|e| self.store_err(e))?;
+        for (i, m) in members.iter().enumerate() {
+            if *m == me || self.fabric.knows(*m) {
+                continue;
+            }
+            let k = format!("{key}/addr/{i}");
+            let v = self
+                .store_get(
+                    &k,
+                    None,
+                    vec![*m],
+                    format!("{backend} communicator init of group {label}: waiting for rank {m} to join"),
+                    Some(label.clone()),
+                    None,
+                )
+                .await
+                .map_err(|e| self.store_err(e))?;
+            self.fabric.learn(*m, &String::from_utf8_lossy(&v));
+        }
+        self.pgs
+            .get_mut(name)
+            .expect("pg")
+            .comms
+            .insert(comm_key, ());
+        self.event(
+            EventKind::Info,
+            format!("{backend} communicator ready for group {label} (store key {key})"),
+        );
+        Ok(())
+    }
+
+    /// The tensor a step creates on this rank.
+    fn make_tensor(&self, spec: &TensorSpec) -> (Tensor, String) {
+        let n = spec.shape.iter().product::<usize>();
+        let t = Tensor::from_fn(spec.dtype, spec.shape.clone(), |i| {
+            spec.fill.eval(&|v| match v {
+                "i" => i as f64,
+                "n" => n as f64,
+                other => self.var(other),
+            })
+        });
+        let dev = spec
+            .device
+            .clone()
+            .unwrap_or_else(|| self.accel().to_string());
+        (t, dev)
+    }
+
+    /// The timeout rule of a backend for one call (R29, R31).
+    fn op_timeout(
+        &self,
+        backend: &str,
+        pg: &Pg,
+        seq: u64,
+        op: &str,
+        numel: usize,
+    ) -> Option<(u64, C10dError)> {
+        let deadline = self.now() + pg.timeout_ms;
+        match backend {
+            "gloo" => Some((deadline, error::gloo_recv_timeout(pg.timeout_ms))),
+            "nccl" => Some((
+                deadline,
+                error::nccl_watchdog(
+                    self.world.as_ref().map(|w| w.rank).unwrap_or(0),
+                    seq,
+                    op,
+                    numel,
+                    pg.timeout_ms,
+                ),
+            )),
+            _ if self
+                .spec
+                .env
+                .get("TORCH_XCCL_BLOCKING_WAIT")
+                .map(|s| s.as_str())
+                == Some("1") =>
+            {
+                Some((deadline, error::xccl_work_timeout(pg.timeout_ms)))
+            }
+            _ => None,
+        }
+    }
+
+    fn check_dtype(&self, backend: &str, dtype: DType, op: Option<ReduceOp>) -> Res<()> {
+        let r = match backend {
+            "gloo" => reduce::check_gloo(dtype, op),
+            _ => reduce::check_xccl(dtype, op),
+        };
+        r.map_err(|e| C10dError {
+            kind: e.kind,
+            message: e.message,
+        })
+    }
+
+    async fn collective(
+        &mut self,
+        group: &Option<String>,
+        spec: &TensorSpec,
+        coll: Coll,
+        expect: &Option<Expr>,
+    ) -> Res<String> {
+        let (mut t, dev) = self.make_tensor(spec);
+        let op = coll.name();
+        let Some(name) = self.resolve_group(group)? else {
+            let r = self.world()?.rank;
+            self.event(
+                EventKind::Warn,
+                format!(
+                    "Running {op} on global rank {r} which does not belong to the given group."
+                ),
+            );
+            return Ok("not a member: no-op".into());
+        };
+        let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        let reduce_op = match coll {
+            Coll::AllReduce(o) => Some(o),
+            _ => None,
+        };
+        self.check_dtype(&backend, t.dtype, reduce_op)?;
+        if let Coll::Broadcast(src) = coll {
+            if self.pgs[&name].group_rank(src).is_none() {
+                return Err(error::value(format!(
+                    "Global rank {src} is not part of group {}",
+                    self.pgs[&name].label
+                )));
+            }
+        }
+        if backend != "gloo" {
+            self.ensure_comm(&name, &dev, &backend, None).await?;
+        }
+        let result = self.run_algo(&name, &backend, &coll, &mut t).await?;
+        let out = result.unwrap_or(t);
+        self.check_values(spec, expect, &out, matches!(coll, Coll::AllGather))
+    }
+
+    async fn run_algo(
+        &mut self,
+        name: &str,
+        backend: &str,
+        coll: &Coll,
+        t: &mut Tensor,
+    ) -> Res<Option<Tensor>> {
+        let me = self.world()?.rank;
+        let pg = self.pgs.get_mut(name).expect("pg");
+        pg.seq += 1;
+        let pg = &self.pgs[name];
+        let seq = pg.seq;
+        let info = CallInfo {
+            proc_rank: self.env.proc_rank,
+            step: self.step,
+            group: format!("{} ({})", pg.label, pg.name),
+            seq,
+            op: coll.name().to_string(),
+            timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
+        };
+        let link = FabricLink {
+            fabric: &self.fabric,
+            clock: &self.env.clock,
+            probe: &self.env.probe,
+            members: &pg.ranks,
+            me: pg.group_rank(me).expect("member"),
+            tag: format!("{}/{backend}/{seq}", pg.name),
+            info,
+            error: Default::default(),
+        };
+        let r = match coll {
+            Coll::AllReduce(op) => algo::all_reduce(&link, t, *op).await.map(|_| None),
+            Coll::Broadcast(src) => {
+                let root = pg.group_rank(*src).expect("checked");
+                algo::broadcast(&link, t, root).await.map(|_| None)
+            }
+            Coll::AllGather => algo::all_gather(&link, t)
+                .await
+                .map(|parts| Some(Tensor::concat(&parts))),
+            Coll::Barrier => algo::barrier(&link).await.map(|_| None),
+        };
+        r.map_err(|e| {
+            link.error
+                .borrow()
+                .clone()
+                .unwrap_or_else(|| error::runtime(e.to_string()))
+        })
+    }
+
+    fn check_values(
+        &self,
+        spec: &TensorSpec,
+        expect: &Option<Expr>,
+        out: &Tensor,
+        gather: bool,
+    ) -> Res<String> {
+        let vals = out.to_f64_vec();
+        let summary = summarize(&vals, out.digest());
+        let Some(expect) = expect else {
+            return Ok(summary);
+        };
+        let n_in = spec.shape.iter().product::<usize>().max(1);
+        let tol = tolerance(spec.dtype);
+        for (i, got) in vals.iter().enumerate() {
+            let want = expect.eval(&|v| match v {
+                "i" => i as f64,
+                "n" => vals.len() as f64,
+                "chunk" if gather => (i / n_in) as f64,
+                "j" if gather => (i % n_in) as f64,
+                other => self.var(other),
+            });
+            let want_cast = Tensor::from_fn(spec.dtype, vec![1], |_| want).get_f64(0);
+            if (got - want_cast).abs() > tol * want_cast.abs().max(1.0) {
+                self.event(
+                    EventKind::Error,
+                    format!(
+                        "value mismatch at element {i}: got {}, expected {} ({})",
+                        format_number(*got),
+                        format_number(want_cast),
+                        expect
+                    ),
+                );
+                return Err(C10dError {
+                    kind: "ValueMismatch",
+                    message: format!(
+                        "element {i}: got {}, expected {}",
+                        format_number(*got),
+                        format_number(want_cast)
+                    ),
+                });
+            }
+        }
+        Ok(format!("{summary} (values as expected)"))
+    }
+
+    async fn barrier(&mut self, group: &Option<String>) -> Res<String> {
+        let Some(name) = self.resolve_group(group)? else {
+            let r = self.world()?.rank;
+            self.event(
+                EventKind::Warn,
+                format!(
+                    "Running barrier on global rank {r} which does not belong to the given group."
+                ),
+            );
+            return Ok("not a member: no-op".into());
+        };
+        // R6: device_ids, bound device, CPU for CPU-only groups, else the accelerator.
+        let pg = &self.pgs[&name];
+        let bound = self.world()?.bound.clone();
+        let dev = if let Some(b) = bound {
+            b.ty
+        } else if pg.config.map.keys().all(|d| d == "cpu") || self.accel() == "cpu" {
+            "cpu".to_string()
+        } else if pg.config.map.contains_key(self.accel()) {
+            self.accel().to_string()
+        } else {
+            "cpu".to_string()
+        };
+        let backend = pg.config.backend_for(&dev)?.to_string();
+        if backend != "gloo" {
+            self.ensure_comm(&name, &dev, &backend, None).await?;
+        }
+        let mut t = Tensor::from_fn(DType::F32, vec![1], |_| 0.0);
+        self.run_algo(&name, &backend, &Coll::Barrier, &mut t)
+            .await?;
+        Ok(format!("passed ({dev}:{backend})"))
+    }
+
+    async fn p2p(
+        &mut self,
+        group: &Option<String>,
+        spec: &TensorSpec,
+        peer: usize,
+        send: bool,
+        expect: &Option<Expr>,
+    ) -> Res<String> {
+        let (t, dev) = self.make_tensor(spec);
+        let op = if send { "send" } else { "recv" };
+        let Some(name) = self.resolve_group(group)? else {
+            let r = self.world()?.rank;
+            self.event(
+                EventKind::Warn,
+                format!(
+                    "Running {op} on global rank {r} which does not belong to the given group."
+                ),
+            );
+            return Ok("not a member: no-op".into());
+        };
+        let me = self.world()?.rank;
+        let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_dtype(&backend, t.dtype, None)?;
+        if self.pgs[&name].group_rank(peer).is_none() {
+            return Err(error::value(format!(
+                "Global rank {peer} is not part of group {}",
+                self.pgs[&name].label
+            )));
+        }
+        if peer == me {
+            return Err(error::value(format!("Invalid destination rank: destination rank should not be the same as the rank of the current process.")));
+        }
+        let (src, dst) = if send { (me, peer) } else { (peer, me) };
+        if backend != "gloo" {
+            self.ensure_comm(&name, &dev, &backend, Some((src, dst)))
+                .await?;
+        }
+        let pg = self.pgs.get_mut(&name).expect("pg");
+        let n = pg.p2p_seq.entry((src, dst)).or_insert(0);
+        *n += 1;
+        let seq = *n;
+        let pg = &self.pgs[&name];
+        let tag = format!("{}/{backend}/p2p/{src}->{dst}/{seq}", pg.name);
+        let timeout = self.op_timeout(
+            &backend,
+            pg,
+            seq,
+            if send { "SEND" } else { "RECV" },
+            t.numel(),
+        );
+        let group_label = format!("{} ({})", pg.label, pg.name);
+        if send {
+            self.fabric
+                .send(peer, &tag, &t.data)
+                .await
+                .map_err(|e| error::runtime(e.to_string()))?;
+            return Ok(format!("sent {} elements to rank {peer}", t.numel()));
+        }
+        self.wait(Some(Wait {
+            step: self.step,
+            what: format!("recv #{seq} from rank {peer} on group {group_label}"),
+            group: Some(group_label),
+            seq: Some(seq),
+            peers: vec![peer],
+            since_ms: self.now(),
+            deadline_ms: timeout.as_ref().map(|(d, _)| *d),
+            timeout_error: timeout.as_ref().map(|(_, e)| e.to_string()),
+        }));
+        let r = self
+            .fabric
+            .recv(
+                &self.env.clock,
+                peer,
+                &tag,
+                timeout.as_ref().map(|(d, _)| *d),
+            )
+            .await;
+        self.wait(None);
+        let data = r.map_err(|e| match e {
+            super::fabric::FabricError::Timeout => timeout
+                .clone()
+                .map(|(_, e)| e)
+                .unwrap_or_else(|| error::runtime("timed out")),
+            super::fabric::FabricError::PeerClosed(p) => error::peer_closed(p),
+            other => error::runtime(other.to_string()),
+        })?;
+        if data.len() != t.data.len() {
+            return Err(error::runtime(format!(
+                "recv from rank {peer}: got {} bytes, the receive buffer has {} (sizes differ between the send and the recv)",
+                data.len(),
+                t.data.len()
+            )));
+        }
+        let out = Tensor {
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            data,
+        };
+        self.check_values(spec, expect, &out, false)
+    }
+}
+
+fn barrier_after_init(spec: &RankSpec) -> bool {
+    spec.env.get("TORCH_DIST_INIT_BARRIER").map(|s| s.as_str()) == Some("1")
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Coll {
+    AllReduce(ReduceOp),
+    Broadcast(usize),
+    AllGather,
+    Barrier,
+}
+
+impl Coll {
+    fn name(&self) -> &'static str {
+        match self {
+            Coll::AllReduce(_) => "all_reduce",
+            Coll::Broadcast(_) => "broadcast",
+            Coll::AllGather => "all_gather",
+            Coll::Barrier => "barrier",
+        }
+    }
+
+    fn torch_op(&self) -> &'static str {
+        match self {
+            Coll::AllReduce(_) | Coll::Barrier => "ALLREDUCE",
+            Coll::Broadcast(_) => "BROADCAST",
+            Coll::AllGather => "ALLGATHER",
+        }
+    }
+}
+
+fn tolerance(d: DType) -> f64 {
+    match d {
+        DType::BF16 => 1e-2,
+        DType::F16 => 2e-3,
+        DType::F32 => 1e-5,
+        _ => 0.0,
+    }
+}
+
+/// `[6, 6, 6, 6] digest 1a2b...`: result values as the trace prints them (first 8).
+fn summarize(vals: &[f64], digest: u64) -> String {
+    let shown: Vec<String> = vals.iter().take(8).map(|v| format_number(*v)).collect();
+    let more = if vals.len() > 8 {
+        format!(", ... ({} values)", vals.len())
+    } else {
+        String::new()
+    };
+    format!("[{}{more}] digest {digest:016x}", shown.join(", "))
+}
+
+/// The step as its start event prints it.
+fn describe(step: &Step) -> String {
+    let g = |g: &Option<String>| g.clone().unwrap_or_else(|| "WORLD".into());
+    let t = |t: &TensorSpec| {
+        format!(
+            "{}{:?} on {}",
+            t.dtype.name(),
+            t.shape,
+            t.device.clone().unwrap_or_else(|| "accelerator".into())
+        )
+    };
+    let detail = match &step.kind {
+        StepKind::InitProcessGroup {
+            backend,
+            init_method,
+            device_id,
+            ..
+        } => format!(
+            "backend={} init_method={}{}",
+            backend.clone().unwrap_or_else(|| "None".into()),
+            init_method.clone().unwrap_or_else(|| "env://".into()),
+            device_id
+                .as_ref()
+                .map(|d| format!(" device_id={d}"))
+                .unwrap_or_default()
+        ),
+        StepKind::NewGroup {
+            ranks,
+            backend,
+            handle,
+            device_id,
+            use_local_synchronization,
+            ..
+        } => format!(
+            "{}ranks={} backend={}{}{}",
+            handle
+                .as_ref()
+                .map(|h| format!("{h}: "))
+                .unwrap_or_default(),
+            ranks
+                .as_ref()
+                .map(|r| format!("{r:?}"))
+                .unwrap_or_else(|| "all".into()),
+            backend.clone().unwrap_or_else(|| "default".into()),
+            device_id
+                .as_ref()
+                .map(|d| format!(" device_id={d}"))
+                .unwrap_or_default(),
+            if *use_local_synchronization {
+                " use_local_synchronization"
+            } else {
+                ""
+            }
+        ),
+        StepKind::DestroyProcessGroup { group } => g(group),
+        StepKind::SetDevice { device } => device.clone(),
+        StepKind::Barrier { group } => format!("group={}", g(group)),
+        StepKind::AllReduce {
+            group, tensor, op, ..
+        } => format!("group={} {} op={}", g(group), t(tensor), op.name()),
+        StepKind::Broadcast {
+            group, tensor, src, ..
+        } => format!("group={} {} src={src}", g(group), t(tensor)),
+        StepKind::AllGather { group, tensor, .. } => format!("group={} {}", g(group), t(tensor)),
+        StepKind::Send { group, tensor, dst } => {
+            format!("group={} {} dst={dst}", g(group), t(tensor))
+        }
+        StepKind::Recv {
+            group, tensor, src, ..
+        } => format!("group={} {} src={src}", g(group), t(tensor)),
+        StepKind::Log { .. } => String::new(),
+        StepKind::Sleep { ms } => format!("{ms}ms"),
+    };
+    format!("{} {detail}", step.kind.op_name())
+        .trim_end()
+        .to_string()
+}

@@ -1,0 +1,488 @@
+//! The small expression language of scenario files.
+//!
+//! Steps are limited to ranks with conditions (`on = "rank % 2 == 0"`), tensors are filled and
+//! checked with formulas over the rank and the element index (`fill = "rank * 10 + i"`), and
+//! environment values are templated (`"{local_rank}"`). One parser serves all three, so a user
+//! learns one syntax. Values are f64; comparisons and logic yield 1.0 / 0.0.
+
+use std::fmt;
+
+/// A parsed expression, evaluated many times (once per element for fills).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    node: Node,
+    source: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    Num(f64),
+    Var(String),
+    Neg(Box<Node>),
+    Not(Box<Node>),
+    Bin(BinOp, Box<Node>, Box<Node>),
+    In(Box<Node>, Vec<Node>),
+    Call(String, Vec<Node>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    Rem,
+    Pow,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+/// Why an expression did not parse or evaluate; `offset` is a byte offset into the source.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ExprError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+impl Expr {
+    /// Parses `source`; every variable must be one of `vars`.
+    pub fn parse(source: &str, vars: &[&str]) -> Result<Expr, ExprError> {
+        let tokens = lex(source)?;
+        let mut p = Parser {
+            tokens,
+            pos: 0,
+            vars,
+        };
+        let node = p.or()?;
+        if let Some(t) = p.tokens.get(p.pos) {
+            return Err(err(t.offset, format!("unexpected `{}`", t.text)));
+        }
+        Ok(Expr {
+            node,
+            source: source.to_string(),
+        })
+    }
+
+    /// Evaluates with `lookup` supplying variable values.
+    pub fn eval(&self, lookup: &dyn Fn(&str) -> f64) -> f64 {
+        eval(&self.node, lookup)
+    }
+
+    /// Evaluates as a condition (non-zero is true).
+    pub fn holds(&self, lookup: &dyn Fn(&str) -> f64) -> bool {
+        self.eval(lookup) != 0.0
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+}
+
+fn err(offset: usize, message: impl Into<String>) -> ExprError {
+    ExprError {
+        offset,
+        message: message.into(),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    text: String,
+    offset: usize,
+}
+
+fn lex(s: &str) -> Result<Vec<Token>, ExprError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i] as char;
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        if c.is_ascii_digit() || (c == '.' && i + 1 < bytes.len() && bytes[i + 1].is_ascii_digit())
+        {
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.') {
+                i += 1;
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+        } else {
+            let two = s.get(i..i + 2).unwrap_or("");
+            if ["==", "!=", "<=", ">=", "&&", "||", "//", "**"].contains(&two) {
+                i += 2;
+            } else if "+-*/%<>!()[],".contains(c) {
+                i += 1;
+            } else {
+                return Err(err(i, format!("unexpected character `{c}`")));
+            }
+        }
+        out.push(Token {
+            text: s[start..i].to_string(),
+            offset: start,
+        });
+    }
+    Ok(out)
+}
+
+struct Parser<'a> {
+    tokens: Vec<Token>,
+    pos: usize,
+    vars: &'a [&'a str],
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&str> {
+        self.tokens.get(self.pos).map(|t| t.text.as_str())
+    }
+
+    fn offset(&self) -> usize {
+        self.tokens
+            .get(self.pos)
+            .map(|t| t.offset)
+            .unwrap_or_else(|| {
+                self.tokens
+                    .last()
+                    .map(|t| t.offset + t.text.len())
+                    .unwrap_or(0)
+            })
+    }
+
+    fn eat(&mut self, text: &str) -> bool {
+        if self.peek() == Some(text) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, text: &str) -> Result<(), ExprError> {
+        if self.eat(text) {
+            Ok(())
+        } else {
+            Err(err(self.offset(), format!("expected `{text}`")))
+        }
+    }
+
+    fn binary(
+        &mut self,
+        ops: &[(&str, BinOp)],
+        next: fn(&mut Self) -> Result<Node, ExprError>,
+    ) -> Result<Node, ExprError> {
+        let mut lhs = next(self)?;
+        'outer: loop {
+            for (text, op) in ops {
+                if self.eat(text) {
+                    let rhs = next(self)?;
+                    lhs = Node::Bin(*op, Box::new(lhs), Box::new(rhs));
+                    continue 'outer;
+                }
+            }
+            return Ok(lhs);
+        }
+    }
+
+    fn or(&mut self) -> Result<Node, ExprError> {
+        self.binary(&[("||", BinOp::Or), ("or", BinOp::Or)], Self::and)
+    }
+
+    fn and(&mut self) -> Result<Node, ExprError> {
+        self.binary(&[("&&", BinOp::And), ("and", BinOp::And)], Self::not)
+    }
+
+    fn not(&mut self) -> Result<Node, ExprError> {
+        if self.eat("!") || self.eat("not") {
+            return Ok(Node::Not(Box::new(self.not()?)));
+        }
+        self.cmp()
+    }
+
+    fn cmp(&mut self) -> Result<Node, ExprError> {
+        let lhs = self.add()?;
+        if self.eat("in") {
+            self.expect("[")?;
+            let items = self.list("]")?;
+            return Ok(Node::In(Box::new(lhs), items));
+        }
+        let ops = [
+            ("==", BinOp::Eq),
+            ("!=", BinOp::Ne),
+            ("<=", BinOp::Le),
+            (">=", BinOp::Ge),
+            ("<", BinOp::Lt),
+            (">", BinOp::Gt),
+        ];
+        for (text, op) in ops {
+            if self.eat(text) {
+                let rhs = self.add()?;
+                return Ok(Node::Bin(op, Box::new(lhs), Box::new(rhs)));
+            }
+        }
+        Ok(lhs)
+    }
+
+    fn list(&mut self, close: &str) -> Result<Vec<Node>, ExprError> {
+        let mut items = Vec::new();
+        if self.eat(close) {
+            return Ok(items);
+        }
+        loop {
+            items.push(self.or()?);
+            if self.eat(close) {
+                return Ok(items);
+            }
+            self.expect(",")?;
+        }
+    }
+
+    fn add(&mut self) -> Result<Node, ExprError> {
+        self.binary(&[("+", BinOp::Add), ("-", BinOp::Sub)], Self::mul)
+    }
+
+    fn mul(&mut self) -> Result<Node, ExprError> {
+        self.binary(
+            &[
+                ("*", BinOp::Mul),
+                ("//", BinOp::FloorDiv),
+                ("/", BinOp::Div),
+                ("%", BinOp::Rem),
+            ],
+            Self::unary,
+        )
+    }
+
+    fn unary(&mut self) -> Result<Node, ExprError> {
+        if self.eat("-") {
+            return Ok(Node::Neg(Box::new(self.unary()?)));
+        }
+        let base = self.atom()?;
+        if self.eat("**") {
+            let exp = self.unary()?;
+            return Ok(Node::Bin(BinOp::Pow, Box::new(base), Box::new(exp)));
+        }
+        Ok(base)
+    }
+
+    fn atom(&mut self) -> Result<Node, ExprError> {
+        let offset = self.offset();
+        let Some(tok) = self.tokens.get(self.pos).cloned() else {
+            return Err(err(offset, "expression ends too early"));
+        };
+        self.pos += 1;
+        let first = tok.text.chars().next().unwrap_or(' ');
+        if tok.text == "(" {
+            let inner = self.or()?;
+            self.expect(")")?;
+            return Ok(inner);
+        }
+        if first.is_ascii_digit() || first == '.' {
+            return tok
+                .text
+                .parse::<f64>()
+                .map(Node::Num)
+                .map_err(|_| err(offset, format!("bad number `{}`", tok.text)));
+        }
+        if first.is_ascii_alphabetic() || first == '_' {
+            return self.name(tok, offset);
+        }
+        Err(err(offset, format!("unexpected `{}`", tok.text)))
+    }
+
+    fn name(&mut self, tok: Token, offset: usize) -> Result<Node, ExprError> {
+        match tok.text.as_str() {
+            "true" => return Ok(Node::Num(1.0)),
+            "false" => return Ok(Node::Num(0.0)),
+            _ => {}
+        }
+        if self.eat("(") {
+            const FUNCS: [&str; 4] = ["min", "max", "abs", "floor"];
+            if !FUNCS.contains(&tok.text.as_str()) {
+                return Err(err(
+                    offset,
+                    format!(
+                        "unknown function `{}` (known: {})",
+                        tok.text,
+                        FUNCS.join(", ")
+                    ),
+                ));
+            }
+            let args = self.list(")")?;
+            let arity_ok = match tok.text.as_str() {
+                "abs" | "floor" => args.len() == 1,
+                _ => !args.is_empty(),
+            };
+            if !arity_ok {
+                return Err(err(
+                    offset,
+                    format!("wrong number of arguments to `{}`", tok.text),
+                ));
+            }
+            return Ok(Node::Call(tok.text, args));
+        }
+        if !self.vars.contains(&tok.text.as_str()) {
+            return Err(err(
+                offset,
+                format!(
+                    "unknown variable `{}` (known here: {})",
+                    tok.text,
+                    self.vars.join(", ")
+                ),
+            ));
+        }
+        Ok(Node::Var(tok.text))
+    }
+}
+
+fn truth(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+fn eval(node: &Node, lookup: &dyn Fn(&str) -> f64) -> f64 {
+    match node {
+        Node::Num(v) => *v,
+        Node::Var(name) => lookup(name),
+        Node::Neg(inner) => -eval(inner, lookup),
+        Node::Not(inner) => truth(eval(inner, lookup) == 0.0),
+        Node::In(lhs, items) => {
+            let v = eval(lhs, lookup);
+            truth(items.iter().any(|item| eval(item, lookup) == v))
+        }
+        Node::Call(name, args) => {
+            let vals: Vec<f64> = args.iter().map(|a| eval(a, lookup)).collect();
+            match name.as_str() {
+                "min" => vals.iter().copied().fold(f64::INFINITY, f64::min),
+                "max" => vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                "abs" => vals[0].abs(),
+                _ => vals[0].floor(),
+            }
+        }
+        Node::Bin(op, a, b) => bin(*op, eval(a, lookup), eval(b, lookup)),
+    }
+}
+
+fn bin(op: BinOp, a: f64, b: f64) -> f64 {
+    match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div => a / b,
+        BinOp::FloorDiv => (a / b).floor(),
+        BinOp::Rem => a.rem_euclid(b),
+        BinOp::Pow => a.powf(b),
+        BinOp::Eq => truth(a == b),
+        BinOp::Ne => truth(a != b),
+        BinOp::Lt => truth(a < b),
+        BinOp::Le => truth(a <= b),
+        BinOp::Gt => truth(a > b),
+        BinOp::Ge => truth(a >= b),
+        BinOp::And => truth(a != 0.0 && b != 0.0),
+        BinOp::Or => truth(a != 0.0 || b != 0.0),
+    }
+}
+
+/// Expands `{expr}` placeholders in `template` (environment values, log lines).
+pub fn interpolate(
+    template: &str,
+    vars: &[&str],
+    lookup: &dyn Fn(&str) -> f64,
+) -> Result<String, ExprError> {
+    let mut out = String::new();
+    let mut rest = template;
+    let mut base = 0;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}') else {
+            return Err(err(base + open, "unclosed `{`"));
+        };
+        let inner = &rest[open + 1..open + close];
+        let expr =
+            Expr::parse(inner, vars).map_err(|e| err(base + open + 1 + e.offset, e.message))?;
+        out.push_str(&format_number(expr.eval(lookup)));
+        base += open + close + 1;
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Prints integral values without a fraction, like Python's `int`.
+pub fn format_number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval_with(src: &str, rank: f64, i: f64) -> f64 {
+        let e = Expr::parse(src, &["rank", "i", "world_size"]).unwrap();
+        e.eval(&|name| match name {
+            "rank" => rank,
+            "i" => i,
+            _ => 4.0,
+        })
+    }
+
+    #[test]
+    fn arithmetic_and_precedence() {
+        assert_eq!(eval_with("rank * 10 + i", 2.0, 3.0), 23.0);
+        assert_eq!(eval_with("(rank + 1) * (i + 1)", 1.0, 1.0), 4.0);
+        assert_eq!(eval_with("7 // 2 + 7 % 2", 0.0, 0.0), 4.0);
+        assert_eq!(eval_with("-2 ** 2", 0.0, 0.0), -4.0);
+        assert_eq!(
+            eval_with("world_size * (world_size - 1) / 2", 0.0, 0.0),
+            6.0
+        );
+    }
+
+    #[test]
+    fn conditions() {
+        assert_eq!(eval_with("rank % 2 == 0 && i < 3", 2.0, 1.0), 1.0);
+        assert_eq!(eval_with("rank in [1, 3]", 2.0, 0.0), 0.0);
+        assert_eq!(eval_with("not rank == 0", 0.0, 0.0), 0.0);
+        assert_eq!(eval_with("max(rank, i, 7)", 9.0, 1.0), 9.0);
+    }
+
+    #[test]
+    fn errors_point_at_the_problem() {
+        let e = Expr::parse("rank + nodes", &["rank"]).unwrap_err();
+        assert_eq!(e.offset, 7);
+        assert!(e.message.contains("unknown variable `nodes`"));
+        assert!(Expr::parse("rank +", &["rank"]).is_err());
+        assert!(Expr::parse("rank $ 2", &["rank"]).unwrap_err().offset == 5);
+    }
+
+    #[test]
+    fn interpolation() {
+        let s = interpolate("xpu:{rank % 2}/{rank*2}", &["rank"], &|_| 3.0).unwrap();
+        assert_eq!(s, "xpu:1/6");
+        assert!(interpolate("{rank", &["rank"], &|_| 0.0).is_err());
+    }
+}

@@ -1,0 +1,785 @@
+//! From TOML text to a validated [`Scenario`], with every error naming file:line:col.
+//!
+//! The only place that knows which fields belong to which op, what the defaults are, and which
+//! values are rejected before anything runs (unknown keys, wrong types, out-of-range ranks, bad
+//! URLs). Run-time c10d errors (a missing env var, a bad port in the environment) are not
+//! reported here: they belong to the model, exactly as PyTorch raises them.
+
+use super::env::{build_rank_envs, EnvLayer};
+use super::expr::{interpolate, Expr};
+use super::model::*;
+use super::raw::*;
+use crate::dtype::DType;
+use crate::reduce::ReduceOp;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+/// A scenario file problem, located.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}:{line}:{col}: {message}")]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+}
+
+/// Reads and validates a scenario file from disk.
+pub fn load_file(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: file.clone(),
+        line: 0,
+        col: 0,
+        message: format!("cannot read the scenario: {e}"),
+    })?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "scenario".into());
+    parse(&text, &file, &name)
+}
+
+/// Parses scenario text; `file` names it in errors, `default_name` is used when it has none.
+pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+    let cx = Cx { text, file };
+    let raw: RawScenario = toml::from_str(text).map_err(|e| {
+        let at = e.span().map(|s| s.start).unwrap_or(0);
+        cx.err(at, e.message().trim_end().to_string())
+    })?;
+    cx.scenario(raw, default_name)
+}
+
+struct Cx<'a> {
+    text: &'a str,
+    file: &'a str,
+}
+
+type R<T> = Result<T, ScenarioError>;
+
+const STEP_COMMON: [&str; 3] = ["op", "id", "on"];
+const TENSOR_FIELDS: [&str; 4] = ["dtype", "shape", "device", "fill"];
+
+fn op_fields(op: &str) -> Option<Vec<&'static str>> {
+    let tensor = |extra: &[&'static str]| {
+        let mut v = vec!["group"];
+        v.extend(TENSOR_FIELDS);
+        v.extend(extra);
+        v
+    };
+    Some(match op {
+        "init_process_group" => vec![
+            "backend",
+            "init_method",
+            "device_id",
+            "timeout_s",
+            "rank",
+            "world_size",
+        ],
+        "new_group" => vec![
+            "ranks",
+            "backend",
+            "use_local_synchronization",
+            "device_id",
+            "timeout_s",
+            "as",
+        ],
+        "destroy_process_group" | "barrier" => vec!["group"],
+        "set_device" => vec!["device"],
+        "all_reduce" => tensor(&["reduce_op", "expect"]),
+        "broadcast" => tensor(&["src", "expect"]),
+        "all_gather" => tensor(&["expect"]),
+        "send" => tensor(&["dst"]),
+        "recv" => tensor(&["src", "expect"]),
+        "log" => vec!["message"],
+        "sleep" => vec!["ms"],
+        _ => return None,
+    })
+}
+
+const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, barrier, \
+                   all_reduce, broadcast, all_gather, send, recv, log, sleep";
+
+/// Variables of `fill` and `expect` formulas.
+const ELEM_VARS: [&str; 7] = [
+    "rank",
+    "local_rank",
+    "node",
+    "world_size",
+    "local_world_size",
+    "i",
+    "n",
+];
+const GATHER_VARS: [&str; 9] = [
+    "rank",
+    "local_rank",
+    "node",
+    "world_size",
+    "local_world_size",
+    "i",
+    "n",
+    "chunk",
+    "j",
+];
+
+impl Cx<'_> {
+    fn loc(&self, offset: usize) -> Loc {
+        let before = &self.text[..offset.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before
+            .rsplit('\n')
+            .next()
+            .map(|l| l.chars().count())
+            .unwrap_or(0)
+            + 1;
+        Loc { line, col }
+    }
+
+    fn err(&self, offset: usize, message: impl Into<String>) -> ScenarioError {
+        let loc = self.loc(offset);
+        ScenarioError {
+            file: self.file.to_string(),
+            line: loc.line,
+            col: loc.col,
+            message: message.into(),
+        }
+    }
+
+    fn at<T>(&self, s: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
+        self.err(s.span().start, message)
+    }
+
+    fn scenario(&self, raw: RawScenario, default_name: &str) -> R<Scenario> {
+        let world = self.world(raw.world)?;
+        let mut steps = Vec::new();
+        let mut handles: Vec<String> = Vec::new();
+        for (index, s) in raw.step.into_iter().enumerate() {
+            let step = self.step(index, s, &world, &mut handles)?;
+            steps.push(step);
+        }
+        let expect = raw
+            .expect
+            .into_iter()
+            .map(|e| self.expectation(e, &world, &steps))
+            .collect::<R<Vec<_>>>()?;
+        let sim = self.sim(raw.sim)?;
+        Ok(Scenario {
+            name: raw
+                .scenario
+                .name
+                .unwrap_or_else(|| default_name.to_string()),
+            file: self.file.to_string(),
+            description: raw.scenario.description,
+            world,
+            steps,
+            expect,
+            sim,
+        })
+    }
+
+    fn sim(&self, raw: RawSim) -> R<SimSettings> {
+        let (lo, hi) = match raw.latency_ms {
+            Some(l) => {
+                let [lo, hi] = *l.get_ref();
+                if lo > hi {
+                    return Err(self.at(&l, "latency_ms = [min, max] needs min <= max"));
+                }
+                (lo, hi)
+            }
+            None => (0, 1),
+        };
+        Ok(SimSettings {
+            seed: raw.seed.unwrap_or(0),
+            latency_min_ms: lo,
+            latency_max_ms: hi,
+        })
+    }
+
+    fn positive(&self, v: &Option<Spanned<i64>>, default: usize, what: &str) -> R<usize> {
+        match v {
+            None => Ok(default),
+            Some(s) if *s.get_ref() >= 1 && *s.get_ref() <= 4096 => Ok(*s.get_ref() as usize),
+            Some(s) => Err(self.at(s, format!("{what} must be between 1 and 4096"))),
+        }
+    }
+
+    fn platform(&self, s: &Spanned<String>) -> R<Platform> {
+        Platform::parse(s.get_ref()).ok_or_else(|| {
+            self.at(
+                s,
+                format!("unknown platform `{}` (xpu, cuda, cpu)", s.get_ref()),
+            )
+        })
+    }
+
+    fn world(&self, sw: Spanned<RawWorld>) -> R<World> {
+        let w = sw.into_inner();
+        let n_nodes = self.positive(&w.nodes, 1, "nodes")?;
+        let per_node = self.positive(&w.ranks_per_node, 1, "ranks_per_node")?;
+        let platform = match &w.platform {
+            Some(p) => self.platform(p)?,
+            None => Platform::Xpu,
+        };
+        let devices = match &w.devices_per_node {
+            Some(d) if *d.get_ref() >= 0 => *d.get_ref() as usize,
+            Some(d) => return Err(self.at(d, "devices_per_node must be >= 0")),
+            None if platform == Platform::Cpu => 0,
+            None => per_node,
+        };
+        let mut nodes: Vec<Node> = (0..n_nodes)
+            .map(|index| Node {
+                index,
+                name: format!("node{index}"),
+                platform,
+                devices,
+            })
+            .collect();
+        let mut node_env: BTreeMap<usize, Vec<EnvLayer>> = BTreeMap::new();
+        for rn in &w.node {
+            let rn = rn.get_ref();
+            let idx = *rn.node.get_ref();
+            if idx < 0 || idx as usize >= n_nodes {
+                return Err(self.at(
+                    &rn.node,
+                    format!("node {idx} is out of range (nodes = {n_nodes})"),
+                ));
+            }
+            let node = &mut nodes[idx as usize];
+            if let Some(p) = &rn.platform {
+                node.platform = self.platform(p)?;
+            }
+            if let Some(d) = &rn.devices {
+                if *d.get_ref() < 0 {
+                    return Err(self.at(d, "devices must be >= 0"));
+                }
+                node.devices = *d.get_ref() as usize;
+            }
+            node_env
+                .entry(idx as usize)
+                .or_default()
+                .push(self.env_layer(&rn.env, Selector::All)?);
+        }
+        let master_addr = match &w.master_addr {
+            Some(a) => self.host(a, n_nodes)?,
+            None if n_nodes == 1 => "127.0.0.1".to_string(),
+            None => "node0".to_string(),
+        };
+        let master_port = match &w.master_port {
+            Some(p) if (0..=65535).contains(p.get_ref()) => *p.get_ref() as u16,
+            Some(p) => {
+                return Err(self.at(
+                    p,
+                    format!("master_port must be 0..65535, got {}", p.get_ref()),
+                ))
+            }
+            None => 29500,
+        };
+        let world_size = n_nodes * per_node;
+        let global = self.env_layer(&w.env, Selector::All)?;
+        let mut rank_layers = Vec::new();
+        for re in &w.rank {
+            let re = re.get_ref();
+            let on = self.selector(&re.on, world_size)?;
+            rank_layers.push(self.env_layer(&re.env, on)?);
+        }
+        let ranks = build_rank_envs(
+            n_nodes,
+            per_node,
+            &master_addr,
+            master_port,
+            &global,
+            &node_env,
+            &rank_layers,
+        )
+        .map_err(|(layer_offset, msg)| self.err(layer_offset, msg))?;
+        let services = w
+            .service
+            .iter()
+            .map(|s| self.service(s.get_ref(), n_nodes))
+            .collect::<R<Vec<_>>>()?;
+        Ok(World {
+            nodes,
+            ranks_per_node: per_node,
+            ranks,
+            services,
+        })
+    }
+
+    fn host(&self, a: &Spanned<String>, n_nodes: usize) -> R<String> {
+        let h = a.get_ref();
+        let known = h == "localhost"
+            || h == "127.0.0.1"
+            || h.strip_prefix("node")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n < n_nodes);
+        if known {
+            Ok(h.clone())
+        } else {
+            Err(self.at(
+                a,
+                format!(
+                    "unknown host `{h}`: use node0..node{}, localhost or 127.0.0.1",
+                    n_nodes - 1
+                ),
+            ))
+        }
+    }
+
+    fn service(&self, s: &RawService, n_nodes: usize) -> R<Service> {
+        if s.kind.get_ref() != "tcp_store" {
+            return Err(self.at(&s.kind, "unknown service kind (only `tcp_store`)"));
+        }
+        let node = *s.node.get_ref();
+        if node < 0 || node as usize >= n_nodes {
+            return Err(self.at(&s.node, format!("node {node} is out of range")));
+        }
+        let port = *s.port.get_ref();
+        if !(1..=65535).contains(&port) {
+            return Err(self.at(&s.port, "port must be 1..65535"));
+        }
+        let ws = *s.world_size.get_ref();
+        if ws < 1 {
+            return Err(self.at(&s.world_size, "world_size must be >= 1"));
+        }
+        Ok(Service {
+            node: node as usize,
+            port: port as u16,
+            world_size: ws as usize,
+            label: s.label.clone().unwrap_or_else(|| "another job".into()),
+        })
+    }
+
+    fn env_layer(&self, env: &BTreeMap<String, Spanned<String>>, on: Selector) -> R<EnvLayer> {
+        let mut vars = Vec::new();
+        for (k, v) in env {
+            // Check templates now so a typo is reported at its place, not per rank later.
+            interpolate(v.get_ref(), &RANK_VARS, &|_| 0.0)
+                .map_err(|e| self.err(v.span().start + 1 + e.offset, format!("in `{k}`: {e}")))?;
+            vars.push((k.clone(), v.get_ref().clone(), v.span().start));
+        }
+        Ok(EnvLayer { on, vars })
+    }
+
+    fn rank_in_range(&self, v: i64, at: usize, world_size: usize) -> R<usize> {
+        if v < 0 || v as usize >= world_size {
+            Err(self.err(
+                at,
+                format!(
+                    "rank {v} is out of range: the world has ranks 0..{} (world_size={world_size})",
+                    world_size - 1
+                ),
+            ))
+        } else {
+            Ok(v as usize)
+        }
+    }
+
+    fn selector(&self, s: &Spanned<RawSelector>, world_size: usize) -> R<Selector> {
+        let at = s.span().start;
+        match s.get_ref() {
+            RawSelector::Rank(r) => Ok(Selector::Ranks(vec![
+                self.rank_in_range(*r, at, world_size)?
+            ])),
+            RawSelector::Ranks(list) => Ok(Selector::Ranks(
+                list.iter()
+                    .map(|r| self.rank_in_range(*r, at, world_size))
+                    .collect::<R<_>>()?,
+            )),
+            RawSelector::Expr(src) => Expr::parse(src, &RANK_VARS)
+                .map(Selector::Expr)
+                .map_err(|e| self.err(at + 1 + e.offset, e.message)),
+        }
+    }
+
+    fn expr(&self, s: &Spanned<String>, vars: &[&str]) -> R<Expr> {
+        Expr::parse(s.get_ref(), vars)
+            .map_err(|e| self.err(s.span().start + 1 + e.offset, e.message))
+    }
+
+    fn present_fields(r: &RawStep) -> Vec<(&'static str, usize)> {
+        fn f<T>(name: &'static str, v: &Option<Spanned<T>>) -> Option<(&'static str, usize)> {
+            v.as_ref().map(|s| (name, s.span().start))
+        }
+        [
+            f("backend", &r.backend),
+            f("init_method", &r.init_method),
+            f("device_id", &r.device_id),
+            f("timeout_s", &r.timeout_s),
+            f("rank", &r.rank),
+            f("world_size", &r.world_size),
+            f("ranks", &r.ranks),
+            f("use_local_synchronization", &r.use_local_synchronization),
+            f("as", &r.as_name),
+            f("group", &r.group),
+            f("dtype", &r.dtype),
+            f("shape", &r.shape),
+            f("device", &r.device),
+            f("fill", &r.fill),
+            f("reduce_op", &r.reduce_op),
+            f("src", &r.src),
+            f("dst", &r.dst),
+            f("expect", &r.expect),
+            f("message", &r.message),
+            f("ms", &r.ms),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    fn step(
+        &self,
+        index: usize,
+        s: Spanned<RawStep>,
+        world: &World,
+        handles: &mut Vec<String>,
+    ) -> R<Step> {
+        let start = s.span().start;
+        let r = s.into_inner();
+        let Some(op) = &r.op else {
+            return Err(self.err(
+                start,
+                format!("step {} has no `op` (one of: {OPS})", index + 1),
+            ));
+        };
+        let Some(allowed) = op_fields(op.get_ref()) else {
+            return Err(self.at(op, format!("unknown op `{}` (one of: {OPS})", op.get_ref())));
+        };
+        for (name, at) in Self::present_fields(&r) {
+            if !allowed.contains(&name) && !STEP_COMMON.contains(&name) {
+                return Err(self.err(
+                    at,
+                    format!(
+                        "`{name}` does not apply to {} (its fields: {})",
+                        op.get_ref(),
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        let on = match &r.on {
+            Some(sel) => self.selector(sel, world.size())?,
+            None => Selector::All,
+        };
+        let kind = self.step_kind(op.get_ref(), &r, world, handles)?;
+        Ok(Step {
+            index,
+            loc: self.loc(op.span().start),
+            id: r.id.map(|i| i.into_inner()),
+            on,
+            kind,
+        })
+    }
+
+    fn step_kind(
+        &self,
+        op: &str,
+        r: &RawStep,
+        world: &World,
+        handles: &mut Vec<String>,
+    ) -> R<StepKind> {
+        let ws = world.size();
+        let group = self.group_ref(&r.group, handles)?;
+        Ok(match op {
+            "init_process_group" => StepKind::InitProcessGroup {
+                backend: self.backend(&r.backend)?,
+                init_method: self.init_method(&r.init_method)?,
+                device_id: self.device_id(&r.device_id)?,
+                timeout_ms: self.timeout(&r.timeout_s)?,
+                rank: self.int_arg(&r.rank)?,
+                world_size: self.int_arg(&r.world_size)?,
+            },
+            "new_group" => {
+                let ranks = match &r.ranks {
+                    Some(list) => Some(
+                        list.get_ref()
+                            .iter()
+                            .map(|v| self.rank_in_range(*v, list.span().start, ws))
+                            .collect::<R<Vec<_>>>()?,
+                    ),
+                    None => None,
+                };
+                let handle = r.as_name.as_ref().map(|h| h.get_ref().clone());
+                if let Some(h) = &handle {
+                    if !handles.contains(h) {
+                        handles.push(h.clone());
+                    }
+                }
+                StepKind::NewGroup {
+                    ranks,
+                    backend: self.backend(&r.backend)?,
+                    use_local_synchronization: r
+                        .use_local_synchronization
+                        .as_ref()
+                        .map(|b| *b.get_ref())
+                        .unwrap_or(false),
+                    device_id: self.device_id(&r.device_id)?,
+                    timeout_ms: self.timeout(&r.timeout_s)?,
+                    handle,
+                }
+            }
+            "destroy_process_group" => StepKind::DestroyProcessGroup { group },
+            "set_device" => StepKind::SetDevice {
+                device: self
+                    .device_id(&r.device)?
+                    .unwrap_or_else(|| "xpu:{local_rank}".into()),
+            },
+            "barrier" => StepKind::Barrier { group },
+            "all_reduce" => StepKind::AllReduce {
+                group,
+                tensor: self.tensor(r)?,
+                op: match &r.reduce_op {
+                    Some(o) => o.get_ref().parse::<ReduceOp>().map_err(|_| {
+                        self.at(
+                            o,
+                            format!(
+                                "unknown reduce_op `{}` (sum, min, max, product, avg)",
+                                o.get_ref()
+                            ),
+                        )
+                    })?,
+                    None => ReduceOp::Sum,
+                },
+                expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
+            },
+            "broadcast" => StepKind::Broadcast {
+                group,
+                tensor: self.tensor(r)?,
+                src: self.peer(&r.src, "src", ws)?,
+                expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
+            },
+            "all_gather" => StepKind::AllGather {
+                group,
+                tensor: self.tensor(r)?,
+                expect: self.opt_expr(&r.expect, &GATHER_VARS)?,
+            },
+            "send" => StepKind::Send {
+                group,
+                tensor: self.tensor(r)?,
+                dst: self.peer(&r.dst, "dst", ws)?,
+            },
+            "recv" => StepKind::Recv {
+                group,
+                tensor: self.tensor(r)?,
+                src: self.peer(&r.src, "src", ws)?,
+                expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
+            },
+            "log" => StepKind::Log {
+                message: match &r.message {
+                    Some(m) => {
+                        interpolate(m.get_ref(), &RANK_VARS, &|_| 0.0)
+                            .map_err(|e| self.err(m.span().start + 1 + e.offset, e.message))?;
+                        m.get_ref().clone()
+                    }
+                    None => String::new(),
+                },
+            },
+            _ => StepKind::Sleep {
+                ms: match &r.ms {
+                    Some(ms) if *ms.get_ref() >= 0 => *ms.get_ref() as u64,
+                    Some(ms) => return Err(self.at(ms, "ms must be >= 0")),
+                    None => 0,
+                },
+            },
+        })
+    }
+
+    fn group_ref(&self, g: &Option<Spanned<String>>, handles: &[String]) -> R<Option<String>> {
+        let Some(g) = g else { return Ok(None) };
+        let name = g.get_ref();
+        if name == "WORLD" || name == "world" {
+            return Ok(None);
+        }
+        if handles.contains(name) {
+            Ok(Some(name.clone()))
+        } else {
+            Err(self.at(
+                g,
+                format!("unknown group `{name}`: name it with `as = \"{name}\"` on an earlier new_group, or use WORLD"),
+            ))
+        }
+    }
+
+    fn peer(&self, v: &Option<Spanned<i64>>, what: &str, ws: usize) -> R<usize> {
+        match v {
+            Some(s) => self.rank_in_range(*s.get_ref(), s.span().start, ws),
+            None => Err(self.err(0, format!("`{what}` is required"))),
+        }
+    }
+
+    fn opt_expr(&self, s: &Option<Spanned<String>>, vars: &[&str]) -> R<Option<Expr>> {
+        s.as_ref().map(|s| self.expr(s, vars)).transpose()
+    }
+
+    fn tensor(&self, r: &RawStep) -> R<TensorSpec> {
+        let dtype = match &r.dtype {
+            Some(d) => d.get_ref().parse::<DType>().map_err(|_| {
+                self.at(
+                    d,
+                    format!(
+                        "unknown dtype `{}` (f32, bf16, f16, f64, i64, i32, i8, u8, bool)",
+                        d.get_ref()
+                    ),
+                )
+            })?,
+            None => DType::F32,
+        };
+        let shape = match &r.shape {
+            Some(s) => s
+                .get_ref()
+                .iter()
+                .map(|d| {
+                    if (0..=1 << 28).contains(d) {
+                        Ok(*d as usize)
+                    } else {
+                        Err(self.at(s, format!("bad dimension {d} in shape")))
+                    }
+                })
+                .collect::<R<Vec<_>>>()?,
+            None => vec![4],
+        };
+        let numel: usize = shape.iter().product();
+        if numel > 1 << 28 {
+            return Err(self.at(
+                r.shape.as_ref().expect("shape"),
+                "tensor too large (over 2^28 elements)",
+            ));
+        }
+        let device = match &r.device {
+            Some(d) if ["xpu", "cuda", "cpu"].contains(&d.get_ref().as_str()) => {
+                Some(d.get_ref().clone())
+            }
+            Some(d) => {
+                return Err(self.at(
+                    d,
+                    format!("unknown device `{}` (xpu, cuda, cpu)", d.get_ref()),
+                ))
+            }
+            None => None,
+        };
+        let fill = match &r.fill {
+            Some(f) => self.expr(f, &ELEM_VARS)?,
+            None => Expr::parse("rank", &ELEM_VARS).expect("default fill parses"),
+        };
+        Ok(TensorSpec {
+            dtype,
+            shape,
+            device,
+            fill,
+        })
+    }
+
+    fn timeout(&self, t: &Option<Spanned<f64>>) -> R<Option<u64>> {
+        match t {
+            Some(s) if *s.get_ref() > 0.0 && s.get_ref().is_finite() => {
+                Ok(Some((*s.get_ref() * 1000.0).round() as u64))
+            }
+            Some(s) => Err(self.at(s, "timeout_s must be a positive number of seconds")),
+            None => Ok(None),
+        }
+    }
+
+    fn int_arg(&self, v: &Option<Spanned<RawIntOrExpr>>) -> R<Option<IntArg>> {
+        let Some(v) = v else { return Ok(None) };
+        Ok(Some(match v.get_ref() {
+            RawIntOrExpr::Int(i) => IntArg::Int(*i),
+            RawIntOrExpr::Expr(src) => {
+                let inner = src.trim().trim_start_matches('{').trim_end_matches('}');
+                IntArg::Expr(
+                    Expr::parse(inner, &RANK_VARS)
+                        .map_err(|e| self.err(v.span().start + 1 + e.offset, e.message))?,
+                )
+            }
+        }))
+    }
+
+    fn backend(&self, b: &Option<Spanned<String>>) -> R<Option<String>> {
+        let Some(b) = b else { return Ok(None) };
+        let s = b.get_ref();
+        if s.contains("${") {
+            return Ok(Some(s.clone()));
+        }
+        crate::c10d::backend::BackendConfig::parse(s, None)
+            .map_err(|e| self.at(b, e.to_string()))?;
+        Ok(Some(s.clone()))
+    }
+
+    fn device_id(&self, d: &Option<Spanned<String>>) -> R<Option<String>> {
+        let Some(d) = d else { return Ok(None) };
+        let s = d.get_ref();
+        let ty = s.split(':').next().unwrap_or("");
+        if !["xpu", "cuda", "cpu", "mps"].contains(&ty) {
+            return Err(self.at(
+                d,
+                format!("device `{s}`: the type must be xpu, cuda, cpu or mps"),
+            ));
+        }
+        interpolate(s, &RANK_VARS, &|_| 0.0)
+            .map_err(|e| self.err(d.span().start + 1 + e.offset, e.message))?;
+        Ok(Some(s.clone()))
+    }
+
+    fn init_method(&self, m: &Option<Spanned<String>>) -> R<Option<String>> {
+        let Some(m) = m else { return Ok(None) };
+        let url = m.get_ref();
+        if !url.contains("${") && !url.contains('{') {
+            crate::c10d::rendezvous::Url::parse(url)
+                .map_err(|e| self.at(m, format!("bad init_method: {e}")))?;
+        }
+        Ok(Some(url.clone()))
+    }
+
+    fn expectation(&self, s: Spanned<RawExpect>, world: &World, steps: &[Step]) -> R<Expectation> {
+        let loc = self.loc(s.span().start);
+        let e = s.into_inner();
+        let on = match &e.on {
+            Some(sel) => self.selector(sel, world.size())?,
+            None => Selector::All,
+        };
+        let outcome = match e.outcome.get_ref().as_str() {
+            "completes" => ExpectedOutcome::Completes,
+            "fails" => ExpectedOutcome::Fails,
+            "hangs" => ExpectedOutcome::Hangs,
+            other => {
+                return Err(self.at(
+                    &e.outcome,
+                    format!("unknown outcome `{other}` (completes, fails, hangs)"),
+                ))
+            }
+        };
+        if e.error.is_some() && outcome != ExpectedOutcome::Fails {
+            return Err(self.at(
+                e.error.as_ref().expect("error"),
+                "`error` goes with outcome = \"fails\"",
+            ));
+        }
+        let step = match &e.step {
+            None => None,
+            Some(sr) => Some(self.step_ref(sr, steps)?),
+        };
+        Ok(Expectation {
+            loc,
+            on,
+            outcome,
+            error: e.error.map(|x| x.into_inner()),
+            step,
+        })
+    }
+
+    fn step_ref(&self, sr: &Spanned<RawStepRef>, steps: &[Step]) -> R<usize> {
+        match sr.get_ref() {
+            RawStepRef::Index(i) if *i >= 1 && (*i as usize) <= steps.len() => Ok(*i as usize - 1),
+            RawStepRef::Index(i) => Err(self.at(
+                sr,
+                format!(
+                    "step {i} does not exist (the program has {} steps)",
+                    steps.len()
+                ),
+            )),
+            RawStepRef::Id(id) => steps
+                .iter()
+                .position(|s| s.id.as_deref() == Some(id))
+                .ok_or_else(|| self.at(sr, format!("no step has id \"{id}\""))),
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The typed scenario: what the simulator and the hardware runner execute.
+//!
+//! Everything here has been validated by load.rs: ranks are in range, names resolve, URLs parse.
+//! Values that depend on the rank (conditions, fills, templated strings) stay expressions and are
+//! evaluated per rank at run time.
+
+use super::expr::Expr;
+use crate::dtype::DType;
+use crate::reduce::ReduceOp;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A place in the scenario file, for errors and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Loc {
+    pub line: usize,
+    pub col: usize,
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    /// The path as given (used in messages and trace lines).
+    pub file: String,
+    pub description: Option<String>,
+    pub world: World,
+    pub steps: Vec<Step>,
+    pub expect: Vec<Expectation>,
+    pub sim: SimSettings,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimSettings {
+    pub seed: u64,
+    pub latency_min_ms: u64,
+    pub latency_max_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Platform {
+    Xpu,
+    Cuda,
+    Cpu,
+}
+
+impl Platform {
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::Xpu => "xpu",
+            Platform::Cuda => "cuda",
+            Platform::Cpu => "cpu",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Platform> {
+        match s {
+            "xpu" => Some(Platform::Xpu),
+            "cuda" => Some(Platform::Cuda),
+            "cpu" => Some(Platform::Cpu),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub index: usize,
+    pub name: String,
+    pub platform: Platform,
+    pub devices: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct RankSpec {
+    pub rank: usize,
+    pub node: usize,
+    pub local_rank: usize,
+    /// The process environment, torchrun defaults plus the scenario's overrides.
+    pub env: BTreeMap<String, String>,
+}
+
+/// A TCP store already listening when the job starts (another job's, for port-reuse bugs).
+#[derive(Debug, Clone)]
+pub struct Service {
+    pub node: usize,
+    pub port: u16,
+    pub world_size: usize,
+    pub label: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct World {
+    pub nodes: Vec<Node>,
+    pub ranks_per_node: usize,
+    pub ranks: Vec<RankSpec>,
+    pub services: Vec<Service>,
+}
+
+impl World {
+    pub fn size(&self) -> usize {
+        self.ranks.len()
+    }
+}
+
+/// Which ranks a step or expectation applies to.
+#[derive(Debug, Clone)]
+pub enum Selector {
+    All,
+    Ranks(Vec<usize>),
+    Expr(Expr),
+}
+
+/// The variables every rank-dependent expression may use.
+pub const RANK_VARS: [&str; 5] = [
+    "rank",
+    "local_rank",
+    "node",
+    "world_size",
+    "local_world_size",
+];
+
+impl Selector {
+    pub fn matches(&self, r: &RankSpec, world: &World) -> bool {
+        self.matches_with(&|v| rank_var(v, r, world))
+    }
+
+    /// Matches against variable values (`rank` must be among them).
+    pub fn matches_with(&self, lookup: &dyn Fn(&str) -> f64) -> bool {
+        match self {
+            Selector::All => true,
+            Selector::Ranks(list) => list.iter().any(|r| *r as f64 == lookup("rank")),
+            Selector::Expr(e) => e.holds(lookup),
+        }
+    }
+}
+
+/// The value of one of [`RANK_VARS`] for a rank.
+pub fn rank_var(name: &str, r: &RankSpec, world: &World) -> f64 {
+    match name {
+        "rank" => r.rank as f64,
+        "local_rank" => r.local_rank as f64,
+        "node" => r.node as f64,
+        "world_size" => world.size() as f64,
+        "local_world_size" => world.ranks_per_node as f64,
+        _ => f64::NAN,
+    }
+}
+
+/// An integer argument that may depend on the rank (`rank = "{rank}"`).
+#[derive(Debug, Clone)]
+pub enum IntArg {
+    Int(i64),
+    Expr(Expr),
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// 0-based position in the program; reports print it 1-based.
+    pub index: usize,
+    pub loc: Loc,
+    pub id: Option<String>,
+    pub on: Selector,
+    pub kind: StepKind,
+}
+
+impl Step {
+    /// `#3 new_group "mesh"`: how reports name a step.
+    pub fn label(&self) -> String {
+        match &self.id {
+            Some(id) => format!("#{} {} \"{}\"", self.index + 1, self.kind.op_name(), id),
+            None => format!("#{} {}", self.index + 1, self.kind.op_name()),
+        }
+    }
+}
+
+/// A tensor a step creates: dtype, shape, device type and a fill formula over `i` and the rank.
+#[derive(Debug, Clone)]
+pub struct TensorSpec {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// `None` means the platform's accelerator (`xpu` on an xpu node, `cpu` on a cpu node).
+    pub device: Option<String>,
+    pub fill: Expr,
+}
+
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    InitProcessGroup {
+        backend: Option<String>,
+        init_method: Option<String>,
+        device_id: Option<String>,
+        timeout_ms: Option<u64>,
+        rank: Option<IntArg>,
+        world_size: Option<IntArg>,
+    },
+    NewGroup {
+        ranks: Option<Vec<usize>>,
+        backend: Option<String>,
+        use_local_synchronization: bool,
+        device_id: Option<String>,
+        timeout_ms: Option<u64>,
+        handle: Option<String>,
+    },
+    DestroyProcessGroup {
+        group: Option<String>,
+    },
+    SetDevice {
+        device: String,
+    },
+    Barrier {
+        group: Option<String>,
+    },
+    AllReduce {
+        group: Option<String>,
+        tensor: TensorSpec,
+        op: ReduceOp,
+        expect: Option<Expr>,
+    },
+    Broadcast {
+        group: Option<String>,
+        tensor: TensorSpec,
+        src: usize,
+        expect: Option<Expr>,
+    },
+    AllGather {
+        group: Option<String>,
+        tensor: TensorSpec,
+        expect: Option<Expr>,
+    },
+    Send {
+        group: Option<String>,
+        tensor: TensorSpec,
+        dst: usize,
+    },
+    Recv {
+        group: Option<String>,
+        tensor: TensorSpec,
+        src: usize,
+        expect: Option<Expr>,
+    },
+    Log {
+        message: String,
+    },
+    Sleep {
+        ms: u64,
+    },
+}
+
+impl StepKind {
+    pub fn op_name(&self) -> &'static str {
+        match self {
+            StepKind::InitProcessGroup { .. } => "init_process_group",
+            StepKind::NewGroup { .. } => "new_group",
+            StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
+            StepKind::SetDevice { .. } => "set_device",
+            StepKind::Barrier { .. } => "barrier",
+            StepKind::AllReduce { .. } => "all_reduce",
+            StepKind::Broadcast { .. } => "broadcast",
+            StepKind::AllGather { .. } => "all_gather",
+            StepKind::Send { .. } => "send",
+            StepKind::Recv { .. } => "recv",
+            StepKind::Log { .. } => "log",
+            StepKind::Sleep { .. } => "sleep",
+        }
+    }
+}
+
+/// What a scenario expects of some ranks.
+#[derive(Debug, Clone)]
+pub struct Expectation {
+    pub loc: Loc,
+    pub on: Selector,
+    pub outcome: ExpectedOutcome,
+    /// A substring of the error text (for `fails`).
+    pub error: Option<String>,
+    /// The step (0-based index) where the rank fails or hangs.
+    pub step: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpectedOutcome {
+    Completes,
+    Fails,
+    Hangs,
+}
+
+impl ExpectedOutcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpectedOutcome::Completes => "completes",
+            ExpectedOutcome::Fails => "fails",
+            ExpectedOutcome::Hangs => "hangs",
+        }
+    }
+}

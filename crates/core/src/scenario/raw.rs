@@ -1,0 +1,152 @@
+//! The scenario file exactly as written: serde structs mirroring the TOML, with spans.
+//!
+//! Kept apart from the typed model (model.rs) so that serde's job is only syntax: unknown keys
+//! and wrong types are rejected here with a location, and every semantic check happens once in
+//! load.rs, where it can name the step and field it is about.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    #[serde(default)]
+    pub scenario: RawMeta,
+    pub world: Spanned<RawWorld>,
+    #[serde(default)]
+    pub step: Vec<Spanned<RawStep>>,
+    #[serde(default)]
+    pub expect: Vec<Spanned<RawExpect>>,
+    #[serde(default)]
+    pub sim: RawSim,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMeta {
+    pub name: Option<String>,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSim {
+    pub seed: Option<u64>,
+    pub latency_ms: Option<Spanned<[u64; 2]>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorld {
+    pub nodes: Option<Spanned<i64>>,
+    pub ranks_per_node: Option<Spanned<i64>>,
+    pub platform: Option<Spanned<String>>,
+    pub devices_per_node: Option<Spanned<i64>>,
+    pub master_addr: Option<Spanned<String>>,
+    pub master_port: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub node: Vec<Spanned<RawNode>>,
+    #[serde(default)]
+    pub rank: Vec<Spanned<RawRankEnv>>,
+    #[serde(default)]
+    pub service: Vec<Spanned<RawService>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNode {
+    pub node: Spanned<i64>,
+    pub platform: Option<Spanned<String>>,
+    pub devices: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRankEnv {
+    pub on: Spanned<RawSelector>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Spanned<String>>,
+}
+
+/// A TCP store left running by another job (for port-reuse scenarios).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    pub kind: Spanned<String>,
+    pub node: Spanned<i64>,
+    pub port: Spanned<i64>,
+    pub world_size: Spanned<i64>,
+    pub label: Option<String>,
+}
+
+/// `on = [0, 2]`, `on = 3` or `on = "rank % 2 == 0"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawSelector {
+    Rank(i64),
+    Ranks(Vec<i64>),
+    Expr(String),
+}
+
+/// `rank = 3` or `rank = "{rank}"`-style values that depend on the rank.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawIntOrExpr {
+    Int(i64),
+    Expr(String),
+}
+
+/// `step = "mesh"` (an id) or `step = 3` (1-based position).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawStepRef {
+    Index(i64),
+    Id(String),
+}
+
+/// One `[[step]]`: the union of every op's fields. load.rs checks which belong to `op`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStep {
+    pub op: Option<Spanned<String>>,
+    pub id: Option<Spanned<String>>,
+    pub on: Option<Spanned<RawSelector>>,
+    // init_process_group / new_group
+    pub backend: Option<Spanned<String>>,
+    pub init_method: Option<Spanned<String>>,
+    pub device_id: Option<Spanned<String>>,
+    pub timeout_s: Option<Spanned<f64>>,
+    pub rank: Option<Spanned<RawIntOrExpr>>,
+    pub world_size: Option<Spanned<RawIntOrExpr>>,
+    pub ranks: Option<Spanned<Vec<i64>>>,
+    pub use_local_synchronization: Option<Spanned<bool>>,
+    #[serde(rename = "as")]
+    pub as_name: Option<Spanned<String>>,
+    // collectives
+    pub group: Option<Spanned<String>>,
+    pub dtype: Option<Spanned<String>>,
+    pub shape: Option<Spanned<Vec<i64>>>,
+    pub device: Option<Spanned<String>>,
+    pub fill: Option<Spanned<String>>,
+    pub reduce_op: Option<Spanned<String>>,
+    pub src: Option<Spanned<i64>>,
+    pub dst: Option<Spanned<i64>>,
+    pub expect: Option<Spanned<String>>,
+    // log / sleep
+    pub message: Option<Spanned<String>>,
+    pub ms: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpect {
+    pub on: Option<Spanned<RawSelector>>,
+    pub outcome: Spanned<String>,
+    pub error: Option<Spanned<String>>,
+    pub step: Option<Spanned<RawStepRef>>,
+}

@@ -1,0 +1,133 @@
+//! The trace: every observable thing a run did, in order, with its virtual time.
+//!
+//! A trace is the unit of reproducibility: the same scenario and seed give the same events,
+//! byte for byte, and [`Trace::hash`] pins that. Ranks report events and what they are blocked
+//! on through a [`Probe`]; the simulator and the hardware runner each collect them.
+
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One thing that happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub t_ms: u64,
+    /// `None` for the world itself (faults, services, the simulator's own notes).
+    pub rank: Option<usize>,
+    /// 0-based step index, when the event belongs to a step.
+    pub step: Option<usize>,
+    pub kind: EventKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A step began.
+    Start,
+    /// A step finished.
+    Done,
+    /// A step raised an error; the rank's program stops.
+    Error,
+    /// A warning PyTorch would print.
+    Warn,
+    /// A `log` step's line.
+    Log,
+    /// Model detail worth seeing (a group created, a store key set, a communicator built).
+    Info,
+    /// The run's end: hang analysis and verdict notes.
+    Verdict,
+}
+
+impl EventKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Start => "start",
+            EventKind::Done => "done",
+            EventKind::Error => "error",
+            EventKind::Warn => "warn",
+            EventKind::Log => "log",
+            EventKind::Info => "info",
+            EventKind::Verdict => "verdict",
+        }
+    }
+}
+
+/// What a rank is blocked on right now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Wait {
+    pub step: usize,
+    /// Human text: "store get 'default_pg/0//1//cpu//1'", "recv from rank 2 (all_reduce #3)".
+    pub what: String,
+    /// The c10d group involved, by name (and handle), if any.
+    pub group: Option<String>,
+    /// Collective sequence number on that group, if any.
+    pub seq: Option<u64>,
+    /// The ranks whose action would unblock this one.
+    pub peers: Vec<usize>,
+    pub since_ms: u64,
+    /// When the real system would give up with an error; `None` = it waits forever.
+    pub deadline_ms: Option<u64>,
+    /// The error text raised at the deadline.
+    pub timeout_error: Option<String>,
+}
+
+/// How ranks report to whoever runs them.
+pub trait Probe: Clone + 'static {
+    fn event(&self, e: Event);
+    /// Sets (or clears) what `rank` is blocked on.
+    fn set_wait(&self, rank: usize, w: Option<Wait>);
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Trace {
+    pub events: Vec<Event>,
+}
+
+impl Trace {
+    /// One line per event: `[   12.345s] r3 #4 done  all_reduce ...`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for e in &self.events {
+            let _ = writeln!(out, "{}", render_event(e));
+        }
+        out
+    }
+
+    /// FNV-1a over the rendered trace: equal hashes mean byte-identical traces.
+    pub fn hash(&self) -> u64 {
+        fnv1a(self.render().as_bytes())
+    }
+}
+
+pub fn render_event(e: &Event) -> String {
+    let who = match e.rank {
+        Some(r) => format!("r{r}"),
+        None => "--".to_string(),
+    };
+    let step = match e.step {
+        Some(s) => format!("#{}", s + 1),
+        None => "-".to_string(),
+    };
+    format!(
+        "{} {:>4} {:>3} {:<7} {}",
+        format_ms(e.t_ms),
+        who,
+        step,
+        e.kind.name(),
+        e.text
+    )
+}
+
+/// `1800.000s`: virtual time as reports print it.
+pub fn format_ms(t_ms: u64) -> String {
+    format!("{:>5}.{:03}s", t_ms / 1000, t_ms % 1000)
+}
+
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}

@@ -1,0 +1,232 @@
+//! Verdicts: how each rank ended, why the stuck ones are stuck, and whether the scenario's
+//! expectations hold. Both runners (simulator, hardware) produce a [`Report`] of this form.
+
+use crate::scenario::{ExpectedOutcome, Scenario};
+use crate::trace::{format_ms, Trace, Wait};
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RankVerdict {
+    Completed {
+        t_ms: u64,
+    },
+    Failed {
+        step: usize,
+        error: String,
+        t_ms: u64,
+    },
+    /// Still blocked when nothing else could happen; `wait` says on what.
+    Hung {
+        step: usize,
+        wait: Option<Wait>,
+    },
+}
+
+impl RankVerdict {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RankVerdict::Completed { .. } => "completes",
+            RankVerdict::Failed { .. } => "fails",
+            RankVerdict::Hung { .. } => "hangs",
+        }
+    }
+}
+
+/// One stuck rank at a moment when no rank could make progress.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stuck {
+    pub rank: usize,
+    pub step: usize,
+    pub wait: Wait,
+    /// For each awaited peer: what that peer is doing.
+    pub peers: Vec<String>,
+}
+
+/// A moment with no possible progress except timeouts: who is stuck where, waiting for whom.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stall {
+    pub t_ms: u64,
+    pub stuck: Vec<Stuck>,
+    /// Ranks that have not finished and are not blocked in a wait (never started a blocking step).
+    pub others: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpectationCheck {
+    pub rank: usize,
+    pub expected: String,
+    pub actual: String,
+    pub holds: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub file: String,
+    pub mode: String,
+    pub seed: u64,
+    pub ranks: Vec<RankVerdict>,
+    /// The first stall (the moment to look at), if any.
+    pub first_stall: Option<Stall>,
+    /// The final stall, when ranks are still stuck at the end.
+    pub final_stall: Option<Stall>,
+    pub end_ms: u64,
+    pub trace: Trace,
+    pub trace_hash: String,
+    pub expectations: Vec<ExpectationCheck>,
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn expectations_hold(&self) -> bool {
+        self.expectations.iter().all(|e| e.holds)
+    }
+}
+
+/// Checks every rank against the scenario's `[[expect]]` (last matching entry wins; none = completes).
+pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<ExpectationCheck> {
+    let world = &scenario.world;
+    ranks
+        .iter()
+        .enumerate()
+        .map(|(r, v)| {
+            let spec = &world.ranks[r];
+            let e = scenario
+                .expect
+                .iter()
+                .rev()
+                .find(|e| e.on.matches(spec, world));
+            let (outcome, error, step) = match e {
+                Some(e) => (e.outcome, e.error.clone(), e.step),
+                None => (ExpectedOutcome::Completes, None, None),
+            };
+            let mut expected = outcome.name().to_string();
+            if let Some(s) = step {
+                let _ = write!(expected, " in {}", scenario.steps[s].label());
+            }
+            if let Some(err) = &error {
+                let _ = write!(expected, " with \"{err}\"");
+            }
+            let holds = v.kind() == outcome.name()
+                && match v {
+                    RankVerdict::Failed {
+                        step: s,
+                        error: text,
+                        ..
+                    } => {
+                        step.is_none_or(|x| x == *s)
+                            && error
+                                .as_ref()
+                                .is_none_or(|want| text.contains(want.as_str()))
+                    }
+                    RankVerdict::Hung { step: s, .. } => step.is_none_or(|x| x == *s),
+                    RankVerdict::Completed { .. } => true,
+                };
+            ExpectationCheck {
+                rank: r,
+                expected,
+                actual: describe_verdict(scenario, v),
+                holds,
+            }
+        })
+        .collect()
+}
+
+/// `fails in #2 new_group (file:12): RuntimeError: ...`.
+pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
+    let at = |s: usize| {
+        let st = &scenario.steps[s];
+        format!("{} ({}:{})", st.label(), scenario.file, st.loc.line)
+    };
+    match v {
+        RankVerdict::Completed { t_ms } => format!("completes at {}", format_ms(*t_ms).trim()),
+        RankVerdict::Failed { step, error, t_ms } => {
+            format!(
+                "fails in {} at {}: {error}",
+                at(*step),
+                format_ms(*t_ms).trim()
+            )
+        }
+        RankVerdict::Hung { step, wait } => {
+            let mut s = format!("hangs in {}", at(*step));
+            if let Some(w) = wait {
+                let _ = write!(s, ": {}", w.what);
+                if w.deadline_ms.is_none() {
+                    s.push_str(" (forever: no timeout applies)");
+                }
+            }
+            s
+        }
+    }
+}
+
+/// The human report: verdict per rank, the first stall, expectations. Fits a screen for 16 ranks.
+pub fn render_human(scenario: &Scenario, r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "scen {} — {} ({} mode, seed {}, virtual epoch 0)",
+        r.scenario, r.file, r.mode, r.seed
+    );
+    let counts = |k: &str| r.ranks.iter().filter(|v| v.kind() == k).count();
+    let _ = writeln!(
+        out,
+        "outcome: {} completed, {} failed, {} hung; ended at {} virtual",
+        counts("completes"),
+        counts("fails"),
+        counts("hangs"),
+        format_ms(r.end_ms).trim()
+    );
+    for (i, v) in r.ranks.iter().enumerate() {
+        let _ = writeln!(out, "  rank {i:>3}: {}", describe_verdict(scenario, v));
+    }
+    if let Some(st) = &r.first_stall {
+        let _ = writeln!(
+            out,
+            "first stall at {}: no rank could make progress",
+            format_ms(st.t_ms).trim()
+        );
+        for s in &st.stuck {
+            let when = match (&s.wait.deadline_ms, &s.wait.timeout_error) {
+                (Some(d), Some(e)) => format!("times out at {}: {e}", format_ms(*d).trim()),
+                (Some(d), None) => format!("times out at {}", format_ms(*d).trim()),
+                _ => "waits forever (no watchdog)".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  rank {:>3} in {}: {}",
+                s.rank,
+                scenario.steps[s.step].label(),
+                s.wait.what
+            );
+            for p in &s.peers {
+                let _ = writeln!(out, "           waiting for {p}");
+            }
+            let _ = writeln!(out, "           {when}");
+        }
+        for o in &st.others {
+            let _ = writeln!(out, "  {o}");
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    let ok = r.expectations.iter().filter(|e| e.holds).count();
+    let _ = writeln!(out, "expectations: {ok}/{} hold", r.expectations.len());
+    for e in r.expectations.iter().filter(|e| !e.holds) {
+        let _ = writeln!(
+            out,
+            "  rank {}: expected {}, got {}",
+            e.rank, e.expected, e.actual
+        );
+    }
+    let _ = writeln!(
+        out,
+        "trace: {} events, hash {}",
+        r.trace.events.len(),
+        r.trace_hash
+    );
+    out
+}

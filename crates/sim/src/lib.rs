@@ -1,0 +1,250 @@
+//! scen's deterministic simulator: one turmoil host per node, ranks as tasks on their node, the
+//! TCPStore as a real TCP service on rank 0's node, a virtual clock that jumps over idle time,
+//! and a hang analysis at the first moment no rank can make progress.
+//!
+//! Same scenario + seed => the same trace, byte for byte: one thread, turmoil seeded with the
+//! seed and a fixed epoch, no wall clock, no hash-order iteration.
+
+pub mod clock;
+pub mod net;
+pub mod probe;
+pub mod stall;
+
+use clock::VirtualClock;
+use net::{Activity, SimNet};
+use probe::SimProbe;
+use scen_core::c10d::store;
+use scen_core::runtime::net::{Clock, Net};
+use scen_core::runtime::rank::{run_rank, RankEnd, RankEnv};
+use scen_core::scenario::Scenario;
+use scen_core::trace::{Event, EventKind, Probe};
+use scen_core::verdict::{check_expectations, RankVerdict, Report};
+use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Limits that keep a runaway scenario from running forever.
+const MAX_STEPS: u64 = 20_000_000;
+const MAX_VIRTUAL_MS: u64 = 30 * 24 * 3600 * 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("the simulator failed: {0}")]
+    Turmoil(String),
+}
+
+/// Runs `scenario` with `seed` (the scenario's own seed when `None`).
+pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimError> {
+    let seed = seed.unwrap_or(scenario.sim.seed);
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(seed)
+        .epoch(UNIX_EPOCH)
+        .tick_duration(Duration::from_millis(1))
+        .simulation_duration(Duration::from_secs(MAX_VIRTUAL_MS))
+        .min_message_latency(Duration::from_millis(scenario.sim.latency_min_ms))
+        .max_message_latency(Duration::from_millis(scenario.sim.latency_max_ms))
+        .build();
+    let activity = Activity::default();
+    let clock = VirtualClock::default();
+    let probe = SimProbe::new(scenario.world.size(), activity.clone());
+    let shared = Rc::new(scenario.clone());
+    for node in &scenario.world.nodes {
+        let net = SimNet {
+            host: node.name.clone(),
+            nodes: scenario.world.nodes.len(),
+            activity: activity.clone(),
+        };
+        let (clock, probe, shared) = (clock.clone(), probe.clone(), shared.clone());
+        let index = node.index;
+        sim.host(node.name.as_str(), move || {
+            boot_node(
+                index,
+                net.clone(),
+                clock.clone(),
+                probe.clone(),
+                shared.clone(),
+            )
+        });
+    }
+    let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity)?;
+    Ok(report(scenario, seed, &probe, end_ms))
+}
+
+/// A node's software: its services first (they were there before the job), then its ranks.
+async fn boot_node(
+    index: usize,
+    net: SimNet,
+    clock: VirtualClock,
+    probe: SimProbe,
+    s: Rc<Scenario>,
+) -> turmoil::Result {
+    for svc in s.world.services.iter().filter(|x| x.node == index) {
+        match net.bind(svc.port).await {
+            Ok(l) => {
+                probe.event(Event {
+                    t_ms: clock.now_ms(),
+                    rank: None,
+                    step: None,
+                    kind: EventKind::Info,
+                    text: format!(
+                        "{}: TCPStore (world_size={}) already listening on {}:{}",
+                        svc.label, svc.world_size, net.host, svc.port
+                    ),
+                });
+                tokio::task::spawn_local(store::serve(net.clone(), clock.clone(), l));
+            }
+            Err(e) => return Err(format!("service on port {}: {e}", svc.port).into()),
+        }
+    }
+    for spec in s.world.ranks.iter().filter(|r| r.node == index) {
+        let env = RankEnv {
+            net: net.clone(),
+            clock: clock.clone(),
+            probe: probe.clone(),
+            scenario: s.clone(),
+            proc_rank: spec.rank,
+        };
+        let (probe, clock) = (probe.clone(), clock.clone());
+        let rank = spec.rank;
+        tokio::task::spawn_local(async move {
+            let end = run_rank(env).await;
+            let t = clock.now_ms();
+            let mut st = probe.state.borrow_mut();
+            st.waits[rank] = None;
+            st.ends[rank] = Some((end, t));
+            probe.activity.bump();
+        });
+    }
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// Steps turmoil; when nothing moves for long enough that no message can be in flight, either
+/// jumps the clock to the next timer or stops (nothing will ever happen again).
+fn drive(
+    sim: &mut turmoil::Sim<'_>,
+    s: &Scenario,
+    clock: &VirtualClock,
+    probe: &SimProbe,
+    activity: &Activity,
+) -> Result<u64, SimError> {
+    let quiet_needed = s.sim.latency_max_ms + 3;
+    let (mut quiet, mut offset, mut steps) = (0u64, 0u64, 0u64);
+    let mut last = activity.get();
+    loop {
+        sim.step().map_err(|e| SimError::Turmoil(e.to_string()))?;
+        steps += 1;
+        let now = steps + offset;
+        clock.set_now(now);
+        let fired = clock.fire_due();
+        if probe.state.borrow().ends.iter().all(|e| e.is_some()) {
+            return Ok(now);
+        }
+        if steps >= MAX_STEPS || now >= MAX_VIRTUAL_MS {
+            note(
+                probe,
+                now,
+                format!("stopped: the run reached the simulator's limit ({steps} steps, {now} ms)"),
+            );
+            return Ok(now);
+        }
+        if fired > 0 || activity.get() != last {
+            last = activity.get();
+            quiet = 0;
+            continue;
+        }
+        quiet += 1;
+        if quiet < quiet_needed {
+            continue;
+        }
+        let stall = stall::analyse(s, &probe.state.borrow(), now);
+        if let Some(st) = &stall {
+            let ranks: Vec<String> = st.stuck.iter().map(|x| x.rank.to_string()).collect();
+            note(
+                probe,
+                now,
+                format!(
+                    "stall: no rank can make progress; stuck ranks [{}]",
+                    ranks.join(", ")
+                ),
+            );
+            let mut o = probe.state.borrow_mut();
+            o.first_stall.get_or_insert_with(|| st.clone());
+        }
+        match clock.next_deadline() {
+            Some(t) => {
+                if stall.is_some() {
+                    note(
+                        probe,
+                        now,
+                        format!(
+                            "advancing virtual time to the next timeout at {}",
+                            scen_core::trace::format_ms(t).trim()
+                        ),
+                    );
+                }
+                offset += t.saturating_sub(now);
+                clock.set_now(t);
+                clock.fire_due();
+                quiet = 0;
+            }
+            None => {
+                if let Some(st) = stall {
+                    note(
+                        probe,
+                        now,
+                        "nothing can happen any more: the stuck ranks wait forever".to_string(),
+                    );
+                    probe.state.borrow_mut().final_stall = Some(st);
+                }
+                return Ok(now);
+            }
+        }
+    }
+}
+
+fn note(probe: &SimProbe, t_ms: u64, text: String) {
+    probe.event(Event {
+        t_ms,
+        rank: None,
+        step: None,
+        kind: EventKind::Verdict,
+        text,
+    });
+}
+
+fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
+    let o = probe.state.borrow();
+    let ranks: Vec<RankVerdict> = (0..s.world.size())
+        .map(|r| match &o.ends[r] {
+            Some((RankEnd::Completed, t)) => RankVerdict::Completed { t_ms: *t },
+            Some((RankEnd::Failed { step, error }, t)) => RankVerdict::Failed {
+                step: *step,
+                error: error.clone(),
+                t_ms: *t,
+            },
+            None => RankVerdict::Hung {
+                step: o.waits[r]
+                    .as_ref()
+                    .map(|w| w.step)
+                    .or(o.step[r])
+                    .unwrap_or(0),
+                wait: o.waits[r].clone(),
+            },
+        })
+        .collect();
+    let expectations = check_expectations(s, &ranks);
+    Report {
+        scenario: s.name.clone(),
+        file: s.file.clone(),
+        mode: "sim".into(),
+        seed,
+        ranks,
+        first_stall: o.first_stall.clone(),
+        final_stall: o.final_stall.clone(),
+        end_ms,
+        trace_hash: format!("{:016x}", o.trace.hash()),
+        trace: o.trace.clone(),
+        expectations,
+        notes: vec![],
+    }
+}

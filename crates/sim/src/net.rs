@@ -1,0 +1,133 @@
+//! The model's network in the simulator: turmoil TCP, one host per node.
+//!
+//! Streams are wrapped to count activity (bytes moved, connections made); the driver uses the
+//! count to tell "messages still in flight" from "nothing can happen but a timer".
+
+use scen_core::runtime::net::Net;
+use std::cell::Cell;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use turmoil::net::{TcpListener, TcpStream};
+
+/// Counts anything that moved; shared by all nodes.
+#[derive(Clone, Default)]
+pub struct Activity(Rc<Cell<u64>>);
+
+impl Activity {
+    pub fn bump(&self) {
+        self.0.set(self.0.get() + 1);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+#[derive(Clone)]
+pub struct SimNet {
+    pub host: String,
+    pub nodes: usize,
+    pub activity: Activity,
+}
+
+pub struct SimStream {
+    inner: TcpStream,
+    activity: Activity,
+}
+
+impl AsyncRead for SimStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if r.is_ready() {
+            self.activity.bump();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for SimStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if r.is_ready() {
+            self.activity.bump();
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl SimNet {
+    fn resolve(&self, host: &str) -> io::Result<IpAddr> {
+        if host == "localhost" || host == "127.0.0.1" {
+            return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        }
+        let known = host
+            .strip_prefix("node")
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n < self.nodes);
+        if known {
+            Ok(turmoil::lookup(host))
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("failed to resolve host {host}: Name or service not known"),
+            ))
+        }
+    }
+}
+
+impl Net for SimNet {
+    type Stream = SimStream;
+    type Listener = TcpListener;
+
+    async fn bind(&self, port: u16) -> io::Result<TcpListener> {
+        TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).await
+    }
+
+    fn local_port(&self, l: &TcpListener) -> u16 {
+        l.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    async fn accept(&self, l: &TcpListener) -> io::Result<(SimStream, String)> {
+        let (s, peer) = l.accept().await?;
+        self.activity.bump();
+        Ok((
+            SimStream {
+                inner: s,
+                activity: self.activity.clone(),
+            },
+            peer.to_string(),
+        ))
+    }
+
+    async fn connect(&self, host: &str, port: u16) -> io::Result<SimStream> {
+        let ip = self.resolve(host)?;
+        self.activity.bump();
+        let r = TcpStream::connect((ip, port)).await;
+        self.activity.bump();
+        Ok(SimStream {
+            inner: r?,
+            activity: self.activity.clone(),
+        })
+    }
+
+    fn host_name(&self) -> String {
+        self.host.clone()
+    }
+}
