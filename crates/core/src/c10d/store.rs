@@ -115,7 +115,7 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
             .done(),
         OP_GET => {
             let timeout_ms = d.u64()?;
-            let deadline = clock.now_ms().saturating_add(timeout_ms);
+            let deadline = deadline_after(clock, timeout_ms);
             let ready = || state.get(&key);
             match wait_for(state, clock, deadline, ready).await {
                 Some(v) => Enc::default().u8(REPLY_OK).bytes(&v).done(),
@@ -125,7 +125,7 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
         OP_WAIT_GE => {
             let n = d.i64()?;
             let timeout_ms = d.u64()?;
-            let deadline = clock.now_ms().saturating_add(timeout_ms);
+            let deadline = deadline_after(clock, timeout_ms);
             let ready = || Some(state.counter(&key)).filter(|v| *v >= n);
             match wait_for(state, clock, deadline, ready).await {
                 Some(v) => Enc::default().u8(REPLY_OK).i64(v).done(),
@@ -139,11 +139,18 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
     })
 }
 
-/// Waits until `ready` yields a value or the deadline passes.
+/// `timeout_ms == NO_TIMEOUT` waits forever (no timer is armed).
+pub const NO_TIMEOUT: u64 = u64::MAX;
+
+fn deadline_after<C: Clock>(clock: &C, timeout_ms: u64) -> Option<u64> {
+    (timeout_ms != NO_TIMEOUT).then(|| clock.now_ms().saturating_add(timeout_ms))
+}
+
+/// Waits until `ready` yields a value or the deadline (if any) passes.
 async fn wait_for<C: Clock, T>(
     state: &StoreState,
     clock: &C,
-    deadline_ms: u64,
+    deadline_ms: Option<u64>,
     ready: impl Fn() -> Option<T>,
 ) -> Option<T> {
     loop {
@@ -151,6 +158,10 @@ async fn wait_for<C: Clock, T>(
         if let Some(v) = ready() {
             return Some(v);
         }
+        let Some(deadline_ms) = deadline_ms else {
+            changed.await;
+            continue;
+        };
         if clock.now_ms() >= deadline_ms {
             return None;
         }

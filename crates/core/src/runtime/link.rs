@@ -22,6 +22,8 @@ pub struct CallInfo {
     pub op: String,
     /// The timeout rule: deadline and the error raised at it; `None` waits forever.
     pub timeout: Option<(u64, C10dError)>,
+    /// gloo sees a peer's exit as a closed connection; oneCCL/NCCL keep waiting.
+    pub peer_exit_is_error: bool,
 }
 
 pub struct FabricLink<'a, N: Net, C: Clock, P: Probe> {
@@ -86,10 +88,20 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 
     async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
         let peer = self.members[to];
-        self.fabric
-            .send(peer, &self.tag, &data)
-            .await
-            .map_err(|e| self.map(peer, e))
+        match self.fabric.send(peer, &self.tag, &data).await {
+            Err(FabricError::PeerClosed(_)) if !self.info.peer_exit_is_error => {
+                let what = format!(
+                    "{} #{} on group {}: send to rank {peer}, whose process has exited (the backend does not notice)",
+                    self.info.op, self.info.seq, self.info.group
+                );
+                self.probe
+                    .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
+                let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
+                let r = super::rank::wait_out_peer_exit(self.clock, deadline).await;
+                r.map(|_| ()).map_err(|e| self.map(peer, e))
+            }
+            r => r.map_err(|e| self.map(peer, e)),
+        }
     }
 
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
@@ -101,10 +113,16 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         self.probe
             .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
-        let r = self
-            .fabric
-            .recv(self.clock, peer, &self.tag, deadline)
-            .await;
+        let mut r = self.fabric.recv(self.clock, peer, &self.tag, deadline).await;
+        if !self.info.peer_exit_is_error && matches!(r, Err(FabricError::PeerClosed(_))) {
+            let what = format!(
+                "{} #{} on group {}: recv from rank {peer}, whose process has exited (the backend does not notice)",
+                self.info.op, self.info.seq, self.info.group
+            );
+            self.probe
+                .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
+            r = super::rank::wait_out_peer_exit(self.clock, deadline).await;
+        }
         self.probe.set_wait(self.info.proc_rank, None);
         r.map_err(|e| self.map(peer, e))
     }

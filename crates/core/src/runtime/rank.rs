@@ -564,7 +564,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         timeout_error: Option<C10dError>,
     ) -> Result<Vec<u8>, StoreError> {
         let store = self.world.as_ref().expect("world").store.clone();
-        let t = timeout_ms.unwrap_or(u64::MAX / 4);
+        let t = timeout_ms.unwrap_or(store::NO_TIMEOUT);
         self.wait(Some(Wait {
             step: self.step,
             what,
@@ -691,7 +691,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 vec![],
                 format!("store based barrier for group {name} ({n}/{world_size} joined when this rank arrived)"),
                 Some(name.to_string()),
-                None,
+                Some(error::store_barrier_timeout(rank, name, world_size, n, timeout_ms, &inner)),
             )
             .await;
         match r {
@@ -1066,6 +1066,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             seq,
             op: coll.name().to_string(),
             timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
+            peer_exit_is_error: backend == "gloo",
         };
         let link = FabricLink {
             fabric: &self.fabric,
@@ -1274,6 +1275,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             data,
         };
         self.check_values(spec, expect, &out, false)
+    }
+}
+
+/// oneCCL/NCCL do not notice a peer's exit (oneccl.md §4): the call just never completes, until
+/// a timeout rule (blocking wait, watchdog) applies.
+pub(crate) async fn wait_out_peer_exit<C: Clock>(clock: &C, deadline: Option<u64>) -> Result<Vec<u8>, super::fabric::FabricError> {
+    match deadline {
+        Some(d) => {
+            clock.sleep_until_ms(d).await;
+            Err(super::fabric::FabricError::Timeout)
+        }
+        None => std::future::pending().await,
     }
 }
 
