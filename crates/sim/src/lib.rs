@@ -130,6 +130,8 @@ fn drive(
     let quiet_needed = s.sim.latency_max_ms + 3;
     let (mut quiet, mut offset, mut steps) = (0u64, 0u64, 0u64);
     let mut last = activity.get();
+    // The stall last reported: repeated identical stalls (e.g. connect retries) are noted once.
+    let mut last_stall: Option<Vec<(usize, String)>> = None;
     loop {
         sim.step().map_err(|e| SimError::Turmoil(e.to_string()))?;
         steps += 1;
@@ -157,7 +159,15 @@ fn drive(
             continue;
         }
         let stall = stall::analyse(s, &probe.state.borrow(), now);
-        if let Some(st) = &stall {
+        let signature = stall.as_ref().map(|st| {
+            st.stuck
+                .iter()
+                .map(|x| (x.rank, x.wait.what.clone()))
+                .collect::<Vec<_>>()
+        });
+        let new_stall = signature.is_some() && signature != last_stall;
+        last_stall = signature;
+        if let Some(st) = stall.as_ref().filter(|_| new_stall) {
             let ranks: Vec<String> = st.stuck.iter().map(|x| x.rank.to_string()).collect();
             note(
                 probe,
@@ -172,7 +182,7 @@ fn drive(
         }
         match clock.next_deadline() {
             Some(t) => {
-                if stall.is_some() {
+                if new_stall {
                     note(
                         probe,
                         now,

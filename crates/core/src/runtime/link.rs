@@ -113,7 +113,10 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         self.probe
             .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
-        let mut r = self.fabric.recv(self.clock, peer, &self.tag, deadline).await;
+        let mut r = self
+            .fabric
+            .recv(self.clock, peer, &self.tag, deadline)
+            .await;
         if !self.info.peer_exit_is_error && matches!(r, Err(FabricError::PeerClosed(_))) {
             let what = format!(
                 "{} #{} on group {}: recv from rank {peer}, whose process has exited (the backend does not notice)",

@@ -1280,7 +1280,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
 /// oneCCL/NCCL do not notice a peer's exit (oneccl.md §4): the call just never completes, until
 /// a timeout rule (blocking wait, watchdog) applies.
-pub(crate) async fn wait_out_peer_exit<C: Clock>(clock: &C, deadline: Option<u64>) -> Result<Vec<u8>, super::fabric::FabricError> {
+pub(crate) async fn wait_out_peer_exit<C: Clock>(
+    clock: &C,
+    deadline: Option<u64>,
+) -> Result<Vec<u8>, super::fabric::FabricError> {
     match deadline {
         Some(d) => {
             clock.sleep_until_ms(d).await;

@@ -1,0 +1,97 @@
+//! Bad scenario files are rejected before anything runs, each error naming file:line:col.
+
+use scen_core::scenario::parse;
+
+fn err(text: &str) -> String {
+    parse(text, "s.toml", "s")
+        .expect_err("must be rejected")
+        .to_string()
+}
+
+const WORLD: &str = "[world]\nranks_per_node = 4\n\n";
+
+#[test]
+fn unknown_keys_are_located() {
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"barrier\"\ngroupp = \"tp\"\n"
+    ));
+    assert!(e.starts_with("s.toml:6:1:"), "{e}");
+    assert!(e.contains("unknown field `groupp`"), "{e}");
+    let e = err("[world]\nnode_count = 2\n");
+    assert!(
+        e.starts_with("s.toml:2:1:") && e.contains("node_count"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_types_are_located() {
+    let e = err("[world]\nranks_per_node = \"four\"\n");
+    assert!(e.starts_with("s.toml:2:18:"), "{e}");
+}
+
+#[test]
+fn out_of_range_ranks_are_located() {
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"new_group\"\nranks = [0, 4]\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:6:9:") && e.contains("rank 4 is out of range"),
+        "{e}"
+    );
+    let e = err(&format!("{WORLD}[[step]]\nop = \"barrier\"\non = [7]\n"));
+    assert!(e.contains("rank 7 is out of range"), "{e}");
+    let e = err(&format!("{WORLD}[[step]]\nop = \"send\"\ndst = -1\n"));
+    assert!(e.contains("rank -1 is out of range"), "{e}");
+}
+
+#[test]
+fn bad_urls_are_located() {
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"init_process_group\"\ninit_method = \"tcp://localhost:99999\"\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:6:15:") && e.contains("bad init_method: port `99999`"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"init_process_group\"\ninit_method = \"nccl://x:1\"\n"
+    ));
+    assert!(e.contains("No rendezvous handler for nccl://"), "{e}");
+}
+
+#[test]
+fn bad_formulas_and_names_are_located() {
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"all_reduce\"\nfill = \"rank + nodes\"\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:6:16:") && e.contains("unknown variable `nodes`"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"all_reduce\"\ngroup = \"tp\"\n"
+    ));
+    assert!(e.contains("unknown group `tp`"), "{e}");
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"all_reduce\"\ndtype = \"f8\"\n"
+    ));
+    assert!(e.contains("unknown dtype `f8`"), "{e}");
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"init_process_group\"\nbackend = \"cpu:gloo,cpu:xccl\"\n"
+    ));
+    assert!(e.contains("Duplicate device type cpu"), "{e}");
+}
+
+#[test]
+fn valid_files_parse() {
+    let s = parse(
+        &format!("{WORLD}[[step]]\nop = \"init_process_group\"\n"),
+        "s.toml",
+        "s",
+    )
+    .unwrap();
+    assert_eq!(s.world.size(), 4);
+    assert_eq!(s.world.ranks[3].env["LOCAL_RANK"], "3");
+    assert_eq!(s.world.ranks[3].env["MASTER_ADDR"], "127.0.0.1");
+}
