@@ -47,7 +47,7 @@ enum Format {
     Json,
 }
 
-fn load(file: &PathBuf) -> Result<Scenario, ExitCode> {
+fn load(file: &std::path::Path) -> Result<Scenario, ExitCode> {
     load_file(file).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)

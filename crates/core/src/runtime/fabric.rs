@@ -25,9 +25,12 @@ pub enum FabricError {
     Wire(#[from] WireError),
 }
 
+/// Messages waiting to be received, per (source rank, tag), in arrival order.
+type Queues = BTreeMap<(usize, String), VecDeque<Vec<u8>>>;
+
 #[derive(Default)]
 struct Inbox {
-    queues: RefCell<BTreeMap<(usize, String), VecDeque<Vec<u8>>>>,
+    queues: RefCell<Queues>,
     closed: RefCell<BTreeSet<usize>>,
     changed: Notify,
 }

@@ -1206,7 +1206,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )));
         }
         if peer == me {
-            return Err(error::value(format!("Invalid destination rank: destination rank should not be the same as the rank of the current process.")));
+            return Err(error::value("Invalid destination rank: destination rank should not be the same as the rank of the current process."));
         }
         let (src, dst) = if send { (me, peer) } else { (peer, me) };
         if backend != "gloo" {

@@ -747,11 +747,12 @@ impl Cx<'_> {
                 ))
             }
         };
-        if e.error.is_some() && outcome != ExpectedOutcome::Fails {
-            return Err(self.at(
-                e.error.as_ref().expect("error"),
-                "`error` goes with outcome = \"fails\"",
-            ));
+        if let Some(err) = e
+            .error
+            .as_ref()
+            .filter(|_| outcome != ExpectedOutcome::Fails)
+        {
+            return Err(self.at(err, "`error` goes with outcome = \"fails\""));
         }
         let step = match &e.step {
             None => None,
