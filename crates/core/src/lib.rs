@@ -8,6 +8,7 @@ pub mod dtype;
 pub mod reduce;
 pub mod runtime;
 pub mod scenario;
+pub mod sglang;
 pub mod tensor;
 pub mod trace;
 pub mod verdict;
