@@ -90,15 +90,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         let peer = self.members[to];
         match self.fabric.send(peer, &self.tag, &data).await {
             Err(FabricError::PeerClosed(_)) if !self.info.peer_exit_is_error => {
-                let what = format!(
-                    "{} #{} on group {}: send to rank {peer}, whose process has exited (the backend does not notice)",
-                    self.info.op, self.info.seq, self.info.group
-                );
-                self.probe
-                    .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
-                let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
-                let r = super::rank::wait_out_peer_exit(self.clock, deadline).await;
-                r.map(|_| ()).map_err(|e| self.map(peer, e))
+                self.wait_out_exited(peer, "send to").await.map(|_| ())
             }
             r => r.map_err(|e| self.map(peer, e)),
         }
@@ -113,20 +105,34 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         self.probe
             .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
-        let mut r = self
+        let r = match self
             .fabric
             .recv(self.clock, peer, &self.tag, deadline)
-            .await;
-        if !self.info.peer_exit_is_error && matches!(r, Err(FabricError::PeerClosed(_))) {
-            let what = format!(
-                "{} #{} on group {}: recv from rank {peer}, whose process has exited (the backend does not notice)",
-                self.info.op, self.info.seq, self.info.group
-            );
-            self.probe
-                .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
-            r = super::rank::wait_out_peer_exit(self.clock, deadline).await;
-        }
+            .await
+        {
+            Err(FabricError::PeerClosed(_)) if !self.info.peer_exit_is_error => {
+                self.wait_out_exited(peer, "recv from").await
+            }
+            r => r.map_err(|e| self.map(peer, e)),
+        };
         self.probe.set_wait(self.info.proc_rank, None);
-        r.map_err(|e| self.map(peer, e))
+        r
+    }
+}
+
+impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
+    /// oneCCL/NCCL do not notice a peer's exit: record the wait and block until a timeout rule
+    /// applies (or forever).
+    async fn wait_out_exited(&self, peer: usize, verb: &str) -> Result<Vec<u8>, LinkError> {
+        let what = format!(
+            "{} #{} on group {}: {verb} rank {peer}, whose process has exited (the backend does not notice)",
+            self.info.op, self.info.seq, self.info.group
+        );
+        self.probe
+            .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
+        let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
+        super::rank::wait_out_peer_exit(self.clock, deadline)
+            .await
+            .map_err(|e| self.map(peer, e))
     }
 }
