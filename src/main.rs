@@ -36,9 +36,71 @@ enum Cmd {
         /// Run on real hardware (oneCCL) instead of the simulator.
         #[arg(long)]
         hw: bool,
+        #[command(flatten)]
+        hw_opts: HwArgs,
     },
+    /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
+    Doctor,
+    /// One rank process of `run --hw` (started by the launcher, not by users).
+    #[command(name = "__hw-rank", hide = true)]
+    HwRank { file: PathBuf },
     /// Validate a scenario file without running it.
     Check { file: PathBuf },
+}
+
+/// torchrun-style options of `run --hw`.
+#[derive(clap::Args)]
+struct HwArgs {
+    /// Processes on this node (must equal the scenario's ranks_per_node).
+    #[arg(long, requires = "hw")]
+    nproc_per_node: Option<usize>,
+    /// Machines in the job (must equal the scenario's node count).
+    #[arg(long, requires = "hw")]
+    nnodes: Option<usize>,
+    /// This machine's index in 0..nnodes.
+    #[arg(long, requires = "hw")]
+    node_rank: Option<usize>,
+    /// Where rank 0's TCPStore listens (default 127.0.0.1).
+    #[arg(long, requires = "hw")]
+    master_addr: Option<String>,
+    /// Its port (default: a free port).
+    #[arg(long, requires = "hw")]
+    master_port: Option<u16>,
+    /// Fail unless Level Zero finds an Intel GPU (no host-buffer stand-in for xpu tensors).
+    #[arg(long, requires = "hw")]
+    require_xpu: bool,
+    /// Fault injection: SIGKILL rank R once it has started step S (1-based), as `R:S`.
+    #[arg(long, requires = "hw", value_parser = parse_kill)]
+    kill_rank: Option<(usize, usize)>,
+}
+
+fn parse_kill(s: &str) -> Result<(usize, usize), String> {
+    let (r, st) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected RANK:STEP, got `{s}`"))?;
+    let r = r.parse().map_err(|_| format!("`{r}` is not a rank"))?;
+    let st: usize = st
+        .parse()
+        .map_err(|_| format!("`{st}` is not a step number"))?;
+    if st == 0 {
+        return Err("steps are numbered from 1".into());
+    }
+    Ok((r, st - 1))
+}
+
+impl HwArgs {
+    fn options(&self) -> scen_hw::HwOptions {
+        scen_hw::HwOptions {
+            nproc_per_node: self.nproc_per_node,
+            nnodes: self.nnodes,
+            node_rank: self.node_rank,
+            master_addr: self.master_addr.clone(),
+            master_port: self.master_port,
+            require_xpu: self.require_xpu,
+            kill_rank_at: self.kill_rank,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -71,19 +133,25 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
+        Cmd::Doctor => {
+            print!("{}", scen_hw::doctor::report());
+            ExitCode::SUCCESS
+        }
+        Cmd::HwRank { file } => run_hw_rank(&file),
         Cmd::Run {
             file,
             seed,
             format,
             trace,
             hw,
+            hw_opts,
         } => {
             let scenario = match load(&file) {
                 Ok(s) => s,
                 Err(code) => return code,
             };
             let report = if hw {
-                scen_hw::run(&scenario, &scen_hw::HwOptions::default()).map_err(|e| e.to_string())
+                scen_hw::run(&scenario, &file, &hw_opts.options()).map_err(|e| e.to_string())
             } else {
                 scen_sim::simulate(&scenario, seed).map_err(|e| e.to_string())
             };
@@ -95,6 +163,13 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+fn run_hw_rank(file: &std::path::Path) -> ExitCode {
+    match load(file) {
+        Ok(s) => ExitCode::from(scen_hw::rank_main(s).clamp(0, 255) as u8),
+        Err(code) => code,
     }
 }
 

@@ -4,11 +4,11 @@
 //! byte for byte, and [`Trace::hash`] pins that. Ranks report events and what they are blocked
 //! on through a [`Probe`]; the simulator and the hardware runner each collect them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
 /// One thing that happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub t_ms: u64,
     /// `None` for the world itself (faults, services, the simulator's own notes).
@@ -19,7 +19,7 @@ pub struct Event {
     pub text: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// A step began.
@@ -53,7 +53,7 @@ impl EventKind {
 }
 
 /// What a rank is blocked on right now.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Wait {
     pub step: usize,
     /// Human text: "store get 'default_pg/0//1//cpu//1'", "recv from rank 2 (all_reduce #3)".

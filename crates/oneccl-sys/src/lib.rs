@@ -161,8 +161,13 @@ pub struct Api {
 
 /// The candidates `Api::load` tries, in order.
 pub fn candidates() -> Vec<String> {
+    candidates_with_root(std::env::var_os("ONECCL_ROOT").map(PathBuf::from))
+}
+
+/// The candidates for an explicit oneCCL root (`<root>/lib/libccl.so.2`), then the loader's search.
+pub fn candidates_with_root(root: Option<PathBuf>) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(root) = std::env::var_os("ONECCL_ROOT") {
+    if let Some(root) = root {
         out.push(
             PathBuf::from(root)
                 .join("lib/libccl.so.2")
@@ -177,8 +182,13 @@ pub fn candidates() -> Vec<String> {
 impl Api {
     /// Opens libccl.so.2: `$ONECCL_ROOT/lib` first, then the loader's search path.
     pub fn load() -> Result<Api, LoadError> {
+        Self::load_from(candidates())
+    }
+
+    /// Opens the first of `candidates` that loads.
+    pub fn load_from(candidates: Vec<String>) -> Result<Api, LoadError> {
         let mut tried = Vec::new();
-        for c in candidates() {
+        for c in candidates {
             // SAFETY: opening oneCCL runs its static initialisers, which are sound to run.
             match unsafe { Library::new(&c) } {
                 Ok(lib) => return Self::resolve(lib, c),
@@ -264,7 +274,11 @@ impl Api {
                 CStr::from_ptr(s).to_string_lossy().into_owned()
             }
         };
-        Err(OnecclError { call, code: rc, text })
+        Err(OnecclError {
+            call,
+            code: rc,
+            text,
+        })
     }
 }
 
@@ -290,7 +304,12 @@ mod tests {
     fn a_missing_library_names_the_install_script() {
         // A root that holds no library: the first candidate fails; the message must say how to fix it
         // whether or not a system-wide libccl.so.2 exists.
-        let tried = candidates();
+        let tried = candidates_with_root(Some("/nonexistent".into()));
+        assert_eq!(tried[0], "/nonexistent/lib/libccl.so.2");
+        assert!(matches!(
+            Api::load_from(vec![tried[0].clone()]),
+            Err(LoadError::Unavailable { .. })
+        ));
         assert_eq!(tried.last().map(String::as_str), Some("libccl.so.2"));
         let e = LoadError::Unavailable {
             tried: "x".into(),

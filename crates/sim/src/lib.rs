@@ -102,6 +102,7 @@ async fn boot_node(
             probe: probe.clone(),
             scenario: s.clone(),
             proc_rank: spec.rank,
+            device: None,
         };
         let (probe, clock) = (probe.clone(), clock.clone());
         let rank = spec.rank;

@@ -6,6 +6,7 @@
 //! current device. Each step reports start/done/error events and, while blocked, a wait
 //! record saying on what and on whom.
 
+use super::device::DeviceComms;
 use super::fabric::Fabric;
 use super::link::{CallInfo, FabricLink};
 use super::net::{Clock, Net};
@@ -42,6 +43,8 @@ pub struct RankEnv<N: Net, C: Clock, P: Probe> {
     pub scenario: Rc<Scenario>,
     /// The process index in the scenario's world.
     pub proc_rank: usize,
+    /// The device collectives (hardware: oneCCL); `None` = core's algorithms over the fabric.
+    pub device: Option<Rc<dyn DeviceComms>>,
 }
 
 /// What a user handle (`as = "tp"`) refers to on this rank.
@@ -98,6 +101,8 @@ struct Proc<N: Net, C: Clock, P: Probe> {
 
 type Res<T> = Result<T, C10dError>;
 
+mod device_ops;
+
 /// Runs the scenario's program for one rank; spawned tasks are aborted when it returns
 /// (the process exits, its sockets close).
 pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> RankEnd {
@@ -127,6 +132,9 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         tasks: Vec::new(),
     };
     let end = p.run().await;
+    if let Some(d) = p.env.device.clone() {
+        let _ = d.shutdown().await;
+    }
     p.fabric.shutdown();
     for t in &p.tasks {
         t.abort();
@@ -881,12 +889,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let (timeout_ms, label) = (pg.timeout_ms, format!("{} ({})", pg.label, pg.name));
         let store = self.world()?.store.clone();
-        if members[0] == me {
-            let uid = format!("{backend}-uid:{key}");
-            store
-                .set(&key, uid.as_bytes())
-                .await
-                .map_err(|e| self.store_err(e))?;
+        let device = self.env.device.clone();
+        let uid = if members[0] == me {
+            let uid = match &device {
+                Some(d) => d.unique_id()?,
+                None => format!("{backend}-uid:{key}").into_bytes(),
+            };
+            store.set(&key, &uid).await.map_err(|e| self.store_err(e))?;
+            uid
         } else {
             let inner = error::store_wait_timeout(timeout_ms, &key).to_string();
             let err = error::unique_id_timeout(backend, me, &local_key, &inner);
@@ -902,7 +912,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .map_err(|e| match e {
                 StoreError::Timeout { .. } => err.clone(),
                 other => self.store_err(other),
-            })?;
+            })?
+        };
+        if let Some(d) = device {
+            let comm = self.comm_ref(name, &members, me, pair);
+            self.init_device_comm(&*d, &comm, &uid, &members, &label)
+                .await?;
+            self.pgs
+                .get_mut(name)
+                .expect("pg")
+                .comms
+                .insert(comm_key, ());
+            return Ok(());
         }
         // The library's own bootstrap: every member must join; oneCCL/NCCL init never times out.
         let pos = members.iter().position(|m| *m == me).expect("member");
@@ -1068,6 +1089,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
             peer_exit_is_error: backend == "gloo",
         };
+        if backend != "gloo" {
+            if let Some(d) = self.env.device.clone() {
+                let comm = self.comm_ref(name, &pg.ranks, me, None);
+                return self.run_device(&*d, &comm, coll, t, &info).await;
+            }
+        }
         let link = FabricLink {
             fabric: &self.fabric,
             clock: &self.env.clock,
@@ -1227,6 +1254,28 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             t.numel(),
         );
         let group_label = format!("{} ({})", pg.label, pg.name);
+        if backend != "gloo" {
+            if let Some(d) = self.env.device.clone() {
+                let comm =
+                    self.comm_ref(&name, &[src.min(dst), src.max(dst)], me, Some((src, dst)));
+                let peer_pos = usize::from(src.min(dst) == me);
+                return self
+                    .p2p_device(
+                        &*d,
+                        &comm,
+                        t,
+                        peer,
+                        peer_pos,
+                        send,
+                        seq,
+                        group_label,
+                        timeout,
+                        spec,
+                        expect,
+                    )
+                    .await;
+            }
+        }
         if send {
             self.fabric
                 .send(peer, &tag, &t.data)

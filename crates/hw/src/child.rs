@@ -1,0 +1,123 @@
+//! One rank process: core's `run_rank`, unchanged, over OS sockets, the wall clock, oneCCL
+//! device groups and the side-channel probe. Started by the launcher (`scen __hw-rank FILE`)
+//! with torchrun's environment plus scen's own (SCEN_HW_PROBE, SCEN_HW_EPOCH_MS).
+
+use crate::launch_env::RankIdentity;
+use crate::net::{TokioNet, WallClock};
+use crate::oneccl::{Backing, OneCcl};
+use crate::probe::{Msg, SideProbe};
+use scen_core::runtime::device::DeviceComms;
+use scen_core::runtime::net::Clock;
+use scen_core::runtime::rank::{run_rank, RankEnd, RankEnv};
+use scen_core::scenario::{Scenario, StepKind};
+use std::rc::Rc;
+
+/// Does the scenario use a device backend (xccl/nccl) anywhere? `init_process_group` without a
+/// backend and backend strings read from the environment count, to be safe.
+pub fn uses_device_backend(s: &Scenario) -> bool {
+    let device = |b: &str| b.contains("ccl") || b.contains('$');
+    s.steps.iter().any(|st| match &st.kind {
+        StepKind::InitProcessGroup { backend, .. } => backend.as_deref().is_none_or(device),
+        StepKind::NewGroup { backend, .. } => backend.as_deref().is_some_and(device),
+        _ => false,
+    })
+}
+
+/// What backs xpu tensors: Level Zero devices if the loader lists any, else host buffers.
+pub fn backing() -> Backing {
+    match level_zero_sys::probe() {
+        Ok(p) if !p.devices.is_empty() => Backing::HostWithDevices {
+            devices: p
+                .devices
+                .iter()
+                .map(|d| format!("{}: {}", d.index, d.name))
+                .collect(),
+        },
+        Ok(p) => Backing::HostForXpu {
+            reason: p
+                .note
+                .unwrap_or_else(|| "Level Zero lists no device".into()),
+        },
+        Err(e) => Backing::HostForXpu {
+            reason: e.to_string(),
+        },
+    }
+}
+
+/// Runs rank `id.rank` of `scenario`; returns the process exit code.
+pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, epoch: u64) -> i32 {
+    let probe = match SideProbe::connect(probe_addr) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!(
+                "scen rank {}: cannot reach the launcher at {probe_addr}: {e}",
+                id.rank
+            );
+            return 2;
+        }
+    };
+    probe.send(&Msg::Hello {
+        rank: id.rank,
+        pid: std::process::id(),
+    });
+    // The launcher is torchrun here: its MASTER_ADDR/MASTER_PORT replace the scenario's defaults.
+    if let Some(spec) = scenario.world.ranks.get_mut(id.rank) {
+        spec.env
+            .insert("MASTER_ADDR".into(), id.master_addr.clone());
+        spec.env
+            .insert("MASTER_PORT".into(), id.master_port.to_string());
+    }
+    let clock = WallClock {
+        epoch_unix_ms: epoch,
+    };
+    let d = if uses_device_backend(&scenario) {
+        OneCcl::start(backing())
+    } else {
+        OneCcl::unavailable(
+            "oneCCL was not loaded: the scenario names no device backend".into(),
+            backing(),
+        )
+    };
+    if d.unavailable.is_none() {
+        probe.send(&Msg::Note {
+            rank: id.rank,
+            text: d.describe(),
+        });
+    }
+    let device: Option<Rc<dyn DeviceComms>> = Some(Rc::new(d));
+    let net = TokioNet {
+        host: id.host.clone(),
+        bind_ip: id.bind_ip.clone(),
+    };
+    let env = RankEnv {
+        net,
+        clock,
+        probe: probe.clone(),
+        scenario: Rc::new(scenario),
+        proc_rank: id.rank,
+        device,
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("scen rank {}: cannot start tokio: {e}", id.rank);
+            return 2;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    let end = local.block_on(&rt, run_rank(env));
+    let failed = match end {
+        RankEnd::Completed => None,
+        RankEnd::Failed { step, error } => Some((step, error)),
+    };
+    let code = i32::from(failed.is_some());
+    probe.send(&Msg::End {
+        rank: id.rank,
+        failed,
+        t_ms: clock.now_ms(),
+    });
+    code
+}

@@ -1,0 +1,69 @@
+//! The model's network and clock in hardware mode: OS TCP sockets through tokio, and the wall
+//! clock counted from the launcher's start (so every rank's events share one time line).
+
+use scen_core::runtime::net::{Clock, Net};
+use std::io;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::net::{TcpListener, TcpStream};
+
+/// OS sockets. `host` is the address peers use to reach this process; `bind_ip` where it listens.
+#[derive(Clone, Debug)]
+pub struct TokioNet {
+    pub host: String,
+    pub bind_ip: String,
+}
+
+impl Net for TokioNet {
+    type Stream = TcpStream;
+    type Listener = TcpListener;
+
+    async fn bind(&self, port: u16) -> io::Result<TcpListener> {
+        TcpListener::bind((self.bind_ip.as_str(), port)).await
+    }
+
+    fn local_port(&self, l: &TcpListener) -> u16 {
+        l.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    async fn accept(&self, l: &TcpListener) -> io::Result<(TcpStream, String)> {
+        let (s, peer) = l.accept().await?;
+        s.set_nodelay(true)?;
+        Ok((s, peer.to_string()))
+    }
+
+    async fn connect(&self, host: &str, port: u16) -> io::Result<TcpStream> {
+        let s = TcpStream::connect((host, port)).await?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+
+    fn host_name(&self) -> String {
+        self.host.clone()
+    }
+}
+
+/// Milliseconds since `epoch_unix_ms` (the launcher's start), from the wall clock.
+#[derive(Clone, Copy, Debug)]
+pub struct WallClock {
+    pub epoch_unix_ms: u64,
+}
+
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Clock for WallClock {
+    fn now_ms(&self) -> u64 {
+        unix_ms().saturating_sub(self.epoch_unix_ms)
+    }
+
+    async fn sleep_until_ms(&self, t_ms: u64) {
+        let now = self.now_ms();
+        if t_ms > now {
+            tokio::time::sleep(Duration::from_millis(t_ms - now)).await;
+        }
+    }
+}
