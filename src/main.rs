@@ -72,6 +72,9 @@ struct HwArgs {
     /// Fault injection: SIGKILL rank R once it has started step S (1-based), as `R:S`.
     #[arg(long, requires = "hw", value_parser = parse_kill)]
     kill_rank: Option<(usize, usize)>,
+    /// A hard limit on the run's wall time in seconds (the watchdog then kills every rank).
+    #[arg(long, requires = "hw")]
+    max_wall_s: Option<u64>,
 }
 
 fn parse_kill(s: &str) -> Result<(usize, usize), String> {
@@ -98,6 +101,7 @@ impl HwArgs {
             master_port: self.master_port,
             require_xpu: self.require_xpu,
             kill_rank_at: self.kill_rank,
+            max_wall_ms: self.max_wall_s.map(|s| s * 1000),
             ..Default::default()
         }
     }

@@ -5,6 +5,7 @@
 pub mod algo;
 pub mod c10d;
 pub mod dtype;
+pub mod parity;
 pub mod reduce;
 pub mod runtime;
 pub mod scenario;

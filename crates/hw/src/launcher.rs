@@ -317,6 +317,12 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             }
         }
     }
+    let pids: Vec<String> = procs
+        .iter()
+        .map(|p| format!("{}={}", p.rank, p.child.id()))
+        .collect();
+    st.notes
+        .push(format!("rank processes (rank=pid): {}", pids.join(" ")));
     let _ = std::fs::remove_dir_all(&logs);
     if local.len() < world {
         st.notes.push(format!(

@@ -1,0 +1,60 @@
+//! The mode-independent part of a run: what the simulator and the hardware mode must agree on.
+//!
+//! Times, ports, process ids and the libraries' own bootstrap differ between modes; the per-rank
+//! verdict, the error texts, each rank's sequence of steps (hence every group's op order), the
+//! warnings and log lines, and the digests of result tensors must not.
+
+use crate::trace::EventKind;
+use crate::verdict::{RankVerdict, Report};
+
+/// One line per fact, in a fixed order: verdicts first, then each rank's events.
+pub fn mode_independent(r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for (rank, v) in r.ranks.iter().enumerate() {
+        out.push(match v {
+            RankVerdict::Completed { .. } => format!("rank {rank}: completes"),
+            RankVerdict::Failed { step, error, .. } => {
+                format!("rank {rank}: fails in #{}: {error}", step + 1)
+            }
+            RankVerdict::Hung { step, .. } => format!("rank {rank}: hangs in #{}", step + 1),
+        });
+    }
+    for rank in 0..r.ranks.len() {
+        for e in r.trace.events.iter().filter(|e| e.rank == Some(rank)) {
+            let step = e.step.map(|s| s + 1).unwrap_or(0);
+            let line = match e.kind {
+                EventKind::Start => format!("r{rank} #{step} start"),
+                EventKind::Done => match digest(&e.text) {
+                    Some(d) => format!("r{rank} #{step} done digest {d}"),
+                    None => format!("r{rank} #{step} done"),
+                },
+                EventKind::Error | EventKind::Warn | EventKind::Log => {
+                    format!("r{rank} #{step} {} {}", e.kind.name(), e.text)
+                }
+                EventKind::Info | EventKind::Verdict => continue,
+            };
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// The 16-hex-digit tensor digest a done event prints, if any.
+fn digest(text: &str) -> Option<&str> {
+    let i = text.find("digest ")? + "digest ".len();
+    let d = text.get(i..i + 16)?;
+    d.chars().all(|c| c.is_ascii_hexdigit()).then_some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn digest_is_found_only_when_complete() {
+        assert_eq!(
+            super::digest("[3, 3] digest 7dfc541089e9a740 (values as expected)"),
+            Some("7dfc541089e9a740")
+        );
+        assert_eq!(super::digest("digest 7dfc"), None);
+        assert_eq!(super::digest("sent 4 elements"), None);
+    }
+}
