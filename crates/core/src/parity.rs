@@ -7,6 +7,9 @@
 use crate::trace::EventKind;
 use crate::verdict::{RankVerdict, Report};
 
+/// The start of rank.rs's warning for a TCPStore connect retry (R16).
+const CONNECT_RETRY: &str = "TCP client failed to connect/validate";
+
 /// One line per fact, in a fixed order: verdicts first, then each rank's events.
 pub fn mode_independent(r: &Report) -> Vec<String> {
     let mut out = Vec::new();
@@ -28,6 +31,8 @@ pub fn mode_independent(r: &Report) -> Vec<String> {
                     Some(d) => format!("r{rank} #{step} done digest {d}"),
                     None => format!("r{rank} #{step} done"),
                 },
+                // Store connect retries depend on which process started first: timing, not model.
+                EventKind::Warn if e.text.starts_with(CONNECT_RETRY) => continue,
                 EventKind::Error | EventKind::Warn | EventKind::Log => {
                     format!("r{rank} #{step} {} {}", e.kind.name(), e.text)
                 }

@@ -169,8 +169,7 @@ pub fn candidates_with_root(root: Option<PathBuf>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(root) = root {
         out.push(
-            PathBuf::from(root)
-                .join("lib/libccl.so.2")
+            root.join("lib/libccl.so.2")
                 .display()
                 .to_string(),
         );
@@ -251,6 +250,8 @@ impl Api {
 
     /// Maps a result code to an error carrying oneCCL's own text (`onecclGetLastError`, which
     /// holds the real message for code 11, where `onecclGetErrorString` says "Unknown error").
+    /// `comm` is NULL or a communicator oneCCL returned; only oneCCL reads it.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn check(
         &self,
         call: &'static str,

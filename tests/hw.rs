@@ -1,0 +1,196 @@
+//! Hardware mode on real oneCCL (CPU plugin), real processes and sockets.
+//!
+//! Parity: for hw-eligible scenarios, the mode-independent part of the result (verdicts, error
+//! texts, each rank's step sequence, result digests; `scen_core::parity`) must equal the
+//! simulator's. Fault: a rank SIGKILLed mid-collective is reported and everything is cleaned up.
+//! Without oneCCL these tests print a skip line saying why (CI installs it: .ci/run).
+
+use scen_core::parity::mode_independent;
+use scen_core::scenario::{load_file, Scenario};
+use scen_core::verdict::RankVerdict;
+use scen_hw::{HwError, HwOptions};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+fn path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn load(rel: &str) -> Scenario {
+    let mut s = load_file(&path(rel)).unwrap_or_else(|e| panic!("{e}"));
+    s.file = rel.to_string();
+    s
+}
+
+fn options() -> HwOptions {
+    HwOptions {
+        rank_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_scen"))),
+        max_wall_ms: Some(60_000),
+        ..Default::default()
+    }
+}
+
+/// `None` (after printing why) when this machine has no oneCCL.
+fn run_hw(rel: &str, o: &HwOptions) -> Option<scen_core::verdict::Report> {
+    let s = load(rel);
+    match scen_hw::run(&s, &path(rel), o) {
+        Ok(r) => Some(r),
+        Err(HwError::Unavailable(why)) => {
+            // CI installs oneCCL and sets SCEN_HW_REQUIRED=1: there a skip would hide a break.
+            assert!(
+                std::env::var("SCEN_HW_REQUIRED").as_deref() != Ok("1"),
+                "SCEN_HW_REQUIRED=1 but {why}"
+            );
+            println!("skip: hardware test of {rel}: {why}");
+            None
+        }
+        Err(e) => panic!("{rel}: {e}"),
+    }
+}
+
+fn shm_files_of(pids: &[u32]) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return vec![];
+    };
+    dir.flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| pids.iter().any(|p| n.starts_with(&format!("{p}:"))))
+        .collect()
+}
+
+fn pids_of(r: &scen_core::verdict::Report) -> Vec<u32> {
+    let line = r
+        .notes
+        .iter()
+        .find_map(|n| n.strip_prefix("rank processes (rank=pid): "))
+        .expect("the report lists the rank processes");
+    line.split_whitespace()
+        .map(|kv| {
+            kv.split_once('=')
+                .expect("rank=pid")
+                .1
+                .parse()
+                .expect("pid")
+        })
+        .collect()
+}
+
+fn assert_cleaned_up(r: &scen_core::verdict::Report) {
+    let pids = pids_of(r);
+    for p in &pids {
+        assert!(
+            !Path::new(&format!("/proc/{p}")).exists(),
+            "rank process {p} is still alive (or unreaped)"
+        );
+    }
+    assert_eq!(
+        shm_files_of(&pids),
+        Vec::<String>::new(),
+        "leftover /dev/shm files"
+    );
+}
+
+#[test]
+fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
+    for rel in [
+        "scenarios/five_ops_xccl_w2.toml",
+        "scenarios/five_ops_xccl_w4.toml",
+        "scenarios/device_id_gloo_xpu.toml",
+        "scenarios/five_ops_gloo_fallback_w4.toml",
+    ] {
+        let s = load(rel);
+        let sim = scen_sim::simulate(&s, None).expect("simulates");
+        let t = Instant::now();
+        let Some(hw) = run_hw(rel, &options()) else {
+            return;
+        };
+        println!("{rel}: hw run took {} ms", t.elapsed().as_millis());
+        assert_eq!(hw.mode, "hw");
+        assert_eq!(
+            mode_independent(&hw),
+            mode_independent(&sim),
+            "{rel}: hw and sim disagree\nhw trace:\n{}",
+            hw.trace.render()
+        );
+        assert!(hw.expectations_hold(), "{rel}: {:?}", hw.expectations);
+        if rel.contains("xccl") {
+            assert!(
+                hw.notes
+                    .iter()
+                    .any(|n| n.contains("oneCCL 2022") && n.contains("host buffers")),
+                "{rel}: the verdict says how xpu tensors were backed: {:?}",
+                hw.notes
+            );
+        }
+        assert_cleaned_up(&hw);
+    }
+}
+
+#[test]
+fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
+    let rel = "tests/hw/rank_killed_mid_all_reduce.toml";
+    let o = HwOptions {
+        kill_rank_at: Some((1, 3)),
+        ..options()
+    };
+    let t = Instant::now();
+    let Some(r) = run_hw(rel, &o) else { return };
+    let elapsed_ms = t.elapsed().as_millis() as u64;
+    // The scenario's timeout is 10 s; every other rank must be stopped within it + 5 s.
+    assert!(elapsed_ms < 15_000, "took {elapsed_ms} ms");
+    match &r.ranks[1] {
+        RankVerdict::Failed { step, error, .. } => {
+            assert_eq!(*step, 3);
+            assert!(error.contains("killed by signal 9"), "{error}");
+        }
+        other => panic!("rank 1: {other:?}"),
+    }
+    let mut hung = 0;
+    for (rank, v) in r.ranks.iter().enumerate().filter(|(r, _)| *r != 1) {
+        match v {
+            // oneCCL's shm transport can finish a collective with a peer's data after its death.
+            RankVerdict::Completed { .. } => {}
+            RankVerdict::Hung { step, wait } => {
+                hung += 1;
+                assert_eq!(*step, 3, "rank {rank}");
+                let w = wait.as_ref().expect("where the rank was");
+                assert!(w.what.contains("all_reduce"), "{}", w.what);
+                assert!(w.peers.contains(&1), "rank {rank} waits for {:?}", w.peers);
+            }
+            other => panic!("rank {rank}: {other:?}"),
+        }
+    }
+    if hung > 0 {
+        let stall = r.final_stall.as_ref().expect("a final stall");
+        assert!(stall
+            .stuck
+            .iter()
+            .flat_map(|x| x.peers.iter())
+            .any(|p| p.starts_with("rank 1, which failed") && p.contains("SIGKILL")));
+        assert!(r.notes.iter().any(|n| n.starts_with("watchdog: SIGKILLed")));
+    }
+    println!("kill test: {hung} rank(s) hung, stopped after {elapsed_ms} ms");
+    assert_cleaned_up(&r);
+}
+
+#[test]
+fn simulator_only_scenarios_are_refused_with_the_reason() {
+    let s = load("scenarios/tcp_port_reused_by_other_job.toml");
+    match scen_hw::run(
+        &s,
+        &path("scenarios/tcp_port_reused_by_other_job.toml"),
+        &options(),
+    ) {
+        Err(HwError::NotEligible(why)) => assert!(why.contains("[[world.service]]"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let s = load("scenarios/tcp_localhost_two_nodes.toml");
+    match scen_hw::run(
+        &s,
+        &path("scenarios/tcp_localhost_two_nodes.toml"),
+        &options(),
+    ) {
+        Err(HwError::NotEligible(why)) => assert!(why.contains("--nnodes 2"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
