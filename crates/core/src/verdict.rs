@@ -165,15 +165,21 @@ pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
 /// The human report: verdict per rank, the first stall, expectations. Fits a screen for 16 ranks.
 pub fn render_human(scenario: &Scenario, r: &Report) -> String {
     let mut out = String::new();
+    // The simulator's time is virtual; the hardware mode's is wall time since its launch.
+    let (header_time, clock) = if r.mode == "hw" {
+        ("wall clock".to_string(), "after launch")
+    } else {
+        (format!("seed {}, virtual epoch 0", r.seed), "virtual")
+    };
     let _ = writeln!(
         out,
-        "scen {} — {} ({} mode, seed {}, virtual epoch 0)",
-        r.scenario, r.file, r.mode, r.seed
+        "scen {} — {} ({} mode, {header_time})",
+        r.scenario, r.file, r.mode
     );
     let counts = |k: &str| r.ranks.iter().filter(|v| v.kind() == k).count();
     let _ = writeln!(
         out,
-        "outcome: {} completed, {} failed, {} hung; ended at {} virtual",
+        "outcome: {} completed, {} failed, {} hung; ended at {} {clock}",
         counts("completes"),
         counts("fails"),
         counts("hangs"),

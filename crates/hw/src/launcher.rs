@@ -8,6 +8,7 @@
 //! group, removes the killed ranks' /dev/shm files and builds the same Report as the simulator.
 
 use crate::child::uses_device_backend;
+use crate::launch_env;
 use crate::net::unix_ms;
 use crate::probe::Msg;
 use crate::{HwError, HwOptions};
@@ -56,14 +57,14 @@ pub fn oneccl_root() -> Option<PathBuf> {
 }
 
 /// What a run needs from the machine, checked before any process starts.
-pub fn check_eligible(s: &Scenario, o: &HwOptions) -> Result<(), HwError> {
+pub fn check_eligible(s: &Scenario, o: &HwOptions, external: bool) -> Result<(), HwError> {
     if !s.world.services.is_empty() {
         return Err(HwError::NotEligible(
             "it declares [[world.service]] (another job's TCPStore), which only the simulator provides".into(),
         ));
     }
     let nodes = s.world.nodes.len();
-    let nnodes = o.nnodes.unwrap_or(1);
+    let nnodes = o.nnodes.unwrap_or(if external { nodes } else { 1 });
     if nodes != nnodes {
         return Err(HwError::NotEligible(format!(
             "its world has {nodes} nodes; run it on {nodes} machines with `--nnodes {nodes} --node-rank I --master-addr A --master-port P` (one machine cannot stand in for several: node host names would not resolve)"
@@ -125,11 +126,34 @@ fn free_port() -> std::io::Result<u16> {
 
 /// Runs the local ranks of `s` as processes and reports.
 pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwError> {
-    check_eligible(s, o)?;
+    let external = launch_env::detect(&launch_env::process_env())
+        .map_err(|e| HwError::Usage(e.to_string()))?;
+    check_eligible(s, o, external.is_some())?;
     let world = s.world.size();
-    let per_node = s.world.ranks_per_node;
-    let node_rank = o.node_rank.unwrap_or(0);
-    let local: Vec<usize> = (node_rank * per_node..(node_rank + 1) * per_node).collect();
+    let mut per_node = s.world.ranks_per_node;
+    let mut node_rank = o.node_rank.unwrap_or(0);
+    // (global rank, local rank) of each process this launcher starts.
+    let mut local_ranks: Vec<(usize, usize)> = (0..per_node)
+        .map(|lr| (node_rank * per_node + lr, lr))
+        .collect();
+    let mut notes = Vec::new();
+    if let Some(id) = &external {
+        // Started by torchrun/srun/mpirun: this process is one rank; run just that one.
+        if id.world_size != world {
+            return Err(HwError::Usage(format!(
+                "{} says WORLD_SIZE={} but the scenario's world has {world} ranks",
+                id.launcher, id.world_size
+            )));
+        }
+        local_ranks = vec![(id.rank, id.local_rank)];
+        per_node = id.local_world_size;
+        node_rank = id.rank / per_node.max(1);
+        notes.push(format!(
+            "started by {}: this process ran rank {} only",
+            id.launcher, id.rank
+        ));
+    }
+    let local: Vec<usize> = local_ranks.iter().map(|(r, _)| *r).collect();
     let epoch = unix_ms();
     let io = |what: &str, e: std::io::Error| HwError::Io(format!("{what}: {e}"));
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| io("probe listener", e))?;
@@ -137,11 +161,16 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         .local_addr()
         .map_err(|e| io("probe listener", e))?
         .to_string();
-    let master_port = match o.master_port {
-        Some(p) => p,
-        None => free_port().map_err(|e| io("picking MASTER_PORT", e))?,
+    let master_port = match (o.master_port, &external) {
+        (Some(p), _) => p,
+        (None, Some(id)) => id.master_port,
+        (None, None) => free_port().map_err(|e| io("picking MASTER_PORT", e))?,
     };
-    let master_addr = o.master_addr.clone().unwrap_or_else(|| "127.0.0.1".into());
+    let master_addr = o
+        .master_addr
+        .clone()
+        .or_else(|| external.as_ref().map(|id| id.master_addr.clone()))
+        .unwrap_or_else(|| "127.0.0.1".into());
     let exe = match &o.rank_exe {
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(|e| io("finding the scen binary", e))?,
@@ -153,7 +182,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
     let root = oneccl_root();
     let mut procs: Vec<RankProc> = Vec::new();
     let mut pgid: Option<i32> = None;
-    for (lr, rank) in local.iter().enumerate() {
+    for &(rank, lr) in &local_ranks {
         let log = logs.join(format!("rank{rank}.log"));
         let out = std::fs::File::create(&log).map_err(|e| io("creating a rank log", e))?;
         let err = out.try_clone().map_err(|e| io("creating a rank log", e))?;
@@ -192,7 +221,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         };
         pgid.get_or_insert(child.id() as i32);
         procs.push(RankProc {
-            rank: *rank,
+            rank,
             child,
             log,
             exit: None,
@@ -206,7 +235,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             ends: vec![None; world],
             ..Default::default()
         },
-        notes: Vec::new(),
+        notes,
         last_msg_ms: 0,
     };
     let mut kill_armed: Option<u64> = None;

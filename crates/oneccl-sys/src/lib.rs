@@ -168,11 +168,7 @@ pub fn candidates() -> Vec<String> {
 pub fn candidates_with_root(root: Option<PathBuf>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(root) = root {
-        out.push(
-            root.join("lib/libccl.so.2")
-                .display()
-                .to_string(),
-        );
+        out.push(root.join("lib/libccl.so.2").display().to_string());
     }
     out.push("libccl.so.2".to_string());
     out
