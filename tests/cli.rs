@@ -96,3 +96,40 @@ fn json_output_is_deterministic_for_a_seed() {
     assert_eq!(v["seed"], 3);
     assert_eq!(v["ranks"][3]["outcome"], "completed");
 }
+
+/// `scen doctor` reports both libraries and what is missing; `--require-xpu` without a GPU is
+/// a clear error (exit 2), not a silent host-buffer run.
+#[test]
+fn doctor_and_require_xpu() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+        .arg("doctor")
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for section in ["Level Zero:", "oneCCL:", "environment:", "missing:"] {
+        assert!(text.contains(section), "{section} missing in:\n{text}");
+    }
+    let no_gpu = level_zero_devices() == 0;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args([
+            "run",
+            "--hw",
+            "--require-xpu",
+            "scenarios/five_ops_xccl_w2.toml",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if no_gpu && !err.contains("oneCCL is not available") {
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--require-xpu: no Intel GPU"), "{err}");
+    }
+}
+
+fn level_zero_devices() -> usize {
+    level_zero_sys::probe()
+        .map(|p| p.devices.len())
+        .unwrap_or(0)
+}
