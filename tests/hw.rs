@@ -97,6 +97,11 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
         "scenarios/five_ops_xccl_w4.toml",
         "scenarios/device_id_gloo_xpu.toml",
         "scenarios/five_ops_gloo_fallback_w4.toml",
+        "scenarios/five_ops_xccl_w1.toml",
+        "scenarios/device_id_gloo_xpu_fixed.toml",
+        "scenarios/device_id_cpu_assert.toml",
+        "scenarios/tcp_localhost_one_node.toml",
+        "scenarios/missing_rank_all_reduce.toml",
     ] {
         let s = load(rel);
         let sim = scen_sim::simulate(&s, None).expect("simulates");

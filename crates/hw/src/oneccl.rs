@@ -190,7 +190,7 @@ impl DeviceComms for OneCcl {
         );
         match &self.backing {
             Backing::HostForXpu { reason } => format!(
-                "device groups ran on {lib} with its CPU plugin: the scenario's xpu tensors were host buffers ({reason})"
+                "device groups ran on {lib} with its CPU plugin: the scenario's device (xpu) tensors were host buffers ({reason})"
             ),
             Backing::HostWithDevices { devices } => format!(
                 "device groups ran on {lib} with host buffers; Level Zero devices present: {}",
