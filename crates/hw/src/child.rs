@@ -24,15 +24,25 @@ pub fn uses_device_backend(s: &Scenario) -> bool {
 }
 
 /// What backs xpu tensors: Level Zero devices if the loader lists any, else host buffers.
-pub fn backing() -> Backing {
+/// The loader applies ZE_AFFINITY_MASK itself; of the devices it lists, this rank's is
+/// `local_rank` (the `xpu:{LOCAL_RANK}` convention), or the only one when the mask leaves one.
+pub fn backing(local_rank: usize) -> Backing {
     match level_zero_sys::probe() {
-        Ok(p) if !p.devices.is_empty() => Backing::HostWithDevices {
-            devices: p
-                .devices
-                .iter()
-                .map(|d| format!("{}: {}", d.index, d.name))
-                .collect(),
-        },
+        Ok(p) if !p.devices.is_empty() => {
+            let mine = &p.devices[if p.devices.len() == 1 {
+                0
+            } else {
+                local_rank % p.devices.len()
+            }];
+            Backing::HostWithDevices {
+                devices: p
+                    .devices
+                    .iter()
+                    .map(|d| format!("{}: {}", d.index, d.name))
+                    .collect(),
+                selected: format!("{}: {} (uuid {})", mine.index, mine.name, mine.uuid_hex()),
+            }
+        }
         Ok(p) => Backing::HostForXpu {
             reason: p
                 .note
@@ -71,11 +81,11 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
         epoch_unix_ms: epoch,
     };
     let d = if uses_device_backend(&scenario) {
-        OneCcl::start(backing())
+        OneCcl::start(backing(id.local_rank))
     } else {
         OneCcl::unavailable(
             "oneCCL was not loaded: the scenario names no device backend".into(),
-            backing(),
+            backing(id.local_rank),
         )
     };
     if d.unavailable.is_none() {

@@ -586,3 +586,100 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
         notes: st.notes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scen_core::scenario::parse;
+
+    fn scenario() -> Scenario {
+        parse(
+            "[world]\nranks_per_node = 3\nplatform = \"xpu\"\n[[step]]\nop = \"init_process_group\"\nbackend = \"xccl\"\n[[step]]\nop = \"all_reduce\"\nfill = \"1\"\n",
+            "t.toml",
+            "t",
+        )
+        .expect("parses")
+    }
+
+    fn wait(seq: u64, peers: Vec<usize>, deadline_ms: Option<u64>) -> Wait {
+        Wait {
+            step: 1,
+            what: format!("all_reduce #{seq}"),
+            group: Some("WORLD (0)".into()),
+            seq: Some(seq),
+            peers,
+            since_ms: 0,
+            deadline_ms,
+            timeout_error: deadline_ms.map(|_| "RuntimeError: timed out".into()),
+        }
+    }
+
+    fn state() -> State {
+        State {
+            obs: Observed {
+                waits: vec![None; 3],
+                step: vec![Some(1); 3],
+                ends: vec![None; 3],
+                ..Default::default()
+            },
+            notes: vec![],
+            last_msg_ms: 0,
+        }
+    }
+
+    #[test]
+    fn ranks_in_the_same_call_with_live_peers_are_not_a_stall() {
+        let s = scenario();
+        let mut st = state();
+        for r in 0..3 {
+            let peers = (0..3).filter(|p| *p != r).collect();
+            st.obs.waits[r] = Some(wait(2, peers, None));
+        }
+        assert!(!stalled(&s, &mut st, &[0, 1, 2], 10_000));
+    }
+
+    #[test]
+    fn a_dead_peer_makes_every_waiting_rank_hopeless() {
+        let s = scenario();
+        let mut st = state();
+        st.obs.ends[2] = Some((
+            RankEnd::Failed {
+                step: 1,
+                error: "killed".into(),
+            },
+            5,
+        ));
+        st.obs.waits[0] = Some(wait(2, vec![1, 2], None));
+        st.obs.waits[1] = Some(wait(2, vec![0, 2], None));
+        assert!(stalled(&s, &mut st, &[0, 1, 2], 10_000));
+        let stall = st.obs.final_stall.expect("a stall");
+        assert_eq!(stall.stuck.len(), 2);
+        assert!(stall.stuck[0].peers[1].starts_with("rank 2, which failed"));
+    }
+
+    #[test]
+    fn a_wait_with_a_deadline_fails_with_its_timeout_error_only_after_the_grace() {
+        let s = scenario();
+        let mut st = state();
+        st.obs.ends[2] = Some((RankEnd::Completed, 5));
+        st.obs.waits[0] = Some(wait(2, vec![1, 2], Some(1_000)));
+        st.obs.waits[1] = Some(wait(2, vec![0, 2], None));
+        assert!(!stalled(
+            &s,
+            &mut st,
+            &[0, 1, 2],
+            1_000 + DEADLINE_GRACE_MS - 1
+        ));
+        assert!(stalled(&s, &mut st, &[0, 1, 2], 1_000 + DEADLINE_GRACE_MS));
+        assert_eq!(
+            st.obs.ends[0],
+            Some((
+                RankEnd::Failed {
+                    step: 1,
+                    error: "RuntimeError: timed out".into()
+                },
+                1_000 + DEADLINE_GRACE_MS
+            ))
+        );
+    }
+}

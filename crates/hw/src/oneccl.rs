@@ -22,7 +22,11 @@ pub enum Backing {
     /// No Level Zero device: host buffers through the CPU plugin stand in for xpu memory.
     HostForXpu { reason: String },
     /// Level Zero lists devices; this build still passes host buffers (no SYCL queue).
-    HostWithDevices { devices: Vec<String> },
+    /// `selected`: the device this rank would use (after ZE_AFFINITY_MASK, by LOCAL_RANK).
+    HostWithDevices {
+        devices: Vec<String>,
+        selected: String,
+    },
 }
 
 struct SendComm(OnecclComm);
@@ -192,8 +196,8 @@ impl DeviceComms for OneCcl {
             Backing::HostForXpu { reason } => format!(
                 "device groups ran on {lib} with its CPU plugin: the scenario's device (xpu) tensors were host buffers ({reason})"
             ),
-            Backing::HostWithDevices { devices } => format!(
-                "device groups ran on {lib} with host buffers; Level Zero devices present: {}",
+            Backing::HostWithDevices { devices, selected } => format!(
+                "device groups ran on {lib} with host buffers, not device memory (this build has no SYCL queue); Level Zero devices: {}; this rank's device: {selected}",
                 devices.join(", ")
             ),
         }
