@@ -102,6 +102,7 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
         "scenarios/device_id_cpu_assert.toml",
         "scenarios/tcp_localhost_one_node.toml",
         "scenarios/missing_rank_all_reduce.toml",
+        "tests/hw/dtypes_ops_xccl_w3.toml",
     ] {
         let s = load(rel);
         let sim = scen_sim::simulate(&s, None).expect("simulates");

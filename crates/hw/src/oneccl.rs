@@ -69,7 +69,15 @@ fn dtype(d: DType) -> sys::OnecclDataType {
     }
 }
 
-fn red_op(op: ReduceOp) -> sys::OnecclRedOp {
+/// The oneCCL op for `op` on `d`. Bools travel as uint8 0/1, where SUM/MAX is logical or and
+/// PRODUCT/MIN logical and (torch's bool reduction; a uint8 SUM would give 2).
+fn red_op(d: DType, op: ReduceOp) -> sys::OnecclRedOp {
+    if d == DType::Bool {
+        return match op {
+            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Avg => sys::ONECCL_MAX,
+            ReduceOp::Product | ReduceOp::Min => sys::ONECCL_MIN,
+        };
+    }
     match op {
         ReduceOp::Sum | ReduceOp::Avg => sys::ONECCL_SUM,
         ReduceOp::Product => sys::ONECCL_PROD,
@@ -252,7 +260,7 @@ impl DeviceComms for OneCcl {
                     let p = buf.as_mut_ptr() as *mut c_void;
                     // SAFETY: in-place on a live buffer of n elements; host memory, NULL stream.
                     let rc = unsafe {
-                        (w.api.all_reduce)(p, p, n, dtype(dt), red_op(op), c, std::ptr::null_mut())
+                        (w.api.all_reduce)(p, p, n, dtype(dt), red_op(dt, op), c, std::ptr::null_mut())
                     };
                     w.api.check("onecclAllReduce", rc, c).map_err(to_c10d)?;
                     Ok(buf)
