@@ -103,6 +103,7 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
         "scenarios/tcp_localhost_one_node.toml",
         "scenarios/missing_rank_all_reduce.toml",
         "tests/hw/dtypes_ops_xccl_w3.toml",
+        "tests/hw/blocking_wait_timeout_xccl_w2.toml",
     ] {
         let s = load(rel);
         let sim = scen_sim::simulate(&s, None).expect("simulates");

@@ -26,7 +26,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// Extra time a wait gets past its deadline before the launcher enforces it.
-const DEADLINE_GRACE_MS: u64 = 2_000;
+const DEADLINE_GRACE_MS: u64 = 1_000;
 /// How long a rank's messages may still arrive after its process exited.
 const EXIT_SETTLE_MS: u64 = 500;
 /// How long a rank that reported its end may take to exit before it is killed.
@@ -111,6 +111,8 @@ struct RankProc {
 /// What the launcher has heard, in the simulator's terms (so its stall analysis applies).
 struct State {
     obs: Observed,
+    /// Ranks whose end the watchdog decided (a deadline passed inside the device library).
+    forced: Vec<usize>,
     notes: Vec<String>,
     last_msg_ms: u64,
 }
@@ -236,6 +238,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             ..Default::default()
         },
         notes,
+        forced: vec![],
         last_msg_ms: 0,
     };
     let mut kill_armed: Option<u64> = None;
@@ -319,6 +322,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
     while now() < settle_until
         && procs.iter_mut().any(|p| {
             st.obs.ends[p.rank].is_some()
+                && !st.forced.contains(&p.rank)
                 && p.exit.is_none()
                 && matches!(p.child.try_wait(), Ok(None))
         })
@@ -426,15 +430,23 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
     // wait); the device library cannot, so the launcher does it for the rank.
     for r in open {
         let w = st.obs.waits[r].clone().expect("waits");
-        if let (Some(_), Some(err)) = (w.deadline_ms, w.timeout_error) {
+        if let (Some(d), Some(err)) = (w.deadline_ms, w.timeout_error) {
+            st.obs.trace.events.push(Event {
+                t_ms: d,
+                rank: Some(r),
+                step: Some(w.step),
+                kind: EventKind::Error,
+                text: err.clone(),
+            });
             st.obs.ends[r] = Some((
                 RankEnd::Failed {
                     step: w.step,
                     error: err,
                 },
-                t,
+                d,
             ));
             st.obs.waits[r] = None;
+            st.forced.push(r);
         }
     }
     if let Some(stall) = stall {
@@ -623,6 +635,7 @@ mod tests {
                 ..Default::default()
             },
             notes: vec![],
+            forced: vec![],
             last_msg_ms: 0,
         }
     }
@@ -678,7 +691,7 @@ mod tests {
                     step: 1,
                     error: "RuntimeError: timed out".into()
                 },
-                1_000 + DEADLINE_GRACE_MS
+                1_000
             ))
         );
     }

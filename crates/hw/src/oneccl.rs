@@ -260,7 +260,15 @@ impl DeviceComms for OneCcl {
                     let p = buf.as_mut_ptr() as *mut c_void;
                     // SAFETY: in-place on a live buffer of n elements; host memory, NULL stream.
                     let rc = unsafe {
-                        (w.api.all_reduce)(p, p, n, dtype(dt), red_op(dt, op), c, std::ptr::null_mut())
+                        (w.api.all_reduce)(
+                            p,
+                            p,
+                            n,
+                            dtype(dt),
+                            red_op(dt, op),
+                            c,
+                            std::ptr::null_mut(),
+                        )
                     };
                     w.api.check("onecclAllReduce", rc, c).map_err(to_c10d)?;
                     Ok(buf)
