@@ -36,6 +36,8 @@ pub enum EventKind {
     Info,
     /// The run's end: hang analysis and verdict notes.
     Verdict,
+    /// A `[[faults]]` entry acting (the simulator's fault plan).
+    Fault,
 }
 
 impl EventKind {
@@ -48,6 +50,7 @@ impl EventKind {
             EventKind::Log => "log",
             EventKind::Info => "info",
             EventKind::Verdict => "verdict",
+            EventKind::Fault => "fault",
         }
     }
 }
@@ -76,6 +79,12 @@ pub trait Probe: Clone + 'static {
     fn event(&self, e: Event);
     /// Sets (or clears) what `rank` is blocked on.
     fn set_wait(&self, rank: usize, w: Option<Wait>);
+    /// Awaited by a rank right after it starts `step`: the runner's hook for faults that act
+    /// on a rank's own progress (a slow rank's extra compute; a crash when it starts a step
+    /// never completes). Runners without faults pass straight through.
+    fn step_gate(&self, _rank: usize, _step: usize) -> impl std::future::Future<Output = ()> {
+        std::future::ready(())
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -169,6 +169,14 @@ impl<N: Net> Fabric<N> {
     }
 }
 
+/// A dropped endpoint (its process exited or was killed) stops accepting and closes its
+/// connections.
+impl<N: Net> Drop for Fabric<N> {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
 /// Accepts peers; the readers live in a JoinSet so aborting this task closes them all.
 async fn accept_loop<N: Net>(net: N, listener: N::Listener, inbox: Rc<Inbox>) {
     let mut readers = tokio::task::JoinSet::new();

@@ -98,6 +98,16 @@ struct Proc<N: Net, C: Clock, P: Probe> {
 
 type Res<T> = Result<T, C10dError>;
 
+/// A process killed mid-step (a crash fault drops its future) still closes what it owns.
+impl<N: Net, C: Clock, P: Probe> Drop for Proc<N, C, P> {
+    fn drop(&mut self) {
+        self.fabric.shutdown();
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
 /// Runs the scenario's program for one rank; spawned tasks are aborted when it returns
 /// (the process exits, its sockets close).
 pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> RankEnd {
@@ -170,6 +180,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
             self.step = step.index;
             self.event(EventKind::Start, describe(step));
+            self.env
+                .probe
+                .step_gate(self.env.proc_rank, step.index)
+                .await;
             match self.exec(step).await {
                 Ok(note) => self.event(EventKind::Done, note),
                 Err(e) => {

@@ -14,6 +14,8 @@ use crate::reduce::ReduceOp;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
+mod faults;
+
 /// A scenario file problem, located.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{file}:{line}:{col}: {message}")]
@@ -163,6 +165,12 @@ impl Cx<'_> {
             .map(|e| self.expectation(e, &world, &steps))
             .collect::<R<Vec<_>>>()?;
         let sim = self.sim(raw.sim)?;
+        let faults = raw
+            .faults
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| self.fault(i, f, &world, &steps))
+            .collect::<R<Vec<_>>>()?;
         Ok(Scenario {
             name: raw
                 .scenario
@@ -174,6 +182,7 @@ impl Cx<'_> {
             steps,
             expect,
             sim,
+            faults,
         })
     }
 

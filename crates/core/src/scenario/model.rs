@@ -33,6 +33,8 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     pub expect: Vec<Expectation>,
     pub sim: SimSettings,
+    /// `[[faults]]`, in file order; the simulator applies them (see fault.rs).
+    pub faults: Vec<super::fault::Fault>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

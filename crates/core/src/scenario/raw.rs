@@ -20,6 +20,8 @@ pub struct RawScenario {
     pub expect: Vec<Spanned<RawExpect>>,
     #[serde(default)]
     pub sim: RawSim,
+    #[serde(default)]
+    pub faults: Vec<Spanned<RawFault>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -149,4 +151,27 @@ pub struct RawExpect {
     pub outcome: Spanned<String>,
     pub error: Option<Spanned<String>>,
     pub step: Option<Spanned<RawStepRef>>,
+}
+
+/// One `[[faults]]` entry: the union of every fault kind's fields. load/faults.rs checks which
+/// belong to `kind`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFault {
+    pub kind: Option<Spanned<String>>,
+    pub on: Option<Spanned<RawSelector>>,
+    pub node: Option<Spanned<i64>>,
+    pub a: Option<Spanned<Vec<i64>>>,
+    pub b: Option<Spanned<Vec<i64>>>,
+    pub at_ms: Option<Spanned<i64>>,
+    pub until_ms: Option<Spanned<i64>>,
+    pub at_step: Option<Spanned<RawStepRef>>,
+    pub oneway: Option<Spanned<bool>>,
+    pub rate: Option<Spanned<f64>>,
+    pub max_ms: Option<Spanned<i64>>,
+    pub fixed_ms: Option<Spanned<i64>>,
+    pub factor: Option<Spanned<f64>>,
+    pub step_ms: Option<Spanned<i64>>,
+    pub delay_ms: Option<Spanned<i64>>,
+    pub env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
 }
