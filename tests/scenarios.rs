@@ -38,6 +38,9 @@ struct Snapshot {
     first_stall: Vec<String>,
     expectations_hold: bool,
     trace_hash: String,
+    /// Which fault each failure followed (scenarios with `[[faults]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
     trace: Vec<String>,
 }
 
@@ -71,6 +74,7 @@ fn snapshot(s: &Scenario, r: &Report) -> Snapshot {
         first_stall,
         expectations_hold: r.expectations_hold(),
         trace_hash: r.trace_hash.clone(),
+        notes: r.notes.clone(),
         trace: r
             .trace
             .render()

@@ -167,6 +167,7 @@ fn drive(
     let mut last = activity.get();
     // The stall last reported: repeated identical stalls (e.g. connect retries) are noted once.
     let mut last_stall: Option<Vec<(usize, String)>> = None;
+    apply_due(sim, s, probe, 0);
     loop {
         sim.step().map_err(|e| SimError::Turmoil(e.to_string()))?;
         steps += 1;
