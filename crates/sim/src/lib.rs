@@ -162,7 +162,19 @@ fn drive(
     probe: &SimProbe,
     activity: &Activity,
 ) -> Result<u64, SimError> {
-    let quiet_needed = s.sim.latency_max_ms + 3;
+    // Long enough that no message can still be in flight, per-link latency faults included.
+    let link_max_ms = s
+        .faults
+        .iter()
+        .filter_map(|f| match &f.kind {
+            scen_core::scenario::FaultKind::Latency {
+                fixed_ms, max_ms, ..
+            } => fixed_ms.or(*max_ms),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let quiet_needed = s.sim.latency_max_ms.max(link_max_ms) + 3;
     let (mut quiet, mut offset, mut steps) = (0u64, 0u64, 0u64);
     let mut last = activity.get();
     // The stall last reported: repeated identical stalls (e.g. connect retries) are noted once.
