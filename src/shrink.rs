@@ -184,7 +184,7 @@ fn narrow(doc: &mut Table, i: usize, same: &dyn Fn(&Table) -> bool, removed: &mu
 
 fn header(text: &str, file: &str, seed: u64, class: &str, removed: &[String]) -> String {
     let mut h = format!(
-        "# Shrunk by `scen shrink {file} --seed {seed}`: the smallest scenario found that fails the\n# same way (verdict class: {class}).\n"
+        "# Shrunk by `scen shrink {file} --seed {seed}`:\n# the smallest scenario found that fails the same way.\n# Verdict class: {class}\n"
     );
     if removed.is_empty() {
         h.push_str("# Nothing could be removed.\n");
