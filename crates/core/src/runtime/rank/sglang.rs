@@ -345,15 +345,25 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         for step in steps {
             match step {
                 ConstructionStep::Broadcast { src, bytes, .. } => {
-                    let t = spec(DType::U8, vec![bytes], "cpu", "i % 251");
+                    let fill = format!("(rank == {src}) * (i % 251 + 1)");
+                    let t = spec(DType::U8, vec![bytes], "cpu", &fill);
                     let g = Some(format!("{base}_cpu"));
-                    self.collective(&g, &t, Coll::Broadcast(src), &None).await?;
+                    let want = Some(expr("i % 251 + 1"));
+                    let r = self.collective(&g, &t, Coll::Broadcast(src), &want).await?;
+                    self.event(
+                        EventKind::Info,
+                        format!("PyNcclCommunicator for {base}: {bytes}-byte unique id broadcast on {base}_cpu from rank {src}: {r}"),
+                    );
                 }
                 ConstructionStep::AllReduce { elements, .. } => {
                     let t = spec(DType::F32, vec![elements], accel, "0");
                     let g = Some(base.clone());
-                    self.collective(&g, &t, Coll::AllReduce(crate::reduce::ReduceOp::Sum), &None)
-                        .await?;
+                    let op = Coll::AllReduce(crate::reduce::ReduceOp::Sum);
+                    let r = self.collective(&g, &t, op, &None).await?;
+                    self.event(
+                        EventKind::Info,
+                        format!("PyNcclCommunicator for {base}: warm-up all_reduce of {elements} element(s): {r}"),
+                    );
                 }
                 ConstructionStep::Barrier { .. } => {
                     self.barrier(&Some(base.clone())).await?;
