@@ -90,10 +90,6 @@ impl<N: Net> Fabric<N> {
         }
     }
 
-    pub fn knows(&self, peer: usize) -> bool {
-        self.peers.borrow().contains_key(&peer)
-    }
-
     async fn conn(&self, peer: usize) -> Result<Rc<Mutex<N::Stream>>, FabricError> {
         if let Some(c) = self.out.borrow().get(&peer) {
             return Ok(c.clone());

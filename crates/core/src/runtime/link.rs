@@ -89,7 +89,9 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
     async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
         let peer = self.members[to];
         match self.fabric.send(peer, &self.tag, &data).await {
-            Err(FabricError::PeerClosed(_)) if !self.info.peer_exit_is_error => {
+            Err(FabricError::PeerClosed(_) | FabricError::Unreachable { .. })
+                if !self.info.peer_exit_is_error =>
+            {
                 self.wait_out_exited(peer, "send to").await.map(|_| ())
             }
             r => r.map_err(|e| self.map(peer, e)),

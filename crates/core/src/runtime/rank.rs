@@ -27,6 +27,8 @@ use crate::trace::{Event, EventKind, Probe, Wait};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+mod sglang;
+
 /// How a rank's program ended (a rank that never ends is hung: the runner decides that).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RankEnd {
@@ -94,6 +96,8 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     current_device: usize,
     step: usize,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// sglang's start-up state, once `init_distributed_environment` ran (rank/sglang.rs).
+    sgl: Option<sglang::SgState>,
 }
 
 type Res<T> = Result<T, C10dError>;
@@ -135,6 +139,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         current_device: 0,
         step: 0,
         tasks: Vec::new(),
+        sgl: None,
     };
     let end = p.run().await;
     p.fabric.shutdown();
@@ -284,6 +289,37 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.env.clock.sleep_until_ms(until).await;
                 Ok(format!("slept {ms}ms"))
             }
+            StepKind::InitDistributedEnvironment {
+                version,
+                init_method,
+                timeout_ms,
+            } => {
+                self.init_distributed_environment(*version, init_method, *timeout_ms)
+                    .await
+            }
+            StepKind::InitializeModelParallel {
+                degrees,
+                version,
+                usp_fallback,
+            } => {
+                self.initialize_model_parallel(degrees, *version, *usp_fallback)
+                    .await
+            }
+            StepKind::SpAllToAll {
+                op,
+                group,
+                shape,
+                dtype,
+                fill,
+            } => self.sp_all_to_all(*op, group, *shape, *dtype, fill).await,
+            StepKind::BroadcastPyobj { payload_bytes } => {
+                self.broadcast_pyobj(*payload_bytes).await
+            }
+            StepKind::DenoiseStep {
+                model,
+                dtype,
+                payload_bytes,
+            } => self.denoise_step(model, *dtype, *payload_bytes).await,
         }
     }
 
@@ -927,8 +963,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )
             .await
             .map_err(|e| self.store_err(e))?;
+        // Every member must join this communicator, even one whose address gloo already knows.
         for (i, m) in members.iter().enumerate() {
-            if *m == me || self.fabric.knows(*m) {
+            if *m == me {
                 continue;
             }
             let k = format!("{key}/addr/{i}");
@@ -1102,6 +1139,20 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await
                 .map(|parts| Some(Tensor::concat(&parts))),
             Coll::Barrier => algo::barrier(&link).await.map(|_| None),
+            Coll::AllToAllEven => {
+                let n = link.members.len();
+                let chunk = t.data.len() / n;
+                let sends = t.data.chunks(chunk.max(1)).map(<[u8]>::to_vec).collect();
+                algo::all_to_all(&link, sends, &vec![chunk; n])
+                    .await
+                    .map(|got| {
+                        Some(Tensor {
+                            dtype: t.dtype,
+                            shape: t.shape.clone(),
+                            data: got.concat(),
+                        })
+                    })
+            }
         };
         r.map_err(|e| {
             link.error
@@ -1317,6 +1368,8 @@ enum Coll {
     Broadcast(usize),
     AllGather,
     Barrier,
+    /// `all_to_all_single` with equal splits: the tensor's bytes in group-size chunks.
+    AllToAllEven,
 }
 
 impl Coll {
@@ -1326,6 +1379,7 @@ impl Coll {
             Coll::Broadcast(_) => "broadcast",
             Coll::AllGather => "all_gather",
             Coll::Barrier => "barrier",
+            Coll::AllToAllEven => "all_to_all_single",
         }
     }
 
@@ -1334,6 +1388,7 @@ impl Coll {
             Coll::AllReduce(_) | Coll::Barrier => "ALLREDUCE",
             Coll::Broadcast(_) => "BROADCAST",
             Coll::AllGather => "ALLGATHER",
+            Coll::AllToAllEven => "ALLTOALL_BASE",
         }
     }
 }
@@ -1430,6 +1485,34 @@ fn describe(step: &Step) -> String {
         } => format!("group={} {} src={src}", g(group), t(tensor)),
         StepKind::Log { .. } => String::new(),
         StepKind::Sleep { ms } => format!("{ms}ms"),
+        StepKind::InitDistributedEnvironment { version, .. } => format!("version={version:?}"),
+        StepKind::InitializeModelParallel {
+            degrees: d,
+            usp_fallback,
+            ..
+        } => format!(
+            "tp={} ulysses={} ring={} sp={} cfg={} dp={} pp={}{}",
+            d.tp,
+            d.ulysses,
+            d.ring,
+            d.sp,
+            d.cfg,
+            d.dp,
+            d.pp,
+            if *usp_fallback {
+                " (parallel_groups import fails)"
+            } else {
+                ""
+            }
+        ),
+        StepKind::SpAllToAll {
+            op, group, shape, ..
+        } => format!("group={} {shape:?} {op:?}", g(group)),
+        StepKind::BroadcastPyobj { payload_bytes } => format!("{payload_bytes} bytes"),
+        StepKind::DenoiseStep { model: m, .. } => format!(
+            "seq={} heads={}x{} layers={}",
+            m.seq, m.heads, m.head_dim, m.layers
+        ),
     };
     format!("{} {detail}", step.kind.op_name())
         .trim_end()

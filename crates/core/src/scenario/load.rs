@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 mod faults;
+mod sglang;
 
 /// A scenario file problem, located.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -95,12 +96,14 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "recv" => tensor(&["src", "expect"]),
         "log" => vec!["message"],
         "sleep" => vec!["ms"],
-        _ => return None,
+        other => return sglang::op_fields(other),
     })
 }
 
 const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, barrier, \
-                   all_reduce, broadcast, all_gather, send, recv, log, sleep";
+                   all_reduce, broadcast, all_gather, send, recv, log, sleep, \
+                   init_distributed_environment, initialize_model_parallel, all_to_all_4d, \
+                   usp_all_to_all, broadcast_pyobj, denoise_step";
 
 /// Variables of `fill` and `expect` formulas.
 const ELEM_VARS: [&str; 7] = [
@@ -433,6 +436,7 @@ impl Cx<'_> {
         ]
         .into_iter()
         .flatten()
+        .chain(sglang::present_fields(r))
         .collect()
     }
 
@@ -583,13 +587,14 @@ impl Cx<'_> {
                     None => String::new(),
                 },
             },
-            _ => StepKind::Sleep {
+            "sleep" => StepKind::Sleep {
                 ms: match &r.ms {
                     Some(ms) if *ms.get_ref() >= 0 => *ms.get_ref() as u64,
                     Some(ms) => return Err(self.at(ms, "ms must be >= 0")),
                     None => 0,
                 },
             },
+            other => self.sglang_step_kind(other, r, handles)?,
         })
     }
 

@@ -252,6 +252,67 @@ pub enum StepKind {
     Sleep {
         ms: u64,
     },
+    /// sglang `maybe_init_distributed_environment_and_model_parallel`, first half (sglang.md §2).
+    InitDistributedEnvironment {
+        version: SglangVersion,
+        init_method: Option<String>,
+        timeout_ms: Option<u64>,
+    },
+    /// sglang `initialize_model_parallel` (sglang.md §3–§4).
+    InitializeModelParallel {
+        degrees: SglangDegrees,
+        /// `None`: the version of the earlier `init_distributed_environment` (else v2).
+        version: Option<SglangVersion>,
+        /// `parallel_groups` failed to import on this rank: Ulysses/Ring fall back to WORLD.
+        usp_fallback: bool,
+    },
+    /// `all_to_all_4d` (spec §5.33) or `usp_all_to_all` (§5.34) on real data.
+    SpAllToAll {
+        op: A2aOp,
+        group: Option<String>,
+        /// The per-rank input shape `[b, s, h, d]` the Python function receives.
+        shape: [usize; 4],
+        dtype: DType,
+        /// Value at global coordinates `b, s, h, d`.
+        fill: Expr,
+    },
+    /// The scheduler's per-iteration `broadcast_pyobj` fan-out over SP, CFG, TP cpu groups (R12).
+    BroadcastPyobj {
+        payload_bytes: usize,
+    },
+    /// One diffusion step's traffic for a model shape (spec §5.36).
+    DenoiseStep {
+        model: DenoiseModel,
+        dtype: DType,
+        payload_bytes: usize,
+    },
+}
+
+pub use crate::sglang::all_to_all_4d::A2aOp;
+pub use crate::sglang::parallel_state::Version as SglangVersion;
+
+/// `initialize_model_parallel`'s degrees; `sp` defaults to `ulysses * ring`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SglangDegrees {
+    pub tp: usize,
+    pub ulysses: usize,
+    pub ring: usize,
+    pub sp: usize,
+    pub cfg: usize,
+    pub dp: usize,
+    pub pp: usize,
+    pub vae: usize,
+}
+
+/// The transformer a `denoise_step` runs (Wan2.1-1.3B: 12 heads x 128, 30 layers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DenoiseModel {
+    pub batch: usize,
+    /// Global sequence length (tokens), sharded over the SP group.
+    pub seq: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub layers: usize,
 }
 
 impl StepKind {
@@ -269,6 +330,15 @@ impl StepKind {
             StepKind::Recv { .. } => "recv",
             StepKind::Log { .. } => "log",
             StepKind::Sleep { .. } => "sleep",
+            StepKind::InitDistributedEnvironment { .. } => "init_distributed_environment",
+            StepKind::InitializeModelParallel { .. } => "initialize_model_parallel",
+            StepKind::SpAllToAll {
+                op: A2aOp::AllToAll4D { .. },
+                ..
+            } => "all_to_all_4d",
+            StepKind::SpAllToAll { .. } => "usp_all_to_all",
+            StepKind::BroadcastPyobj { .. } => "broadcast_pyobj",
+            StepKind::DenoiseStep { .. } => "denoise_step",
         }
     }
 }

@@ -142,6 +142,26 @@ pub struct RawStep {
     // log / sleep
     pub message: Option<Spanned<String>>,
     pub ms: Option<Spanned<i64>>,
+    // sglang (load/sglang.rs)
+    pub version: Option<Spanned<String>>,
+    pub tp: Option<Spanned<i64>>,
+    pub ulysses: Option<Spanned<i64>>,
+    pub ring: Option<Spanned<i64>>,
+    pub sp: Option<Spanned<i64>>,
+    pub cfg: Option<Spanned<i64>>,
+    pub dp: Option<Spanned<i64>>,
+    pub pp: Option<Spanned<i64>>,
+    pub vae: Option<Spanned<i64>>,
+    pub usp_fallback: Option<Spanned<bool>>,
+    pub scatter_dim: Option<Spanned<i64>>,
+    pub gather_dim: Option<Spanned<i64>>,
+    pub direction: Option<Spanned<String>>,
+    pub batch: Option<Spanned<i64>>,
+    pub seq: Option<Spanned<i64>>,
+    pub heads: Option<Spanned<i64>>,
+    pub head_dim: Option<Spanned<i64>>,
+    pub layers: Option<Spanned<i64>>,
+    pub payload_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
