@@ -120,6 +120,7 @@ pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, S
         }
     }
     let (s, r) = run(&doc, file, name, seed).ok_or("the shrunk scenario no longer runs")?;
+    debug_assert_eq!(class_key(&s, &r), class);
     doc.remove("expect");
     let sim = doc
         .entry("sim")
@@ -128,7 +129,7 @@ pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, S
         t.insert("seed".into(), Value::Integer(seed as i64));
     }
     let mut body = toml::to_string(&doc).map_err(|e| e.to_string())?;
-    body.push_str(&expectations(&s, &r));
+    body.push_str(&expectations(&r));
     let header = header(text, file, seed, &class, &removed);
     Ok(Shrunk {
         text: format!("{header}{body}"),
@@ -206,7 +207,7 @@ fn header(text: &str, file: &str, seed: u64, class: &str, removed: &[String]) ->
 }
 
 /// `[[expect]]` entries pinning the run's verdict, one per distinct outcome.
-fn expectations(s: &Scenario, r: &Report) -> String {
+fn expectations(r: &Report) -> String {
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (rank, v) in r.ranks.iter().enumerate() {
         let e = match v {
@@ -228,7 +229,6 @@ fn expectations(s: &Scenario, r: &Report) -> String {
             None => groups.push((e, vec![rank])),
         }
     }
-    let _ = s;
     let mut out = String::new();
     for (e, ranks) in groups {
         let on: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();

@@ -395,7 +395,7 @@ fn apply_latency(sim: &turmoil::Sim<'_>, s: &Scenario, probe: &SimProbe) {
 
 /// "rank 0 fails after fault #2 (...) acted at 0.500s: crash rank 3": which fault each
 /// failure or hang followed.
-fn attribution(s: &Scenario, probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
+fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
     let o = probe.state.borrow();
     let plan = probe.plan.borrow();
     let mut notes = Vec::new();
@@ -411,10 +411,13 @@ fn attribution(s: &Scenario, probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<Str
                     .rev()
                     .find(|a| a.t_ms <= *t_ms && error.contains(&plan.label(a.fault)));
                 if let Some(a) = by {
+                    let f = &plan.faults[a.fault];
                     notes.push(format!(
-                        "rank {r} crashed at {} ({}: {})",
+                        "rank {r} crashed at {} (fault #{}, {}:{}): {}",
                         scen_core::trace::format_ms(*t_ms).trim(),
-                        plan.label(a.fault),
+                        a.fault + 1,
+                        plan.file,
+                        f.loc.line,
                         a.text
                     ));
                 }
@@ -432,7 +435,6 @@ fn attribution(s: &Scenario, probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<Str
             ));
         }
     }
-    let _ = s;
     notes
 }
 
@@ -468,7 +470,7 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
         .collect();
     let expectations = check_expectations(s, &ranks);
     drop(o);
-    let notes = attribution(s, probe, &ranks);
+    let notes = attribution(probe, &ranks);
     let o = probe.state.borrow();
     Report {
         scenario: s.name.clone(),
