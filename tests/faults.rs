@@ -272,3 +272,26 @@ fn fault_errors_are_located() {
     ));
     assert!(e.starts_with("f.toml:12:"), "{e}");
 }
+
+#[test]
+fn random_host_order_is_seeded_and_reproducible() {
+    let text = std::fs::read_to_string(root().join(RACE))
+        .expect("read")
+        .replace(
+            "latency_ms = [1, 30]",
+            "latency_ms = [1, 30]\nrandom_order = true",
+        );
+    let s = parse(&text, "race_random.toml", "race_random").expect("loads");
+    assert!(s.sim.random_order);
+    let plain = load_file(&root().join(RACE)).expect("loads");
+    let mut differs = false;
+    for seed in 0..8u64 {
+        let a = scen_sim::simulate(&s, Some(seed)).expect("a");
+        let b = scen_sim::simulate(&s, Some(seed)).expect("b");
+        assert_eq!(a.trace.render(), b.trace.render(), "seed {seed}");
+        let p = scen_sim::simulate(&plain, Some(seed)).expect("plain");
+        differs |=
+            p.trace.render().replace(RACE, "") != a.trace.render().replace("race_random.toml", "");
+    }
+    assert!(differs, "random_order changed no run in 8 seeds");
+}

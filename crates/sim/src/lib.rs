@@ -38,7 +38,11 @@ pub enum SimError {
 /// Runs `scenario` with `seed` (the scenario's own seed when `None`).
 pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimError> {
     let seed = seed.unwrap_or(scenario.sim.seed);
-    let mut sim = turmoil::Builder::new()
+    let mut builder = turmoil::Builder::new();
+    if scenario.sim.random_order {
+        builder.enable_random_order();
+    }
+    let mut sim = builder
         .rng_seed(seed)
         .epoch(UNIX_EPOCH)
         .tick_duration(Duration::from_millis(1))

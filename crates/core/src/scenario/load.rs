@@ -204,6 +204,7 @@ impl Cx<'_> {
             seed: raw.seed.unwrap_or(0),
             latency_min_ms: lo,
             latency_max_ms: hi,
+            random_order: raw.random_order.unwrap_or(false),
         })
     }
 

@@ -42,6 +42,8 @@ pub struct SimSettings {
     pub seed: u64,
     pub latency_min_ms: u64,
     pub latency_max_ms: u64,
+    /// turmoil's `enable_random_order`: hosts (nodes) run in a seeded random order each tick.
+    pub random_order: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

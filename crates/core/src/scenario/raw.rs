@@ -36,6 +36,7 @@ pub struct RawMeta {
 pub struct RawSim {
     pub seed: Option<u64>,
     pub latency_ms: Option<Spanned<[u64; 2]>>,
+    pub random_order: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
