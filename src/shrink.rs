@@ -99,6 +99,9 @@ pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, S
                 }
             }
         }
+        for key in ["node", "rank", "service"] {
+            remove_world_entries(&mut doc, key, &same, &mut removed);
+        }
         for key in ["nodes", "ranks_per_node"] {
             let n = world_int(&doc, key);
             if n > 1 {
@@ -140,6 +143,39 @@ pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, S
         faults_before: s0.faults.len(),
         faults_after: s.faults.len(),
     })
+}
+
+/// Tries removing each `[[world.<key>]]` entry (per-node/per-rank overrides, services).
+fn remove_world_entries(
+    doc: &mut Table,
+    key: &str,
+    same: &dyn Fn(&Table) -> bool,
+    removed: &mut Vec<String>,
+) {
+    let len = |d: &Table| {
+        d.get("world")
+            .and_then(|w| w.get(key))
+            .and_then(|v| v.as_array())
+            .map(|a| a.len())
+            .unwrap_or(0)
+    };
+    let mut i = len(doc);
+    while i > 0 {
+        i -= 1;
+        let mut cand = doc.clone();
+        if let Some(w) = cand.get_mut("world").and_then(|w| w.as_table_mut()) {
+            if let Some(a) = w.get_mut(key).and_then(|v| v.as_array_mut()) {
+                a.remove(i);
+                if a.is_empty() {
+                    w.remove(key);
+                }
+            }
+        }
+        if same(&cand) {
+            removed.push(format!("a [[world.{key}]] entry"));
+            *doc = cand;
+        }
+    }
 }
 
 /// Halves a fault's window from either end while the class holds.
