@@ -37,6 +37,10 @@ struct Snapshot {
     verdict: Vec<String>,
     first_stall: Vec<String>,
     expectations_hold: bool,
+    /// Flight-recorder-like call records, one line each: group, seq, op, dtype/shape, state.
+    calls: Vec<String>,
+    /// Consistency mismatches and the wait-for graph, as `scen run` prints them.
+    diagnosis: Vec<String>,
     trace_hash: String,
     trace: Vec<String>,
 }
@@ -70,6 +74,8 @@ fn snapshot(s: &Scenario, r: &Report) -> Snapshot {
             .collect(),
         first_stall,
         expectations_hold: r.expectations_hold(),
+        calls: r.calls.iter().map(|c| c.render()).collect(),
+        diagnosis: r.diagnosis.lines(&s.file),
         trace_hash: r.trace_hash.clone(),
         trace: r
             .trace

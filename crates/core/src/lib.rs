@@ -4,6 +4,7 @@
 
 pub mod algo;
 pub mod c10d;
+pub mod diagnose;
 pub mod dtype;
 pub mod reduce;
 pub mod runtime;

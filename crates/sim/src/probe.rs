@@ -4,9 +4,13 @@
 //! It is observation only: no rank reads another rank's state through it.
 
 use crate::net::Activity;
+use scen_core::diagnose::hang::RankAt;
+use scen_core::diagnose::record::CallKey;
+use scen_core::diagnose::CallRecord;
 use scen_core::runtime::rank::RankEnd;
 use scen_core::trace::{Event, Probe, Trace, Wait};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 #[derive(Default)]
@@ -18,6 +22,11 @@ pub struct Observed {
     pub ends: Vec<Option<(RankEnd, u64)>>,
     pub first_stall: Option<scen_core::verdict::Stall>,
     pub final_stall: Option<scen_core::verdict::Stall>,
+    /// Call records in the order they started; `call_index` finds one by key.
+    pub calls: Vec<CallRecord>,
+    pub call_index: BTreeMap<CallKey, usize>,
+    /// Records and rank states at the first stall: the hang diagnosis' input.
+    pub first_stall_calls: Option<(Vec<CallRecord>, Vec<RankAt>, u64)>,
 }
 
 #[derive(Clone)]
@@ -35,6 +44,9 @@ impl SimProbe {
             ends: vec![None; ranks],
             first_stall: None,
             final_stall: None,
+            calls: Vec::new(),
+            call_index: BTreeMap::new(),
+            first_stall_calls: None,
         };
         SimProbe {
             state: Rc::new(RefCell::new(o)),
@@ -56,5 +68,18 @@ impl Probe for SimProbe {
     fn set_wait(&self, rank: usize, w: Option<Wait>) {
         self.activity.bump();
         self.state.borrow_mut().waits[rank] = w;
+    }
+
+    fn call(&self, rec: &CallRecord) {
+        self.activity.bump();
+        let mut s = self.state.borrow_mut();
+        match s.call_index.get(&rec.key()).copied() {
+            Some(i) => s.calls[i] = rec.clone(),
+            None => {
+                let i = s.calls.len();
+                s.call_index.insert(rec.key(), i);
+                s.calls.push(rec.clone());
+            }
+        }
     }
 }

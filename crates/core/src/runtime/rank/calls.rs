@@ -1,0 +1,71 @@
+//! The call-record hook of a rank: one call when a collective or p2p call starts, one when it
+//! ends, reporting a flight-recorder-like [`CallRecord`] (c10d.md R33) through the probe.
+
+use super::{Net, Probe, Proc};
+use crate::diagnose::{CallKind, CallRecord, CallState, Fingerprint};
+use crate::reduce::ReduceOp;
+use crate::runtime::net::Clock;
+use crate::tensor::Tensor;
+
+/// What a call is, as the hook needs it.
+pub(super) struct CallSpec<'a> {
+    /// The group's c10d name (key of `Proc::pgs`).
+    pub group: &'a str,
+    pub backend: &'a str,
+    pub kind: CallKind,
+    pub op: &'a str,
+    pub seq: u64,
+    pub tensor: &'a Tensor,
+    /// Broadcast source, global rank.
+    pub root: Option<usize>,
+    pub reduce_op: Option<ReduceOp>,
+    /// p2p: the other side, global rank.
+    pub peer: Option<usize>,
+}
+
+impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    /// Records the start of a call; pass the result to [`Proc::call_end`].
+    pub(super) fn call_begin(&self, c: CallSpec<'_>) -> CallRecord {
+        let pg = &self.pgs[c.group];
+        let rec = CallRecord {
+            rank: self
+                .world
+                .as_ref()
+                .map(|w| w.rank)
+                .unwrap_or(self.env.proc_rank),
+            group: pg.name.clone(),
+            group_label: pg.label.clone(),
+            group_ranks: pg.ranks.clone(),
+            backend: c.backend.to_string(),
+            kind: c.kind,
+            seq: c.seq,
+            peer: c.peer,
+            fp: Fingerprint {
+                op: c.op.to_string(),
+                dtype: c.tensor.dtype.name().to_string(),
+                shape: c.tensor.shape.clone(),
+                nbytes: c.tensor.data.len(),
+                root: c.root,
+                reduce_op: c.reduce_op.map(|o| o.name().to_string()),
+            },
+            step: self.step,
+            line: self.env.scenario.steps[self.step].loc.line,
+            state: CallState::Started,
+            t_start_ms: self.now(),
+            t_end_ms: None,
+        };
+        self.env.probe.call(&rec);
+        rec
+    }
+
+    /// Records how a call ended (a call that never ends stays `started`).
+    pub(super) fn call_end(&self, mut rec: CallRecord, ok: bool) {
+        rec.state = if ok {
+            CallState::Completed
+        } else {
+            CallState::Failed
+        };
+        rec.t_end_ms = Some(self.now());
+        self.env.probe.call(&rec);
+    }
+}
