@@ -31,8 +31,8 @@ pub fn render(d: &Diagnosis, world_size: usize, file: &str) -> String {
             let mut label = s
                 .call
                 .as_ref()
-                .map(|c| c.name.clone())
-                .unwrap_or_else(|| "waits".into());
+                .map(|c| esc(&c.name))
+                .unwrap_or_else(|| esc(&s.label));
             if s.never_joined.contains(p) {
                 label.push_str("\\nnever joined");
             }
@@ -41,7 +41,7 @@ pub fn render(d: &Diagnosis, world_size: usize, file: &str) -> String {
                 out,
                 "  r{} -> r{p} [label=\"{}\"{}];",
                 s.rank,
-                esc(&label),
+                label,
                 if red {
                     ", color=red, fontcolor=red, penwidth=2"
                 } else {
