@@ -37,7 +37,11 @@ impl Diagnosis {
 
     /// The human lines (no trailing newlines), grouped by identical state.
     pub fn lines(&self, file: &str) -> Vec<String> {
-        let mut out: Vec<String> = self.mismatches.iter().map(|m| m.render(file)).collect();
+        let mut out: Vec<String> = Vec::new();
+        for m in &self.mismatches {
+            out.push(m.render(file));
+            out.push(format!("  {}", m.real()));
+        }
         if let Some(h) = &self.hang {
             out.extend(hang_lines(h, file));
         }
