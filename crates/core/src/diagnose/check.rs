@@ -362,7 +362,7 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                     consequence: if s.fp.nbytes != r.fp.nbytes && gloo {
                         Consequence::Errors
                     } else if s.fp.nbytes != r.fp.nbytes {
-                        Consequence::CorruptsOrHangs
+                        Consequence::Hangs
                     } else {
                         Consequence::CorruptsSilently
                     },
@@ -370,8 +370,9 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                         "gloo's pair enforces the received size (R32 does not check send/recv)"
                             .into()
                     } else if s.fp.nbytes != r.fp.nbytes {
-                        "the device backend does not compare counts: a short send leaves the \
-                         recv waiting, a long one is truncated"
+                        "the device backend does not compare the counts of a send and its recv: \
+                         the recv never completes (as for collectives, oneccl.md §4); xccl \
+                         forever (R29), nccl until the watchdog (R31)"
                             .into()
                     } else {
                         "same bytes, another dtype: received and read as the wrong type".into()
@@ -416,4 +417,141 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(rank: usize, seq: u64, op: &str, dtype: &str, numel: usize) -> CallRecord {
+        let w = if dtype == "bf16" { 2 } else { 4 };
+        CallRecord {
+            rank,
+            group: "0".into(),
+            group_label: "WORLD".into(),
+            group_ranks: vec![0, 1],
+            backend: "xccl".into(),
+            kind: CallKind::Collective,
+            seq,
+            peer: None,
+            fp: Fingerprint {
+                op: op.into(),
+                dtype: dtype.into(),
+                shape: vec![numel],
+                nbytes: numel * w,
+                root: None,
+                reduce_op: Some("SUM".into()),
+            },
+            step: seq as usize,
+            line: 10 + seq as usize + 100 * rank,
+            state: CallState::Completed,
+            t_start_ms: 0,
+            t_end_ms: Some(1),
+        }
+    }
+
+    #[test]
+    fn identical_sequences_have_no_mismatch() {
+        let v = vec![
+            rec(0, 1, "all_reduce", "f32", 4),
+            rec(1, 1, "all_reduce", "f32", 4),
+        ];
+        assert!(check(&v, &[true, true]).is_empty());
+    }
+
+    #[test]
+    fn the_first_divergence_is_reported_with_both_lines() {
+        let v = vec![
+            rec(0, 1, "all_reduce", "f32", 4),
+            rec(1, 1, "all_reduce", "f32", 4),
+            rec(0, 2, "all_reduce", "f32", 4),
+            rec(1, 2, "all_reduce", "bf16", 8),
+            rec(0, 3, "all_reduce", "f32", 4),
+            rec(1, 3, "broadcast", "f32", 4),
+        ];
+        let m = check(&v, &[true, true]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].seq, 2);
+        assert_eq!((m[0].a.line, m[0].b.as_ref().unwrap().line), (12, 112));
+        // f32[4] and bf16[8] carry the same bytes: reinterpreted, not a size error.
+        assert_eq!(m[0].consequence, Consequence::CorruptsSilently);
+        assert_eq!(
+            m[0].aspects,
+            vec!["dtype: f32 vs bf16", "shape: [4] vs [8]"]
+        );
+    }
+
+    #[test]
+    fn size_or_op_mismatch_hangs_on_device_backends_and_errors_on_gloo() {
+        let a = rec(0, 1, "all_reduce", "f32", 4).fp;
+        let b = rec(1, 1, "all_reduce", "f32", 8).fp;
+        assert_eq!(collective_consequence("xccl", &a, &b).0, Consequence::Hangs);
+        assert_eq!(collective_consequence("nccl", &a, &b).0, Consequence::Hangs);
+        assert_eq!(
+            collective_consequence("gloo", &a, &b).0,
+            Consequence::Errors
+        );
+        let mut c = a.clone();
+        c.reduce_op = Some("MAX".into());
+        assert_eq!(
+            collective_consequence("gloo", &a, &c).0,
+            Consequence::CorruptsSilently
+        );
+        let mut d = a.clone();
+        d.root = Some(1);
+        assert_eq!(
+            collective_consequence("xccl", &a, &d).0,
+            Consequence::CorruptsOrHangs
+        );
+    }
+
+    #[test]
+    fn a_finished_rank_with_fewer_calls_is_a_count_mismatch_a_stuck_one_is_not() {
+        let v = vec![
+            rec(0, 1, "all_reduce", "f32", 4),
+            rec(1, 1, "all_reduce", "f32", 4),
+            rec(0, 2, "all_reduce", "f32", 4),
+        ];
+        let m = check(&v, &[false, true]);
+        assert_eq!((m[0].kind, m[0].absent), (MismatchKind::Count, Some(1)));
+        assert!(check(&v, &[false, false]).is_empty());
+    }
+
+    #[test]
+    fn sends_pair_with_recvs_per_src_dst_sequence() {
+        let p2p = |rank: usize, kind: CallKind, peer: usize, seq: u64, numel: usize| {
+            let mut r = rec(
+                rank,
+                seq,
+                if kind == CallKind::Send {
+                    "send"
+                } else {
+                    "recv"
+                },
+                "f32",
+                numel,
+            );
+            r.kind = kind;
+            r.peer = Some(peer);
+            r.fp.reduce_op = None;
+            r
+        };
+        let v = vec![
+            p2p(0, CallKind::Send, 1, 1, 4),
+            p2p(1, CallKind::Recv, 0, 1, 4),
+            p2p(0, CallKind::Send, 1, 2, 4),
+            p2p(1, CallKind::Send, 0, 1, 4),
+            p2p(0, CallKind::Recv, 1, 1, 2),
+        ];
+        let m = check(&v, &[true, true]);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (m[0].kind, m[0].seq, m[0].absent),
+            (MismatchKind::P2pUnmatched, 2, Some(1))
+        );
+        assert_eq!(
+            (m[1].kind, m[1].a.rank, m[1].consequence),
+            (MismatchKind::P2pSize, 1, Consequence::Hangs)
+        );
+    }
 }

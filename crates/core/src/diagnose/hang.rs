@@ -258,3 +258,77 @@ mod tests {
         assert_eq!(ranges(&[]), "");
     }
 }
+
+#[cfg(test)]
+mod graph_tests {
+    use super::*;
+    use crate::diagnose::record::Fingerprint;
+
+    fn started(rank: usize, group: &str, seq: u64) -> CallRecord {
+        CallRecord {
+            rank,
+            group: group.into(),
+            group_label: group.into(),
+            group_ranks: vec![0, 1, 2, 3],
+            backend: "xccl".into(),
+            kind: CallKind::Collective,
+            seq,
+            peer: None,
+            fp: Fingerprint {
+                op: "all_reduce".into(),
+                dtype: "f32".into(),
+                shape: vec![4],
+                nbytes: 16,
+                root: None,
+                reduce_op: Some("SUM".into()),
+            },
+            step: 1,
+            line: 7,
+            state: CallState::Started,
+            t_start_ms: 0,
+            t_end_ms: None,
+        }
+    }
+
+    fn stuck(peer: usize) -> RankAt {
+        RankAt::Stuck {
+            step: 1,
+            line: 7,
+            label: "#2 all_reduce".into(),
+            wait: Wait {
+                step: 1,
+                what: "recv".into(),
+                group: None,
+                seq: Some(1),
+                peers: vec![peer],
+                since_ms: 0,
+                deadline_ms: None,
+                timeout_error: None,
+            },
+        }
+    }
+
+    #[test]
+    fn opposite_group_orders_form_a_cycle() {
+        let recs = vec![
+            started(0, "A", 1),
+            started(1, "A", 1),
+            started(2, "B", 1),
+            started(3, "B", 1),
+        ];
+        let ranks = vec![stuck(1), stuck(0), stuck(3), stuck(2)];
+        let h = analyse(&recs, &ranks, 5).expect("hang");
+        assert_eq!(h.stuck[0].never_joined, vec![2, 3]);
+        assert_eq!(h.stuck[0].joined_not_finished, vec![0, 1]);
+        assert_eq!(h.cycle, vec![0, 2, 0]);
+    }
+
+    #[test]
+    fn waiting_on_a_finished_rank_is_no_cycle() {
+        let recs = vec![started(0, "A", 2), started(1, "A", 2), started(2, "A", 2)];
+        let ranks = vec![stuck(3), stuck(0), stuck(1), RankAt::Finished];
+        let h = analyse(&recs, &ranks, 5).expect("hang");
+        assert!(h.stuck.iter().all(|s| s.never_joined == vec![3]));
+        assert!(h.cycle.is_empty());
+    }
+}
