@@ -230,7 +230,7 @@ pub fn collective_consequence(
         return (
             Consequence::CorruptsSilently,
             "no backend checks the reduce op (DETAIL neither, R32): each rank reduces its chunk \
-             of the ring with its own op, so ranks end with different results"
+             of the ring with its own op, so the result mixes both ops chunk by chunk"
                 .into(),
         );
     }
