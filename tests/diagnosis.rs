@@ -262,7 +262,17 @@ fn parse_dot(text: &str) -> Dot {
         nodes: BTreeMap::new(),
         edges: vec![],
     };
+    let mut depth = 0;
     for l in &lines[1..lines.len() - 1] {
+        if l.starts_with("subgraph cluster_") && l.ends_with('{') {
+            depth += 1;
+            continue;
+        }
+        if *l == "}" {
+            depth -= 1;
+            assert!(depth >= 0, "unbalanced braces");
+            continue;
+        }
         assert!(
             l.ends_with("];") || l.ends_with(';'),
             "statement ends with ';': {l}"
@@ -280,6 +290,7 @@ fn parse_dot(text: &str) -> Dot {
             d.nodes.insert(head.to_string(), attrs.to_string());
         }
     }
+    assert_eq!(depth, 0, "unbalanced braces");
     d
 }
 

@@ -23,19 +23,43 @@ pub fn render(d: &Diagnosis, world_size: usize, file: &str) -> String {
         let _ = writeln!(out, "}}");
         return out;
     };
+    // Ranks stuck in the same call share a box (a cluster) named after the call.
+    let mut clusters: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
+    for st in &h.stuck {
+        if let Some(c) = &st.call {
+            clusters.entry(c.name.clone()).or_default().push(st.rank);
+        }
+    }
+    let mut placed: Vec<usize> = Vec::new();
+    for (i, (name, ranks)) in clusters.iter().enumerate() {
+        let _ = writeln!(out, "  subgraph cluster_{i} {{");
+        let _ = writeln!(
+            out,
+            "    label=\"{}\"; fontname=\"monospace\"; fontsize=10; style=dashed; color=gray;",
+            esc(name)
+        );
+        for r in ranks {
+            let _ = writeln!(out, "    r{r} [{}];", node_attrs(h, *r, file));
+            placed.push(*r);
+        }
+        let _ = writeln!(out, "  }}");
+    }
     for r in 0..world_size.max(h.ranks.len()) {
-        let _ = writeln!(out, "  r{r} [{}];", node_attrs(h, r, file));
+        if !placed.contains(&r) {
+            let _ = writeln!(out, "  r{r} [{}];", node_attrs(h, r, file));
+        }
     }
     for s in &h.stuck {
         for p in &s.waits_for {
-            let mut label = s
-                .call
-                .as_ref()
-                .map(|c| esc(&c.name))
-                .unwrap_or_else(|| esc(&s.label));
-            if s.never_joined.contains(p) {
-                label.push_str("\\nnever joined");
-            }
+            // The call is the source's cluster label; the edge says why it waits.
+            let label = if s.never_joined.contains(p) {
+                "never joined".to_string()
+            } else {
+                match &s.call {
+                    Some(_) => "joined, not finished".to_string(),
+                    None => esc(&s.what),
+                }
+            };
             let red = in_cycle(h, s.rank, *p);
             let _ = writeln!(
                 out,
@@ -56,12 +80,15 @@ pub fn render(d: &Diagnosis, world_size: usize, file: &str) -> String {
 
 fn node_attrs(h: &Hang, r: usize, file: &str) -> String {
     let at = h.ranks.get(r).cloned().unwrap_or(RankAt::Busy);
-    let mut label = format!("rank {r}\\n{}", esc(&at.describe(file)));
-    if let Some(s) = h.stuck.iter().find(|s| s.rank == r) {
-        if let Some(c) = &s.call {
-            let _ = write!(label, "\\nin {}", esc(&c.name));
+    let label = match &at {
+        RankAt::Stuck { label, line, .. } => {
+            format!("rank {r}\\nstuck in {}\\n{}:{line}", esc(label), esc(file))
         }
-    }
+        RankAt::Failed { label, line, .. } => {
+            format!("rank {r}\\nfailed in {}\\n{}:{line}", esc(label), esc(file))
+        }
+        other => format!("rank {r}\\n{}", esc(&other.describe(file))),
+    };
     let style = match at {
         RankAt::Stuck { .. } => ", color=red",
         RankAt::Finished => ", style=\"rounded,dashed\"",
