@@ -1280,28 +1280,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 timeout.as_ref().map(|(d, _)| *d),
             )
             .await;
-        // Device backends do not compare the send's size with the recv's (docs/diagnosis.md):
-        // the recv keeps waiting until a timeout rule applies. gloo's pair raises (below).
-        let r = match r {
-            Ok(d) if d.len() != t.data.len() && backend != "gloo" => {
-                self.wait(Some(Wait {
-                    step: self.step,
-                    what: format!(
-                        "recv #{seq} from rank {peer}: the send has {} bytes, this recv expects {}; the backend does not check and keeps waiting",
-                        d.len(),
-                        t.data.len()
-                    ),
-                    group: None,
-                    seq: Some(seq),
-                    peers: vec![peer],
-                    since_ms: self.now(),
-                    deadline_ms: timeout.as_ref().map(|(d, _)| *d),
-                    timeout_error: timeout.as_ref().map(|(_, e)| e.to_string()),
-                }));
-                wait_out_peer_exit(&self.env.clock, timeout.as_ref().map(|(d, _)| *d)).await
-            }
-            r => r,
-        };
+        let r = self
+            .p2p_size_rule(r, &backend, peer, seq, t.data.len(), &timeout)
+            .await;
         self.wait(None);
         let size_ok = r.as_ref().is_ok_and(|d| d.len() == t.data.len());
         self.call_end(call, size_ok);

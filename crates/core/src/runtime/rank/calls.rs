@@ -1,11 +1,14 @@
 //! The call-record hook of a rank: one call when a collective or p2p call starts, one when it
 //! ends, reporting a flight-recorder-like [`CallRecord`] (c10d.md R33) through the probe.
 
-use super::{Net, Probe, Proc};
+use super::{wait_out_peer_exit, Net, Probe, Proc};
+use crate::c10d::error::C10dError;
 use crate::diagnose::{CallKind, CallRecord, CallState, Fingerprint};
 use crate::reduce::ReduceOp;
+use crate::runtime::fabric::FabricError;
 use crate::runtime::net::Clock;
 use crate::tensor::Tensor;
+use crate::trace::Wait;
 
 /// What a call is, as the hook needs it.
 pub(super) struct CallSpec<'a> {
@@ -67,5 +70,39 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         rec.t_end_ms = Some(self.now());
         self.env.probe.call(&rec);
+    }
+
+    /// Device backends do not compare a send's size with its recv's (docs/diagnosis.md): a
+    /// recv that got another byte count keeps waiting until a timeout rule applies. gloo's pair
+    /// raises instead, which the caller does.
+    pub(super) async fn p2p_size_rule(
+        &self,
+        r: Result<Vec<u8>, FabricError>,
+        backend: &str,
+        peer: usize,
+        seq: u64,
+        want_bytes: usize,
+        timeout: &Option<(u64, C10dError)>,
+    ) -> Result<Vec<u8>, FabricError> {
+        match r {
+            Ok(d) if d.len() != want_bytes && backend != "gloo" => {
+                self.wait(Some(Wait {
+                    step: self.step,
+                    what: format!(
+                        "recv #{seq} from rank {peer}: the send has {} bytes, this recv expects \
+                         {want_bytes}; the backend does not check and keeps waiting",
+                        d.len()
+                    ),
+                    group: None,
+                    seq: Some(seq),
+                    peers: vec![peer],
+                    since_ms: self.now(),
+                    deadline_ms: timeout.as_ref().map(|(d, _)| *d),
+                    timeout_error: timeout.as_ref().map(|(_, e)| e.to_string()),
+                }));
+                wait_out_peer_exit(&self.env.clock, timeout.as_ref().map(|(d, _)| *d)).await
+            }
+            r => r,
+        }
     }
 }
