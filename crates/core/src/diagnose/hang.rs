@@ -7,7 +7,7 @@
 //! ranks whose action would free it; a cycle among them is the deadlock's shape (e.g. ranks 0,1
 //! enter group A then B while ranks 2,3 enter B then A), which no PyTorch tool reports.
 
-use super::record::{CallKind, CallRecord, CallState};
+use super::record::{CallKey, CallKind, CallRecord, CallState};
 use crate::trace::Wait;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,6 +86,7 @@ pub struct Hang {
 
 /// Builds the wait-for graph from the records and rank states at a stall.
 pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Hang> {
+    let index: BTreeMap<CallKey, &CallRecord> = records.iter().map(|c| (c.key(), c)).collect();
     let mut stuck = Vec::new();
     for (r, at) in ranks.iter().enumerate() {
         if let RankAt::Stuck {
@@ -95,7 +96,7 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
             wait,
         } = at
         {
-            stuck.push(stuck_rank(records, r, *step, *line, label, wait));
+            stuck.push(stuck_rank(records, &index, r, *step, *line, label, wait));
         }
     }
     if stuck.is_empty() {
@@ -112,6 +113,7 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
 
 fn stuck_rank(
     records: &[CallRecord],
+    index: &BTreeMap<CallKey, &CallRecord>,
     rank: usize,
     step: usize,
     line: usize,
@@ -144,17 +146,13 @@ fn stuck_rank(
         seq: open.seq,
         name: open.call_name(),
     });
-    let same_call = |c: &CallRecord| {
-        c.group == open.group
-            && c.seq == open.seq
-            && match open.kind {
-                CallKind::Collective => c.kind == CallKind::Collective,
-                _ => {
-                    c.kind != open.kind
-                        && c.kind != CallKind::Collective
-                        && c.endpoints() == open.endpoints()
-                }
-            }
+    // The same call on member `m`: its collective at this seq, or the other side of the p2p.
+    let key_of = |m: usize| -> CallKey {
+        match open.kind {
+            CallKind::Collective => (m, open.group.clone(), CallKind::Collective, open.seq, None),
+            CallKind::Send => (m, open.group.clone(), CallKind::Recv, open.seq, Some(rank)),
+            CallKind::Recv => (m, open.group.clone(), CallKind::Send, open.seq, Some(rank)),
+        }
     };
     let members: Vec<usize> = match open.peer {
         Some(p) => {
@@ -168,7 +166,7 @@ fn stuck_rank(
         let rec = if m == rank {
             Some(open)
         } else {
-            records.iter().find(|c| c.rank == m && same_call(c))
+            index.get(&key_of(m)).copied()
         };
         match rec.map(|c| c.state) {
             None => s.never_joined.push(m),
