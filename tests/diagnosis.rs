@@ -181,6 +181,28 @@ fn lagging_rank_joined_its_recv_but_never_finished() {
     assert_eq!(r3.line, line_of(&s, "activation"));
     assert_eq!(r3.joined_not_finished, vec![3]);
     assert_eq!(r3.never_joined, vec![2]);
+    // NCCL's desync report says "finished #1 but didn't join #2" (R31); scen says it with lines.
+    let a3 = h
+        .absent
+        .iter()
+        .find(|a| a.rank == 3)
+        .expect("rank 3 absent");
+    assert_eq!(a3.call, "all_reduce #2 on WORLD");
+    let warmup = nth_call_line(&s, 3, 0);
+    assert_eq!(
+        a3.last.as_deref(),
+        Some(format!("all_reduce #1, completed, line {warmup}").as_str())
+    );
+    let a2 = h
+        .absent
+        .iter()
+        .find(|a| a.rank == 2)
+        .expect("rank 2 absent");
+    assert_eq!(a2.call, "recv #2 2->3 on WORLD");
+    assert!(a2
+        .last
+        .as_deref()
+        .is_some_and(|l| l.starts_with("send #1, completed")));
     for k in 0..3 {
         let x = h.stuck.iter().find(|x| x.rank == k).expect("stuck");
         assert_eq!(x.never_joined, vec![3], "rank {k}");
@@ -419,5 +441,9 @@ fn a_16_rank_hang_fits_one_screen() {
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines.len() <= 24, "{} lines:\n{out}", lines.len());
     assert!(out.contains("never joined: 7"), "{out}");
-    assert!(out.contains("rank 7: finished its program"), "{out}");
+    assert!(
+        out.contains("rank 7: never joined all_reduce #2 on WORLD (its last call there: all_reduce #1, completed"),
+        "{out}"
+    );
+    assert!(out.contains("; finished its program"), "{out}");
 }

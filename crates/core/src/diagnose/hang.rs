@@ -82,6 +82,19 @@ pub struct Hang {
     pub ranks: Vec<RankAt>,
     /// A cycle of ranks in the wait-for graph (first rank repeated at the end), if any.
     pub cycle: Vec<usize>,
+    /// Each member that never joined a call others wait in, with its last call there.
+    pub absent: Vec<Absent>,
+}
+
+/// A member that never joined a call others wait in: NCCL's "lagging rank" (R31), with what
+/// the desync report adds ("finished collective #s, but didn't join collective #s+1").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Absent {
+    pub rank: usize,
+    /// The call it never joined: `all_reduce #2 on WORLD`.
+    pub call: String,
+    /// Its last call of that kind on that group: `all_reduce #1, completed, line 16`.
+    pub last: Option<String>,
 }
 
 /// Builds the wait-for graph from the records and rank states at a stall.
@@ -103,12 +116,55 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
         return None;
     }
     let cycle = find_cycle(&stuck);
+    let absent = absentees(records, &stuck);
     Some(Hang {
         t_ms,
         stuck,
         ranks: ranks.to_vec(),
         cycle,
+        absent,
     })
+}
+
+/// The never-joined members of every stuck call, once each, with their last call there.
+fn absentees(records: &[CallRecord], stuck: &[StuckRank]) -> Vec<Absent> {
+    let mut seen: BTreeSet<(usize, String)> = BTreeSet::new();
+    let mut out = Vec::new();
+    for s in stuck {
+        let Some(call) = &s.call else { continue };
+        let open = records
+            .iter()
+            .rev()
+            .find(|c| c.rank == s.rank && c.state == CallState::Started && c.step == s.step);
+        let Some(open) = open else { continue };
+        for m in &s.never_joined {
+            if !seen.insert((*m, call.name.clone())) {
+                continue;
+            }
+            let last = records.iter().rev().find(|c| {
+                c.rank == *m
+                    && c.group == open.group
+                    && match open.kind {
+                        CallKind::Collective => c.kind == CallKind::Collective,
+                        _ => c.kind != open.kind && c.endpoints() == open.endpoints(),
+                    }
+            });
+            out.push(Absent {
+                rank: *m,
+                call: call.name.clone(),
+                last: last.map(|c| {
+                    format!(
+                        "{} #{}, {}, line {}",
+                        c.fp.op,
+                        c.seq,
+                        c.state.name(),
+                        c.line
+                    )
+                }),
+            });
+        }
+    }
+    out
 }
 
 fn stuck_rank(

@@ -103,26 +103,44 @@ fn hang_lines(h: &Hang, file: &str) -> Vec<String> {
     for line in order {
         out.push(format!("  {}: {line}", who(&groups[&line])));
     }
-    // Where the blamed ranks are that are not stuck themselves.
-    let mut blamed: Vec<usize> = h
+    // The members that never joined (the culprits), with their last call there and where
+    // they are now, as NCCL's desync report would say it (R31).
+    let place = |r: usize| {
+        h.ranks
+            .get(r)
+            .map(|a| a.describe(file))
+            .unwrap_or_else(|| "does not exist in this world".into())
+    };
+    let mut lines: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut add = |text: String, r: usize| match lines.iter_mut().find(|(t, _)| *t == text) {
+        Some((_, rs)) => rs.push(r),
+        None => lines.push((text, vec![r])),
+    };
+    for a in &h.absent {
+        let last = match &a.last {
+            Some(l) => format!("its last call there: {l}"),
+            None => "no earlier call there".to_string(),
+        };
+        add(
+            format!("never joined {} ({last}); {}", a.call, place(a.rank)),
+            a.rank,
+        );
+    }
+    // Other awaited ranks that are not stuck themselves.
+    let mut others: Vec<usize> = h
         .stuck
         .iter()
         .flat_map(|s| s.waits_for.iter().copied())
         .filter(|r| !h.stuck.iter().any(|s| s.rank == *r))
+        .filter(|r| !h.absent.iter().any(|a| a.rank == *r))
         .collect();
-    blamed.sort();
-    blamed.dedup();
-    let mut where_: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for r in blamed {
-        let d = h
-            .ranks
-            .get(r)
-            .map(|a| a.describe(file))
-            .unwrap_or_else(|| "does not exist in this world".into());
-        where_.entry(d).or_default().push(r);
+    others.sort();
+    others.dedup();
+    for r in others {
+        add(place(r), r);
     }
-    for (d, rs) in where_ {
-        out.push(format!("  {}: {d}", who(&rs)));
+    for (text, rs) in lines {
+        out.push(format!("  {}: {text}", who(&rs)));
     }
     if !h.cycle.is_empty() {
         let call = |r: usize| {
