@@ -127,6 +127,17 @@ fn same_seed_gives_a_byte_identical_trace() {
                 s.file
             );
             assert_eq!(a.trace_hash, b.trace_hash);
+            assert_eq!(
+                a.calls, b.calls,
+                "{} seed {seed}: call records differ",
+                s.file
+            );
+            assert_eq!(
+                a.diagnosis.lines(&s.file),
+                b.diagnosis.lines(&s.file),
+                "{} seed {seed}: diagnoses differ",
+                s.file
+            );
         }
     }
 }
