@@ -39,6 +39,12 @@ enum Cmd {
         /// Run on real hardware (oneCCL) instead of the simulator.
         #[arg(long)]
         hw: bool,
+        /// Write the wait-for graph of the first stall as Graphviz DOT to this file.
+        #[arg(long, value_name = "OUT.dot")]
+        graph: Option<PathBuf>,
+        /// Write the run as a Chrome/Perfetto trace (Trace Event Format JSON) to this file.
+        #[arg(long, value_name = "OUT.json")]
+        timeline: Option<PathBuf>,
     },
     /// Validate a scenario file without running it.
     Check { file: PathBuf },
@@ -157,6 +163,8 @@ fn main() -> ExitCode {
             format,
             trace,
             hw,
+            graph,
+            timeline,
         } => {
             let scenario = match load(&file) {
                 Ok(s) => s,
@@ -168,7 +176,13 @@ fn main() -> ExitCode {
                 scen_sim::simulate(&scenario, seed).map_err(|e| e.to_string())
             };
             match report {
-                Ok(r) => print_report(&scenario, &r, format, trace),
+                Ok(r) => {
+                    if let Err(e) = write_exports(&scenario, &r, &graph, &timeline) {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(2);
+                    }
+                    print_report(&scenario, &r, format, trace)
+                }
                 Err(e) => {
                     eprintln!("error: {e}");
                     ExitCode::from(2)
@@ -176,6 +190,33 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Writes `--graph` and `--timeline` files (each whole or not at all: temp file, then rename).
+fn write_exports(
+    s: &Scenario,
+    r: &Report,
+    graph: &Option<PathBuf>,
+    timeline: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    if let Some(path) = graph {
+        let dot = scen_core::diagnose::dot::render(&r.diagnosis, s.world.size(), &s.file);
+        write_whole(path, dot.as_bytes())?;
+    }
+    if let Some(path) = timeline {
+        let doc =
+            scen_core::diagnose::timeline::render(s, &r.trace, &r.calls, &r.diagnosis, r.end_ms);
+        write_whole(path, serde_json::to_string(&doc)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn write_whole(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let tmp = path.with_extension("scen-tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
 }
 
 fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCode {

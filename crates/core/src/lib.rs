@@ -5,6 +5,7 @@
 pub mod algo;
 pub mod c10d;
 pub mod class;
+pub mod diagnose;
 pub mod dtype;
 pub mod reduce;
 pub mod runtime;

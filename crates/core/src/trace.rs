@@ -4,6 +4,7 @@
 //! byte for byte, and [`Trace::hash`] pins that. Ranks report events and what they are blocked
 //! on through a [`Probe`]; the simulator and the hardware runner each collect them.
 
+use crate::diagnose::record::CallRecord;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -85,6 +86,10 @@ pub trait Probe: Clone + 'static {
     fn step_gate(&self, _rank: usize, _step: usize) -> impl std::future::Future<Output = ()> {
         std::future::ready(())
     }
+    /// A collective or p2p call record, reported when the call starts and again when it ends
+    /// (same rank, group, kind, seq and peer; new state). Runners that keep no flight record
+    /// ignore it.
+    fn call(&self, _rec: &CallRecord) {}
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -16,6 +16,7 @@ use faults::{Action, FaultPlan};
 use net::{Activity, SimNet};
 use probe::SimProbe;
 use scen_core::c10d::store;
+use scen_core::diagnose::Diagnosis;
 use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnd, RankEnv};
 use scen_core::scenario::Scenario;
@@ -231,6 +232,10 @@ fn drive(
                 ),
             );
             let mut o = probe.state.borrow_mut();
+            if o.first_stall.is_none() {
+                let ranks = stall::rank_states(s, &o);
+                o.first_stall_calls = Some((o.calls.clone(), ranks, now));
+            }
             o.first_stall.get_or_insert_with(|| st.clone());
         }
         let next_fault = probe.plan.borrow().next_ms();
@@ -476,6 +481,19 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
     drop(o);
     let notes = attribution(probe, &ranks);
     let o = probe.state.borrow();
+    let finished: Vec<bool> = ranks
+        .iter()
+        .map(|v| matches!(v, RankVerdict::Completed { .. }))
+        .collect();
+    let diagnosis = Diagnosis::build(
+        &o.calls,
+        &finished,
+        o.first_stall_calls
+            .as_ref()
+            .map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t)),
+    );
+    let mut calls = o.calls.clone();
+    calls.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),
@@ -489,5 +507,7 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
         trace: o.trace.clone(),
         expectations,
         notes,
+        calls,
+        diagnosis,
     }
 }

@@ -7,10 +7,14 @@
 use crate::clock::VirtualClock;
 use crate::faults::{crash_error, Acted, FaultPlan};
 use crate::net::Activity;
+use scen_core::diagnose::hang::RankAt;
+use scen_core::diagnose::record::CallKey;
+use scen_core::diagnose::CallRecord;
 use scen_core::runtime::net::Clock;
 use scen_core::runtime::rank::RankEnd;
 use scen_core::trace::{Event, EventKind, Probe, Trace, Wait};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::Rc;
 use tokio::sync::oneshot;
@@ -28,6 +32,11 @@ pub struct Observed {
     pub acted: Vec<Acted>,
     /// Per rank: the switch that kills its running process.
     pub kills: Vec<Option<oneshot::Sender<()>>>,
+    /// Call records in the order they started; `call_index` finds one by key.
+    pub calls: Vec<CallRecord>,
+    pub call_index: BTreeMap<CallKey, usize>,
+    /// Records and rank states at the first stall: the hang diagnosis' input.
+    pub first_stall_calls: Option<(Vec<CallRecord>, Vec<RankAt>, u64)>,
 }
 
 #[derive(Clone)]
@@ -146,6 +155,19 @@ impl Probe for SimProbe {
                 );
                 let until = this.clock.now_ms() + extra_ms;
                 this.clock.sleep_until_ms(until).await;
+            }
+        }
+    }
+
+    fn call(&self, rec: &CallRecord) {
+        self.activity.bump();
+        let mut s = self.state.borrow_mut();
+        match s.call_index.get(&rec.key()).copied() {
+            Some(i) => s.calls[i] = rec.clone(),
+            None => {
+                let i = s.calls.len();
+                s.call_index.insert(rec.key(), i);
+                s.calls.push(rec.clone());
             }
         }
     }

@@ -27,7 +27,10 @@ use crate::trace::{Event, EventKind, Probe, Wait};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+mod calls;
 mod sglang;
+use crate::diagnose::CallKind;
+use calls::CallSpec;
 
 /// How a rank's program ended (a rank that never ends is hung: the runner decides that).
 #[derive(Debug, Clone, PartialEq)]
@@ -1108,8 +1111,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let me = self.world()?.rank;
         let pg = self.pgs.get_mut(name).expect("pg");
         pg.seq += 1;
-        let pg = &self.pgs[name];
         let seq = pg.seq;
+        let call = self.call_begin(coll.call_spec(name, backend, seq, t));
+        let pg = &self.pgs[name];
         let info = CallInfo {
             proc_rank: self.env.proc_rank,
             step: self.step,
@@ -1154,6 +1158,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     })
             }
         };
+        let r = match r {
+            Err(algo::CollectiveError::Mismatch(why)) if !link.info.peer_exit_is_error => {
+                Err(link.wait_out_mismatch(&why).await)
+            }
+            r => r,
+        };
+        self.call_end(call, r.is_ok());
         r.map_err(|e| {
             link.error
                 .borrow()
@@ -1292,11 +1303,26 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             t.numel(),
         );
         let group_label = format!("{} ({})", pg.label, pg.name);
+        let (kind, op) = if send {
+            (CallKind::Send, "send")
+        } else {
+            (CallKind::Recv, "recv")
+        };
+        let call = self.call_begin(CallSpec {
+            group: &name,
+            backend: &backend,
+            kind,
+            op,
+            seq,
+            tensor: &t,
+            root: None,
+            reduce_op: None,
+            peer: Some(peer),
+        });
         if send {
-            self.fabric
-                .send(peer, &tag, &t.data)
-                .await
-                .map_err(|e| error::runtime(e.to_string()))?;
+            let r = self.fabric.send(peer, &tag, &t.data).await;
+            self.call_end(call, r.is_ok());
+            r.map_err(|e| error::runtime(e.to_string()))?;
             return Ok(format!("sent {} elements to rank {peer}", t.numel()));
         }
         self.wait(Some(Wait {
@@ -1318,7 +1344,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 timeout.as_ref().map(|(d, _)| *d),
             )
             .await;
+        let r = self
+            .p2p_size_rule(r, &backend, peer, seq, t.data.len(), &timeout)
+            .await;
         self.wait(None);
+        let size_ok = r.as_ref().is_ok_and(|d| d.len() == t.data.len());
+        self.call_end(call, size_ok);
         let data = r.map_err(|e| match e {
             super::fabric::FabricError::Timeout => timeout
                 .clone()
@@ -1380,6 +1411,33 @@ impl Coll {
             Coll::AllGather => "all_gather",
             Coll::Barrier => "barrier",
             Coll::AllToAllEven => "all_to_all_single",
+        }
+    }
+
+    /// The call record's view of this call (root and reduce op in the fingerprint).
+    fn call_spec<'a>(
+        &self,
+        group: &'a str,
+        backend: &'a str,
+        seq: u64,
+        t: &'a Tensor,
+    ) -> CallSpec<'a> {
+        CallSpec {
+            group,
+            backend,
+            kind: CallKind::Collective,
+            op: self.name(),
+            seq,
+            tensor: t,
+            root: match self {
+                Coll::Broadcast(src) => Some(*src),
+                _ => None,
+            },
+            reduce_op: match self {
+                Coll::AllReduce(o) => Some(*o),
+                _ => None,
+            },
+            peer: None,
         }
     }
 
