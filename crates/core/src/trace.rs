@@ -5,6 +5,7 @@
 //! on through a [`Probe`]; the simulator and the hardware runner each collect them.
 
 use crate::diagnose::record::CallRecord;
+use crate::diagnose::GroupRecord;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -90,6 +91,8 @@ pub trait Probe: Clone + 'static {
     /// (same rank, group, kind, seq and peer; new state). Runners that keep no flight record
     /// ignore it.
     fn call(&self, _rec: &CallRecord) {}
+    /// A `new_group` call that took a name from the group counter (members and non-members).
+    fn group(&self, _rec: &GroupRecord) {}
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -491,7 +491,8 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
         o.first_stall_calls
             .as_ref()
             .map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t)),
-    );
+    )
+    .with_groups(&o.groups);
     let mut calls = o.calls.clone();
     calls.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));
     Report {

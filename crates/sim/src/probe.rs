@@ -9,7 +9,7 @@ use crate::faults::{crash_error, Acted, FaultPlan};
 use crate::net::Activity;
 use scen_core::diagnose::hang::RankAt;
 use scen_core::diagnose::record::CallKey;
-use scen_core::diagnose::CallRecord;
+use scen_core::diagnose::{CallRecord, GroupRecord};
 use scen_core::runtime::net::Clock;
 use scen_core::runtime::rank::RankEnd;
 use scen_core::trace::{Event, EventKind, Probe, Trace, Wait};
@@ -34,6 +34,8 @@ pub struct Observed {
     pub kills: Vec<Option<oneshot::Sender<()>>>,
     /// Call records in the order they started; `call_index` finds one by key.
     pub calls: Vec<CallRecord>,
+    /// Every rank's counter-named `new_group` calls, in the order they were made.
+    pub groups: Vec<GroupRecord>,
     pub call_index: BTreeMap<CallKey, usize>,
     /// Records and rank states at the first stall: the hang diagnosis' input.
     pub first_stall_calls: Option<(Vec<CallRecord>, Vec<RankAt>, u64)>,
@@ -170,5 +172,9 @@ impl Probe for SimProbe {
                 s.calls.push(rec.clone());
             }
         }
+    }
+
+    fn group(&self, rec: &GroupRecord) {
+        self.state.borrow_mut().groups.push(rec.clone());
     }
 }

@@ -8,10 +8,12 @@
 
 pub mod check;
 pub mod dot;
+pub mod groups;
 pub mod hang;
 pub mod record;
 pub mod report;
 pub mod timeline;
 
+pub use groups::{GroupDivergence, GroupRecord};
 pub use record::{CallKind, CallRecord, CallState, Fingerprint};
 pub use report::Diagnosis;

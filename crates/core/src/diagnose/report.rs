@@ -4,6 +4,7 @@
 //! screen.
 
 use super::check::{self, Mismatch};
+use super::groups::{self, GroupDivergence, GroupRecord};
 use super::hang::{self, ranges, Hang, RankAt};
 use super::record::CallRecord;
 use serde::Serialize;
@@ -11,6 +12,8 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Diagnosis {
+    /// The first `new_group` call whose name means different groups on different ranks.
+    pub groups: Option<GroupDivergence>,
     /// First divergence per group, then send/recv pairing problems.
     pub mismatches: Vec<Mismatch>,
     /// The wait-for graph at the first stall.
@@ -26,18 +29,28 @@ impl Diagnosis {
         stall: Option<(&[CallRecord], &[RankAt], u64)>,
     ) -> Diagnosis {
         Diagnosis {
+            groups: None,
             mismatches: check::check(records, finished),
             hang: stall.and_then(|(recs, ranks, t)| hang::analyse(recs, ranks, t)),
         }
     }
 
+    /// Adds the group-name check over every rank's `new_group` records.
+    pub fn with_groups(mut self, records: &[GroupRecord]) -> Diagnosis {
+        self.groups = groups::check(records);
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.mismatches.is_empty() && self.hang.is_none()
+        self.groups.is_none() && self.mismatches.is_empty() && self.hang.is_none()
     }
 
     /// The human lines (no trailing newlines), grouped by identical state.
     pub fn lines(&self, file: &str) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
+        if let Some(g) = &self.groups {
+            out.extend(g.lines(file));
+        }
         for m in &self.mismatches {
             out.push(m.render(file));
             out.push(format!("  {}", m.real()));

@@ -29,7 +29,7 @@ use std::rc::Rc;
 
 mod calls;
 mod sglang;
-use crate::diagnose::CallKind;
+use crate::diagnose::{CallKind, GroupRecord};
 use calls::CallSpec;
 
 /// How a rank's program ended (a rank that never ends is hung: the runner decides that).
@@ -101,6 +101,8 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// sglang's start-up state, once `init_distributed_environment` ran (rank/sglang.rs).
     sgl: Option<sglang::SgState>,
+    /// How often `destroy_process_group()` reset the group counter (names restart).
+    group_generation: u32,
 }
 
 type Res<T> = Result<T, C10dError>;
@@ -143,6 +145,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         step: 0,
         tasks: Vec::new(),
         sgl: None,
+        group_generation: 0,
     };
     let end = p.run().await;
     p.fabric.shutdown();
@@ -823,6 +826,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let name = if local_sync {
             naming::hashed_name(&ranks, self.group_count)
         } else {
+            self.env.probe.group(&GroupRecord {
+                rank: me,
+                generation: self.group_generation,
+                index: self.group_count,
+                ranks: ranks.clone(),
+                backend: config.original.clone(),
+                label: label.clone(),
+                step: self.step,
+                line: self.env.scenario.steps[self.step].loc.line,
+            });
             naming::counter_name(self.group_count)
         };
         self.group_count += 1;
@@ -875,6 +888,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.pgs.clear();
                 self.handles.clear();
                 self.group_count = 0;
+                self.group_generation += 1;
                 Ok(format!("destroyed {n} groups; group counter reset to 0"))
             }
             Some(h) => match self.handles.get(h).cloned() {
