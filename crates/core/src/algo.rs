@@ -40,6 +40,7 @@ const K_AG: u8 = 2;
 const K_BCAST: u8 = 3;
 const K_GATHER: u8 = 4;
 const K_BARRIER: u8 = 5;
+const K_A2A: u8 = 6;
 
 fn kind_name(k: u8) -> &'static str {
     match k {
@@ -48,6 +49,7 @@ fn kind_name(k: u8) -> &'static str {
         K_BCAST => "broadcast",
         K_GATHER => "all_gather",
         K_BARRIER => "barrier",
+        K_A2A => "all_to_all",
         _ => "unknown",
     }
 }
@@ -169,6 +171,42 @@ pub async fn all_gather<L: Link>(l: &L, input: &Tensor) -> R<Vec<Tensor>> {
         .collect())
 }
 
+/// All-to-all: `sends[j]` (bytes) goes to group rank `j`; returns the chunk received from every
+/// group rank, in group-rank order, where the chunk from `j` must be `recv_lens[j]` bytes.
+///
+/// Uneven sizes are allowed (`all_to_all_single` with split sizes): a peer whose chunk for this
+/// rank has another length is reported as a mismatch. Pairwise exchange: in round `s` a rank
+/// sends to `me + s` and receives from `me - s`, so every pair meets exactly once.
+pub async fn all_to_all<L: Link>(
+    l: &L,
+    mut sends: Vec<Vec<u8>>,
+    recv_lens: &[usize],
+) -> R<Vec<Vec<u8>>> {
+    let (n, me) = (l.size(), l.rank());
+    if sends.len() != n || recv_lens.len() != n {
+        return Err(CollectiveError::Mismatch(format!(
+            "all_to_all on a group of {n} got {} send chunks and {} receive sizes",
+            sends.len(),
+            recv_lens.len()
+        )));
+    }
+    if sends[me].len() != recv_lens[me] {
+        return Err(CollectiveError::Mismatch(format!(
+            "all_to_all sends {} bytes to itself while expecting {} bytes from itself",
+            sends[me].len(),
+            recv_lens[me]
+        )));
+    }
+    let mut got: Vec<Vec<u8>> = vec![Vec::new(); n];
+    got[me] = std::mem::take(&mut sends[me]);
+    for s in 1..n {
+        let (to, from) = ((me + s) % n, (me + n - s) % n);
+        send(l, to, K_A2A, &sends[to]).await?;
+        got[from] = recv(l, from, K_A2A, recv_lens[from]).await?;
+    }
+    Ok(got)
+}
+
 /// Dissemination barrier: log2(n) rounds of empty messages.
 pub async fn barrier<L: Link>(l: &L) -> R<()> {
     let (n, me) = (l.size(), l.rank());
@@ -179,4 +217,136 @@ pub async fn barrier<L: Link>(l: &L) -> R<()> {
         d <<= 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod testlink {
+    //! An in-process [`Link`] over tokio channels, for running the algorithms on a whole world
+    //! inside one test (one local task per member).
+
+    use super::{Link, LinkError};
+    use std::future::Future;
+    use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+    use tokio::sync::Mutex;
+
+    pub struct ChanLink {
+        me: usize,
+        /// `tx[j]`: this member's channel to member `j`.
+        tx: Vec<UnboundedSender<Vec<u8>>>,
+        /// `rx[j]`: member `j`'s channel to this member.
+        rx: Vec<Mutex<UnboundedReceiver<Vec<u8>>>>,
+    }
+
+    impl Link for ChanLink {
+        fn rank(&self) -> usize {
+            self.me
+        }
+        fn size(&self) -> usize {
+            self.tx.len()
+        }
+        async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
+            self.tx[to]
+                .send(data)
+                .map_err(|_| LinkError::Failed(format!("rank {to} is gone")))
+        }
+        async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
+            self.rx[from]
+                .lock()
+                .await
+                .recv()
+                .await
+                .ok_or_else(|| LinkError::Failed(format!("rank {from} closed")))
+        }
+    }
+
+    /// Runs `body(link)` for every member of an `n`-member world; results in rank order.
+    pub fn run_world<T, F, Fut>(n: usize, body: F) -> Vec<T>
+    where
+        T: 'static,
+        F: Fn(ChanLink) -> Fut,
+        Fut: Future<Output = T> + 'static,
+    {
+        let mut txs: Vec<Vec<Option<UnboundedSender<Vec<u8>>>>> = vec![vec![None; n]; n];
+        let mut rxs: Vec<Vec<Option<UnboundedReceiver<Vec<u8>>>>> =
+            (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+        for (from, row) in txs.iter_mut().enumerate() {
+            for (to, slot) in row.iter_mut().enumerate() {
+                let (tx, rx) = unbounded_channel();
+                *slot = Some(tx);
+                rxs[to][from] = Some(rx);
+            }
+        }
+        let links: Vec<ChanLink> = txs
+            .into_iter()
+            .zip(rxs)
+            .enumerate()
+            .map(|(me, (tx, rx))| ChanLink {
+                me,
+                tx: tx.into_iter().map(|t| t.expect("made")).collect(),
+                rx: rx
+                    .into_iter()
+                    .map(|r| Mutex::new(r.expect("made")))
+                    .collect(),
+            })
+            .collect();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let handles: Vec<_> = links
+                .into_iter()
+                .map(|l| tokio::task::spawn_local(body(l)))
+                .collect();
+            let mut out = Vec::with_capacity(n);
+            for h in handles {
+                out.push(h.await.expect("member task"));
+            }
+            out
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testlink::run_world;
+    use super::*;
+
+    /// Bytes member `from` sends to member `to`: length depends on both, so splits are uneven.
+    fn chunk(from: usize, to: usize) -> Vec<u8> {
+        (0..(from * 3 + to * 5) % 7)
+            .map(|k| (from * 31 + to * 7 + k) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn all_to_all_uneven_matches_direct_exchange_worlds_1_to_8() {
+        for n in 1..=8 {
+            let got = run_world(n, move |l| async move {
+                let me = l.rank();
+                let sends = (0..n).map(|to| chunk(me, to)).collect();
+                let lens: Vec<usize> = (0..n).map(|from| chunk(from, me).len()).collect();
+                all_to_all(&l, sends, &lens).await
+            });
+            for (me, r) in got.into_iter().enumerate() {
+                let want: Vec<Vec<u8>> = (0..n).map(|from| chunk(from, me)).collect();
+                assert_eq!(r.expect("ok"), want, "world {n}, rank {me}");
+            }
+        }
+    }
+
+    #[test]
+    fn all_to_all_reports_a_peer_with_another_split() {
+        let got = run_world(3, |l| async move {
+            let me = l.rank();
+            let mut lens = vec![4usize; 3];
+            if me == 2 {
+                lens[0] = 2; // rank 2 expects 2 bytes from rank 0, which sends 4
+            }
+            all_to_all(&l, vec![vec![me as u8; 4]; 3], &lens).await
+        });
+        assert!(got[0].is_ok() && got[1].is_ok());
+        let e = got[2].clone().unwrap_err().to_string();
+        assert!(e.contains("group rank 0 sent 4 bytes of all_to_all"), "{e}");
+    }
 }
