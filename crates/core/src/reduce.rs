@@ -98,36 +98,51 @@ fn combine(dtype: DType, op: ReduceOp, a: f64, b: f64) -> f64 {
 pub fn reduce_into(dtype: DType, op: ReduceOp, acc: &mut [u8], other: &[u8]) {
     let w = dtype.size_bytes();
     for (a, b) in acc.chunks_mut(w).zip(other.chunks(w)) {
-        let v = match dtype {
-            DType::I64 => {
-                let (x, y) = (dtype.decode(a) as i64, dtype.decode(b) as i64);
-                let r = match op {
-                    ReduceOp::Sum | ReduceOp::Avg => x.wrapping_add(y),
-                    ReduceOp::Product => x.wrapping_mul(y),
-                    ReduceOp::Min => x.min(y),
-                    ReduceOp::Max => x.max(y),
-                };
-                a.copy_from_slice(&r.to_le_bytes());
-                continue;
-            }
-            _ => combine(dtype, op, dtype.decode(a), dtype.decode(b)),
+        if dtype.is_float() || dtype == DType::Bool {
+            let v = combine(dtype, op, dtype.decode(a), dtype.decode(b));
+            dtype.encode(v, a);
+            continue;
+        }
+        // Integers exactly, in wrapping i64 arithmetic (f64 would lose bits past 2^53).
+        let (x, y) = (int_of(dtype, a), int_of(dtype, b));
+        let r = match op {
+            ReduceOp::Sum | ReduceOp::Avg => x.wrapping_add(y),
+            ReduceOp::Product => x.wrapping_mul(y),
+            ReduceOp::Min => x.min(y),
+            ReduceOp::Max => x.max(y),
         };
-        let v = match dtype {
-            DType::I32 => (v as i64 as i32) as f64,
-            DType::I8 => (v as i64 as i8) as f64,
-            DType::U8 => (v as i64 as u8) as f64,
-            _ => v,
-        };
-        dtype.encode(v, a);
+        put_int(dtype, r, a);
     }
 }
 
-/// AVG's final division by the number of contributors.
+/// An integer element, read exactly.
+fn int_of(dtype: DType, b: &[u8]) -> i64 {
+    match dtype {
+        DType::I64 => i64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+        DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+        DType::I8 => b[0] as i8 as i64,
+        _ => b[0] as i64,
+    }
+}
+
+/// Writes an integer element, wrapping to the dtype's width.
+fn put_int(dtype: DType, v: i64, out: &mut [u8]) {
+    match dtype {
+        DType::I64 => out.copy_from_slice(&v.to_le_bytes()),
+        DType::I32 => out.copy_from_slice(&(v as i32).to_le_bytes()),
+        _ => out[0] = v as u8,
+    }
+}
+
+/// AVG's final division by the number of contributors (integers truncate toward zero).
 pub fn finish_avg(dtype: DType, buf: &mut [u8], n: usize) {
     let w = dtype.size_bytes();
     for e in buf.chunks_mut(w) {
-        let v = dtype.decode(e) / n as f64;
-        let v = if dtype.is_float() { v } else { v.trunc() };
-        dtype.encode(v, e);
+        if dtype.is_float() || dtype == DType::Bool {
+            let v = dtype.decode(e) / n as f64;
+            dtype.encode(v, e);
+        } else {
+            put_int(dtype, int_of(dtype, e) / n as i64, e);
+        }
     }
 }
