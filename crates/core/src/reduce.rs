@@ -55,7 +55,8 @@ impl std::fmt::Display for BackendOpError {
     }
 }
 
-/// R35/R36: XCCL takes all nine dtypes; bool with AVG is refused.
+/// R35/R36: XCCL takes all nine dtypes and the five ops; bool SUM runs as MAX (see
+/// [`reduce_into`]); bool with AVG is refused before any data moves.
 pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
     if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
         return Err(BackendOpError {
@@ -66,12 +67,15 @@ pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpErr
     Ok(())
 }
 
-/// Gloo has no AVG.
-pub fn check_gloo(_dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
-    if op == Some(ReduceOp::Avg) {
+/// Gloo (ProcessGroupGloo.cpp, `postReduce`): AVG is SUM then a division by the group size,
+/// truncating for integers; a bool tensor cannot hold the float quotient, so the in-place
+/// division raises torch's cast error. Every other dtype/op pair of the nine dtypes and five
+/// ops is served (bool SUM is gloo::sum<bool>, a logical or).
+pub fn check_gloo(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
+    if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
         return Err(BackendOpError {
-            kind: "ValueError",
-            message: "Cannot use ReduceOp.AVG with Gloo".into(),
+            kind: "RuntimeError",
+            message: "result type Float can't be cast to the desired output type Bool".into(),
         });
     }
     Ok(())
@@ -144,5 +148,77 @@ pub fn finish_avg(dtype: DType, buf: &mut [u8], n: usize) {
         } else {
             put_int(dtype, int_of(dtype, e) / n as i64, e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DTYPES: [DType; 9] = [
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::F64,
+        DType::I64,
+        DType::I32,
+        DType::I8,
+        DType::U8,
+        DType::Bool,
+    ];
+    const OPS: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Product,
+        ReduceOp::Avg,
+    ];
+
+    /// R35/R36: of the 9 x 5 pairs XCCL refuses exactly bool AVG, with PyTorch's TypeError.
+    #[test]
+    fn r35_r36_xccl_refuses_only_bool_avg() {
+        for d in DTYPES {
+            assert_eq!(check_xccl(d, None), Ok(()), "data movement takes {d:?}");
+            for op in OPS {
+                let r = check_xccl(d, Some(op));
+                if d == DType::Bool && op == ReduceOp::Avg {
+                    let e = r.expect_err("refused");
+                    assert_eq!(
+                        e.to_string(),
+                        "TypeError: Cannot use ReduceOp.AVG with boolean inputs"
+                    );
+                } else {
+                    assert_eq!(r, Ok(()), "{d:?} {op:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gloo_refuses_only_bool_avg_with_the_cast_error() {
+        for d in DTYPES {
+            for op in OPS {
+                let r = check_gloo(d, Some(op));
+                if d == DType::Bool && op == ReduceOp::Avg {
+                    assert_eq!(
+                        r.expect_err("refused").to_string(),
+                        "RuntimeError: result type Float can't be cast to the desired output type Bool"
+                    );
+                } else {
+                    assert_eq!(r, Ok(()), "{d:?} {op:?}");
+                }
+            }
+        }
+    }
+
+    /// R35: bool SUM runs as MAX (logical or); integer AVG truncates toward zero.
+    #[test]
+    fn r35_bool_sum_is_or_and_integer_avg_truncates() {
+        let mut acc = vec![0u8, 1, 0];
+        reduce_into(DType::Bool, ReduceOp::Sum, &mut acc, &[1, 1, 0]);
+        assert_eq!(acc, vec![1, 1, 0]);
+        let mut v = (-7i32).to_le_bytes().to_vec();
+        finish_avg(DType::I32, &mut v, 2);
+        assert_eq!(i32::from_le_bytes(v.try_into().expect("4")), -3);
     }
 }
