@@ -70,7 +70,8 @@ pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpErr
 /// Gloo (ProcessGroupGloo.cpp, `postReduce`): AVG is SUM then a division by the group size,
 /// truncating for integers; a bool tensor cannot hold the float quotient, so the in-place
 /// division raises torch's cast error. Every other dtype/op pair of the nine dtypes and five
-/// ops is served (bool SUM is gloo::sum<bool>, a logical or).
+/// ops is served (bool SUM is gloo::sum<bool>, a logical or). The error comes *after* the
+/// reduction ran (the caller raises it once the data has moved).
 pub fn check_gloo(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
     if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
         return Err(BackendOpError {

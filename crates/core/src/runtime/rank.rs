@@ -119,6 +119,8 @@ struct CallShape {
     me: usize,
     root: Option<usize>,
     splits: Option<(Vec<usize>, Vec<usize>)>,
+    /// An error the backend raises after the data moved (gloo's AVG division on bool).
+    post_error: Option<C10dError>,
 }
 
 type Res<T> = Result<T, C10dError>;
@@ -1040,11 +1042,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .clone()
             .unwrap_or_else(|| self.accel().to_string());
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
-        self.check_dtype(
-            &backend,
-            c.tensor.dtype,
-            c.op.reduces().then_some(c.reduce_op),
-        )?;
+        let reduce_op = c.op.reduces().then_some(c.reduce_op);
+        let post_error = if backend == "gloo" {
+            self.check_dtype(&backend, c.tensor.dtype, reduce_op).err()
+        } else {
+            self.check_dtype(&backend, c.tensor.dtype, reduce_op)?;
+            None
+        };
         let me = self.world()?.rank;
         let pg = &self.pgs[&name];
         let (members, me_g) = (pg.ranks.len(), pg.group_rank(me).expect("member"));
@@ -1059,6 +1063,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             me: me_g,
             root,
             splits: self.eval_splits(c, members)?,
+            post_error,
         };
         let (t, coll) = self.coll_call(c, &call)?;
         if backend != "gloo" {
@@ -1204,6 +1209,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         t: Tensor,
         out: Option<Tensor>,
     ) -> Res<String> {
+        if let Some(e) = &call.post_error {
+            return Err(e.clone());
+        }
         let is_root = call.root == Some(call.me);
         if matches!(c.op, CollOp::Reduce | CollOp::Gather) && !is_root {
             let what = if c.op == CollOp::Reduce {
