@@ -6,7 +6,7 @@
 //! current device. Each step reports start/done/error events and, while blocked, a wait
 //! record saying on what and on whom.
 
-use super::coll::{self, Algo, Coll, OutVars};
+use super::coll::{self, Algo, AsyncProbe, Coll, OutVars};
 use super::fabric::Fabric;
 use super::link::{CallInfo, FabricLink};
 use super::net::{Clock, Net};
@@ -97,18 +97,19 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     step: usize,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// In-flight `async_op = true` collectives, by work name.
-    works: BTreeMap<String, Work>,
+    works: BTreeMap<String, Work<P>>,
 }
 
 type CallResult = Res<(Tensor, Option<Tensor>)>;
 
 /// An `async_op = true` call: `None` on a non-member (R27 returns None instead of a Work).
-enum Work {
+enum Work<P: Probe> {
     None,
     Pending {
         handle: tokio::task::JoinHandle<CallResult>,
         step: Box<CollStep>,
         call: CallShape,
+        probe: AsyncProbe<P>,
     },
 }
 
@@ -1070,7 +1071,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
         if let Some(w) = &c.work {
-            let fut = self.call_future(&name, &backend, &coll, t)?;
+            let probe = AsyncProbe {
+                inner: self.env.probe.clone(),
+                state: Default::default(),
+            };
+            let fut = self.call_future(&name, &backend, &coll, t, probe.clone())?;
             let handle = tokio::task::spawn_local(fut);
             self.works.insert(
                 w.clone(),
@@ -1078,6 +1083,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     handle,
                     step: Box::new(c.clone()),
                     call,
+                    probe,
                 },
             );
             return Ok(format!("enqueued (async_op, work \"{w}\")"));
@@ -1097,10 +1103,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 kind: "AttributeError",
                 message: "'NoneType' object has no attribute 'wait'".into(),
             }),
-            Some(Work::Pending { handle, step, call }) => {
-                let (t, out) = handle
-                    .await
-                    .map_err(|e| error::runtime(format!("work `{work}` was lost: {e}")))??;
+            Some(Work::Pending {
+                handle,
+                step,
+                call,
+                probe,
+            }) => {
+                probe.start_waiting(self.env.proc_rank, self.step);
+                let r = handle.await;
+                self.wait(None);
+                let (t, out) =
+                    r.map_err(|e| error::runtime(format!("work `{work}` was lost: {e}")))??;
                 self.coll_result(&step, &call, t, out)
             }
         }
@@ -1267,7 +1280,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         coll: &Coll,
         t: &mut Tensor,
     ) -> Res<Option<Tensor>> {
-        let fut = self.call_future(name, backend, coll, t.clone())?;
+        let probe = self.env.probe.clone();
+        let fut = self.call_future(name, backend, coll, t.clone(), probe)?;
         let (done, out) = fut.await?;
         *t = done;
         Ok(out)
@@ -1275,12 +1289,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
     /// One collective call as a future that owns what it needs, so an `async_op` call can run
     /// as its own task while the program goes on.
-    fn call_future(
+    fn call_future<Q: Probe>(
         &mut self,
         name: &str,
         backend: &str,
         coll: &Coll,
         mut t: Tensor,
+        probe: Q,
     ) -> Res<impl std::future::Future<Output = CallResult> + 'static> {
         let me = self.world()?.rank;
         let pg = self.pgs.get_mut(name).expect("pg");
@@ -1298,7 +1313,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let fabric = self.fabric.clone();
         let clock = self.env.clock.clone();
-        let probe = self.env.probe.clone();
         let members = pg.ranks.clone();
         let me_g = pg.group_rank(me).expect("member");
         let tag = format!("{}/{backend}/{seq}", pg.name);
