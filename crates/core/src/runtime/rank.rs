@@ -1022,6 +1022,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         })
     }
 
+    /// R37: XCCL serves XPU tensors only (reachable when a group maps another device type to
+    /// xccl, e.g. `backend = "cpu:xccl,xpu:xccl"`).
+    fn check_device(&self, backend: &str, dev: &str) -> Res<()> {
+        if backend == "xccl" && dev != "xpu" {
+            return Err(error::value("Tensors must be XPU and dense"));
+        }
+        Ok(())
+    }
+
     async fn collective(&mut self, c: &CollStep) -> Res<String> {
         let op = c.op.name();
         let Some(name) = self.resolve_group(&c.group)? else {
@@ -1043,6 +1052,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .clone()
             .unwrap_or_else(|| self.accel().to_string());
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_device(&backend, &dev)?;
         let reduce_op = c.op.reduces().then_some(c.reduce_op);
         let post_error = if backend == "gloo" {
             self.check_dtype(&backend, c.tensor.dtype, reduce_op).err()
@@ -1433,6 +1443,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let me = self.world()?.rank;
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_device(&backend, &dev)?;
         self.check_dtype(&backend, t.dtype, None)?;
         if self.pgs[&name].group_rank(peer).is_none() {
             return Err(error::value(format!(
@@ -1548,6 +1559,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let (t, dev) = self.make_tensor(spec);
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_device(&backend, &dev)?;
         self.check_dtype(&backend, t.dtype, None)?;
         let peers: Vec<usize> = ops
             .iter()
