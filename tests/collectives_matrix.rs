@@ -25,7 +25,7 @@ impl Rng {
 const DTYPES: [&str; 9] = [
     "f32", "bf16", "f16", "f64", "i64", "i32", "i8", "u8", "bool",
 ];
-const OPS: [&str; 5] = ["sum", "min", "max", "product", "avg"];
+const OPS: [&str; 8] = ["sum", "min", "max", "product", "avg", "band", "bor", "bxor"];
 
 fn is_int(d: &str) -> bool {
     matches!(d, "i64" | "i32" | "i8" | "u8")
@@ -38,8 +38,18 @@ fn reduction(d: &str, op: &str, s: usize, g: usize, x: &str) -> (String, String)
     if d == "bool" {
         let fill = format!("{me} == 0");
         let expect = match op {
-            "sum" | "max" => "1".to_string(),
+            "sum" | "max" | "bor" | "bxor" => "1".to_string(),
             _ => format!("{g} == 1"),
+        };
+        return (fill, expect);
+    }
+    if op.starts_with('b') {
+        // One distinct bit per member, shifted by the element so elements differ; at most 8
+        // members x 4 elements stay within 11 bits (i8/u8 wrap on both sides alike).
+        let fill = format!("2 ** ({me} + i % 4)");
+        let expect = match op {
+            "band" => format!("({g} == 1) * 2 ** ({x} % 4)"),
+            _ => format!("(2 ** {g} - 1) * 2 ** ({x} % 4)"),
         };
         return (fill, expect);
     }
@@ -74,7 +84,12 @@ fn pass(out: &mut String, group: &str, s: usize, g: usize, backend: &str) {
     let me = format!("(rank - {s})");
     for d in DTYPES {
         for op in OPS {
-            if d == "bool" && op == "avg" {
+            // bool AVG is refused (the bool_avg scenarios); XCCL refuses the bitwise ops and
+            // gloo refuses them on floats (xccl_bitwise_rejected and the reduce.rs tests).
+            let bitwise = op.starts_with('b');
+            if (d == "bool" && op == "avg")
+                || (bitwise && (backend == "xccl" || !(is_int(d) || d == "bool")))
+            {
                 continue;
             }
             let (fill, expect) = reduction(d, op, s, g, "i");
@@ -197,7 +212,6 @@ fn pass(out: &mut String, group: &str, s: usize, g: usize, backend: &str) {
             step(out, &f);
         }
     }
-    let _ = backend;
 }
 
 fn scenario(n: usize, backend: &str, s: usize, g: usize) -> String {

@@ -13,9 +13,17 @@ pub enum ReduceOp {
     Max,
     Product,
     Avg,
+    /// Bitwise and/or/xor: integer and bool tensors on gloo; XCCL refuses them (R36).
+    Band,
+    Bor,
+    Bxor,
 }
 
 impl ReduceOp {
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor)
+    }
+
     /// The name PyTorch prints (`ReduceOp.SUM`).
     pub fn name(self) -> &'static str {
         match self {
@@ -24,6 +32,9 @@ impl ReduceOp {
             ReduceOp::Max => "MAX",
             ReduceOp::Product => "PRODUCT",
             ReduceOp::Avg => "AVG",
+            ReduceOp::Band => "BAND",
+            ReduceOp::Bor => "BOR",
+            ReduceOp::Bxor => "BXOR",
         }
     }
 }
@@ -37,6 +48,9 @@ impl FromStr for ReduceOp {
             "max" => ReduceOp::Max,
             "product" | "prod" => ReduceOp::Product,
             "avg" => ReduceOp::Avg,
+            "band" => ReduceOp::Band,
+            "bor" => ReduceOp::Bor,
+            "bxor" => ReduceOp::Bxor,
             other => return Err(format!("unknown reduce op `{other}`")),
         })
     }
@@ -55,9 +69,15 @@ impl std::fmt::Display for BackendOpError {
     }
 }
 
-/// R35/R36: XCCL takes all nine dtypes and the five ops; bool SUM runs as MAX (see
-/// [`reduce_into`]); bool with AVG is refused before any data moves.
+/// R35/R36: XCCL takes all nine dtypes and MIN, MAX, SUM, PRODUCT, AVG; bool SUM runs as MAX
+/// (see [`reduce_into`]); any other op, and bool with AVG, is refused before any data moves.
 pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
+    if let Some(o) = op.filter(|o| o.is_bitwise()) {
+        return Err(BackendOpError {
+            kind: "ValueError",
+            message: format!("Cannot use ReduceOp.{} with XCCL", o.name()),
+        });
+    }
     if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
         return Err(BackendOpError {
             kind: "TypeError",
@@ -72,7 +92,15 @@ pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpErr
 /// division raises torch's cast error. Every other dtype/op pair of the nine dtypes and five
 /// ops is served (bool SUM is gloo::sum<bool>, a logical or). The error comes *after* the
 /// reduction ran (the caller raises it once the data has moved).
+///
+/// Bitwise ops need an integral dtype (bool counts): floats raise gloo's `toFunction` error.
 pub fn check_gloo(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
+    if let Some(o) = op.filter(|o| o.is_bitwise() && dtype.is_float()) {
+        return Err(BackendOpError {
+            kind: "RuntimeError",
+            message: format!("Cannot use ReduceOp.{} with non-integral dtype", o.name()),
+        });
+    }
     if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
         return Err(BackendOpError {
             kind: "RuntimeError",
@@ -86,8 +114,9 @@ fn combine(dtype: DType, op: ReduceOp, a: f64, b: f64) -> f64 {
     if dtype == DType::Bool {
         let (a, b) = (a != 0.0, b != 0.0);
         let r = match op {
-            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Avg => a || b,
-            ReduceOp::Product | ReduceOp::Min => a && b,
+            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Avg | ReduceOp::Bor => a || b,
+            ReduceOp::Product | ReduceOp::Min | ReduceOp::Band => a && b,
+            ReduceOp::Bxor => a ^ b,
         };
         return r as u8 as f64;
     }
@@ -96,6 +125,8 @@ fn combine(dtype: DType, op: ReduceOp, a: f64, b: f64) -> f64 {
         ReduceOp::Product => a * b,
         ReduceOp::Min => a.min(b),
         ReduceOp::Max => a.max(b),
+        // Refused for floats by every backend check before data moves.
+        ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor => f64::NAN,
     }
 }
 
@@ -115,6 +146,9 @@ pub fn reduce_into(dtype: DType, op: ReduceOp, acc: &mut [u8], other: &[u8]) {
             ReduceOp::Product => x.wrapping_mul(y),
             ReduceOp::Min => x.min(y),
             ReduceOp::Max => x.max(y),
+            ReduceOp::Band => x & y,
+            ReduceOp::Bor => x | y,
+            ReduceOp::Bxor => x ^ y,
         };
         put_int(dtype, r, a);
     }
@@ -167,22 +201,31 @@ mod tests {
         DType::U8,
         DType::Bool,
     ];
-    const OPS: [ReduceOp; 5] = [
+    const OPS: [ReduceOp; 8] = [
         ReduceOp::Sum,
         ReduceOp::Min,
         ReduceOp::Max,
         ReduceOp::Product,
         ReduceOp::Avg,
+        ReduceOp::Band,
+        ReduceOp::Bor,
+        ReduceOp::Bxor,
     ];
 
-    /// R35/R36: of the 9 x 5 pairs XCCL refuses exactly bool AVG, with PyTorch's TypeError.
+    /// R35/R36: XCCL refuses the bitwise ops (ValueError) and bool AVG (TypeError), nothing else
+    /// of the nine dtypes and five ops.
     #[test]
-    fn r35_r36_xccl_refuses_only_bool_avg() {
+    fn r35_r36_xccl_refuses_bitwise_ops_and_bool_avg() {
         for d in DTYPES {
             assert_eq!(check_xccl(d, None), Ok(()), "data movement takes {d:?}");
             for op in OPS {
                 let r = check_xccl(d, Some(op));
-                if d == DType::Bool && op == ReduceOp::Avg {
+                if op.is_bitwise() {
+                    assert_eq!(
+                        r.expect_err("refused").to_string(),
+                        format!("ValueError: Cannot use ReduceOp.{} with XCCL", op.name())
+                    );
+                } else if d == DType::Bool && op == ReduceOp::Avg {
                     let e = r.expect_err("refused");
                     assert_eq!(
                         e.to_string(),
@@ -196,11 +239,19 @@ mod tests {
     }
 
     #[test]
-    fn gloo_refuses_only_bool_avg_with_the_cast_error() {
+    fn gloo_refuses_bool_avg_and_bitwise_floats() {
         for d in DTYPES {
             for op in OPS {
                 let r = check_gloo(d, Some(op));
-                if d == DType::Bool && op == ReduceOp::Avg {
+                if op.is_bitwise() && d.is_float() {
+                    assert_eq!(
+                        r.expect_err("refused").to_string(),
+                        format!(
+                            "RuntimeError: Cannot use ReduceOp.{} with non-integral dtype",
+                            op.name()
+                        )
+                    );
+                } else if d == DType::Bool && op == ReduceOp::Avg {
                     assert_eq!(
                         r.expect_err("refused").to_string(),
                         "RuntimeError: result type Float can't be cast to the desired output type Bool"

@@ -5,7 +5,8 @@
 //! deterministic PRNG so each run covers the same cases.
 //!
 //! Rules: R28 (every member joins the same collective), R35 (xccl dtypes, bool SUM runs as MAX),
-//! R36 (reduce ops). The backend acceptance checks themselves are tested in reduce.rs.
+//! R36 (reduce ops; the bitwise ones run on gloo's integral dtypes). The backend acceptance
+//! checks themselves are tested in reduce.rs.
 
 use super::testlink::run_world;
 use super::*;
@@ -40,12 +41,15 @@ const DTYPES: [DType; 9] = [
     DType::U8,
     DType::Bool,
 ];
-const OPS: [ReduceOp; 5] = [
+const OPS: [ReduceOp; 8] = [
     ReduceOp::Sum,
     ReduceOp::Min,
     ReduceOp::Max,
     ReduceOp::Product,
     ReduceOp::Avg,
+    ReduceOp::Band,
+    ReduceOp::Bor,
+    ReduceOp::Bxor,
 ];
 
 /// Element `i` of `rank`'s input: floats in [-2, 2] (so a product over 8 ranks stays finite in
@@ -94,8 +98,9 @@ fn reference(dtype: DType, op: ReduceOp, xs: &[f64]) -> (f64, f64) {
         let all = xs.iter().all(|x| *x != 0.0);
         let v = match op {
             // R35: bool SUM runs as MAX (logical or).
-            ReduceOp::Sum | ReduceOp::Max => any,
-            ReduceOp::Min | ReduceOp::Product => all,
+            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Bor => any,
+            ReduceOp::Min | ReduceOp::Product | ReduceOp::Band => all,
+            ReduceOp::Bxor => xs.iter().filter(|x| **x != 0.0).count() % 2 == 1,
             ReduceOp::Avg => unreachable!("R35: bool AVG is rejected"),
         };
         return (v as u8 as f64, 0.0);
@@ -111,6 +116,9 @@ fn reference(dtype: DType, op: ReduceOp, xs: &[f64]) -> (f64, f64) {
             ReduceOp::Product => wrap(dtype, ints.fold(1i64, i64::wrapping_mul)),
             ReduceOp::Min => ints.min().expect("n >= 1") as f64,
             ReduceOp::Max => ints.max().expect("n >= 1") as f64,
+            ReduceOp::Band => wrap(dtype, ints.fold(-1i64, |a, b| a & b)),
+            ReduceOp::Bor => wrap(dtype, ints.fold(0i64, |a, b| a | b)),
+            ReduceOp::Bxor => wrap(dtype, ints.fold(0i64, |a, b| a ^ b)),
         };
         return (v, 0.0);
     }
@@ -125,6 +133,7 @@ fn reference(dtype: DType, op: ReduceOp, xs: &[f64]) -> (f64, f64) {
         }
         ReduceOp::Min => (xs.iter().cloned().fold(f64::INFINITY, f64::min), 0.0),
         ReduceOp::Max => (xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max), 0.0),
+        ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor => unreachable!("integral dtypes only"),
     }
 }
 
@@ -160,7 +169,10 @@ fn cases() -> Vec<Case> {
     for n in 1..=8 {
         for dtype in DTYPES {
             for op in OPS {
-                if dtype == DType::Bool && op == ReduceOp::Avg {
+                // R35: bool AVG is refused; bitwise ops need an integral dtype (gloo).
+                if (dtype == DType::Bool && op == ReduceOp::Avg)
+                    || (op.is_bitwise() && dtype.is_float())
+                {
                     continue;
                 }
                 let rows = n * (1 + rng.below(3));

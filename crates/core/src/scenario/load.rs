@@ -667,7 +667,7 @@ impl Cx<'_> {
                 self.at(
                     o,
                     format!(
-                        "unknown reduce_op `{}` (sum, min, max, product, avg)",
+                        "unknown reduce_op `{}` (sum, min, max, product, avg, band, bor, bxor)",
                         o.get_ref()
                     ),
                 )
