@@ -6,7 +6,9 @@
 
 use crate::algo::{self, CollectiveError, Link};
 use crate::c10d::collective::{CollOp, Layout};
+use crate::c10d::error::{self, C10dError};
 use crate::reduce::ReduceOp;
+use crate::scenario::{CollStep, Splits, TensorSpec};
 use crate::tensor::Tensor;
 use crate::trace::{Event, Probe, Wait};
 use std::cell::RefCell;
@@ -50,10 +52,11 @@ pub(crate) struct Coll {
 }
 
 impl Coll {
+    /// R28: an XCCL/NCCL barrier is an all-reduce of a 1-element tensor (its work's OpType).
     pub fn barrier() -> Coll {
         Coll {
             name: "barrier",
-            torch_op: "BARRIER",
+            torch_op: "ALLREDUCE",
             algo: Algo::Barrier,
         }
     }
@@ -173,7 +176,7 @@ fn split_even(t: &Tensor, n: usize, shape: &[usize]) -> Vec<Tensor> {
 }
 
 /// `shape` with dim 0 multiplied by `n` (a scalar becomes `[n]`).
-pub(crate) fn times(shape: &[usize], n: usize) -> Vec<usize> {
+fn times(shape: &[usize], n: usize) -> Vec<usize> {
     let mut s = shape.to_vec();
     match s.first_mut() {
         Some(d) => *d *= n,
@@ -184,7 +187,7 @@ pub(crate) fn times(shape: &[usize], n: usize) -> Vec<usize> {
 
 /// The shape of a step's input buffer on this rank and, for coalesced ops, how many tensors it
 /// holds (the fill's `k`).
-pub(crate) fn input_shape(
+fn input_shape(
     op: CollOp,
     shape: &[usize],
     count: usize,
@@ -212,6 +215,164 @@ pub(crate) fn input_shape(
         },
         _ => shape.to_vec(),
     }
+}
+
+/// What a collective call's result check needs to know about the call.
+#[derive(Clone)]
+pub(crate) struct CallShape {
+    pub members: usize,
+    pub me: usize,
+    pub root: Option<usize>,
+    pub splits: Option<(Vec<usize>, Vec<usize>)>,
+    /// An error the backend raises after the data moved (gloo's AVG division on bool).
+    pub post_error: Option<C10dError>,
+}
+
+type Res<T> = Result<T, C10dError>;
+
+/// all_to_all split sizes on this rank (rows per member), checked like c10d does.
+pub(crate) fn eval_splits(
+    c: &CollStep,
+    members: usize,
+    var: &dyn Fn(&str) -> f64,
+) -> Res<Option<(Vec<usize>, Vec<usize>)>> {
+    let Some((i, o)) = &c.splits else {
+        return Ok(None);
+    };
+    let eval = |s: &Splits| -> Res<Vec<usize>> {
+        match s {
+            Splits::List(v) if v.len() == members => Ok(v.clone()),
+            Splits::List(_) => Err(error::runtime(
+                "Number of tensor splits not equal to group size",
+            )),
+            Splits::Expr(e) => Ok((0..members)
+                .map(|j| {
+                    e.eval(&|v| match v {
+                        "j" => j as f64,
+                        other => var(other),
+                    })
+                    .max(0.0) as usize
+                })
+                .collect()),
+        }
+    };
+    Ok(Some((eval(i)?, eval(o)?)))
+}
+
+/// The call's input buffer on this rank and the algorithm to run on it.
+pub(crate) fn build(
+    c: &CollStep,
+    call: &CallShape,
+    var: &dyn Fn(&str) -> f64,
+) -> Res<(Tensor, Coll)> {
+    let n = call.members;
+    let shape = input_shape(
+        c.op,
+        &c.tensor.shape,
+        c.count,
+        n,
+        call.root == Some(call.me),
+        call.splits.as_ref().map(|s| s.0.iter().sum()),
+    );
+    let per_tensor = if c.op.coalesced() {
+        shape.iter().product::<usize>() / c.count
+    } else {
+        shape.iter().product()
+    };
+    let t = fill_tensor(&c.tensor, shape, per_tensor, var);
+    let root = call.root.unwrap_or(0);
+    let algo = match c.op {
+        CollOp::AllReduce | CollOp::AllReduceCoalesced => Algo::AllReduce(c.reduce_op),
+        CollOp::Reduce => Algo::Reduce(c.reduce_op, root),
+        CollOp::Broadcast => Algo::Broadcast(root),
+        CollOp::AllGather | CollOp::AllGatherIntoTensor => Algo::AllGather { count: 1 },
+        CollOp::AllGatherCoalesced | CollOp::AllGatherIntoTensorCoalesced => {
+            Algo::AllGather { count: c.count }
+        }
+        CollOp::Gather => Algo::Gather(root),
+        CollOp::Scatter => Algo::Scatter {
+            root,
+            out_shape: c.tensor.shape.clone(),
+        },
+        CollOp::ReduceScatter | CollOp::ReduceScatterTensor => Algo::ReduceScatter {
+            op: c.reduce_op,
+            count: 1,
+            out_shape: c.tensor.shape.clone(),
+        },
+        CollOp::ReduceScatterTensorCoalesced => Algo::ReduceScatter {
+            op: c.reduce_op,
+            count: c.count,
+            out_shape: c.tensor.shape.clone(),
+        },
+        CollOp::AllToAllSingle | CollOp::AllToAll => match &call.splits {
+            Some((send_rows, recv_rows)) => Algo::AllToAll {
+                send_rows: send_rows.clone(),
+                recv_rows: recv_rows.clone(),
+                row_elems: c.tensor.shape.iter().product(),
+            },
+            None => {
+                let rows = t.shape.first().copied().unwrap_or(1);
+                if rows % n != 0 {
+                    return Err(error::runtime(
+                        "Tensor's dim 0 does not divide equally across group size",
+                    ));
+                }
+                Algo::AllToAll {
+                    send_rows: vec![rows / n; n],
+                    recv_rows: vec![rows / n; n],
+                    row_elems: t.shape.iter().skip(1).product(),
+                }
+            }
+        },
+    };
+    let coll = Coll {
+        name: c.op.name(),
+        torch_op: c.op.torch_op(),
+        algo,
+    };
+    Ok((t, coll))
+}
+
+/// The variables `expect` sees for each of the `total` output elements.
+pub(crate) fn out_vars(c: &CollStep, call: &CallShape, total: usize) -> OutVars {
+    let elems: usize = c.tensor.shape.iter().product();
+    match c.op.layout() {
+        Layout::Flat => OutVars::flat(total),
+        Layout::Tensors => OutVars::new(Layout::Tensors, &[], elems, total),
+        Layout::TensorChunks => OutVars::new(
+            Layout::TensorChunks,
+            &even_chunks(call.members, elems),
+            call.members * elems,
+            total,
+        ),
+        Layout::Chunks => {
+            let chunks = match (&call.splits, c.op.splits()) {
+                (Some((_, recv_rows)), _) => recv_rows.iter().map(|r| r * elems).collect(),
+                (None, true) => even_chunks(call.members, total / call.members),
+                (None, false) => even_chunks(call.members, elems),
+            };
+            OutVars::new(Layout::Chunks, &chunks, total, total)
+        }
+    }
+}
+
+/// A tensor of `shape` filled by `spec.fill`, element `i` of list tensor `k` of
+/// `per_tensor` elements.
+fn fill_tensor(
+    spec: &TensorSpec,
+    shape: Vec<usize>,
+    per_tensor: usize,
+    var: &dyn Fn(&str) -> f64,
+) -> Tensor {
+    let per = per_tensor.max(1);
+    Tensor::from_fn(spec.dtype, shape, |i| {
+        spec.fill.eval(&|v| match v {
+            "i" => (i % per) as f64,
+            "n" => per as f64,
+            "k" => (i / per) as f64,
+            other => var(other),
+        })
+    })
 }
 
 /// Where output element `i` sits: the values of `k`, `chunk`, `j`, `i` and `n` for `expect`.
@@ -276,29 +437,8 @@ impl OutVars {
 }
 
 /// `layout`'s chunk sizes for a gather-like output of `members` equal chunks of `elems`.
-pub(crate) fn even_chunks(members: usize, elems: usize) -> Vec<usize> {
+fn even_chunks(members: usize, elems: usize) -> Vec<usize> {
     vec![elems; members]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn out_vars_locate_uneven_chunks_and_tensors() {
-        let v = OutVars::new(Layout::Chunks, &[2, 0, 3], 5, 5);
-        let at = |i, var| v.get(i, var).expect("known");
-        assert_eq!((at(1, "chunk"), at(1, "j")), (0.0, 1.0));
-        assert_eq!((at(2, "chunk"), at(2, "j")), (2.0, 0.0));
-        assert_eq!((at(4, "chunk"), at(4, "j")), (2.0, 2.0));
-        let v = OutVars::new(Layout::TensorChunks, &[2, 2], 4, 8);
-        let at = |i, var| v.get(i, var).expect("known");
-        assert_eq!(
-            (at(5, "k"), at(5, "i"), at(5, "chunk"), at(5, "j")),
-            (1.0, 1.0, 0.0, 1.0)
-        );
-        assert_eq!(at(7, "chunk"), 1.0);
-    }
 }
 
 /// The probe an `async_op` call's task reports through: while the program runs on, the call's
@@ -349,5 +489,26 @@ impl<P: Probe> Probe for AsyncProbe<P> {
                 w
             }),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_vars_locate_uneven_chunks_and_tensors() {
+        let v = OutVars::new(Layout::Chunks, &[2, 0, 3], 5, 5);
+        let at = |i, var| v.get(i, var).expect("known");
+        assert_eq!((at(1, "chunk"), at(1, "j")), (0.0, 1.0));
+        assert_eq!((at(2, "chunk"), at(2, "j")), (2.0, 0.0));
+        assert_eq!((at(4, "chunk"), at(4, "j")), (2.0, 2.0));
+        let v = OutVars::new(Layout::TensorChunks, &[2, 2], 4, 8);
+        let at = |i, var| v.get(i, var).expect("known");
+        assert_eq!(
+            (at(5, "k"), at(5, "i"), at(5, "chunk"), at(5, "j")),
+            (1.0, 1.0, 0.0, 1.0)
+        );
+        assert_eq!(at(7, "chunk"), 1.0);
     }
 }

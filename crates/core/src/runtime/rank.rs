@@ -6,12 +6,12 @@
 //! current device. Each step reports start/done/error events and, while blocked, a wait
 //! record saying on what and on whom.
 
-use super::coll::{self, Algo, AsyncProbe, Coll, OutVars};
+use super::coll::{self, AsyncProbe, CallShape, Coll, OutVars};
 use super::fabric::Fabric;
 use super::link::{CallInfo, FabricLink};
 use super::net::{Clock, Net};
 use crate::c10d::backend::{self, BackendConfig, Device};
-use crate::c10d::collective::{CollOp, Layout};
+use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::naming;
 use crate::c10d::rendezvous;
@@ -111,17 +111,6 @@ enum Work<P: Probe> {
         call: CallShape,
         probe: AsyncProbe<P>,
     },
-}
-
-/// What a collective call's result check needs to know about the call.
-#[derive(Clone)]
-struct CallShape {
-    members: usize,
-    me: usize,
-    root: Option<usize>,
-    splits: Option<(Vec<usize>, Vec<usize>)>,
-    /// An error the backend raises after the data moved (gloo's AVG division on bool).
-    post_error: Option<C10dError>,
 }
 
 type Res<T> = Result<T, C10dError>;
@@ -1073,10 +1062,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             members,
             me: me_g,
             root,
-            splits: self.eval_splits(c, members)?,
+            splits: coll::eval_splits(c, members, &|v| self.var(v))?,
             post_error,
         };
-        let (t, coll) = self.coll_call(c, &call)?;
+        let (t, coll) = coll::build(c, &call, &|v| self.var(v))?;
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
@@ -1129,101 +1118,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
-    /// all_to_all split sizes on this rank (rows per member), checked like c10d does.
-    fn eval_splits(&self, c: &CollStep, members: usize) -> Res<Option<(Vec<usize>, Vec<usize>)>> {
-        let Some((i, o)) = &c.splits else {
-            return Ok(None);
-        };
-        let eval = |s: &Splits| -> Res<Vec<usize>> {
-            match s {
-                Splits::List(v) if v.len() == members => Ok(v.clone()),
-                Splits::List(_) => Err(error::runtime(
-                    "Number of tensor splits not equal to group size",
-                )),
-                Splits::Expr(e) => Ok((0..members)
-                    .map(|j| {
-                        e.eval(&|v| match v {
-                            "j" => j as f64,
-                            other => self.var(other),
-                        })
-                        .max(0.0) as usize
-                    })
-                    .collect()),
-            }
-        };
-        Ok(Some((eval(i)?, eval(o)?)))
-    }
-
-    /// The call's input buffer on this rank and the algorithm to run on it.
-    fn coll_call(&self, c: &CollStep, call: &CallShape) -> Res<(Tensor, Coll)> {
-        let n = call.members;
-        let shape = coll::input_shape(
-            c.op,
-            &c.tensor.shape,
-            c.count,
-            n,
-            call.root == Some(call.me),
-            call.splits.as_ref().map(|s| s.0.iter().sum()),
-        );
-        let per_tensor = if c.op.coalesced() {
-            shape.iter().product::<usize>() / c.count
-        } else {
-            shape.iter().product()
-        };
-        let t = self.fill_tensor(&c.tensor, shape, per_tensor);
-        let root = call.root.unwrap_or(0);
-        let algo = match c.op {
-            CollOp::AllReduce | CollOp::AllReduceCoalesced => Algo::AllReduce(c.reduce_op),
-            CollOp::Reduce => Algo::Reduce(c.reduce_op, root),
-            CollOp::Broadcast => Algo::Broadcast(root),
-            CollOp::AllGather | CollOp::AllGatherIntoTensor => Algo::AllGather { count: 1 },
-            CollOp::AllGatherCoalesced | CollOp::AllGatherIntoTensorCoalesced => {
-                Algo::AllGather { count: c.count }
-            }
-            CollOp::Gather => Algo::Gather(root),
-            CollOp::Scatter => Algo::Scatter {
-                root,
-                out_shape: c.tensor.shape.clone(),
-            },
-            CollOp::ReduceScatter | CollOp::ReduceScatterTensor => Algo::ReduceScatter {
-                op: c.reduce_op,
-                count: 1,
-                out_shape: c.tensor.shape.clone(),
-            },
-            CollOp::ReduceScatterTensorCoalesced => Algo::ReduceScatter {
-                op: c.reduce_op,
-                count: c.count,
-                out_shape: c.tensor.shape.clone(),
-            },
-            CollOp::AllToAllSingle | CollOp::AllToAll => match &call.splits {
-                Some((send_rows, recv_rows)) => Algo::AllToAll {
-                    send_rows: send_rows.clone(),
-                    recv_rows: recv_rows.clone(),
-                    row_elems: c.tensor.shape.iter().product(),
-                },
-                None => {
-                    let rows = t.shape.first().copied().unwrap_or(1);
-                    if rows % n != 0 {
-                        return Err(error::runtime(
-                            "Tensor's dim 0 does not divide equally across group size",
-                        ));
-                    }
-                    Algo::AllToAll {
-                        send_rows: vec![rows / n; n],
-                        recv_rows: vec![rows / n; n],
-                        row_elems: t.shape.iter().skip(1).product(),
-                    }
-                }
-            },
-        };
-        let coll = Coll {
-            name: c.op.name(),
-            torch_op: c.op.torch_op(),
-            algo,
-        };
-        Ok((t, coll))
-    }
-
     /// The call's output on this rank, checked against the step's `expect`.
     fn coll_result(
         &self,
@@ -1246,41 +1140,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return Ok(format!("{} ({what})", summarize(&vals, t.digest())));
         }
         let out = out.unwrap_or(t);
-        let elems: usize = c.tensor.shape.iter().product();
-        let total = out.numel();
-        let vars = match c.op.layout() {
-            Layout::Flat => OutVars::flat(total),
-            Layout::Tensors => OutVars::new(Layout::Tensors, &[], elems, total),
-            Layout::TensorChunks => OutVars::new(
-                Layout::TensorChunks,
-                &coll::even_chunks(call.members, elems),
-                call.members * elems,
-                total,
-            ),
-            Layout::Chunks => {
-                let chunks = match (&call.splits, c.op.splits()) {
-                    (Some((_, recv_rows)), _) => recv_rows.iter().map(|r| r * elems).collect(),
-                    (None, true) => coll::even_chunks(call.members, total / call.members),
-                    (None, false) => coll::even_chunks(call.members, elems),
-                };
-                OutVars::new(Layout::Chunks, &chunks, total, total)
-            }
-        };
+        let vars = coll::out_vars(c, call, out.numel());
         self.check_values(&c.tensor, &c.expect, &out, &vars)
-    }
-
-    /// A tensor of `shape` filled by `spec.fill`, element `i` of list tensor `k` of
-    /// `per_tensor` elements.
-    fn fill_tensor(&self, spec: &TensorSpec, shape: Vec<usize>, per_tensor: usize) -> Tensor {
-        let per = per_tensor.max(1);
-        Tensor::from_fn(spec.dtype, shape, |i| {
-            spec.fill.eval(&|v| match v {
-                "i" => (i % per) as f64,
-                "n" => per as f64,
-                "k" => (i / per) as f64,
-                other => self.var(other),
-            })
-        })
     }
 
     async fn run_algo(
