@@ -6,11 +6,12 @@
 //! current device. Each step reports start/done/error events and, while blocked, a wait
 //! record saying on what and on whom.
 
+use super::coll::{self, AsyncProbe, CallShape, Coll, OutVars};
 use super::fabric::Fabric;
 use super::link::{CallInfo, FabricLink};
 use super::net::{Clock, Net};
-use crate::algo;
 use crate::c10d::backend::{self, BackendConfig, Device};
+use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::naming;
 use crate::c10d::rendezvous;
@@ -20,7 +21,8 @@ use crate::reduce::{self, ReduceOp};
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate, Expr};
 use crate::scenario::{
-    IntArg, Platform, RankSpec, Scenario, Step, StepKind, TensorSpec, RANK_VARS,
+    CollStep, IntArg, P2pOp, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec,
+    RANK_VARS,
 };
 use crate::tensor::Tensor;
 use crate::trace::{Event, EventKind, Probe, Wait};
@@ -103,6 +105,21 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     sgl: Option<sglang::SgState>,
     /// How often `destroy_process_group()` reset the group counter (names restart).
     group_generation: u32,
+    /// In-flight `async_op = true` collectives, by work name.
+    works: BTreeMap<String, Work<P>>,
+}
+
+type CallResult = Res<(Tensor, Option<Tensor>)>;
+
+/// An `async_op = true` call: `None` on a non-member (R27 returns None instead of a Work).
+enum Work<P: Probe> {
+    None,
+    Pending {
+        handle: tokio::task::JoinHandle<CallResult>,
+        step: Box<CollStep>,
+        call: CallShape,
+        probe: AsyncProbe<P>,
+    },
 }
 
 type Res<T> = Result<T, C10dError>;
@@ -146,11 +163,17 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         tasks: Vec::new(),
         sgl: None,
         group_generation: 0,
+        works: BTreeMap::new(),
     };
     let end = p.run().await;
     p.fabric.shutdown();
     for t in &p.tasks {
         t.abort();
+    }
+    for w in p.works.values() {
+        if let Work::Pending { handle, .. } = w {
+            handle.abort();
+        }
     }
     p.world = None;
     end
@@ -250,32 +273,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Ok(format!("current device {d}"))
             }
             StepKind::Barrier { group } => self.barrier(group).await,
-            StepKind::AllReduce {
+            StepKind::Collective(c) => self.collective(c).await,
+            StepKind::Wait { work } => self.wait_work(work).await,
+            StepKind::BatchP2p {
                 group,
                 tensor,
-                op,
+                ops,
                 expect,
-            } => {
-                self.collective(group, tensor, Coll::AllReduce(*op), expect)
-                    .await
-            }
-            StepKind::Broadcast {
-                group,
-                tensor,
-                src,
-                expect,
-            } => {
-                self.collective(group, tensor, Coll::Broadcast(*src), expect)
-                    .await
-            }
-            StepKind::AllGather {
-                group,
-                tensor,
-                expect,
-            } => {
-                self.collective(group, tensor, Coll::AllGather, expect)
-                    .await
-            }
+            } => self.batch_p2p(group, tensor, ops, expect).await,
             StepKind::Send { group, tensor, dst } => {
                 self.p2p(group, tensor, *dst, true, &None).await
             }
@@ -1074,16 +1079,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         })
     }
 
-    async fn collective(
-        &mut self,
-        group: &Option<String>,
-        spec: &TensorSpec,
-        coll: Coll,
-        expect: &Option<Expr>,
-    ) -> Res<String> {
-        let (mut t, dev) = self.make_tensor(spec);
-        let op = coll.name();
-        let Some(name) = self.resolve_group(group)? else {
+    /// R37: XCCL serves XPU tensors only (reachable when a group maps another device type to
+    /// xccl, e.g. `backend = "cpu:xccl,xpu:xccl"`).
+    fn check_device(&self, backend: &str, dev: &str) -> Res<()> {
+        if backend == "xccl" && dev != "xpu" {
+            return Err(error::value("Tensors must be XPU and dense"));
+        }
+        Ok(())
+    }
+
+    async fn collective(&mut self, c: &CollStep) -> Res<String> {
+        let op = c.op.name();
+        let Some(name) = self.resolve_group(&c.group)? else {
             let r = self.world()?.rank;
             self.event(
                 EventKind::Warn,
@@ -1091,28 +1098,118 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     "Running {op} on global rank {r} which does not belong to the given group."
                 ),
             );
+            if let Some(w) = &c.work {
+                self.works.insert(w.clone(), Work::None);
+            }
             return Ok("not a member: no-op".into());
         };
+        let dev = c
+            .tensor
+            .device
+            .clone()
+            .unwrap_or_else(|| self.accel().to_string());
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
-        let reduce_op = match coll {
-            Coll::AllReduce(o) => Some(o),
-            _ => None,
+        self.check_device(&backend, &dev)?;
+        let reduce_op = c.op.reduces().then_some(c.reduce_op);
+        let post_error = if backend == "gloo" {
+            self.check_dtype(&backend, c.tensor.dtype, reduce_op).err()
+        } else {
+            self.check_dtype(&backend, c.tensor.dtype, reduce_op)?;
+            None
         };
-        self.check_dtype(&backend, t.dtype, reduce_op)?;
-        if let Coll::Broadcast(src) = coll {
-            if self.pgs[&name].group_rank(src).is_none() {
-                return Err(error::value(format!(
-                    "Global rank {src} is not part of group {}",
-                    self.pgs[&name].label
-                )));
-            }
-        }
+        let me = self.world()?.rank;
+        let pg = &self.pgs[&name];
+        let (members, me_g) = (pg.ranks.len(), pg.group_rank(me).expect("member"));
+        let root = match c.root {
+            Some(r) => Some(pg.group_rank(r).ok_or_else(|| {
+                error::value(format!("Global rank {r} is not part of group {}", pg.label))
+            })?),
+            None => None,
+        };
+        let call = CallShape {
+            members,
+            me: me_g,
+            root,
+            splits: coll::eval_splits(c, members, &|v| self.var(v))?,
+            post_error,
+        };
+        let (t, coll) = coll::build(c, &call, &|v| self.var(v))?;
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
-        let result = self.run_algo(&name, &backend, &coll, &mut t).await?;
-        let out = result.unwrap_or(t);
-        self.check_values(spec, expect, &out, matches!(coll, Coll::AllGather))
+        if let Some(w) = &c.work {
+            let probe = AsyncProbe {
+                inner: self.env.probe.clone(),
+                state: Default::default(),
+            };
+            let fut = self.call_future(&name, &backend, &coll, t, probe.clone())?;
+            let handle = tokio::task::spawn_local(fut);
+            self.works.insert(
+                w.clone(),
+                Work::Pending {
+                    handle,
+                    step: Box::new(c.clone()),
+                    call,
+                    probe,
+                },
+            );
+            return Ok(format!("enqueued (async_op, work \"{w}\")"));
+        }
+        let mut t = t;
+        let out = self.run_algo(&name, &backend, &coll, &mut t).await?;
+        self.coll_result(c, &call, t, out)
+    }
+
+    /// `work.wait()`: blocks until the async call finishes and checks its result.
+    async fn wait_work(&mut self, work: &str) -> Res<String> {
+        match self.works.remove(work) {
+            None => Err(error::runtime(format!(
+                "work `{work}` was never started on this rank (its async_op step did not run here)"
+            ))),
+            Some(Work::None) => Err(C10dError {
+                kind: "AttributeError",
+                message: "'NoneType' object has no attribute 'wait'".into(),
+            }),
+            Some(Work::Pending {
+                handle,
+                step,
+                call,
+                probe,
+            }) => {
+                probe.start_waiting(self.env.proc_rank, self.step);
+                let r = handle.await;
+                self.wait(None);
+                let (t, out) =
+                    r.map_err(|e| error::runtime(format!("work `{work}` was lost: {e}")))??;
+                self.coll_result(&step, &call, t, out)
+            }
+        }
+    }
+
+    /// The call's output on this rank, checked against the step's `expect`.
+    fn coll_result(
+        &self,
+        c: &CollStep,
+        call: &CallShape,
+        t: Tensor,
+        out: Option<Tensor>,
+    ) -> Res<String> {
+        if let Some(e) = &call.post_error {
+            return Err(e.clone());
+        }
+        let is_root = call.root == Some(call.me);
+        if matches!(c.op, CollOp::Reduce | CollOp::Gather) && !is_root {
+            let what = if c.op == CollOp::Reduce {
+                "not dst: tensor unchanged"
+            } else {
+                "not dst: sent"
+            };
+            let vals = t.to_f64_vec();
+            return Ok(format!("{} ({what})", summarize(&vals, t.digest())));
+        }
+        let out = out.unwrap_or(t);
+        let vars = coll::out_vars(c, call, out.numel());
+        self.check_values(&c.tensor, &c.expect, &out, &vars)
     }
 
     async fn run_algo(
@@ -1122,11 +1219,29 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         coll: &Coll,
         t: &mut Tensor,
     ) -> Res<Option<Tensor>> {
+        let probe = self.env.probe.clone();
+        let fut = self.call_future(name, backend, coll, t.clone(), probe)?;
+        let (done, out) = fut.await?;
+        *t = done;
+        Ok(out)
+    }
+
+    /// One collective call as a future that owns what it needs, so an `async_op` call can run
+    /// as its own task while the program goes on.
+    fn call_future<Q: Probe>(
+        &mut self,
+        name: &str,
+        backend: &str,
+        coll: &Coll,
+        mut t: Tensor,
+        probe: Q,
+    ) -> Res<impl std::future::Future<Output = CallResult> + 'static> {
         let me = self.world()?.rank;
         let pg = self.pgs.get_mut(name).expect("pg");
         pg.seq += 1;
         let seq = pg.seq;
-        let call = self.call_begin(coll.call_spec(name, backend, seq, t));
+        let pg = &self.pgs[name];
+        let call = self.call_begin(calls::spec_of(coll, name, backend, seq, &t, &pg.ranks));
         let pg = &self.pgs[name];
         let info = CallInfo {
             proc_rank: self.env.proc_rank,
@@ -1137,53 +1252,40 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
             peer_exit_is_error: backend == "gloo",
         };
-        let link = FabricLink {
-            fabric: &self.fabric,
-            clock: &self.env.clock,
-            probe: &self.env.probe,
-            members: &pg.ranks,
-            me: pg.group_rank(me).expect("member"),
-            tag: format!("{}/{backend}/{seq}", pg.name),
-            info,
-            error: Default::default(),
-        };
-        let r = match coll {
-            Coll::AllReduce(op) => algo::all_reduce(&link, t, *op).await.map(|_| None),
-            Coll::Broadcast(src) => {
-                let root = pg.group_rank(*src).expect("checked");
-                algo::broadcast(&link, t, root).await.map(|_| None)
+        let fabric = self.fabric.clone();
+        let clock = self.env.clock.clone();
+        let members = pg.ranks.clone();
+        let me_g = pg.group_rank(me).expect("member");
+        let tag = format!("{}/{backend}/{seq}", pg.name);
+        let coll = coll.clone();
+        Ok(async move {
+            let link = FabricLink {
+                fabric: &fabric,
+                clock: &clock,
+                probe: &probe,
+                members: &members,
+                me: me_g,
+                tag,
+                info,
+                error: Default::default(),
+            };
+            let r = match coll.run(&link, &mut t).await {
+                Err(crate::algo::CollectiveError::Mismatch(why))
+                    if !link.info.peer_exit_is_error =>
+                {
+                    Err(link.wait_out_mismatch(&why).await)
+                }
+                r => r,
+            };
+            calls::end_record(&probe, &clock, call, r.is_ok());
+            match r {
+                Ok(out) => Ok((t, out)),
+                Err(e) => Err(link
+                    .error
+                    .borrow()
+                    .clone()
+                    .unwrap_or_else(|| error::runtime(e.to_string()))),
             }
-            Coll::AllGather => algo::all_gather(&link, t)
-                .await
-                .map(|parts| Some(Tensor::concat(&parts))),
-            Coll::Barrier => algo::barrier(&link).await.map(|_| None),
-            Coll::AllToAllEven => {
-                let n = link.members.len();
-                let chunk = t.data.len() / n;
-                let sends = t.data.chunks(chunk.max(1)).map(<[u8]>::to_vec).collect();
-                algo::all_to_all(&link, sends, &vec![chunk; n])
-                    .await
-                    .map(|got| {
-                        Some(Tensor {
-                            dtype: t.dtype,
-                            shape: t.shape.clone(),
-                            data: got.concat(),
-                        })
-                    })
-            }
-        };
-        let r = match r {
-            Err(algo::CollectiveError::Mismatch(why)) if !link.info.peer_exit_is_error => {
-                Err(link.wait_out_mismatch(&why).await)
-            }
-            r => r,
-        };
-        self.call_end(call, r.is_ok());
-        r.map_err(|e| {
-            link.error
-                .borrow()
-                .clone()
-                .unwrap_or_else(|| error::runtime(e.to_string()))
         })
     }
 
@@ -1192,23 +1294,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         spec: &TensorSpec,
         expect: &Option<Expr>,
         out: &Tensor,
-        gather: bool,
+        vars: &OutVars,
     ) -> Res<String> {
         let vals = out.to_f64_vec();
         let summary = summarize(&vals, out.digest());
         let Some(expect) = expect else {
             return Ok(summary);
         };
-        let n_in = spec.shape.iter().product::<usize>().max(1);
         let tol = tolerance(spec.dtype);
         for (i, got) in vals.iter().enumerate() {
-            let want = expect.eval(&|v| match v {
-                "i" => i as f64,
-                "n" => vals.len() as f64,
-                "chunk" if gather => (i / n_in) as f64,
-                "j" if gather => (i % n_in) as f64,
-                other => self.var(other),
-            });
+            let want = expect.eval(&|v| vars.get(i, v).unwrap_or_else(|| self.var(v)));
             let want_cast = Tensor::from_fn(spec.dtype, vec![1], |_| want).get_f64(0);
             if (got - want_cast).abs() > tol * want_cast.abs().max(1.0) {
                 self.event(
@@ -1261,7 +1356,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
         let mut t = Tensor::from_fn(DType::F32, vec![1], |_| 0.0);
-        self.run_algo(&name, &backend, &Coll::Barrier, &mut t)
+        self.run_algo(&name, &backend, &Coll::barrier(), &mut t)
             .await?;
         Ok(format!("passed ({dev}:{backend})"))
     }
@@ -1288,6 +1383,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let me = self.world()?.rank;
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_device(&backend, &dev)?;
         self.check_dtype(&backend, t.dtype, None)?;
         if self.pgs[&name].group_rank(peer).is_none() {
             return Err(error::value(format!(
@@ -1303,14 +1399,32 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.ensure_comm(&name, &dev, &backend, Some((src, dst)))
                 .await?;
         }
-        let pg = self.pgs.get_mut(&name).expect("pg");
+        match self.p2p_transfer(&name, &backend, &t, peer, send).await? {
+            None => Ok(format!("sent {} elements to rank {peer}", t.numel())),
+            Some(out) => self.check_values(spec, expect, &out, &OutVars::flat(out.numel())),
+        }
+    }
+
+    /// One send or receive of `t` with `peer` on group `name` (its communicator ready); returns
+    /// the received tensor.
+    async fn p2p_transfer(
+        &mut self,
+        name: &str,
+        backend: &str,
+        t: &Tensor,
+        peer: usize,
+        send: bool,
+    ) -> Res<Option<Tensor>> {
+        let me = self.world()?.rank;
+        let (src, dst) = if send { (me, peer) } else { (peer, me) };
+        let pg = self.pgs.get_mut(name).expect("pg");
         let n = pg.p2p_seq.entry((src, dst)).or_insert(0);
         *n += 1;
         let seq = *n;
-        let pg = &self.pgs[&name];
+        let pg = &self.pgs[name];
         let tag = format!("{}/{backend}/p2p/{src}->{dst}/{seq}", pg.name);
         let timeout = self.op_timeout(
-            &backend,
+            backend,
             pg,
             seq,
             if send { "SEND" } else { "RECV" },
@@ -1323,12 +1437,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             (CallKind::Recv, "recv")
         };
         let call = self.call_begin(CallSpec {
-            group: &name,
-            backend: &backend,
+            group: name,
+            backend,
             kind,
             op,
             seq,
-            tensor: &t,
+            tensor: t,
             root: None,
             reduce_op: None,
             peer: Some(peer),
@@ -1337,7 +1451,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             let r = self.fabric.send(peer, &tag, &t.data).await;
             self.call_end(call, r.is_ok());
             r.map_err(|e| error::runtime(e.to_string()))?;
-            return Ok(format!("sent {} elements to rank {peer}", t.numel()));
+            return Ok(None);
         }
         self.wait(Some(Wait {
             step: self.step,
@@ -1359,7 +1473,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )
             .await;
         let r = self
-            .p2p_size_rule(r, &backend, peer, seq, t.data.len(), &timeout)
+            .p2p_size_rule(r, backend, peer, seq, t.data.len(), &timeout)
             .await;
         self.wait(None);
         let size_ok = r.as_ref().is_ok_and(|d| d.len() == t.data.len());
@@ -1379,12 +1493,76 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 t.data.len()
             )));
         }
-        let out = Tensor {
+        Ok(Some(Tensor {
             dtype: t.dtype,
             shape: t.shape.clone(),
             data,
+        }))
+    }
+
+    /// `batch_isend_irecv`: the group's communicator (every member must join the first batch),
+    /// all sends posted, then every receive completed and checked.
+    async fn batch_p2p(
+        &mut self,
+        group: &Option<String>,
+        spec: &TensorSpec,
+        ops: &[P2pOp],
+        expect: &Option<Expr>,
+    ) -> Res<String> {
+        let Some(name) = self.resolve_group(group)? else {
+            let r = self.world()?.rank;
+            self.event(
+                EventKind::Warn,
+                format!("Running batch_isend_irecv on global rank {r} which does not belong to the given group."),
+            );
+            return Ok("not a member: no-op".into());
         };
-        self.check_values(spec, expect, &out, false)
+        let (t, dev) = self.make_tensor(spec);
+        let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_device(&backend, &dev)?;
+        self.check_dtype(&backend, t.dtype, None)?;
+        let peers: Vec<usize> = ops
+            .iter()
+            .map(|o| match &o.peer {
+                IntArg::Int(i) => (*i).max(0) as usize,
+                IntArg::Expr(e) => e.eval(&|v| self.var(v)).max(0.0) as usize,
+            })
+            .collect();
+        for p in &peers {
+            if self.pgs[&name].group_rank(*p).is_none() {
+                return Err(error::value(format!(
+                    "Global rank {p} is not part of group {}",
+                    self.pgs[&name].label
+                )));
+            }
+        }
+        if backend != "gloo" {
+            self.ensure_comm(&name, &dev, &backend, None).await?;
+        }
+        for (o, p) in ops.iter().zip(&peers) {
+            if o.send {
+                self.p2p_transfer(&name, &backend, &t, *p, true).await?;
+            }
+        }
+        let mut notes = Vec::new();
+        for (k, (o, p)) in ops.iter().zip(&peers).enumerate() {
+            if o.send {
+                continue;
+            }
+            let out = self
+                .p2p_transfer(&name, &backend, &t, *p, false)
+                .await?
+                .expect("a receive returns data");
+            let vars = OutVars::flat(out.numel())
+                .with("peer", *p as f64)
+                .with("k", k as f64);
+            notes.push(format!(
+                "from {p}: {}",
+                self.check_values(spec, expect, &out, &vars)?
+            ));
+        }
+        let sends = ops.iter().filter(|o| o.send).count();
+        Ok(format!("{sends} sent; {}", notes.join("; ")))
     }
 }
 
@@ -1405,64 +1583,6 @@ pub(crate) async fn wait_out_peer_exit<C: Clock>(
 
 fn barrier_after_init(spec: &RankSpec) -> bool {
     spec.env.get("TORCH_DIST_INIT_BARRIER").map(|s| s.as_str()) == Some("1")
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Coll {
-    AllReduce(ReduceOp),
-    Broadcast(usize),
-    AllGather,
-    Barrier,
-    /// `all_to_all_single` with equal splits: the tensor's bytes in group-size chunks.
-    AllToAllEven,
-}
-
-impl Coll {
-    fn name(&self) -> &'static str {
-        match self {
-            Coll::AllReduce(_) => "all_reduce",
-            Coll::Broadcast(_) => "broadcast",
-            Coll::AllGather => "all_gather",
-            Coll::Barrier => "barrier",
-            Coll::AllToAllEven => "all_to_all_single",
-        }
-    }
-
-    /// The call record's view of this call (root and reduce op in the fingerprint).
-    fn call_spec<'a>(
-        &self,
-        group: &'a str,
-        backend: &'a str,
-        seq: u64,
-        t: &'a Tensor,
-    ) -> CallSpec<'a> {
-        CallSpec {
-            group,
-            backend,
-            kind: CallKind::Collective,
-            op: self.name(),
-            seq,
-            tensor: t,
-            root: match self {
-                Coll::Broadcast(src) => Some(*src),
-                _ => None,
-            },
-            reduce_op: match self {
-                Coll::AllReduce(o) => Some(*o),
-                _ => None,
-            },
-            peer: None,
-        }
-    }
-
-    fn torch_op(&self) -> &'static str {
-        match self {
-            Coll::AllReduce(_) | Coll::Barrier => "ALLREDUCE",
-            Coll::Broadcast(_) => "BROADCAST",
-            Coll::AllGather => "ALLGATHER",
-            Coll::AllToAllEven => "ALLTOALL_BASE",
-        }
-    }
 }
 
 fn tolerance(d: DType) -> f64 {
@@ -1542,13 +1662,26 @@ fn describe(step: &Step) -> String {
         StepKind::DestroyProcessGroup { group } => g(group),
         StepKind::SetDevice { device } => device.clone(),
         StepKind::Barrier { group } => format!("group={}", g(group)),
-        StepKind::AllReduce {
-            group, tensor, op, ..
-        } => format!("group={} {} op={}", g(group), t(tensor), op.name()),
-        StepKind::Broadcast {
-            group, tensor, src, ..
-        } => format!("group={} {} src={src}", g(group), t(tensor)),
-        StepKind::AllGather { group, tensor, .. } => format!("group={} {}", g(group), t(tensor)),
+        StepKind::Collective(c) => describe_coll(c, &g(&c.group), &t(&c.tensor)),
+        StepKind::Wait { work } => format!("work={work}"),
+        StepKind::BatchP2p {
+            group, tensor, ops, ..
+        } => format!(
+            "group={} {} ops=[{}]",
+            g(group),
+            t(tensor),
+            ops.iter()
+                .map(|o| format!(
+                    "{} {}",
+                    if o.send { "isend" } else { "irecv" },
+                    match &o.peer {
+                        IntArg::Int(i) => i.to_string(),
+                        IntArg::Expr(e) => e.to_string(),
+                    }
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         StepKind::Send { group, tensor, dst } => {
             format!("group={} {} dst={dst}", g(group), t(tensor))
         }
@@ -1589,4 +1722,33 @@ fn describe(step: &Step) -> String {
     format!("{} {detail}", step.kind.op_name())
         .trim_end()
         .to_string()
+}
+
+/// A collective step's start line: group, tensor, then only the arguments the op takes.
+fn describe_coll(c: &CollStep, group: &str, tensor: &str) -> String {
+    let mut s = format!("group={group} {tensor}");
+    if c.op.reduces() {
+        s += &format!(" op={}", c.reduce_op.name());
+    }
+    if let (Some(f), Some(r)) = (c.op.root_field(), c.root) {
+        s += &format!(" {f}={r}");
+    }
+    if c.op.coalesced() {
+        s += &format!(" count={}", c.count);
+    }
+    if let Some((i, o)) = &c.splits {
+        let show = |x: &Splits| match x {
+            Splits::List(v) => format!("{v:?}"),
+            Splits::Expr(e) => format!("\"{e}\""),
+        };
+        s += &format!(
+            " input_split_sizes={} output_split_sizes={}",
+            show(i),
+            show(o)
+        );
+    }
+    if let Some(w) = &c.work {
+        s += &format!(" async_op work={w}");
+    }
+    s
 }

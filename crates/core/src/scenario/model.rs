@@ -5,6 +5,7 @@
 //! evaluated per rank at run time.
 
 use super::expr::Expr;
+use crate::c10d::collective::CollOp;
 use crate::dtype::DType;
 use crate::reduce::ReduceOp;
 use std::collections::BTreeMap;
@@ -220,21 +221,17 @@ pub enum StepKind {
     Barrier {
         group: Option<String>,
     },
-    AllReduce {
-        group: Option<String>,
-        tensor: TensorSpec,
-        op: ReduceOp,
-        expect: Option<Expr>,
+    /// Every collective of [`CollOp`] (all_reduce, broadcast, all_gather, ...).
+    Collective(CollStep),
+    /// `work.wait()` on an `async_op = true` collective's handle.
+    Wait {
+        work: String,
     },
-    Broadcast {
+    /// `batch_isend_irecv` of a list of isend/irecv ops, all with the step's tensor spec.
+    BatchP2p {
         group: Option<String>,
         tensor: TensorSpec,
-        src: usize,
-        expect: Option<Expr>,
-    },
-    AllGather {
-        group: Option<String>,
-        tensor: TensorSpec,
+        ops: Vec<P2pOp>,
         expect: Option<Expr>,
     },
     Send {
@@ -325,9 +322,9 @@ impl StepKind {
             StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
             StepKind::SetDevice { .. } => "set_device",
             StepKind::Barrier { .. } => "barrier",
-            StepKind::AllReduce { .. } => "all_reduce",
-            StepKind::Broadcast { .. } => "broadcast",
-            StepKind::AllGather { .. } => "all_gather",
+            StepKind::Collective(c) => c.op.name(),
+            StepKind::Wait { .. } => "wait",
+            StepKind::BatchP2p { .. } => "batch_isend_irecv",
             StepKind::Send { .. } => "send",
             StepKind::Recv { .. } => "recv",
             StepKind::Log { .. } => "log",
@@ -343,6 +340,42 @@ impl StepKind {
             StepKind::DenoiseStep { .. } => "denoise_step",
         }
     }
+}
+
+/// One collective step: the op and its arguments (which apply is decided by [`CollOp`]).
+#[derive(Debug, Clone)]
+pub struct CollStep {
+    pub op: CollOp,
+    pub group: Option<String>,
+    /// The per-member tensor: the input of reductions/broadcast/gathers, the output of
+    /// scatter/reduce-scatter (whose inputs are `group size` times larger).
+    pub tensor: TensorSpec,
+    /// SUM unless given; only used when `op.reduces()`.
+    pub reduce_op: ReduceOp,
+    /// `src` or `dst` (a global rank) of rooted ops.
+    pub root: Option<usize>,
+    /// Tensors in the list of `_coalesced` ops.
+    pub count: usize,
+    /// all_to_all: rows sent to / received from each member, as `(input, output)`.
+    pub splits: Option<(Splits, Splits)>,
+    pub expect: Option<Expr>,
+    /// `async_op = true`: the Work handle's name for a later `wait`.
+    pub work: Option<String>,
+}
+
+/// Split sizes, in rows along dim 0, one per group member: the same list on every rank, or a
+/// formula over the rank variables and `j` (the member's group rank).
+#[derive(Debug, Clone)]
+pub enum Splits {
+    List(Vec<usize>),
+    Expr(Expr),
+}
+
+/// One op of a `batch_isend_irecv` list; `peer` (a global rank) may depend on the rank.
+#[derive(Debug, Clone)]
+pub struct P2pOp {
+    pub send: bool,
+    pub peer: IntArg,
 }
 
 /// What a scenario expects of some ranks.

@@ -112,6 +112,22 @@ pub enum RawStepRef {
     Id(String),
 }
 
+/// `input_split_sizes = [1, 2]` or `= "rank + j + 1"` (a formula over the rank and `j`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawSplits {
+    List(Vec<i64>),
+    Expr(String),
+}
+
+/// One entry of `batch_isend_irecv`'s `ops = [{ op = "isend", peer = 1 }, ...]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawP2pOp {
+    pub op: Spanned<String>,
+    pub peer: Spanned<RawIntOrExpr>,
+}
+
 /// One `[[step]]`: the union of every op's fields. load.rs checks which belong to `op`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -140,6 +156,12 @@ pub struct RawStep {
     pub src: Option<Spanned<i64>>,
     pub dst: Option<Spanned<i64>>,
     pub expect: Option<Spanned<String>>,
+    pub count: Option<Spanned<i64>>,
+    pub input_split_sizes: Option<Spanned<RawSplits>>,
+    pub output_split_sizes: Option<Spanned<RawSplits>>,
+    pub async_op: Option<Spanned<bool>>,
+    pub work: Option<Spanned<String>>,
+    pub ops: Option<Spanned<Vec<Spanned<RawP2pOp>>>>,
     // log / sleep
     pub message: Option<Spanned<String>>,
     pub ms: Option<Spanned<i64>>,

@@ -5,6 +5,7 @@ use super::{wait_out_peer_exit, Net, Probe, Proc};
 use crate::c10d::error::C10dError;
 use crate::diagnose::{CallKind, CallRecord, CallState, Fingerprint};
 use crate::reduce::ReduceOp;
+use crate::runtime::coll::{Algo, Coll};
 use crate::runtime::fabric::FabricError;
 use crate::runtime::net::Clock;
 use crate::tensor::Tensor;
@@ -62,14 +63,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// Records how a call ended (a call that never ends stays `started`).
-    pub(super) fn call_end(&self, mut rec: CallRecord, ok: bool) {
-        rec.state = if ok {
-            CallState::Completed
-        } else {
-            CallState::Failed
-        };
-        rec.t_end_ms = Some(self.now());
-        self.env.probe.call(&rec);
+    pub(super) fn call_end(&self, rec: CallRecord, ok: bool) {
+        end_record(&self.env.probe, &self.env.clock, rec, ok);
     }
 
     /// Device backends do not compare a send's size with its recv's (docs/diagnosis.md): a
@@ -104,5 +99,46 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
             r => r,
         }
+    }
+}
+
+/// Records how a call ended, from a call's own future (async_op calls outlive the step).
+pub(super) fn end_record<Q: Probe, K: Clock>(probe: &Q, clock: &K, mut rec: CallRecord, ok: bool) {
+    rec.state = if ok {
+        CallState::Completed
+    } else {
+        CallState::Failed
+    };
+    rec.t_end_ms = Some(clock.now_ms());
+    probe.call(&rec);
+}
+
+/// The call record's view of a collective: its root as a global rank and its reduce op, which
+/// the fingerprint compares (DETAIL does not, R32).
+pub(super) fn spec_of<'a>(
+    coll: &Coll,
+    group: &'a str,
+    backend: &'a str,
+    seq: u64,
+    t: &'a Tensor,
+    members: &[usize],
+) -> CallSpec<'a> {
+    let (root, reduce_op) = match &coll.algo {
+        Algo::Broadcast(r) | Algo::Gather(r) => (Some(members[*r]), None),
+        Algo::Scatter { root, .. } => (Some(members[*root]), None),
+        Algo::Reduce(op, r) => (Some(members[*r]), Some(*op)),
+        Algo::AllReduce(op) | Algo::ReduceScatter { op, .. } => (None, Some(*op)),
+        Algo::AllGather { .. } | Algo::AllToAll { .. } | Algo::Barrier => (None, None),
+    };
+    CallSpec {
+        group,
+        backend,
+        kind: CallKind::Collective,
+        op: coll.name(),
+        seq,
+        tensor: t,
+        root,
+        reduce_op,
+        peer: None,
     }
 }

@@ -8,13 +8,16 @@
 //! `cfg`, ...), its gloo group `<kind>_cpu`; the world coordinator's are `world_group` and
 //! `world_group_cpu`.
 
-use super::{Coll, Handle, Proc, Res};
+use super::{Handle, Proc, Res};
+use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
+use crate::reduce::ReduceOp;
+use crate::runtime::coll::{Algo, Coll};
 use crate::runtime::net::{Clock, Net};
 use crate::scenario::expr::{format_number, Expr};
 use crate::scenario::{
-    A2aOp, DenoiseModel, Platform, SglangDegrees, SglangVersion, TensorSpec, RANK_VARS,
+    A2aOp, CollStep, DenoiseModel, Platform, SglangDegrees, SglangVersion, TensorSpec, RANK_VARS,
 };
 use crate::sglang::all_to_all_4d::{self as a2a, A2aError};
 use crate::sglang::parallel_state::{
@@ -86,6 +89,27 @@ fn spec(dtype: DType, shape: Vec<usize>, device: &str, fill: &str) -> TensorSpec
         shape,
         device: Some(device.to_string()),
         fill: Expr::parse(fill, &vars).expect("model-built fill parses"),
+    }
+}
+
+/// A collective of the model's own (construction traffic, fan-out, denoise step) on a handle.
+fn step(
+    op: CollOp,
+    group: &str,
+    tensor: TensorSpec,
+    root: Option<usize>,
+    expect: &str,
+) -> CollStep {
+    CollStep {
+        op,
+        group: Some(group.to_string()),
+        tensor,
+        reduce_op: ReduceOp::Sum,
+        root,
+        count: 1,
+        splits: None,
+        expect: (!expect.is_empty()).then(|| self::expr(expect)),
+        work: None,
     }
 }
 
@@ -342,14 +366,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             view.coordinator.to_string()
         };
         let accel = self.accel();
-        for step in steps {
-            match step {
+        for cstep in steps {
+            match cstep {
                 ConstructionStep::Broadcast { src, bytes, .. } => {
                     let fill = format!("(rank == {src}) * (i % 251 + 1)");
                     let t = spec(DType::U8, vec![bytes], "cpu", &fill);
-                    let g = Some(format!("{base}_cpu"));
-                    let want = Some(expr("i % 251 + 1"));
-                    let r = self.collective(&g, &t, Coll::Broadcast(src), &want).await?;
+                    let g = format!("{base}_cpu");
+                    let c = step(CollOp::Broadcast, &g, t, Some(src), "i % 251 + 1");
+                    let r = self.collective(&c).await?;
                     self.event(
                         EventKind::Info,
                         format!("PyNcclCommunicator for {base}: {bytes}-byte unique id broadcast on {base}_cpu from rank {src}: {r}"),
@@ -357,9 +381,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 }
                 ConstructionStep::AllReduce { elements, .. } => {
                     let t = spec(DType::F32, vec![elements], accel, "0");
-                    let g = Some(base.clone());
-                    let op = Coll::AllReduce(crate::reduce::ReduceOp::Sum);
-                    let r = self.collective(&g, &t, op, &None).await?;
+                    let r = self
+                        .collective(&step(CollOp::AllReduce, &base, t, None, ""))
+                        .await?;
                     self.event(
                         EventKind::Info,
                         format!("PyNcclCommunicator for {base}: warm-up all_reduce of {elements} element(s): {r}"),
@@ -398,17 +422,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
         }
         for (kind, src) in &groups {
-            let g = Some(format!("{kind}_cpu"));
-            let size = spec(DType::I64, vec![1], "cpu", &payload_bytes.to_string());
-            let want = Some(expr(&payload_bytes.to_string()));
-            self.collective(&g, &size, Coll::Broadcast(*src), &want)
+            let g = format!("{kind}_cpu");
+            let n = payload_bytes.to_string();
+            let size = spec(DType::I64, vec![1], "cpu", &n);
+            self.collective(&step(CollOp::Broadcast, &g, size, Some(*src), &n))
                 .await?;
             if payload_bytes > 0 {
                 let fill = format!("(rank == {src}) * ((i * 7 + 1) % 251)");
                 let body = spec(DType::U8, vec![payload_bytes], "cpu", &fill);
-                let want = Some(expr("(i * 7 + 1) % 251"));
-                self.collective(&g, &body, Coll::Broadcast(*src), &want)
-                    .await?;
+                let c = step(CollOp::Broadcast, &g, body, Some(*src), "(i * 7 + 1) % 251");
+                self.collective(&c).await?;
             }
         }
         let names: Vec<String> = groups
@@ -480,8 +503,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             shape: vec![n],
             data: sends,
         };
+        let a2a = Coll {
+            name: "all_to_all_single",
+            torch_op: "ALLTOALL_BASE",
+            algo: Algo::AllToAll {
+                send_rows: vec![1; w],
+                recv_rows: vec![1; w],
+                row_elems: n / w,
+            },
+        };
+        t.shape = vec![w, n / w];
         let got = self
-            .run_algo(&name, &backend, &Coll::AllToAllEven, &mut t)
+            .run_algo(&name, &backend, &a2a, &mut t)
             .await?
             .unwrap_or(t);
         let positions: Vec<Vec<f32>> = (0..w)
@@ -556,23 +589,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 let hidden = m.heads * m.head_dim;
                 for _ in 0..2 {
                     let t = spec(dtype, vec![m.batch, s_local, hidden], self.accel(), "rank");
-                    let want = Some(expr(&sum.to_string()));
-                    self.collective(
-                        &Some("tp".into()),
-                        &t,
-                        Coll::AllReduce(crate::reduce::ReduceOp::Sum),
-                        &want,
-                    )
-                    .await?;
+                    let c = step(CollOp::AllReduce, "tp", t, None, &sum.to_string());
+                    self.collective(&c).await?;
                 }
             }
         }
         if let Some(cfg) = cfg_m.as_ref().filter(|g| g.ranks.len() > 1) {
             let fill = format!("{} * 100000 + i", cfg.rank_in_group);
             let t = spec(DType::F32, vec![m.batch, 16, s_local], self.accel(), &fill);
-            let want = Some(expr("chunk * 100000 + j"));
-            self.collective(&Some("cfg".into()), &t, Coll::AllGather, &want)
-                .await?;
+            let c = step(CollOp::AllGather, "cfg", t, None, "chunk * 100000 + j");
+            self.collective(&c).await?;
         }
         Ok(format!(
             "denoise step: {} layers, {a2a_calls} Ulysses all-to-alls, TP {}, CFG gather {}: values as expected",
