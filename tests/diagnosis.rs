@@ -447,3 +447,42 @@ fn a_16_rank_hang_fits_one_screen() {
     );
     assert!(out.contains("; finished its program"), "{out}");
 }
+
+#[test]
+fn disagreeing_all_to_all_splits_name_the_bytes_on_xccl() {
+    // c10d compares no split sizes (R32); the device backend does not either (docs/diagnosis.md).
+    let (s, r) = run("scenarios/all_to_all_single_split_mismatch_xccl.toml");
+    let text = render_human(&s, &r);
+    let hang = r.diagnosis.hang.as_ref().expect("a wait-for graph");
+    assert_eq!(
+        hang.stuck.iter().map(|x| x.rank).collect::<Vec<_>>(),
+        vec![2]
+    );
+    assert!(
+        text.contains("group rank 0 sent 8 bytes of all_to_all while this rank expects 16 bytes"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            ":{}), in all_to_all_single #1 on WORLD",
+            line_of(&s, "dispatch")
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_skipped_new_group_is_named_at_the_first_diverging_name_r18() {
+    let (s, r) = run("scenarios/sglang_rank_skips_usp_split.toml");
+    let g = r.diagnosis.groups.as_ref().expect("group names diverge");
+    assert_eq!(g.minority, vec![3]);
+    assert_eq!(g.majority, vec![0, 1, 2, 4, 5, 6, 7]);
+    assert_eq!(g.majority_call.label, "ulysses");
+    assert_eq!(g.minority_call.label, "sp");
+    assert_eq!(g.minority_call.line, line_of(&s, "model_parallel_fallback"));
+    let text = render_human(&s, &r);
+    assert!(
+        text.contains("group names diverge at new_group call #43"),
+        "{text}"
+    );
+}

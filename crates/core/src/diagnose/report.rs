@@ -97,6 +97,15 @@ fn hang_lines(h: &Hang, file: &str) -> Vec<String> {
                     parts.push(format!("finished it: {}", ranges(&s.finished)));
                 }
                 line.push_str(&format!(" [{}]", parts.join("; ")));
+                // A size or kind mismatch the device backend does not check (link.rs): the
+                // wait text is the only place that says which bytes disagree.
+                if let Some((_, why)) = s
+                    .what
+                    .split_once("): ")
+                    .filter(|_| s.what.contains("does not check"))
+                {
+                    line.push_str(&format!("; {why}"));
+                }
             }
             None => line.push_str(&format!(": {}", s.what)),
         }
