@@ -124,3 +124,40 @@ fn v0_legacy_split_puts_tp_pairs_in_ulysses_groups_r11() {
         assert_ne!(got, &groups_of(text)["sp"], "rank {rank}: {text}");
     }
 }
+
+#[test]
+fn v0_golden_configs_follow_the_legacy_sequence_and_split() {
+    for (key, entry) in &golden() {
+        let s = scenario(&format!("sglang_v0_golden_{key}.toml"));
+        let want_calls = entry["new_group_call_sequence_legacy_initial"]
+            .as_array()
+            .expect("legacy sequence")
+            .len();
+        let legacy = &entry["legacy_yunchang_usp_split"];
+        for (rank, text) in done_texts(&s, "model_parallel").iter().enumerate() {
+            assert_eq!(calls_in(text) + 2, want_calls, "{key} rank {rank}: {text}");
+            let got = groups_of(text);
+            for (kind, m) in entry["per_rank"][rank.to_string()].as_object().unwrap() {
+                let want = match kind.as_str() {
+                    // yunchang's contiguous split (R11); the rank keeps the list containing it.
+                    "ulysses" | "ring" => legacy[kind]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(ranks)
+                        .filter(|l| l.contains(&rank))
+                        .last()
+                        .expect("rank in a legacy group"),
+                    // V2-only coordinators do not exist in V0.
+                    "replica" | "encoder_dp" | "vae_decode" => continue,
+                    _ => ranks(&m["ranks"]),
+                };
+                assert_eq!(
+                    got.get(kind),
+                    Some(&want),
+                    "{key} rank {rank} {kind}: {text}"
+                );
+            }
+        }
+    }
+}
