@@ -3,6 +3,9 @@
 //! Exit codes: 0 when the scenario's expectations hold, 1 when they do not, 2 on invalid input
 //! (a bad scenario file or argument) or when the requested mode cannot run.
 
+mod explore;
+mod shrink;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use scen_core::scenario::{load_file, Scenario};
 use scen_core::verdict::{render_human, Report};
@@ -36,6 +39,12 @@ enum Cmd {
         /// Run on real hardware (oneCCL) instead of the simulator.
         #[arg(long)]
         hw: bool,
+        /// Write the wait-for graph of the first stall as Graphviz DOT to this file.
+        #[arg(long, value_name = "OUT.dot")]
+        graph: Option<PathBuf>,
+        /// Write the run as a Chrome/Perfetto trace (Trace Event Format JSON) to this file.
+        #[arg(long, value_name = "OUT.json")]
+        timeline: Option<PathBuf>,
         #[command(flatten)]
         hw_opts: HwArgs,
     },
@@ -46,6 +55,46 @@ enum Cmd {
     HwRank { file: PathBuf },
     /// Validate a scenario file without running it.
     Check { file: PathBuf },
+    /// Re-run one seed exactly and print its verdict and trace hash.
+    Replay {
+        file: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long, value_enum, default_value = "human")]
+        format: Format,
+        /// Also print the full trace (human format).
+        #[arg(long)]
+        trace: bool,
+    },
+    /// Run many seeds and group the outcomes into verdict classes.
+    Explore {
+        /// The scenario (or, with --merge, shard outputs in JSON).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// How many seeds: 0..N.
+        #[arg(long, default_value_t = 100)]
+        seeds: u64,
+        /// Worker threads (each simulation is single-threaded).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Run only the seeds s with s % n == i.
+        #[arg(long)]
+        shard: Option<String>,
+        /// Combine `--format json` outputs of shards.
+        #[arg(long)]
+        merge: bool,
+        #[arg(long, value_enum, default_value = "human")]
+        format: Format,
+    },
+    /// Remove faults, steps, nodes and ranks while a failing seed keeps its verdict class.
+    Shrink {
+        file: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        /// Where to write the shrunk scenario (default: print it).
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
+    },
 }
 
 /// torchrun-style options of `run --hw`.
@@ -142,6 +191,43 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::HwRank { file } => run_hw_rank(&file),
+        Cmd::Replay {
+            file,
+            seed,
+            format,
+            trace,
+        } => {
+            let scenario = match load(&file) {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
+            match scen_sim::simulate(&scenario, Some(seed)) {
+                Ok(r) => {
+                    let code = print_report(&scenario, &r, format, trace);
+                    if let Format::Human = format {
+                        println!(
+                            "replay: seed {seed}, trace hash {}, class: {}",
+                            r.trace_hash,
+                            scen_core::class::class_key(&scenario, &r)
+                        );
+                    }
+                    code
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Explore {
+            files,
+            seeds,
+            jobs,
+            shard,
+            merge,
+            format,
+        } => run_explore(files, seeds, jobs, shard, merge, format),
+        Cmd::Shrink { file, seed, out } => run_shrink(&file, seed, out),
         Cmd::Run {
             file,
             seed,
@@ -149,6 +235,8 @@ fn main() -> ExitCode {
             trace,
             hw,
             hw_opts,
+            graph,
+            timeline,
         } => {
             let scenario = match load(&file) {
                 Ok(s) => s,
@@ -160,7 +248,13 @@ fn main() -> ExitCode {
                 scen_sim::simulate(&scenario, seed).map_err(|e| e.to_string())
             };
             match report {
-                Ok(r) => print_report(&scenario, &r, format, trace),
+                Ok(r) => {
+                    if let Err(e) = write_exports(&scenario, &r, &graph, &timeline) {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(2);
+                    }
+                    print_report(&scenario, &r, format, trace)
+                }
                 Err(e) => {
                     eprintln!("error: {e}");
                     ExitCode::from(2)
@@ -175,6 +269,33 @@ fn run_hw_rank(file: &std::path::Path) -> ExitCode {
         Ok(s) => ExitCode::from(scen_hw::rank_main(s).clamp(0, 255) as u8),
         Err(code) => code,
     }
+}
+
+/// Writes `--graph` and `--timeline` files (each whole or not at all: temp file, then rename).
+fn write_exports(
+    s: &Scenario,
+    r: &Report,
+    graph: &Option<PathBuf>,
+    timeline: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    if let Some(path) = graph {
+        let dot = scen_core::diagnose::dot::render(&r.diagnosis, s.world.size(), &s.file);
+        write_whole(path, dot.as_bytes())?;
+    }
+    if let Some(path) = timeline {
+        let doc =
+            scen_core::diagnose::timeline::render(s, &r.trace, &r.calls, &r.diagnosis, r.end_ms);
+        write_whole(path, serde_json::to_string(&doc)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn write_whole(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let tmp = path.with_extension("scen-tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
 }
 
 fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCode {
@@ -198,4 +319,117 @@ fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCo
     } else {
         ExitCode::from(1)
     }
+}
+
+fn run_explore(
+    files: Vec<PathBuf>,
+    seeds: u64,
+    jobs: usize,
+    shard: Option<String>,
+    merge: bool,
+    format: Format,
+) -> ExitCode {
+    let result = if merge {
+        let mut parts = Vec::new();
+        for f in &files {
+            let text = match std::fs::read_to_string(f) {
+                Ok(t) => t,
+                Err(e) => return fail(format!("{}: {e}", f.display())),
+            };
+            match serde_json::from_str::<explore::Exploration>(&text) {
+                Ok(p) => parts.push(p),
+                Err(e) => {
+                    return fail(format!(
+                        "{}: not an `scen explore --format json` output: {e}",
+                        f.display()
+                    ))
+                }
+            }
+        }
+        explore::merge(parts)
+    } else {
+        let [file] = files.as_slice() else {
+            return fail("explore takes one scenario file (or --merge with shard outputs)".into());
+        };
+        let (i, n) = match shard.as_deref().map(explore::parse_shard).transpose() {
+            Ok(s) => s.unwrap_or((0, 1)),
+            Err(e) => return fail(e),
+        };
+        let list: Vec<u64> = (0..seeds).filter(|s| s % n == i).collect();
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => return fail(format!("{}: cannot read the scenario: {e}", file.display())),
+        };
+        let name = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "scenario".into());
+        // indicatif draws only when stderr is a terminal.
+        let bar = indicatif::ProgressBar::new(list.len() as u64);
+        let r = explore::explore(
+            &text,
+            &file.display().to_string(),
+            &name,
+            &list,
+            jobs,
+            &|| bar.inc(1),
+        );
+        bar.finish_and_clear();
+        r
+    };
+    match result {
+        Ok(e) => {
+            match format {
+                Format::Human => print!("{}", explore::render(&e)),
+                Format::Json => match serde_json::to_string_pretty(&e) {
+                    Ok(j) => println!("{j}"),
+                    Err(err) => return fail(err.to_string()),
+                },
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn run_shrink(file: &std::path::Path, seed: u64, out: Option<PathBuf>) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("{}: cannot read the scenario: {e}", file.display())),
+    };
+    let name = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "scenario".into());
+    match shrink::shrink(&text, &file.display().to_string(), &name, seed) {
+        Ok(s) => {
+            for r in &s.removed {
+                eprintln!("removed: {r}");
+            }
+            eprintln!(
+                "shrunk: {} -> {} steps, {} -> {} faults; class kept: {}",
+                s.steps_before, s.steps_after, s.faults_before, s.faults_after, s.class
+            );
+            match out {
+                Some(path) => {
+                    // Write whole or not at all.
+                    let tmp = path.with_extension("toml.tmp");
+                    if let Err(e) =
+                        std::fs::write(&tmp, &s.text).and_then(|_| std::fs::rename(&tmp, &path))
+                    {
+                        return fail(format!("{}: {e}", path.display()));
+                    }
+                    eprintln!("wrote {}", path.display());
+                }
+                None => print!("{}", s.text),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(msg: String) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(2)
 }

@@ -95,3 +95,82 @@ fn valid_files_parse() {
     assert_eq!(s.world.ranks[3].env["LOCAL_RANK"], "3");
     assert_eq!(s.world.ranks[3].env["MASTER_ADDR"], "127.0.0.1");
 }
+
+/// The collective steps (R34): each field is checked against the op it is on, located.
+#[test]
+fn collective_fields_are_located() {
+    let step = |body: &str| err(&format!("{WORLD}[[step]]\n{body}"));
+    // Line 5 holds `op`, line 6 the field under test.
+    let e = step("op = \"all_reduce\"\ncount = 3\n");
+    assert!(
+        e.starts_with("s.toml:6:9:") && e.contains("`count` does not apply to all_reduce"),
+        "{e}"
+    );
+    let e = step("op = \"reduce\"\nreduce_op = \"sum\"\n");
+    assert!(
+        e.starts_with("s.toml:5:6:") && e.contains("reduce needs `dst`"),
+        "{e}"
+    );
+    let e = step("op = \"scatter\"\nsrc = 9\n");
+    assert!(
+        e.starts_with("s.toml:6:7:") && e.contains("rank 9 is out of range"),
+        "{e}"
+    );
+    let e = step("op = \"all_reduce_coalesced\"\ncount = 0\n");
+    assert!(
+        e.starts_with("s.toml:6:9:") && e.contains("count must be"),
+        "{e}"
+    );
+    let e = step("op = \"all_to_all_single\"\ninput_split_sizes = [1, 1, 1, 1]\n");
+    assert!(
+        e.starts_with("s.toml:6:21:") && e.contains("go together"),
+        "{e}"
+    );
+    let e = step(
+        "op = \"all_to_all_single\"\ninput_split_sizes = \"j + peers\"\noutput_split_sizes = [1]\n",
+    );
+    assert!(
+        e.starts_with("s.toml:6:26:") && e.contains("unknown variable `peers`"),
+        "{e}"
+    );
+    let e = step("op = \"all_reduce\"\nexpect = \"chunk\"\n");
+    assert!(
+        e.starts_with("s.toml:6:11:") && e.contains("unknown variable `chunk`"),
+        "{e}"
+    );
+    let e = step("op = \"all_reduce\"\nasync_op = true\n");
+    assert!(
+        e.starts_with("s.toml:6:12:") && e.contains("needs `work"),
+        "{e}"
+    );
+    let e = step("op = \"wait\"\nwork = \"w9\"\n");
+    assert!(
+        e.starts_with("s.toml:6:8:") && e.contains("unknown work `w9`"),
+        "{e}"
+    );
+    let e = step("op = \"batch_isend_irecv\"\nops = [{ op = \"isend\", peer = 7 }]\n");
+    assert!(e.contains("rank 7 is out of range"), "{e}");
+    let e = step("op = \"batch_isend_irecv\"\nops = [{ op = \"send\", peer = 1 }]\n");
+    assert!(
+        e.starts_with("s.toml:6:15:") && e.contains("unknown p2p op `send`"),
+        "{e}"
+    );
+    let e = step("op = \"all_to_al\"\n");
+    assert!(
+        e.contains("unknown op `all_to_al`") && e.contains("all_to_all_single"),
+        "{e}"
+    );
+}
+
+#[test]
+fn async_work_names_resolve_for_wait() {
+    let s = parse(
+        &format!(
+            "{WORLD}[[step]]\nop = \"all_reduce\"\nasync_op = true\nwork = \"w\"\n\n[[step]]\nop = \"wait\"\nwork = \"w\"\n"
+        ),
+        "s.toml",
+        "s",
+    )
+    .unwrap();
+    assert_eq!(s.steps[1].kind.op_name(), "wait");
+}

@@ -37,7 +37,14 @@ struct Snapshot {
     verdict: Vec<String>,
     first_stall: Vec<String>,
     expectations_hold: bool,
+    /// Flight-recorder-like call records, one line each: group, seq, op, dtype/shape, state.
+    calls: Vec<String>,
+    /// Consistency mismatches and the wait-for graph, as `scen run` prints them.
+    diagnosis: Vec<String>,
     trace_hash: String,
+    /// Which fault each failure followed (scenarios with `[[faults]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
     trace: Vec<String>,
 }
 
@@ -70,7 +77,10 @@ fn snapshot(s: &Scenario, r: &Report) -> Snapshot {
             .collect(),
         first_stall,
         expectations_hold: r.expectations_hold(),
+        calls: r.calls.iter().map(|c| c.render()).collect(),
+        diagnosis: r.diagnosis.lines(&s.file),
         trace_hash: r.trace_hash.clone(),
+        notes: r.notes.clone(),
         trace: r
             .trace
             .render()
@@ -121,6 +131,17 @@ fn same_seed_gives_a_byte_identical_trace() {
                 s.file
             );
             assert_eq!(a.trace_hash, b.trace_hash);
+            assert_eq!(
+                a.calls, b.calls,
+                "{} seed {seed}: call records differ",
+                s.file
+            );
+            assert_eq!(
+                a.diagnosis.lines(&s.file),
+                b.diagnosis.lines(&s.file),
+                "{} seed {seed}: diagnoses differ",
+                s.file
+            );
         }
     }
 }

@@ -4,6 +4,8 @@
 
 pub mod algo;
 pub mod c10d;
+pub mod class;
+pub mod diagnose;
 pub mod dtype;
 pub mod parity;
 pub mod reduce;

@@ -36,7 +36,7 @@ pub fn mode_independent(r: &Report) -> Vec<String> {
                 EventKind::Error | EventKind::Warn | EventKind::Log => {
                     format!("r{rank} #{step} {} {}", e.kind.name(), e.text)
                 }
-                EventKind::Info | EventKind::Verdict => continue,
+                EventKind::Info | EventKind::Verdict | EventKind::Fault => continue,
             };
             out.push(line);
         }

@@ -13,9 +13,17 @@ pub enum ReduceOp {
     Max,
     Product,
     Avg,
+    /// Bitwise and/or/xor: integer and bool tensors on gloo; XCCL refuses them (R36).
+    Band,
+    Bor,
+    Bxor,
 }
 
 impl ReduceOp {
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor)
+    }
+
     /// The name PyTorch prints (`ReduceOp.SUM`).
     pub fn name(self) -> &'static str {
         match self {
@@ -24,6 +32,9 @@ impl ReduceOp {
             ReduceOp::Max => "MAX",
             ReduceOp::Product => "PRODUCT",
             ReduceOp::Avg => "AVG",
+            ReduceOp::Band => "BAND",
+            ReduceOp::Bor => "BOR",
+            ReduceOp::Bxor => "BXOR",
         }
     }
 }
@@ -37,6 +48,9 @@ impl FromStr for ReduceOp {
             "max" => ReduceOp::Max,
             "product" | "prod" => ReduceOp::Product,
             "avg" => ReduceOp::Avg,
+            "band" => ReduceOp::Band,
+            "bor" => ReduceOp::Bor,
+            "bxor" => ReduceOp::Bxor,
             other => return Err(format!("unknown reduce op `{other}`")),
         })
     }
@@ -55,8 +69,15 @@ impl std::fmt::Display for BackendOpError {
     }
 }
 
-/// R35/R36: XCCL takes all nine dtypes; bool with AVG is refused.
+/// R35/R36: XCCL takes all nine dtypes and MIN, MAX, SUM, PRODUCT, AVG; bool SUM runs as MAX
+/// (see [`reduce_into`]); any other op, and bool with AVG, is refused before any data moves.
 pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
+    if let Some(o) = op.filter(|o| o.is_bitwise()) {
+        return Err(BackendOpError {
+            kind: "ValueError",
+            message: format!("Cannot use ReduceOp.{} with XCCL", o.name()),
+        });
+    }
     if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
         return Err(BackendOpError {
             kind: "TypeError",
@@ -66,12 +87,24 @@ pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpErr
     Ok(())
 }
 
-/// Gloo has no AVG.
-pub fn check_gloo(_dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
-    if op == Some(ReduceOp::Avg) {
+/// Gloo (ProcessGroupGloo.cpp, `postReduce`): AVG is SUM then a division by the group size,
+/// truncating for integers; a bool tensor cannot hold the float quotient, so the in-place
+/// division raises torch's cast error. Every other dtype/op pair of the nine dtypes and five
+/// ops is served (bool SUM is gloo::sum<bool>, a logical or). The error comes *after* the
+/// reduction ran (the caller raises it once the data has moved).
+///
+/// Bitwise ops need an integral dtype (bool counts): floats raise gloo's `toFunction` error.
+pub fn check_gloo(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
+    if let Some(o) = op.filter(|o| o.is_bitwise() && dtype.is_float()) {
         return Err(BackendOpError {
-            kind: "ValueError",
-            message: "Cannot use ReduceOp.AVG with Gloo".into(),
+            kind: "RuntimeError",
+            message: format!("Cannot use ReduceOp.{} with non-integral dtype", o.name()),
+        });
+    }
+    if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
+        return Err(BackendOpError {
+            kind: "RuntimeError",
+            message: "result type Float can't be cast to the desired output type Bool".into(),
         });
     }
     Ok(())
@@ -81,8 +114,9 @@ fn combine(dtype: DType, op: ReduceOp, a: f64, b: f64) -> f64 {
     if dtype == DType::Bool {
         let (a, b) = (a != 0.0, b != 0.0);
         let r = match op {
-            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Avg => a || b,
-            ReduceOp::Product | ReduceOp::Min => a && b,
+            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Avg | ReduceOp::Bor => a || b,
+            ReduceOp::Product | ReduceOp::Min | ReduceOp::Band => a && b,
+            ReduceOp::Bxor => a ^ b,
         };
         return r as u8 as f64;
     }
@@ -91,6 +125,8 @@ fn combine(dtype: DType, op: ReduceOp, a: f64, b: f64) -> f64 {
         ReduceOp::Product => a * b,
         ReduceOp::Min => a.min(b),
         ReduceOp::Max => a.max(b),
+        // Refused for floats by every backend check before data moves.
+        ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor => f64::NAN,
     }
 }
 
@@ -98,36 +134,143 @@ fn combine(dtype: DType, op: ReduceOp, a: f64, b: f64) -> f64 {
 pub fn reduce_into(dtype: DType, op: ReduceOp, acc: &mut [u8], other: &[u8]) {
     let w = dtype.size_bytes();
     for (a, b) in acc.chunks_mut(w).zip(other.chunks(w)) {
-        let v = match dtype {
-            DType::I64 => {
-                let (x, y) = (dtype.decode(a) as i64, dtype.decode(b) as i64);
-                let r = match op {
-                    ReduceOp::Sum | ReduceOp::Avg => x.wrapping_add(y),
-                    ReduceOp::Product => x.wrapping_mul(y),
-                    ReduceOp::Min => x.min(y),
-                    ReduceOp::Max => x.max(y),
-                };
-                a.copy_from_slice(&r.to_le_bytes());
-                continue;
-            }
-            _ => combine(dtype, op, dtype.decode(a), dtype.decode(b)),
+        if dtype.is_float() || dtype == DType::Bool {
+            let v = combine(dtype, op, dtype.decode(a), dtype.decode(b));
+            dtype.encode(v, a);
+            continue;
+        }
+        // Integers exactly, in wrapping i64 arithmetic (f64 would lose bits past 2^53).
+        let (x, y) = (int_of(dtype, a), int_of(dtype, b));
+        let r = match op {
+            ReduceOp::Sum | ReduceOp::Avg => x.wrapping_add(y),
+            ReduceOp::Product => x.wrapping_mul(y),
+            ReduceOp::Min => x.min(y),
+            ReduceOp::Max => x.max(y),
+            ReduceOp::Band => x & y,
+            ReduceOp::Bor => x | y,
+            ReduceOp::Bxor => x ^ y,
         };
-        let v = match dtype {
-            DType::I32 => (v as i64 as i32) as f64,
-            DType::I8 => (v as i64 as i8) as f64,
-            DType::U8 => (v as i64 as u8) as f64,
-            _ => v,
-        };
-        dtype.encode(v, a);
+        put_int(dtype, r, a);
     }
 }
 
-/// AVG's final division by the number of contributors.
+/// An integer element, read exactly.
+fn int_of(dtype: DType, b: &[u8]) -> i64 {
+    match dtype {
+        DType::I64 => i64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+        DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+        DType::I8 => b[0] as i8 as i64,
+        _ => b[0] as i64,
+    }
+}
+
+/// Writes an integer element, wrapping to the dtype's width.
+fn put_int(dtype: DType, v: i64, out: &mut [u8]) {
+    match dtype {
+        DType::I64 => out.copy_from_slice(&v.to_le_bytes()),
+        DType::I32 => out.copy_from_slice(&(v as i32).to_le_bytes()),
+        _ => out[0] = v as u8,
+    }
+}
+
+/// AVG's final division by the number of contributors (integers truncate toward zero).
 pub fn finish_avg(dtype: DType, buf: &mut [u8], n: usize) {
     let w = dtype.size_bytes();
     for e in buf.chunks_mut(w) {
-        let v = dtype.decode(e) / n as f64;
-        let v = if dtype.is_float() { v } else { v.trunc() };
-        dtype.encode(v, e);
+        if dtype.is_float() || dtype == DType::Bool {
+            let v = dtype.decode(e) / n as f64;
+            dtype.encode(v, e);
+        } else {
+            put_int(dtype, int_of(dtype, e) / n as i64, e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DTYPES: [DType; 9] = [
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::F64,
+        DType::I64,
+        DType::I32,
+        DType::I8,
+        DType::U8,
+        DType::Bool,
+    ];
+    const OPS: [ReduceOp; 8] = [
+        ReduceOp::Sum,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Product,
+        ReduceOp::Avg,
+        ReduceOp::Band,
+        ReduceOp::Bor,
+        ReduceOp::Bxor,
+    ];
+
+    /// R35/R36: XCCL refuses the bitwise ops (ValueError) and bool AVG (TypeError), nothing else
+    /// of the nine dtypes and five ops.
+    #[test]
+    fn r35_r36_xccl_refuses_bitwise_ops_and_bool_avg() {
+        for d in DTYPES {
+            assert_eq!(check_xccl(d, None), Ok(()), "data movement takes {d:?}");
+            for op in OPS {
+                let r = check_xccl(d, Some(op));
+                if op.is_bitwise() {
+                    assert_eq!(
+                        r.expect_err("refused").to_string(),
+                        format!("ValueError: Cannot use ReduceOp.{} with XCCL", op.name())
+                    );
+                } else if d == DType::Bool && op == ReduceOp::Avg {
+                    let e = r.expect_err("refused");
+                    assert_eq!(
+                        e.to_string(),
+                        "TypeError: Cannot use ReduceOp.AVG with boolean inputs"
+                    );
+                } else {
+                    assert_eq!(r, Ok(()), "{d:?} {op:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gloo_refuses_bool_avg_and_bitwise_floats() {
+        for d in DTYPES {
+            for op in OPS {
+                let r = check_gloo(d, Some(op));
+                if op.is_bitwise() && d.is_float() {
+                    assert_eq!(
+                        r.expect_err("refused").to_string(),
+                        format!(
+                            "RuntimeError: Cannot use ReduceOp.{} with non-integral dtype",
+                            op.name()
+                        )
+                    );
+                } else if d == DType::Bool && op == ReduceOp::Avg {
+                    assert_eq!(
+                        r.expect_err("refused").to_string(),
+                        "RuntimeError: result type Float can't be cast to the desired output type Bool"
+                    );
+                } else {
+                    assert_eq!(r, Ok(()), "{d:?} {op:?}");
+                }
+            }
+        }
+    }
+
+    /// R35: bool SUM runs as MAX (logical or); integer AVG truncates toward zero.
+    #[test]
+    fn r35_bool_sum_is_or_and_integer_avg_truncates() {
+        let mut acc = vec![0u8, 1, 0];
+        reduce_into(DType::Bool, ReduceOp::Sum, &mut acc, &[1, 1, 0]);
+        assert_eq!(acc, vec![1, 1, 0]);
+        let mut v = (-7i32).to_le_bytes().to_vec();
+        finish_avg(DType::I32, &mut v, 2);
+        assert_eq!(i32::from_le_bytes(v.try_into().expect("4")), -3);
     }
 }

@@ -4,6 +4,8 @@
 //! byte for byte, and [`Trace::hash`] pins that. Ranks report events and what they are blocked
 //! on through a [`Probe`]; the simulator and the hardware runner each collect them.
 
+use crate::diagnose::record::CallRecord;
+use crate::diagnose::GroupRecord;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -36,6 +38,8 @@ pub enum EventKind {
     Info,
     /// The run's end: hang analysis and verdict notes.
     Verdict,
+    /// A `[[faults]]` entry acting (the simulator's fault plan).
+    Fault,
 }
 
 impl EventKind {
@@ -48,6 +52,7 @@ impl EventKind {
             EventKind::Log => "log",
             EventKind::Info => "info",
             EventKind::Verdict => "verdict",
+            EventKind::Fault => "fault",
         }
     }
 }
@@ -76,6 +81,18 @@ pub trait Probe: Clone + 'static {
     fn event(&self, e: Event);
     /// Sets (or clears) what `rank` is blocked on.
     fn set_wait(&self, rank: usize, w: Option<Wait>);
+    /// Awaited by a rank right after it starts `step`: the runner's hook for faults that act
+    /// on a rank's own progress (a slow rank's extra compute; a crash when it starts a step
+    /// never completes). Runners without faults pass straight through.
+    fn step_gate(&self, _rank: usize, _step: usize) -> impl std::future::Future<Output = ()> {
+        std::future::ready(())
+    }
+    /// A collective or p2p call record, reported when the call starts and again when it ends
+    /// (same rank, group, kind, seq and peer; new state). Runners that keep no flight record
+    /// ignore it.
+    fn call(&self, _rec: &CallRecord) {}
+    /// A `new_group` call that took a name from the group counter (members and non-members).
+    fn group(&self, _rec: &GroupRecord) {}
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

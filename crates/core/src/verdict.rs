@@ -1,6 +1,8 @@
 //! Verdicts: how each rank ended, why the stuck ones are stuck, and whether the scenario's
 //! expectations hold. Both runners (simulator, hardware) produce a [`Report`] of this form.
 
+use crate::diagnose::hang::ranges;
+use crate::diagnose::{CallRecord, Diagnosis};
 use crate::scenario::{ExpectedOutcome, Scenario};
 use crate::trace::{format_ms, Trace, Wait};
 use serde::Serialize;
@@ -77,6 +79,11 @@ pub struct Report {
     pub trace_hash: String,
     pub expectations: Vec<ExpectationCheck>,
     pub notes: Vec<String>,
+    /// Every collective/p2p call of every rank, flight-recorder style, in report order
+    /// (by group, then rank, then call order).
+    pub calls: Vec<CallRecord>,
+    /// Consistency mismatches and the wait-for graph of the first stall.
+    pub diagnosis: Diagnosis,
 }
 
 impl Report {
@@ -134,6 +141,31 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
         .collect()
 }
 
+/// Verdict lines with the ranks that share them, in rank order of first appearance. When the
+/// diagnosis has a wait-for graph, hung ranks print without their wait detail (it says more).
+fn grouped_verdicts(scenario: &Scenario, r: &Report) -> Vec<(String, Vec<usize>)> {
+    let mut out: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, v) in r.ranks.iter().enumerate() {
+        let line = match v {
+            RankVerdict::Hung { step, .. } if r.diagnosis.hang.is_some() => {
+                let st = &scenario.steps[*step];
+                format!(
+                    "hangs in {} ({}:{})",
+                    st.label(),
+                    scenario.file,
+                    st.loc.line
+                )
+            }
+            _ => describe_verdict(scenario, v),
+        };
+        match out.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, ranks)) => ranks.push(i),
+            None => out.push((line, vec![i])),
+        }
+    }
+    out
+}
+
 /// `fails in #2 new_group (file:12): RuntimeError: ...`.
 pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
     let at = |s: usize| {
@@ -185,10 +217,21 @@ pub fn render_human(scenario: &Scenario, r: &Report) -> String {
         counts("hangs"),
         format_ms(r.end_ms).trim()
     );
-    for (i, v) in r.ranks.iter().enumerate() {
-        let _ = writeln!(out, "  rank {i:>3}: {}", describe_verdict(scenario, v));
+    for (line, ranks) in grouped_verdicts(scenario, r) {
+        let who = if ranks.len() == 1 {
+            format!("rank {:>3}", ranks[0])
+        } else {
+            format!("ranks {}", ranges(&ranks))
+        };
+        let _ = writeln!(out, "  {who}: {line}");
     }
-    if let Some(st) = &r.first_stall {
+    if !r.diagnosis.is_empty() {
+        let _ = writeln!(out, "diagnosis:");
+        for l in r.diagnosis.lines(&scenario.file) {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    if let (Some(st), None) = (&r.first_stall, &r.diagnosis.hang) {
         let _ = writeln!(
             out,
             "first stall at {}: no rank could make progress",

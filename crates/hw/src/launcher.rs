@@ -596,6 +596,8 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
         trace: o.trace.clone(),
         expectations,
         notes: st.notes,
+        calls: vec![],
+        diagnosis: Default::default(),
     }
 }
 

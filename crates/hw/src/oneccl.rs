@@ -70,19 +70,23 @@ fn dtype(d: DType) -> sys::OnecclDataType {
 }
 
 /// The oneCCL op for `op` on `d`. Bools travel as uint8 0/1, where SUM/MAX is logical or and
-/// PRODUCT/MIN logical and (torch's bool reduction; a uint8 SUM would give 2).
-fn red_op(d: DType, op: ReduceOp) -> sys::OnecclRedOp {
+/// PRODUCT/MIN logical and (torch's bool reduction; a uint8 SUM would give 2). oneCCL has no
+/// bitwise ops (c10d's XCCL refuses them before they get here, R36).
+fn red_op(d: DType, op: ReduceOp) -> Result<sys::OnecclRedOp, C10dError> {
+    let bitwise = || error::runtime(format!("oneCCL has no {} reduction", op.name()));
     if d == DType::Bool {
         return match op {
-            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Avg => sys::ONECCL_MAX,
-            ReduceOp::Product | ReduceOp::Min => sys::ONECCL_MIN,
+            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Avg => Ok(sys::ONECCL_MAX),
+            ReduceOp::Product | ReduceOp::Min => Ok(sys::ONECCL_MIN),
+            ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor => Err(bitwise()),
         };
     }
     match op {
-        ReduceOp::Sum | ReduceOp::Avg => sys::ONECCL_SUM,
-        ReduceOp::Product => sys::ONECCL_PROD,
-        ReduceOp::Max => sys::ONECCL_MAX,
-        ReduceOp::Min => sys::ONECCL_MIN,
+        ReduceOp::Sum | ReduceOp::Avg => Ok(sys::ONECCL_SUM),
+        ReduceOp::Product => Ok(sys::ONECCL_PROD),
+        ReduceOp::Max => Ok(sys::ONECCL_MAX),
+        ReduceOp::Min => Ok(sys::ONECCL_MIN),
+        ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor => Err(bitwise()),
     }
 }
 
@@ -253,6 +257,7 @@ impl DeviceComms for OneCcl {
     ) -> DeviceFuture<'a, ()> {
         let (id, size) = (comm.id.clone(), comm.size);
         Box::pin(async move {
+            let rop = red_op(t.dtype, op)?;
             let (dt, n, mut buf) = (t.dtype, t.numel(), std::mem::take(&mut t.data));
             let r = self
                 .call(move |w| {
@@ -260,15 +265,7 @@ impl DeviceComms for OneCcl {
                     let p = buf.as_mut_ptr() as *mut c_void;
                     // SAFETY: in-place on a live buffer of n elements; host memory, NULL stream.
                     let rc = unsafe {
-                        (w.api.all_reduce)(
-                            p,
-                            p,
-                            n,
-                            dtype(dt),
-                            red_op(dt, op),
-                            c,
-                            std::ptr::null_mut(),
-                        )
+                        (w.api.all_reduce)(p, p, n, dtype(dt), rop, c, std::ptr::null_mut())
                     };
                     w.api.check("onecclAllReduce", rc, c).map_err(to_c10d)?;
                     Ok(buf)

@@ -6,19 +6,23 @@
 //! seed and a fixed epoch, no wall clock, no hash-order iteration.
 
 pub mod clock;
+pub mod faults;
 pub mod net;
 pub mod probe;
 pub mod stall;
 
 use clock::VirtualClock;
+use faults::{Action, FaultPlan};
 use net::{Activity, SimNet};
 use probe::SimProbe;
 use scen_core::c10d::store;
+use scen_core::diagnose::Diagnosis;
 use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnd, RankEnv};
 use scen_core::scenario::Scenario;
 use scen_core::trace::{Event, EventKind, Probe};
 use scen_core::verdict::{check_expectations, RankVerdict, Report};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -35,7 +39,11 @@ pub enum SimError {
 /// Runs `scenario` with `seed` (the scenario's own seed when `None`).
 pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimError> {
     let seed = seed.unwrap_or(scenario.sim.seed);
-    let mut sim = turmoil::Builder::new()
+    let mut builder = turmoil::Builder::new();
+    if scenario.sim.random_order {
+        builder.enable_random_order();
+    }
+    let mut sim = builder
         .rng_seed(seed)
         .epoch(UNIX_EPOCH)
         .tick_duration(Duration::from_millis(1))
@@ -45,8 +53,16 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
         .build();
     let activity = Activity::default();
     let clock = VirtualClock::default();
-    let probe = SimProbe::new(scenario.world.size(), activity.clone());
-    let shared = Rc::new(scenario.clone());
+    let plan = Rc::new(RefCell::new(FaultPlan::new(scenario)));
+    let probe = SimProbe::new(
+        scenario.world.size(),
+        activity.clone(),
+        clock.clone(),
+        plan.clone(),
+    );
+    let mut with_env = scenario.clone();
+    let env_notes = faults::apply_env(&mut with_env);
+    let shared = Rc::new(with_env);
     for node in &scenario.world.nodes {
         let net = SimNet {
             host: node.name.clone(),
@@ -65,6 +81,10 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
             )
         });
     }
+    for (f, text) in env_notes {
+        probe.fault_event(f, None, None, &text);
+    }
+    apply_latency(&sim, scenario, &probe);
     let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity)?;
     Ok(report(scenario, seed, &probe, end_ms))
 }
@@ -106,13 +126,33 @@ async fn boot_node(
         };
         let (probe, clock) = (probe.clone(), clock.clone());
         let rank = spec.rank;
+        let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
+        probe.state.borrow_mut().kills[rank] = Some(kill_tx);
+        let late = probe.plan.borrow().late[rank];
         tokio::task::spawn_local(async move {
-            let end = run_rank(env).await;
-            let t = clock.now_ms();
-            let mut st = probe.state.borrow_mut();
-            st.waits[rank] = None;
-            st.ends[rank] = Some((end, t));
-            probe.activity.bump();
+            let run = async {
+                if let Some((f, delay_ms)) = late {
+                    probe.fault_event(
+                        f,
+                        Some(rank),
+                        None,
+                        &format!("rank {rank} starts {delay_ms}ms late"),
+                    );
+                    clock.sleep_until_ms(clock.now_ms() + delay_ms).await;
+                }
+                run_rank(env).await
+            };
+            tokio::select! {
+                biased;
+                _ = kill_rx => {}
+                end = run => {
+                    let t = clock.now_ms();
+                    let mut st = probe.state.borrow_mut();
+                    st.waits[rank] = None;
+                    st.ends[rank] = Some((end, t));
+                    probe.activity.bump();
+                }
+            }
         });
     }
     std::future::pending::<()>().await;
@@ -128,16 +168,30 @@ fn drive(
     probe: &SimProbe,
     activity: &Activity,
 ) -> Result<u64, SimError> {
-    let quiet_needed = s.sim.latency_max_ms + 3;
+    // Long enough that no message can still be in flight, per-link latency faults included.
+    let link_max_ms = s
+        .faults
+        .iter()
+        .filter_map(|f| match &f.kind {
+            scen_core::scenario::FaultKind::Latency {
+                fixed_ms, max_ms, ..
+            } => fixed_ms.or(*max_ms),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let quiet_needed = s.sim.latency_max_ms.max(link_max_ms) + 3;
     let (mut quiet, mut offset, mut steps) = (0u64, 0u64, 0u64);
     let mut last = activity.get();
     // The stall last reported: repeated identical stalls (e.g. connect retries) are noted once.
     let mut last_stall: Option<Vec<(usize, String)>> = None;
+    apply_due(sim, s, probe, 0);
     loop {
         sim.step().map_err(|e| SimError::Turmoil(e.to_string()))?;
         steps += 1;
         let now = steps + offset;
         clock.set_now(now);
+        apply_due(sim, s, probe, now);
         let fired = clock.fire_due();
         if probe.state.borrow().ends.iter().all(|e| e.is_some()) {
             return Ok(now);
@@ -179,22 +233,37 @@ fn drive(
                 ),
             );
             let mut o = probe.state.borrow_mut();
+            if o.first_stall.is_none() {
+                let ranks = stall::rank_states(s, &o);
+                o.first_stall_calls = Some((o.calls.clone(), ranks, now));
+            }
             o.first_stall.get_or_insert_with(|| st.clone());
         }
-        match clock.next_deadline() {
+        let next_fault = probe.plan.borrow().next_ms();
+        let next = match (clock.next_deadline(), next_fault) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match next {
             Some(t) => {
                 if new_stall {
                     note(
                         probe,
                         now,
                         format!(
-                            "advancing virtual time to the next timeout at {}",
+                            "advancing virtual time to the next {} at {}",
+                            if next_fault == Some(t) {
+                                "fault"
+                            } else {
+                                "timeout"
+                            },
                             scen_core::trace::format_ms(t).trim()
                         ),
                     );
                 }
                 offset += t.saturating_sub(now);
                 clock.set_now(t);
+                apply_due(sim, s, probe, t);
                 clock.fire_due();
                 quiet = 0;
             }
@@ -211,6 +280,172 @@ fn drive(
             }
         }
     }
+}
+
+/// Applies every timed fault action due at `now_ms`, writing each to the trace.
+fn apply_due(sim: &mut turmoil::Sim<'_>, s: &Scenario, probe: &SimProbe, now_ms: u64) {
+    let due = probe.plan.borrow_mut().take_due(now_ms);
+    for t in due {
+        probe.fault_event(t.fault, None, None, &t.text);
+        let name = |n: usize| s.world.nodes[n].name.clone();
+        let ranks_on = |n: usize| -> Vec<usize> {
+            s.world
+                .ranks
+                .iter()
+                .filter(|r| r.node == n)
+                .map(|r| r.rank)
+                .collect()
+        };
+        match &t.action {
+            Action::CrashRanks(ranks) => {
+                for r in ranks {
+                    probe.kill(*r, t.fault);
+                }
+            }
+            Action::CrashNode(n) => {
+                for r in ranks_on(*n) {
+                    probe.kill(r, t.fault);
+                }
+                sim.crash(name(*n).as_str());
+            }
+            Action::Bounce(n) => {
+                for r in ranks_on(*n) {
+                    probe.kill(r, t.fault);
+                    let mut st = probe.state.borrow_mut();
+                    st.ends[r] = None;
+                    st.waits[r] = None;
+                    st.step[r] = None;
+                }
+                sim.bounce(name(*n).as_str());
+            }
+            Action::Cut { links, oneway } => {
+                for (x, y) in faults::pairs(links, *oneway) {
+                    if *oneway {
+                        sim.partition_oneway(name(x).as_str(), name(y).as_str());
+                    } else {
+                        sim.partition(name(x).as_str(), name(y).as_str());
+                    }
+                }
+            }
+            Action::Heal { links, oneway } => {
+                for (x, y) in faults::pairs(links, *oneway) {
+                    if *oneway {
+                        sim.repair_oneway(name(x).as_str(), name(y).as_str());
+                    } else {
+                        sim.repair(name(x).as_str(), name(y).as_str());
+                    }
+                }
+            }
+            Action::Hold(links) => {
+                for (x, y) in faults::pairs(links, false) {
+                    sim.hold(name(x).as_str(), name(y).as_str());
+                }
+            }
+            Action::Release(links) => {
+                for (x, y) in faults::pairs(links, false) {
+                    sim.release(name(x).as_str(), name(y).as_str());
+                }
+            }
+            Action::Loss(links, rate) => {
+                for (x, y) in faults::pairs(links, false) {
+                    sim.set_link_fail_rate(name(x).as_str(), name(y).as_str(), *rate);
+                }
+            }
+        }
+    }
+}
+
+/// Per-link latency faults act once, before the run.
+fn apply_latency(sim: &turmoil::Sim<'_>, s: &Scenario, probe: &SimProbe) {
+    for f in &s.faults {
+        let scen_core::scenario::FaultKind::Latency {
+            links,
+            fixed_ms,
+            max_ms,
+        } = &f.kind
+        else {
+            continue;
+        };
+        let name = |n: usize| s.world.nodes[n].name.clone();
+        for (x, y) in faults::pairs(links, false) {
+            match (fixed_ms, max_ms) {
+                (Some(ms), _) => sim.set_link_latency(
+                    name(x).as_str(),
+                    name(y).as_str(),
+                    Duration::from_millis(*ms),
+                ),
+                (None, Some(ms)) => sim.set_link_max_message_latency(
+                    name(x).as_str(),
+                    name(y).as_str(),
+                    Duration::from_millis(*ms),
+                ),
+                (None, None) => {}
+            }
+        }
+        let what = match (fixed_ms, max_ms) {
+            (Some(ms), _) => format!("exactly {ms}ms"),
+            (_, Some(ms)) => format!(
+                "between {}ms and {ms}ms (exponential)",
+                s.sim.latency_min_ms
+            ),
+            _ => String::new(),
+        };
+        let pairs: Vec<String> = faults::pairs(links, false)
+            .iter()
+            .map(|(x, y)| format!("node{x}<->node{y}"))
+            .collect();
+        probe.fault_event(
+            f.index,
+            None,
+            None,
+            &format!("latency on {}: {what}", pairs.join(", ")),
+        );
+    }
+}
+
+/// "rank 0 fails after fault #2 (...) acted at 0.500s: crash rank 3": which fault each
+/// failure or hang followed.
+fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
+    let o = probe.state.borrow();
+    let plan = probe.plan.borrow();
+    let mut notes = Vec::new();
+    for (r, v) in ranks.iter().enumerate() {
+        let (verb, until) = match v {
+            RankVerdict::Completed { .. } => continue,
+            RankVerdict::Failed { error, t_ms, .. }
+                if error.contains(scen_core::class::CRASH_MARK) =>
+            {
+                let by = o
+                    .acted
+                    .iter()
+                    .rev()
+                    .find(|a| a.t_ms <= *t_ms && error.contains(&plan.label(a.fault)));
+                if let Some(a) = by {
+                    let f = &plan.faults[a.fault];
+                    notes.push(format!(
+                        "rank {r} crashed at {} (fault #{}, {}:{}): {}",
+                        scen_core::trace::format_ms(*t_ms).trim(),
+                        a.fault + 1,
+                        plan.file,
+                        f.loc.line,
+                        a.text
+                    ));
+                }
+                continue;
+            }
+            RankVerdict::Failed { t_ms, .. } => ("fails", *t_ms),
+            RankVerdict::Hung { .. } => ("hangs", u64::MAX),
+        };
+        if let Some(a) = o.acted.iter().rev().find(|a| a.t_ms <= until) {
+            notes.push(format!(
+                "rank {r} {verb} after {} acted at {}: {}",
+                plan.label(a.fault),
+                scen_core::trace::format_ms(a.t_ms).trim(),
+                a.text
+            ));
+        }
+    }
+    notes
 }
 
 fn note(probe: &SimProbe, t_ms: u64, text: String) {
@@ -244,6 +479,23 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
         })
         .collect();
     let expectations = check_expectations(s, &ranks);
+    drop(o);
+    let notes = attribution(probe, &ranks);
+    let o = probe.state.borrow();
+    let finished: Vec<bool> = ranks
+        .iter()
+        .map(|v| matches!(v, RankVerdict::Completed { .. }))
+        .collect();
+    let diagnosis = Diagnosis::build(
+        &o.calls,
+        &finished,
+        o.first_stall_calls
+            .as_ref()
+            .map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t)),
+    )
+    .with_groups(&o.groups);
+    let mut calls = o.calls.clone();
+    calls.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),
@@ -256,6 +508,8 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
         trace_hash: format!("{:016x}", o.trace.hash()),
         trace: o.trace.clone(),
         expectations,
-        notes: vec![],
+        notes,
+        calls,
+        diagnosis,
     }
 }

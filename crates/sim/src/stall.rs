@@ -5,6 +5,7 @@
 //! that real runs only give after a 30-minute timeout, if at all.
 
 use crate::probe::Observed;
+use scen_core::diagnose::hang::RankAt;
 use scen_core::runtime::rank::RankEnd;
 use scen_core::scenario::Scenario;
 use scen_core::verdict::{Stall, Stuck};
@@ -52,4 +53,25 @@ pub fn peer_state(s: &Scenario, o: &Observed, p: usize) -> String {
         (None, None, Some(step)) => format!("rank {p}, last in {}", label(step)),
         (None, None, None) => format!("rank {p}, which has not started any step"),
     }
+}
+
+/// Where every rank is now, for the wait-for graph.
+pub fn rank_states(s: &Scenario, o: &Observed) -> Vec<RankAt> {
+    (0..o.ends.len())
+        .map(|r| match (&o.ends[r], &o.waits[r]) {
+            (Some((RankEnd::Completed, _)), _) => RankAt::Finished,
+            (Some((RankEnd::Failed { step, .. }, _)), _) => RankAt::Failed {
+                step: *step,
+                line: s.steps[*step].loc.line,
+                label: s.steps[*step].label(),
+            },
+            (None, Some(w)) => RankAt::Stuck {
+                step: w.step,
+                line: s.steps[w.step].loc.line,
+                label: s.steps[w.step].label(),
+                wait: w.clone(),
+            },
+            (None, None) => RankAt::Busy,
+        })
+        .collect()
 }

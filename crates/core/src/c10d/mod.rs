@@ -2,6 +2,7 @@
 //! counters, backend maps. The rank interpreter (runtime/rank.rs) drives these pieces.
 
 pub mod backend;
+pub mod collective;
 pub mod error;
 pub mod naming;
 pub mod rendezvous;

@@ -90,10 +90,6 @@ impl<N: Net> Fabric<N> {
         }
     }
 
-    pub fn knows(&self, peer: usize) -> bool {
-        self.peers.borrow().contains_key(&peer)
-    }
-
     async fn conn(&self, peer: usize) -> Result<Rc<Mutex<N::Stream>>, FabricError> {
         if let Some(c) = self.out.borrow().get(&peer) {
             return Ok(c.clone());
@@ -166,6 +162,14 @@ impl<N: Net> Fabric<N> {
                 None => changed.await,
             }
         }
+    }
+}
+
+/// A dropped endpoint (its process exited or was killed) stops accepting and closes its
+/// connections.
+impl<N: Net> Drop for Fabric<N> {
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::fabric::{Fabric, FabricError};
 use super::net::{Clock, Net};
-use crate::algo::{Link, LinkError};
+use crate::algo::{CollectiveError, Link, LinkError};
 use crate::c10d::error::{self, C10dError};
 use crate::trace::{Probe, Wait};
 use std::cell::RefCell;
@@ -89,7 +89,9 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
     async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
         let peer = self.members[to];
         match self.fabric.send(peer, &self.tag, &data).await {
-            Err(FabricError::PeerClosed(_)) if !self.info.peer_exit_is_error => {
+            Err(FabricError::PeerClosed(_) | FabricError::Unreachable { .. })
+                if !self.info.peer_exit_is_error =>
+            {
                 self.wait_out_exited(peer, "send to").await.map(|_| ())
             }
             r => r.map_err(|e| self.map(peer, e)),
@@ -121,6 +123,32 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 }
 
 impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
+    /// A peer's message does not fit this call (another op, size or dtype width). oneCCL and
+    /// NCCL do not check (oneccl.md §4: all_reduce of 1024 vs 2048 floats hangs both ranks;
+    /// docs/diagnosis.md): the call never completes, until a timeout rule applies (or forever).
+    /// gloo's pair enforces the message size, so gloo callers keep the error instead.
+    pub async fn wait_out_mismatch(&self, why: &str) -> CollectiveError {
+        let what = format!(
+            "{} #{} on group {}: {why}; the backend does not check and keeps waiting",
+            self.info.op, self.info.seq, self.info.group
+        );
+        let mut w = self.wait_for(0, what);
+        w.peers = self
+            .members
+            .iter()
+            .copied()
+            .filter(|m| *m != self.members[self.me])
+            .collect();
+        self.probe.set_wait(self.info.proc_rank, Some(w));
+        let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
+        let r = super::rank::wait_out_peer_exit(self.clock, deadline).await;
+        let peer = self.members[(self.me + 1) % self.members.len()];
+        match r {
+            Ok(_) => CollectiveError::Mismatch(why.to_string()),
+            Err(e) => CollectiveError::Link(self.map(peer, e)),
+        }
+    }
+
     /// oneCCL/NCCL do not notice a peer's exit: record the wait and block until a timeout rule
     /// applies (or forever).
     async fn wait_out_exited(&self, peer: usize, verb: &str) -> Result<Vec<u8>, LinkError> {

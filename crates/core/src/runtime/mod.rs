@@ -1,6 +1,7 @@
 //! Running a rank: the process model (runtime/rank.rs) over the environment traits (net.rs)
 //! and the rank-to-rank transport (fabric.rs).
 
+pub(crate) mod coll;
 pub mod device;
 pub mod fabric;
 pub mod link;

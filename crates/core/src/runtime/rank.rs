@@ -6,12 +6,13 @@
 //! current device. Each step reports start/done/error events and, while blocked, a wait
 //! record saying on what and on whom.
 
+use super::coll::{self, AsyncProbe, CallShape, Coll, OutVars};
 use super::device::DeviceComms;
 use super::fabric::Fabric;
 use super::link::{CallInfo, FabricLink};
 use super::net::{Clock, Net};
-use crate::algo;
 use crate::c10d::backend::{self, BackendConfig, Device};
+use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::naming;
 use crate::c10d::rendezvous;
@@ -21,12 +22,18 @@ use crate::reduce::{self, ReduceOp};
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate, Expr};
 use crate::scenario::{
-    IntArg, Platform, RankSpec, Scenario, Step, StepKind, TensorSpec, RANK_VARS,
+    CollStep, IntArg, P2pOp, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec,
+    RANK_VARS,
 };
 use crate::tensor::Tensor;
 use crate::trace::{Event, EventKind, Probe, Wait};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+
+mod calls;
+mod sglang;
+use crate::diagnose::{CallKind, GroupRecord};
+use calls::CallSpec;
 
 /// How a rank's program ended (a rank that never ends is hung: the runner decides that).
 #[derive(Debug, Clone, PartialEq)]
@@ -97,11 +104,40 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     current_device: usize,
     step: usize,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// sglang's start-up state, once `init_distributed_environment` ran (rank/sglang.rs).
+    sgl: Option<sglang::SgState>,
+    /// How often `destroy_process_group()` reset the group counter (names restart).
+    group_generation: u32,
+    /// In-flight `async_op = true` collectives, by work name.
+    works: BTreeMap<String, Work<P>>,
+}
+
+type CallResult = Res<(Tensor, Option<Tensor>)>;
+
+/// An `async_op = true` call: `None` on a non-member (R27 returns None instead of a Work).
+enum Work<P: Probe> {
+    None,
+    Pending {
+        handle: tokio::task::JoinHandle<CallResult>,
+        step: Box<CollStep>,
+        call: CallShape,
+        probe: AsyncProbe<P>,
+    },
 }
 
 type Res<T> = Result<T, C10dError>;
 
 mod device_ops;
+
+/// A process killed mid-step (a crash fault drops its future) still closes what it owns.
+impl<N: Net, C: Clock, P: Probe> Drop for Proc<N, C, P> {
+    fn drop(&mut self) {
+        self.fabric.shutdown();
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
 
 /// Runs the scenario's program for one rank; spawned tasks are aborted when it returns
 /// (the process exits, its sockets close).
@@ -130,6 +166,9 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         current_device: 0,
         step: 0,
         tasks: Vec::new(),
+        sgl: None,
+        group_generation: 0,
+        works: BTreeMap::new(),
     };
     let end = p.run().await;
     if let Some(d) = p.env.device.clone() {
@@ -138,6 +177,11 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
     p.fabric.shutdown();
     for t in &p.tasks {
         t.abort();
+    }
+    for w in p.works.values() {
+        if let Work::Pending { handle, .. } = w {
+            handle.abort();
+        }
     }
     p.world = None;
     end
@@ -178,6 +222,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
             self.step = step.index;
             self.event(EventKind::Start, describe(step));
+            self.env
+                .probe
+                .step_gate(self.env.proc_rank, step.index)
+                .await;
             match self.exec(step).await {
                 Ok(note) => self.event(EventKind::Done, note),
                 Err(e) => {
@@ -233,32 +281,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Ok(format!("current device {d}"))
             }
             StepKind::Barrier { group } => self.barrier(group).await,
-            StepKind::AllReduce {
+            StepKind::Collective(c) => self.collective(c).await,
+            StepKind::Wait { work } => self.wait_work(work).await,
+            StepKind::BatchP2p {
                 group,
                 tensor,
-                op,
+                ops,
                 expect,
-            } => {
-                self.collective(group, tensor, Coll::AllReduce(*op), expect)
-                    .await
-            }
-            StepKind::Broadcast {
-                group,
-                tensor,
-                src,
-                expect,
-            } => {
-                self.collective(group, tensor, Coll::Broadcast(*src), expect)
-                    .await
-            }
-            StepKind::AllGather {
-                group,
-                tensor,
-                expect,
-            } => {
-                self.collective(group, tensor, Coll::AllGather, expect)
-                    .await
-            }
+            } => self.batch_p2p(group, tensor, ops, expect).await,
             StepKind::Send { group, tensor, dst } => {
                 self.p2p(group, tensor, *dst, true, &None).await
             }
@@ -278,6 +308,37 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.env.clock.sleep_until_ms(until).await;
                 Ok(format!("slept {ms}ms"))
             }
+            StepKind::InitDistributedEnvironment {
+                version,
+                init_method,
+                timeout_ms,
+            } => {
+                self.init_distributed_environment(*version, init_method, *timeout_ms)
+                    .await
+            }
+            StepKind::InitializeModelParallel {
+                degrees,
+                version,
+                usp_fallback,
+            } => {
+                self.initialize_model_parallel(degrees, *version, *usp_fallback)
+                    .await
+            }
+            StepKind::SpAllToAll {
+                op,
+                group,
+                shape,
+                dtype,
+                fill,
+            } => self.sp_all_to_all(*op, group, *shape, *dtype, fill).await,
+            StepKind::BroadcastPyobj { payload_bytes } => {
+                self.broadcast_pyobj(*payload_bytes).await
+            }
+            StepKind::DenoiseStep {
+                model,
+                dtype,
+                payload_bytes,
+            } => self.denoise_step(model, *dtype, *payload_bytes).await,
         }
     }
 
@@ -778,6 +839,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let name = if local_sync {
             naming::hashed_name(&ranks, self.group_count)
         } else {
+            self.env.probe.group(&GroupRecord {
+                rank: me,
+                generation: self.group_generation,
+                index: self.group_count,
+                ranks: ranks.clone(),
+                backend: config.original.clone(),
+                label: label.clone(),
+                step: self.step,
+                line: self.env.scenario.steps[self.step].loc.line,
+            });
             naming::counter_name(self.group_count)
         };
         self.group_count += 1;
@@ -830,6 +901,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.pgs.clear();
                 self.handles.clear();
                 self.group_count = 0;
+                self.group_generation += 1;
                 Ok(format!("destroyed {n} groups; group counter reset to 0"))
             }
             Some(h) => match self.handles.get(h).cloned() {
@@ -934,8 +1006,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )
             .await
             .map_err(|e| self.store_err(e))?;
+        // Every member must join this communicator, even one whose address gloo already knows.
         for (i, m) in members.iter().enumerate() {
-            if *m == me || self.fabric.knows(*m) {
+            if *m == me {
                 continue;
             }
             let k = format!("{key}/addr/{i}");
@@ -1027,16 +1100,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         })
     }
 
-    async fn collective(
-        &mut self,
-        group: &Option<String>,
-        spec: &TensorSpec,
-        coll: Coll,
-        expect: &Option<Expr>,
-    ) -> Res<String> {
-        let (mut t, dev) = self.make_tensor(spec);
-        let op = coll.name();
-        let Some(name) = self.resolve_group(group)? else {
+    /// R37: XCCL serves XPU tensors only (reachable when a group maps another device type to
+    /// xccl, e.g. `backend = "cpu:xccl,xpu:xccl"`).
+    fn check_device(&self, backend: &str, dev: &str) -> Res<()> {
+        if backend == "xccl" && dev != "xpu" {
+            return Err(error::value("Tensors must be XPU and dense"));
+        }
+        Ok(())
+    }
+
+    async fn collective(&mut self, c: &CollStep) -> Res<String> {
+        let op = c.op.name();
+        let Some(name) = self.resolve_group(&c.group)? else {
             let r = self.world()?.rank;
             self.event(
                 EventKind::Warn,
@@ -1044,28 +1119,118 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     "Running {op} on global rank {r} which does not belong to the given group."
                 ),
             );
+            if let Some(w) = &c.work {
+                self.works.insert(w.clone(), Work::None);
+            }
             return Ok("not a member: no-op".into());
         };
+        let dev = c
+            .tensor
+            .device
+            .clone()
+            .unwrap_or_else(|| self.accel().to_string());
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
-        let reduce_op = match coll {
-            Coll::AllReduce(o) => Some(o),
-            _ => None,
+        self.check_device(&backend, &dev)?;
+        let reduce_op = c.op.reduces().then_some(c.reduce_op);
+        let post_error = if backend == "gloo" {
+            self.check_dtype(&backend, c.tensor.dtype, reduce_op).err()
+        } else {
+            self.check_dtype(&backend, c.tensor.dtype, reduce_op)?;
+            None
         };
-        self.check_dtype(&backend, t.dtype, reduce_op)?;
-        if let Coll::Broadcast(src) = coll {
-            if self.pgs[&name].group_rank(src).is_none() {
-                return Err(error::value(format!(
-                    "Global rank {src} is not part of group {}",
-                    self.pgs[&name].label
-                )));
-            }
-        }
+        let me = self.world()?.rank;
+        let pg = &self.pgs[&name];
+        let (members, me_g) = (pg.ranks.len(), pg.group_rank(me).expect("member"));
+        let root = match c.root {
+            Some(r) => Some(pg.group_rank(r).ok_or_else(|| {
+                error::value(format!("Global rank {r} is not part of group {}", pg.label))
+            })?),
+            None => None,
+        };
+        let call = CallShape {
+            members,
+            me: me_g,
+            root,
+            splits: coll::eval_splits(c, members, &|v| self.var(v))?,
+            post_error,
+        };
+        let (t, coll) = coll::build(c, &call, &|v| self.var(v))?;
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
-        let result = self.run_algo(&name, &backend, &coll, &mut t).await?;
-        let out = result.unwrap_or(t);
-        self.check_values(spec, expect, &out, matches!(coll, Coll::AllGather))
+        if let Some(w) = &c.work {
+            let probe = AsyncProbe {
+                inner: self.env.probe.clone(),
+                state: Default::default(),
+            };
+            let fut = self.call_future(&name, &backend, &coll, t, probe.clone())?;
+            let handle = tokio::task::spawn_local(fut);
+            self.works.insert(
+                w.clone(),
+                Work::Pending {
+                    handle,
+                    step: Box::new(c.clone()),
+                    call,
+                    probe,
+                },
+            );
+            return Ok(format!("enqueued (async_op, work \"{w}\")"));
+        }
+        let mut t = t;
+        let out = self.run_algo(&name, &backend, &coll, &mut t).await?;
+        self.coll_result(c, &call, t, out)
+    }
+
+    /// `work.wait()`: blocks until the async call finishes and checks its result.
+    async fn wait_work(&mut self, work: &str) -> Res<String> {
+        match self.works.remove(work) {
+            None => Err(error::runtime(format!(
+                "work `{work}` was never started on this rank (its async_op step did not run here)"
+            ))),
+            Some(Work::None) => Err(C10dError {
+                kind: "AttributeError",
+                message: "'NoneType' object has no attribute 'wait'".into(),
+            }),
+            Some(Work::Pending {
+                handle,
+                step,
+                call,
+                probe,
+            }) => {
+                probe.start_waiting(self.env.proc_rank, self.step);
+                let r = handle.await;
+                self.wait(None);
+                let (t, out) =
+                    r.map_err(|e| error::runtime(format!("work `{work}` was lost: {e}")))??;
+                self.coll_result(&step, &call, t, out)
+            }
+        }
+    }
+
+    /// The call's output on this rank, checked against the step's `expect`.
+    fn coll_result(
+        &self,
+        c: &CollStep,
+        call: &CallShape,
+        t: Tensor,
+        out: Option<Tensor>,
+    ) -> Res<String> {
+        if let Some(e) = &call.post_error {
+            return Err(e.clone());
+        }
+        let is_root = call.root == Some(call.me);
+        if matches!(c.op, CollOp::Reduce | CollOp::Gather) && !is_root {
+            let what = if c.op == CollOp::Reduce {
+                "not dst: tensor unchanged"
+            } else {
+                "not dst: sent"
+            };
+            let vals = t.to_f64_vec();
+            return Ok(format!("{} ({what})", summarize(&vals, t.digest())));
+        }
+        let out = out.unwrap_or(t);
+        let vars = coll::out_vars(c, call, out.numel());
+        self.check_values(&c.tensor, &c.expect, &out, &vars)
     }
 
     async fn run_algo(
@@ -1075,11 +1240,30 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         coll: &Coll,
         t: &mut Tensor,
     ) -> Res<Option<Tensor>> {
+        let probe = self.env.probe.clone();
+        let fut = self.call_future(name, backend, coll, t.clone(), probe)?;
+        let (done, out) = fut.await?;
+        *t = done;
+        Ok(out)
+    }
+
+    /// One collective call as a future that owns what it needs, so an `async_op` call can run
+    /// as its own task while the program goes on.
+    fn call_future<Q: Probe>(
+        &mut self,
+        name: &str,
+        backend: &str,
+        coll: &Coll,
+        mut t: Tensor,
+        probe: Q,
+    ) -> Res<impl std::future::Future<Output = CallResult> + 'static> {
         let me = self.world()?.rank;
         let pg = self.pgs.get_mut(name).expect("pg");
         pg.seq += 1;
-        let pg = &self.pgs[name];
         let seq = pg.seq;
+        let pg = &self.pgs[name];
+        let call = self.call_begin(calls::spec_of(coll, name, backend, seq, &t, &pg.ranks));
+        let pg = &self.pgs[name];
         let info = CallInfo {
             proc_rank: self.env.proc_rank,
             step: self.step,
@@ -1089,38 +1273,51 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
             peer_exit_is_error: backend == "gloo",
         };
-        if backend != "gloo" {
-            if let Some(d) = self.env.device.clone() {
-                let comm = self.comm_ref(name, &pg.ranks, me, None);
-                return self.run_device(&*d, &comm, coll, t, &info).await;
+        let fabric = self.fabric.clone();
+        let clock = self.env.clock.clone();
+        let members = pg.ranks.clone();
+        let me_g = pg.group_rank(me).expect("member");
+        let tag = format!("{}/{backend}/{seq}", pg.name);
+        let coll = coll.clone();
+        let device = self.env.device.clone().filter(|_| backend != "gloo");
+        let comm = self.comm_ref(name, &members, me, None);
+        let since_ms = self.now();
+        Ok(async move {
+            if let Some(d) = device {
+                let r = device_ops::run_on_device(
+                    &*d, &comm, &coll, &mut t, &info, &probe, &members, since_ms,
+                )
+                .await;
+                calls::end_record(&probe, &clock, call, r.is_ok());
+                return r.map(|out| (t, out));
             }
-        }
-        let link = FabricLink {
-            fabric: &self.fabric,
-            clock: &self.env.clock,
-            probe: &self.env.probe,
-            members: &pg.ranks,
-            me: pg.group_rank(me).expect("member"),
-            tag: format!("{}/{backend}/{seq}", pg.name),
-            info,
-            error: Default::default(),
-        };
-        let r = match coll {
-            Coll::AllReduce(op) => algo::all_reduce(&link, t, *op).await.map(|_| None),
-            Coll::Broadcast(src) => {
-                let root = pg.group_rank(*src).expect("checked");
-                algo::broadcast(&link, t, root).await.map(|_| None)
+            let link = FabricLink {
+                fabric: &fabric,
+                clock: &clock,
+                probe: &probe,
+                members: &members,
+                me: me_g,
+                tag,
+                info,
+                error: Default::default(),
+            };
+            let r = match coll.run(&link, &mut t).await {
+                Err(crate::algo::CollectiveError::Mismatch(why))
+                    if !link.info.peer_exit_is_error =>
+                {
+                    Err(link.wait_out_mismatch(&why).await)
+                }
+                r => r,
+            };
+            calls::end_record(&probe, &clock, call, r.is_ok());
+            match r {
+                Ok(out) => Ok((t, out)),
+                Err(e) => Err(link
+                    .error
+                    .borrow()
+                    .clone()
+                    .unwrap_or_else(|| error::runtime(e.to_string()))),
             }
-            Coll::AllGather => algo::all_gather(&link, t)
-                .await
-                .map(|parts| Some(Tensor::concat(&parts))),
-            Coll::Barrier => algo::barrier(&link).await.map(|_| None),
-        };
-        r.map_err(|e| {
-            link.error
-                .borrow()
-                .clone()
-                .unwrap_or_else(|| error::runtime(e.to_string()))
         })
     }
 
@@ -1129,23 +1326,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         spec: &TensorSpec,
         expect: &Option<Expr>,
         out: &Tensor,
-        gather: bool,
+        vars: &OutVars,
     ) -> Res<String> {
         let vals = out.to_f64_vec();
         let summary = summarize(&vals, out.digest());
         let Some(expect) = expect else {
             return Ok(summary);
         };
-        let n_in = spec.shape.iter().product::<usize>().max(1);
         let tol = tolerance(spec.dtype);
         for (i, got) in vals.iter().enumerate() {
-            let want = expect.eval(&|v| match v {
-                "i" => i as f64,
-                "n" => vals.len() as f64,
-                "chunk" if gather => (i / n_in) as f64,
-                "j" if gather => (i % n_in) as f64,
-                other => self.var(other),
-            });
+            let want = expect.eval(&|v| vars.get(i, v).unwrap_or_else(|| self.var(v)));
             let want_cast = Tensor::from_fn(spec.dtype, vec![1], |_| want).get_f64(0);
             if (got - want_cast).abs() > tol * want_cast.abs().max(1.0) {
                 self.event(
@@ -1198,7 +1388,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
         let mut t = Tensor::from_fn(DType::F32, vec![1], |_| 0.0);
-        self.run_algo(&name, &backend, &Coll::Barrier, &mut t)
+        self.run_algo(&name, &backend, &Coll::barrier(), &mut t)
             .await?;
         Ok(format!("passed ({dev}:{backend})"))
     }
@@ -1225,6 +1415,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let me = self.world()?.rank;
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_device(&backend, &dev)?;
         self.check_dtype(&backend, t.dtype, None)?;
         if self.pgs[&name].group_rank(peer).is_none() {
             return Err(error::value(format!(
@@ -1240,48 +1431,68 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.ensure_comm(&name, &dev, &backend, Some((src, dst)))
                 .await?;
         }
-        let pg = self.pgs.get_mut(&name).expect("pg");
+        match self.p2p_transfer(&name, &backend, &t, peer, send).await? {
+            None => Ok(format!("sent {} elements to rank {peer}", t.numel())),
+            Some(out) => self.check_values(spec, expect, &out, &OutVars::flat(out.numel())),
+        }
+    }
+
+    /// One send or receive of `t` with `peer` on group `name` (its communicator ready); returns
+    /// the received tensor.
+    async fn p2p_transfer(
+        &mut self,
+        name: &str,
+        backend: &str,
+        t: &Tensor,
+        peer: usize,
+        send: bool,
+    ) -> Res<Option<Tensor>> {
+        let me = self.world()?.rank;
+        let (src, dst) = if send { (me, peer) } else { (peer, me) };
+        let pg = self.pgs.get_mut(name).expect("pg");
         let n = pg.p2p_seq.entry((src, dst)).or_insert(0);
         *n += 1;
         let seq = *n;
-        let pg = &self.pgs[&name];
+        let pg = &self.pgs[name];
         let tag = format!("{}/{backend}/p2p/{src}->{dst}/{seq}", pg.name);
         let timeout = self.op_timeout(
-            &backend,
+            backend,
             pg,
             seq,
             if send { "SEND" } else { "RECV" },
             t.numel(),
         );
         let group_label = format!("{} ({})", pg.label, pg.name);
+        let (kind, op) = if send {
+            (CallKind::Send, "send")
+        } else {
+            (CallKind::Recv, "recv")
+        };
+        let call = self.call_begin(CallSpec {
+            group: name,
+            backend,
+            kind,
+            op,
+            seq,
+            tensor: t,
+            root: None,
+            reduce_op: None,
+            peer: Some(peer),
+        });
         if backend != "gloo" {
             if let Some(d) = self.env.device.clone() {
-                let comm =
-                    self.comm_ref(&name, &[src.min(dst), src.max(dst)], me, Some((src, dst)));
-                let peer_pos = usize::from(src.min(dst) == me);
-                return self
-                    .p2p_device(
-                        &*d,
-                        &comm,
-                        t,
-                        peer,
-                        peer_pos,
-                        send,
-                        seq,
-                        group_label,
-                        timeout,
-                        spec,
-                        expect,
-                    )
+                let r = self
+                    .p2p_device(&*d, name, t, peer, send, seq, group_label, timeout)
                     .await;
+                self.call_end(call, r.is_ok());
+                return r;
             }
         }
         if send {
-            self.fabric
-                .send(peer, &tag, &t.data)
-                .await
-                .map_err(|e| error::runtime(e.to_string()))?;
-            return Ok(format!("sent {} elements to rank {peer}", t.numel()));
+            let r = self.fabric.send(peer, &tag, &t.data).await;
+            self.call_end(call, r.is_ok());
+            r.map_err(|e| error::runtime(e.to_string()))?;
+            return Ok(None);
         }
         self.wait(Some(Wait {
             step: self.step,
@@ -1302,7 +1513,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 timeout.as_ref().map(|(d, _)| *d),
             )
             .await;
+        let r = self
+            .p2p_size_rule(r, backend, peer, seq, t.data.len(), &timeout)
+            .await;
         self.wait(None);
+        let size_ok = r.as_ref().is_ok_and(|d| d.len() == t.data.len());
+        self.call_end(call, size_ok);
         let data = r.map_err(|e| match e {
             super::fabric::FabricError::Timeout => timeout
                 .clone()
@@ -1318,12 +1534,76 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 t.data.len()
             )));
         }
-        let out = Tensor {
+        Ok(Some(Tensor {
             dtype: t.dtype,
             shape: t.shape.clone(),
             data,
+        }))
+    }
+
+    /// `batch_isend_irecv`: the group's communicator (every member must join the first batch),
+    /// all sends posted, then every receive completed and checked.
+    async fn batch_p2p(
+        &mut self,
+        group: &Option<String>,
+        spec: &TensorSpec,
+        ops: &[P2pOp],
+        expect: &Option<Expr>,
+    ) -> Res<String> {
+        let Some(name) = self.resolve_group(group)? else {
+            let r = self.world()?.rank;
+            self.event(
+                EventKind::Warn,
+                format!("Running batch_isend_irecv on global rank {r} which does not belong to the given group."),
+            );
+            return Ok("not a member: no-op".into());
         };
-        self.check_values(spec, expect, &out, false)
+        let (t, dev) = self.make_tensor(spec);
+        let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_device(&backend, &dev)?;
+        self.check_dtype(&backend, t.dtype, None)?;
+        let peers: Vec<usize> = ops
+            .iter()
+            .map(|o| match &o.peer {
+                IntArg::Int(i) => (*i).max(0) as usize,
+                IntArg::Expr(e) => e.eval(&|v| self.var(v)).max(0.0) as usize,
+            })
+            .collect();
+        for p in &peers {
+            if self.pgs[&name].group_rank(*p).is_none() {
+                return Err(error::value(format!(
+                    "Global rank {p} is not part of group {}",
+                    self.pgs[&name].label
+                )));
+            }
+        }
+        if backend != "gloo" {
+            self.ensure_comm(&name, &dev, &backend, None).await?;
+        }
+        for (o, p) in ops.iter().zip(&peers) {
+            if o.send {
+                self.p2p_transfer(&name, &backend, &t, *p, true).await?;
+            }
+        }
+        let mut notes = Vec::new();
+        for (k, (o, p)) in ops.iter().zip(&peers).enumerate() {
+            if o.send {
+                continue;
+            }
+            let out = self
+                .p2p_transfer(&name, &backend, &t, *p, false)
+                .await?
+                .expect("a receive returns data");
+            let vars = OutVars::flat(out.numel())
+                .with("peer", *p as f64)
+                .with("k", k as f64);
+            notes.push(format!(
+                "from {p}: {}",
+                self.check_values(spec, expect, &out, &vars)?
+            ));
+        }
+        let sends = ops.iter().filter(|o| o.send).count();
+        Ok(format!("{sends} sent; {}", notes.join("; ")))
     }
 }
 
@@ -1344,33 +1624,6 @@ pub(crate) async fn wait_out_peer_exit<C: Clock>(
 
 fn barrier_after_init(spec: &RankSpec) -> bool {
     spec.env.get("TORCH_DIST_INIT_BARRIER").map(|s| s.as_str()) == Some("1")
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Coll {
-    AllReduce(ReduceOp),
-    Broadcast(usize),
-    AllGather,
-    Barrier,
-}
-
-impl Coll {
-    fn name(&self) -> &'static str {
-        match self {
-            Coll::AllReduce(_) => "all_reduce",
-            Coll::Broadcast(_) => "broadcast",
-            Coll::AllGather => "all_gather",
-            Coll::Barrier => "barrier",
-        }
-    }
-
-    fn torch_op(&self) -> &'static str {
-        match self {
-            Coll::AllReduce(_) | Coll::Barrier => "ALLREDUCE",
-            Coll::Broadcast(_) => "BROADCAST",
-            Coll::AllGather => "ALLGATHER",
-        }
-    }
 }
 
 fn tolerance(d: DType) -> f64 {
@@ -1450,13 +1703,26 @@ fn describe(step: &Step) -> String {
         StepKind::DestroyProcessGroup { group } => g(group),
         StepKind::SetDevice { device } => device.clone(),
         StepKind::Barrier { group } => format!("group={}", g(group)),
-        StepKind::AllReduce {
-            group, tensor, op, ..
-        } => format!("group={} {} op={}", g(group), t(tensor), op.name()),
-        StepKind::Broadcast {
-            group, tensor, src, ..
-        } => format!("group={} {} src={src}", g(group), t(tensor)),
-        StepKind::AllGather { group, tensor, .. } => format!("group={} {}", g(group), t(tensor)),
+        StepKind::Collective(c) => describe_coll(c, &g(&c.group), &t(&c.tensor)),
+        StepKind::Wait { work } => format!("work={work}"),
+        StepKind::BatchP2p {
+            group, tensor, ops, ..
+        } => format!(
+            "group={} {} ops=[{}]",
+            g(group),
+            t(tensor),
+            ops.iter()
+                .map(|o| format!(
+                    "{} {}",
+                    if o.send { "isend" } else { "irecv" },
+                    match &o.peer {
+                        IntArg::Int(i) => i.to_string(),
+                        IntArg::Expr(e) => e.to_string(),
+                    }
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         StepKind::Send { group, tensor, dst } => {
             format!("group={} {} dst={dst}", g(group), t(tensor))
         }
@@ -1465,8 +1731,65 @@ fn describe(step: &Step) -> String {
         } => format!("group={} {} src={src}", g(group), t(tensor)),
         StepKind::Log { .. } => String::new(),
         StepKind::Sleep { ms } => format!("{ms}ms"),
+        StepKind::InitDistributedEnvironment { version, .. } => format!("version={version:?}"),
+        StepKind::InitializeModelParallel {
+            degrees: d,
+            usp_fallback,
+            ..
+        } => format!(
+            "tp={} ulysses={} ring={} sp={} cfg={} dp={} pp={}{}",
+            d.tp,
+            d.ulysses,
+            d.ring,
+            d.sp,
+            d.cfg,
+            d.dp,
+            d.pp,
+            if *usp_fallback {
+                " (parallel_groups import fails)"
+            } else {
+                ""
+            }
+        ),
+        StepKind::SpAllToAll {
+            op, group, shape, ..
+        } => format!("group={} {shape:?} {op:?}", g(group)),
+        StepKind::BroadcastPyobj { payload_bytes } => format!("{payload_bytes} bytes"),
+        StepKind::DenoiseStep { model: m, .. } => format!(
+            "seq={} heads={}x{} layers={}",
+            m.seq, m.heads, m.head_dim, m.layers
+        ),
     };
     format!("{} {detail}", step.kind.op_name())
         .trim_end()
         .to_string()
+}
+
+/// A collective step's start line: group, tensor, then only the arguments the op takes.
+fn describe_coll(c: &CollStep, group: &str, tensor: &str) -> String {
+    let mut s = format!("group={group} {tensor}");
+    if c.op.reduces() {
+        s += &format!(" op={}", c.reduce_op.name());
+    }
+    if let (Some(f), Some(r)) = (c.op.root_field(), c.root) {
+        s += &format!(" {f}={r}");
+    }
+    if c.op.coalesced() {
+        s += &format!(" count={}", c.count);
+    }
+    if let Some((i, o)) = &c.splits {
+        let show = |x: &Splits| match x {
+            Splits::List(v) => format!("{v:?}"),
+            Splits::Expr(e) => format!("\"{e}\""),
+        };
+        s += &format!(
+            " input_split_sizes={} output_split_sizes={}",
+            show(i),
+            show(o)
+        );
+    }
+    if let Some(w) = &c.work {
+        s += &format!(" async_op work={w}");
+    }
+    s
 }

@@ -9,10 +9,15 @@ use super::env::{build_rank_envs, EnvLayer};
 use super::expr::{interpolate, Expr};
 use super::model::*;
 use super::raw::*;
+use crate::c10d::collective::{CollOp, Layout};
 use crate::dtype::DType;
 use crate::reduce::ReduceOp;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use toml::Spanned;
+
+mod faults;
+mod sglang;
 
 /// A scenario file problem, located.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -42,7 +47,11 @@ pub fn load_file(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
 
 /// Parses scenario text; `file` names it in errors, `default_name` is used when it has none.
 pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
-    let cx = Cx { text, file };
+    let cx = Cx {
+        text,
+        file,
+        works: RefCell::new(Vec::new()),
+    };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
         let at = e.span().map(|s| s.start).unwrap_or(0);
         cx.err(at, e.message().trim_end().to_string())
@@ -53,6 +62,8 @@ pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, Sce
 struct Cx<'a> {
     text: &'a str,
     file: &'a str,
+    /// Work handles named by `async_op = true` steps so far (for `wait`).
+    works: RefCell<Vec<String>>,
 }
 
 type R<T> = Result<T, ScenarioError>;
@@ -67,6 +78,21 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         v.extend(extra);
         v
     };
+    if let Some(c) = CollOp::parse(op) {
+        let mut v = tensor(&[]);
+        if c.reduces() {
+            v.push("reduce_op");
+        }
+        v.extend(c.root_field());
+        if c.coalesced() {
+            v.push("count");
+        }
+        if c.splits() {
+            v.extend(["input_split_sizes", "output_split_sizes"]);
+        }
+        v.extend(["expect", "async_op", "work"]);
+        return Some(v);
+    }
     Some(match op {
         "init_process_group" => vec![
             "backend",
@@ -86,19 +112,24 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         ],
         "destroy_process_group" | "barrier" => vec!["group"],
         "set_device" => vec!["device"],
-        "all_reduce" => tensor(&["reduce_op", "expect"]),
-        "broadcast" => tensor(&["src", "expect"]),
-        "all_gather" => tensor(&["expect"]),
+        "wait" => vec!["work"],
+        "batch_isend_irecv" => tensor(&["ops", "expect"]),
         "send" => tensor(&["dst"]),
         "recv" => tensor(&["src", "expect"]),
         "log" => vec!["message"],
         "sleep" => vec!["ms"],
-        _ => return None,
+        other => return sglang::op_fields(other),
     })
 }
 
 const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, barrier, \
-                   all_reduce, broadcast, all_gather, send, recv, log, sleep";
+                   all_reduce, all_reduce_coalesced, reduce, broadcast, all_gather, \
+                   all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
+                   gather, scatter, reduce_scatter, reduce_scatter_tensor, \
+                   reduce_scatter_tensor_coalesced, all_to_all_single, all_to_all, send, recv, \
+                   batch_isend_irecv, wait, log, sleep, init_distributed_environment, \
+                   initialize_model_parallel, all_to_all_4d, usp_all_to_all, broadcast_pyobj, \
+                   denoise_step";
 
 /// Variables of `fill` and `expect` formulas.
 const ELEM_VARS: [&str; 7] = [
@@ -120,6 +151,50 @@ const GATHER_VARS: [&str; 9] = [
     "n",
     "chunk",
     "j",
+];
+/// Coalesced ops add `k`, the tensor's index in the list.
+const TENSORS_VARS: [&str; 8] = [
+    "rank",
+    "local_rank",
+    "node",
+    "world_size",
+    "local_world_size",
+    "i",
+    "n",
+    "k",
+];
+const TENSOR_CHUNKS_VARS: [&str; 10] = [
+    "rank",
+    "local_rank",
+    "node",
+    "world_size",
+    "local_world_size",
+    "i",
+    "n",
+    "chunk",
+    "j",
+    "k",
+];
+/// Split-size formulas: the rank variables and `j`, the member the split is for.
+const SPLIT_VARS: [&str; 6] = [
+    "rank",
+    "local_rank",
+    "node",
+    "world_size",
+    "local_world_size",
+    "j",
+];
+/// batch_isend_irecv's received tensors: `peer` (the sender) and `k` (the op's index).
+const BATCH_VARS: [&str; 9] = [
+    "rank",
+    "local_rank",
+    "node",
+    "world_size",
+    "local_world_size",
+    "i",
+    "n",
+    "peer",
+    "k",
 ];
 
 impl Cx<'_> {
@@ -163,6 +238,12 @@ impl Cx<'_> {
             .map(|e| self.expectation(e, &world, &steps))
             .collect::<R<Vec<_>>>()?;
         let sim = self.sim(raw.sim)?;
+        let faults = raw
+            .faults
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| self.fault(i, f, &world, &steps))
+            .collect::<R<Vec<_>>>()?;
         Ok(Scenario {
             name: raw
                 .scenario
@@ -174,6 +255,7 @@ impl Cx<'_> {
             steps,
             expect,
             sim,
+            faults,
         })
     }
 
@@ -192,6 +274,7 @@ impl Cx<'_> {
             seed: raw.seed.unwrap_or(0),
             latency_min_ms: lo,
             latency_max_ms: hi,
+            random_order: raw.random_order.unwrap_or(false),
         })
     }
 
@@ -419,11 +502,18 @@ impl Cx<'_> {
             f("src", &r.src),
             f("dst", &r.dst),
             f("expect", &r.expect),
+            f("count", &r.count),
+            f("input_split_sizes", &r.input_split_sizes),
+            f("output_split_sizes", &r.output_split_sizes),
+            f("async_op", &r.async_op),
+            f("work", &r.work),
+            f("ops", &r.ops),
             f("message", &r.message),
             f("ms", &r.ms),
         ]
         .into_iter()
         .flatten()
+        .chain(sglang::present_fields(r))
         .collect()
     }
 
@@ -480,6 +570,12 @@ impl Cx<'_> {
     ) -> R<StepKind> {
         let ws = world.size();
         let group = self.group_ref(&r.group, handles)?;
+        let op_at = r.op.as_ref().map(|o| o.span().start).unwrap_or(0);
+        if let Some(c) = CollOp::parse(op) {
+            return Ok(StepKind::Collective(
+                self.coll_step(c, r, group, ws, op_at)?,
+            ));
+        }
         Ok(match op {
             "init_process_group" => StepKind::InitProcessGroup {
                 backend: self.backend(&r.backend)?,
@@ -525,33 +621,14 @@ impl Cx<'_> {
                     .unwrap_or_else(|| "xpu:{local_rank}".into()),
             },
             "barrier" => StepKind::Barrier { group },
-            "all_reduce" => StepKind::AllReduce {
-                group,
-                tensor: self.tensor(r)?,
-                op: match &r.reduce_op {
-                    Some(o) => o.get_ref().parse::<ReduceOp>().map_err(|_| {
-                        self.at(
-                            o,
-                            format!(
-                                "unknown reduce_op `{}` (sum, min, max, product, avg)",
-                                o.get_ref()
-                            ),
-                        )
-                    })?,
-                    None => ReduceOp::Sum,
-                },
-                expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
+            "wait" => StepKind::Wait {
+                work: self.wait_work(r, op_at)?,
             },
-            "broadcast" => StepKind::Broadcast {
+            "batch_isend_irecv" => StepKind::BatchP2p {
                 group,
                 tensor: self.tensor(r)?,
-                src: self.peer(&r.src, "src", ws)?,
-                expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
-            },
-            "all_gather" => StepKind::AllGather {
-                group,
-                tensor: self.tensor(r)?,
-                expect: self.opt_expr(&r.expect, &GATHER_VARS)?,
+                ops: self.p2p_ops(r, ws, op_at)?,
+                expect: self.opt_expr(&r.expect, &BATCH_VARS)?,
             },
             "send" => StepKind::Send {
                 group,
@@ -574,14 +651,192 @@ impl Cx<'_> {
                     None => String::new(),
                 },
             },
-            _ => StepKind::Sleep {
+            "sleep" => StepKind::Sleep {
                 ms: match &r.ms {
                     Some(ms) if *ms.get_ref() >= 0 => *ms.get_ref() as u64,
                     Some(ms) => return Err(self.at(ms, "ms must be >= 0")),
                     None => 0,
                 },
             },
+            other => self.sglang_step_kind(other, r, handles)?,
         })
+    }
+
+    /// A collective step: fields by [`CollOp`]'s table, located errors for each.
+    fn coll_step(
+        &self,
+        op: CollOp,
+        r: &RawStep,
+        group: Option<String>,
+        ws: usize,
+        op_at: usize,
+    ) -> R<CollStep> {
+        let fill_vars: &[&str] = if op.coalesced() {
+            &TENSORS_VARS
+        } else {
+            &ELEM_VARS
+        };
+        let mut tensor = self.tensor_with(r, fill_vars)?;
+        let reduce_op = match &r.reduce_op {
+            Some(o) => o.get_ref().parse::<ReduceOp>().map_err(|_| {
+                self.at(
+                    o,
+                    format!(
+                        "unknown reduce_op `{}` (sum, min, max, product, avg, band, bor, bxor)",
+                        o.get_ref()
+                    ),
+                )
+            })?,
+            None => ReduceOp::Sum,
+        };
+        let root = match op.root_field() {
+            Some("src") => Some(self.required_rank(&r.src, "src", op, ws, op_at)?),
+            Some(_) => Some(self.required_rank(&r.dst, "dst", op, ws, op_at)?),
+            None => None,
+        };
+        let count = match &r.count {
+            Some(c) if (1..=64).contains(c.get_ref()) => *c.get_ref() as usize,
+            Some(c) => return Err(self.at(c, "count must be between 1 and 64")),
+            None if op.coalesced() => 2,
+            None => 1,
+        };
+        let splits = match (&r.input_split_sizes, &r.output_split_sizes) {
+            (None, None) => None,
+            (Some(i), Some(o)) => Some((self.splits(i)?, self.splits(o)?)),
+            (Some(s), None) | (None, Some(s)) => {
+                return Err(self.at(
+                    s,
+                    "input_split_sizes and output_split_sizes go together (give both)",
+                ))
+            }
+        };
+        if splits.is_some() && r.shape.is_none() {
+            // With split sizes, `shape` is one row's shape: scalar rows unless given.
+            tensor.shape = vec![];
+        }
+        let expect_vars: &[&str] = match op.layout() {
+            Layout::Flat => &ELEM_VARS,
+            Layout::Tensors => &TENSORS_VARS,
+            Layout::Chunks => &GATHER_VARS,
+            Layout::TensorChunks => &TENSOR_CHUNKS_VARS,
+        };
+        let work = match (&r.async_op, &r.work) {
+            (Some(a), None) if *a.get_ref() => {
+                return Err(self.at(
+                    a,
+                    "async_op = true needs `work = \"<name>\"` to wait on later",
+                ))
+            }
+            (a, Some(w)) if !a.as_ref().is_some_and(|a| *a.get_ref()) => {
+                return Err(self.at(w, "`work` names the handle of an async_op = true call"))
+            }
+            (_, Some(w)) => {
+                self.works.borrow_mut().push(w.get_ref().clone());
+                Some(w.get_ref().clone())
+            }
+            _ => None,
+        };
+        Ok(CollStep {
+            op,
+            group,
+            tensor,
+            reduce_op,
+            root,
+            count,
+            splits,
+            expect: self.opt_expr(&r.expect, expect_vars)?,
+            work,
+        })
+    }
+
+    fn required_rank(
+        &self,
+        v: &Option<Spanned<i64>>,
+        what: &str,
+        op: CollOp,
+        ws: usize,
+        op_at: usize,
+    ) -> R<usize> {
+        match v {
+            Some(s) => self.rank_in_range(*s.get_ref(), s.span().start, ws),
+            None => Err(self.err(op_at, format!("{} needs `{what}`", op.name()))),
+        }
+    }
+
+    fn splits(&self, s: &Spanned<RawSplits>) -> R<Splits> {
+        match s.get_ref() {
+            RawSplits::List(v) => v
+                .iter()
+                .map(|x| {
+                    if (0..=1 << 24).contains(x) {
+                        Ok(*x as usize)
+                    } else {
+                        Err(self.at(s, format!("bad split size {x}")))
+                    }
+                })
+                .collect::<R<Vec<_>>>()
+                .map(Splits::List),
+            RawSplits::Expr(src) => Expr::parse(src, &SPLIT_VARS)
+                .map(Splits::Expr)
+                .map_err(|e| self.err(s.span().start + 1 + e.offset, e.message)),
+        }
+    }
+
+    fn wait_work(&self, r: &RawStep, op_at: usize) -> R<String> {
+        let Some(w) = &r.work else {
+            return Err(self.err(op_at, "wait needs `work` (the handle of an async_op call)"));
+        };
+        if self.works.borrow().contains(w.get_ref()) {
+            Ok(w.get_ref().clone())
+        } else {
+            Err(self.at(
+                w,
+                format!(
+                    "unknown work `{}`: name it with `work` on an earlier async_op = true step",
+                    w.get_ref()
+                ),
+            ))
+        }
+    }
+
+    fn p2p_ops(&self, r: &RawStep, ws: usize, op_at: usize) -> R<Vec<P2pOp>> {
+        let Some(ops) = &r.ops else {
+            return Err(self.err(
+                op_at,
+                "batch_isend_irecv needs `ops = [{ op = \"isend\", peer = 1 }, ...]`",
+            ));
+        };
+        if ops.get_ref().is_empty() {
+            return Err(self.at(
+                ops,
+                "ops is empty (batch_isend_irecv needs at least one op)",
+            ));
+        }
+        ops.get_ref()
+            .iter()
+            .map(|o| {
+                let o = o.get_ref();
+                let send = match o.op.get_ref().as_str() {
+                    "isend" => true,
+                    "irecv" => false,
+                    other => {
+                        return Err(
+                            self.at(&o.op, format!("unknown p2p op `{other}` (isend, irecv)"))
+                        )
+                    }
+                };
+                let peer = match o.peer.get_ref() {
+                    RawIntOrExpr::Int(i) => {
+                        IntArg::Int(self.rank_in_range(*i, o.peer.span().start, ws)? as i64)
+                    }
+                    RawIntOrExpr::Expr(src) => IntArg::Expr(
+                        Expr::parse(src, &RANK_VARS)
+                            .map_err(|e| self.err(o.peer.span().start + 1 + e.offset, e.message))?,
+                    ),
+                };
+                Ok(P2pOp { send, peer })
+            })
+            .collect()
     }
 
     fn group_ref(&self, g: &Option<Spanned<String>>, handles: &[String]) -> R<Option<String>> {
@@ -612,6 +867,10 @@ impl Cx<'_> {
     }
 
     fn tensor(&self, r: &RawStep) -> R<TensorSpec> {
+        self.tensor_with(r, &ELEM_VARS)
+    }
+
+    fn tensor_with(&self, r: &RawStep, fill_vars: &[&str]) -> R<TensorSpec> {
         let dtype = match &r.dtype {
             Some(d) => d.get_ref().parse::<DType>().map_err(|_| {
                 self.at(
@@ -658,7 +917,7 @@ impl Cx<'_> {
             None => None,
         };
         let fill = match &r.fill {
-            Some(f) => self.expr(f, &ELEM_VARS)?,
+            Some(f) => self.expr(f, fill_vars)?,
             None => Expr::parse("rank", &ELEM_VARS).expect("default fill parses"),
         };
         Ok(TensorSpec {

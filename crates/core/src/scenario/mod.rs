@@ -6,9 +6,11 @@
 
 pub mod env;
 pub mod expr;
+pub mod fault;
 pub mod load;
 pub mod model;
 pub mod raw;
 
+pub use fault::{Fault, FaultKind, LinkSets};
 pub use load::{load_file, parse, ScenarioError};
 pub use model::*;

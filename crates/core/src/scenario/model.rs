@@ -5,6 +5,7 @@
 //! evaluated per rank at run time.
 
 use super::expr::Expr;
+use crate::c10d::collective::CollOp;
 use crate::dtype::DType;
 use crate::reduce::ReduceOp;
 use std::collections::BTreeMap;
@@ -33,6 +34,8 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     pub expect: Vec<Expectation>,
     pub sim: SimSettings,
+    /// `[[faults]]`, in file order; the simulator applies them (see fault.rs).
+    pub faults: Vec<super::fault::Fault>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +43,8 @@ pub struct SimSettings {
     pub seed: u64,
     pub latency_min_ms: u64,
     pub latency_max_ms: u64,
+    /// turmoil's `enable_random_order`: hosts (nodes) run in a seeded random order each tick.
+    pub random_order: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -216,21 +221,17 @@ pub enum StepKind {
     Barrier {
         group: Option<String>,
     },
-    AllReduce {
-        group: Option<String>,
-        tensor: TensorSpec,
-        op: ReduceOp,
-        expect: Option<Expr>,
+    /// Every collective of [`CollOp`] (all_reduce, broadcast, all_gather, ...).
+    Collective(CollStep),
+    /// `work.wait()` on an `async_op = true` collective's handle.
+    Wait {
+        work: String,
     },
-    Broadcast {
+    /// `batch_isend_irecv` of a list of isend/irecv ops, all with the step's tensor spec.
+    BatchP2p {
         group: Option<String>,
         tensor: TensorSpec,
-        src: usize,
-        expect: Option<Expr>,
-    },
-    AllGather {
-        group: Option<String>,
-        tensor: TensorSpec,
+        ops: Vec<P2pOp>,
         expect: Option<Expr>,
     },
     Send {
@@ -250,6 +251,67 @@ pub enum StepKind {
     Sleep {
         ms: u64,
     },
+    /// sglang `maybe_init_distributed_environment_and_model_parallel`, first half (sglang.md §2).
+    InitDistributedEnvironment {
+        version: SglangVersion,
+        init_method: Option<String>,
+        timeout_ms: Option<u64>,
+    },
+    /// sglang `initialize_model_parallel` (sglang.md §3–§4).
+    InitializeModelParallel {
+        degrees: SglangDegrees,
+        /// `None`: the version of the earlier `init_distributed_environment` (else v2).
+        version: Option<SglangVersion>,
+        /// `parallel_groups` failed to import on this rank: Ulysses/Ring fall back to WORLD.
+        usp_fallback: bool,
+    },
+    /// `all_to_all_4d` (spec §5.33) or `usp_all_to_all` (§5.34) on real data.
+    SpAllToAll {
+        op: A2aOp,
+        group: Option<String>,
+        /// The per-rank input shape `[b, s, h, d]` the Python function receives.
+        shape: [usize; 4],
+        dtype: DType,
+        /// Value at global coordinates `b, s, h, d`.
+        fill: Expr,
+    },
+    /// The scheduler's per-iteration `broadcast_pyobj` fan-out over SP, CFG, TP cpu groups (R12).
+    BroadcastPyobj {
+        payload_bytes: usize,
+    },
+    /// One diffusion step's traffic for a model shape (spec §5.36).
+    DenoiseStep {
+        model: DenoiseModel,
+        dtype: DType,
+        payload_bytes: usize,
+    },
+}
+
+pub use crate::sglang::all_to_all_4d::A2aOp;
+pub use crate::sglang::parallel_state::Version as SglangVersion;
+
+/// `initialize_model_parallel`'s degrees; `sp` defaults to `ulysses * ring`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SglangDegrees {
+    pub tp: usize,
+    pub ulysses: usize,
+    pub ring: usize,
+    pub sp: usize,
+    pub cfg: usize,
+    pub dp: usize,
+    pub pp: usize,
+    pub vae: usize,
+}
+
+/// The transformer a `denoise_step` runs (Wan2.1-1.3B: 12 heads x 128, 30 layers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DenoiseModel {
+    pub batch: usize,
+    /// Global sequence length (tokens), sharded over the SP group.
+    pub seq: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub layers: usize,
 }
 
 impl StepKind {
@@ -260,15 +322,60 @@ impl StepKind {
             StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
             StepKind::SetDevice { .. } => "set_device",
             StepKind::Barrier { .. } => "barrier",
-            StepKind::AllReduce { .. } => "all_reduce",
-            StepKind::Broadcast { .. } => "broadcast",
-            StepKind::AllGather { .. } => "all_gather",
+            StepKind::Collective(c) => c.op.name(),
+            StepKind::Wait { .. } => "wait",
+            StepKind::BatchP2p { .. } => "batch_isend_irecv",
             StepKind::Send { .. } => "send",
             StepKind::Recv { .. } => "recv",
             StepKind::Log { .. } => "log",
             StepKind::Sleep { .. } => "sleep",
+            StepKind::InitDistributedEnvironment { .. } => "init_distributed_environment",
+            StepKind::InitializeModelParallel { .. } => "initialize_model_parallel",
+            StepKind::SpAllToAll {
+                op: A2aOp::AllToAll4D { .. },
+                ..
+            } => "all_to_all_4d",
+            StepKind::SpAllToAll { .. } => "usp_all_to_all",
+            StepKind::BroadcastPyobj { .. } => "broadcast_pyobj",
+            StepKind::DenoiseStep { .. } => "denoise_step",
         }
     }
+}
+
+/// One collective step: the op and its arguments (which apply is decided by [`CollOp`]).
+#[derive(Debug, Clone)]
+pub struct CollStep {
+    pub op: CollOp,
+    pub group: Option<String>,
+    /// The per-member tensor: the input of reductions/broadcast/gathers, the output of
+    /// scatter/reduce-scatter (whose inputs are `group size` times larger).
+    pub tensor: TensorSpec,
+    /// SUM unless given; only used when `op.reduces()`.
+    pub reduce_op: ReduceOp,
+    /// `src` or `dst` (a global rank) of rooted ops.
+    pub root: Option<usize>,
+    /// Tensors in the list of `_coalesced` ops.
+    pub count: usize,
+    /// all_to_all: rows sent to / received from each member, as `(input, output)`.
+    pub splits: Option<(Splits, Splits)>,
+    pub expect: Option<Expr>,
+    /// `async_op = true`: the Work handle's name for a later `wait`.
+    pub work: Option<String>,
+}
+
+/// Split sizes, in rows along dim 0, one per group member: the same list on every rank, or a
+/// formula over the rank variables and `j` (the member's group rank).
+#[derive(Debug, Clone)]
+pub enum Splits {
+    List(Vec<usize>),
+    Expr(Expr),
+}
+
+/// One op of a `batch_isend_irecv` list; `peer` (a global rank) may depend on the rank.
+#[derive(Debug, Clone)]
+pub struct P2pOp {
+    pub send: bool,
+    pub peer: IntArg,
 }
 
 /// What a scenario expects of some ranks.

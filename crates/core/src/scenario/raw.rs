@@ -20,6 +20,8 @@ pub struct RawScenario {
     pub expect: Vec<Spanned<RawExpect>>,
     #[serde(default)]
     pub sim: RawSim,
+    #[serde(default)]
+    pub faults: Vec<Spanned<RawFault>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -34,6 +36,7 @@ pub struct RawMeta {
 pub struct RawSim {
     pub seed: Option<u64>,
     pub latency_ms: Option<Spanned<[u64; 2]>>,
+    pub random_order: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +112,22 @@ pub enum RawStepRef {
     Id(String),
 }
 
+/// `input_split_sizes = [1, 2]` or `= "rank + j + 1"` (a formula over the rank and `j`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawSplits {
+    List(Vec<i64>),
+    Expr(String),
+}
+
+/// One entry of `batch_isend_irecv`'s `ops = [{ op = "isend", peer = 1 }, ...]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawP2pOp {
+    pub op: Spanned<String>,
+    pub peer: Spanned<RawIntOrExpr>,
+}
+
 /// One `[[step]]`: the union of every op's fields. load.rs checks which belong to `op`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -137,9 +156,35 @@ pub struct RawStep {
     pub src: Option<Spanned<i64>>,
     pub dst: Option<Spanned<i64>>,
     pub expect: Option<Spanned<String>>,
+    pub count: Option<Spanned<i64>>,
+    pub input_split_sizes: Option<Spanned<RawSplits>>,
+    pub output_split_sizes: Option<Spanned<RawSplits>>,
+    pub async_op: Option<Spanned<bool>>,
+    pub work: Option<Spanned<String>>,
+    pub ops: Option<Spanned<Vec<Spanned<RawP2pOp>>>>,
     // log / sleep
     pub message: Option<Spanned<String>>,
     pub ms: Option<Spanned<i64>>,
+    // sglang (load/sglang.rs)
+    pub version: Option<Spanned<String>>,
+    pub tp: Option<Spanned<i64>>,
+    pub ulysses: Option<Spanned<i64>>,
+    pub ring: Option<Spanned<i64>>,
+    pub sp: Option<Spanned<i64>>,
+    pub cfg: Option<Spanned<i64>>,
+    pub dp: Option<Spanned<i64>>,
+    pub pp: Option<Spanned<i64>>,
+    pub vae: Option<Spanned<i64>>,
+    pub usp_fallback: Option<Spanned<bool>>,
+    pub scatter_dim: Option<Spanned<i64>>,
+    pub gather_dim: Option<Spanned<i64>>,
+    pub direction: Option<Spanned<String>>,
+    pub batch: Option<Spanned<i64>>,
+    pub seq: Option<Spanned<i64>>,
+    pub heads: Option<Spanned<i64>>,
+    pub head_dim: Option<Spanned<i64>>,
+    pub layers: Option<Spanned<i64>>,
+    pub payload_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -149,4 +194,27 @@ pub struct RawExpect {
     pub outcome: Spanned<String>,
     pub error: Option<Spanned<String>>,
     pub step: Option<Spanned<RawStepRef>>,
+}
+
+/// One `[[faults]]` entry: the union of every fault kind's fields. load/faults.rs checks which
+/// belong to `kind`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFault {
+    pub kind: Option<Spanned<String>>,
+    pub on: Option<Spanned<RawSelector>>,
+    pub node: Option<Spanned<i64>>,
+    pub a: Option<Spanned<Vec<i64>>>,
+    pub b: Option<Spanned<Vec<i64>>>,
+    pub at_ms: Option<Spanned<i64>>,
+    pub until_ms: Option<Spanned<i64>>,
+    pub at_step: Option<Spanned<RawStepRef>>,
+    pub oneway: Option<Spanned<bool>>,
+    pub rate: Option<Spanned<f64>>,
+    pub max_ms: Option<Spanned<i64>>,
+    pub fixed_ms: Option<Spanned<i64>>,
+    pub factor: Option<Spanned<f64>>,
+    pub step_ms: Option<Spanned<i64>>,
+    pub delay_ms: Option<Spanned<i64>>,
+    pub env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
 }

@@ -2,13 +2,12 @@
 //! joining it and running an operation on it, with the wait record a hang report needs
 //! (device libraries never time out, so the record says who the call waits for).
 
-use super::{Coll, Proc, Res};
-use crate::c10d::error::C10dError;
+use super::{Proc, Res};
+use crate::c10d::error::{self, C10dError};
+use crate::runtime::coll::{Algo, Coll};
 use crate::runtime::device::{CommRef, DeviceComms};
 use crate::runtime::link::CallInfo;
 use crate::runtime::net::{Clock, Net};
-use crate::scenario::expr::Expr;
-use crate::scenario::TensorSpec;
 use crate::tensor::Tensor;
 use crate::trace::{EventKind, Probe, Wait};
 
@@ -77,77 +76,34 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         Ok(())
     }
 
-    /// One collective on the device communicator.
-    pub(super) async fn run_device(
-        &self,
-        d: &dyn DeviceComms,
-        comm: &CommRef,
-        coll: &Coll,
-        t: &mut Tensor,
-        info: &CallInfo,
-    ) -> Res<Option<Tensor>> {
-        let pg_ranks = self.group_ranks_of(comm);
-        let me = self.world()?.rank;
-        let peers: Vec<usize> = pg_ranks.iter().copied().filter(|r| *r != me).collect();
-        let mut w = self.device_wait(
-            format!(
-                "{} #{} on group {}: inside the device library, waiting for ranks {peers:?}",
-                info.op, info.seq, info.group
-            ),
-            &info.group,
-            Some(info.seq),
-            peers,
-        );
-        w.deadline_ms = info.timeout.as_ref().map(|(t, _)| *t);
-        w.timeout_error = info.timeout.as_ref().map(|(_, e)| e.to_string());
-        self.wait(Some(w));
-        // New collectives get a DeviceComms method and an arm here; until then they say so.
-        #[allow(unreachable_patterns)]
-        let r = match coll {
-            Coll::AllReduce(op) => d.all_reduce(comm, t, *op).await.map(|_| None),
-            Coll::Broadcast(src) => {
-                let root = pg_ranks.iter().position(|r| r == src).expect("checked");
-                d.broadcast(comm, t, root).await.map(|_| None)
-            }
-            Coll::AllGather => d
-                .all_gather(comm, t)
-                .await
-                .map(|parts| Some(Tensor::concat(&parts))),
-            Coll::Barrier => d.barrier(comm).await.map(|_| None),
-            other => Err(crate::c10d::error::runtime(format!(
-                "{} has no device-library binding yet (DeviceComms in runtime/device.rs)",
-                other.name()
-            ))),
-        };
-        self.wait(None);
-        r
-    }
-
-    /// The global ranks of a group communicator (its group's members).
-    fn group_ranks_of(&self, comm: &CommRef) -> Vec<usize> {
-        let name = comm.id.rsplit_once('/').map(|(n, _)| n).unwrap_or("");
-        self.pgs
-            .get(name)
-            .map(|p| p.ranks.clone())
-            .unwrap_or_default()
-    }
-
-    /// send/recv on the pair's device communicator.
+    /// send/recv on a device communicator: the pair's (`send`/`recv` steps), else the group's
+    /// (`batch_isend_irecv`). Returns the received tensor.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn p2p_device(
         &self,
         d: &dyn DeviceComms,
-        comm: &CommRef,
-        mut t: Tensor,
+        name: &str,
+        t: &Tensor,
         peer: usize,
-        peer_pos: usize,
         send: bool,
         seq: u64,
         group_label: String,
         timeout: Option<(u64, C10dError)>,
-        spec: &TensorSpec,
-        expect: &Option<Expr>,
-    ) -> Res<String> {
+    ) -> Res<Option<Tensor>> {
+        let me = self.world()?.rank;
+        let (a, b) = (me.min(peer), me.max(peer));
+        let pair_key = format!(":{a}:{b}");
+        let has_pair = self.pgs[name].comms.keys().any(|k| k.ends_with(&pair_key));
+        let (comm, peer_pos) = if has_pair {
+            (
+                self.comm_ref(name, &[a, b], me, Some((a, b))),
+                usize::from(a == me),
+            )
+        } else {
+            let ranks = self.pgs[name].ranks.clone();
+            let pos = ranks.iter().position(|r| *r == peer).expect("checked");
+            (self.comm_ref(name, &ranks, me, None), pos)
+        };
         let verb = if send { "send to" } else { "recv from" };
         let mut w = self.device_wait(
             format!("{verb} rank {peer} #{seq} on group {group_label}: inside the device library"),
@@ -158,16 +114,62 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         w.deadline_ms = timeout.as_ref().map(|(t, _)| *t);
         w.timeout_error = timeout.as_ref().map(|(_, e)| e.to_string());
         self.wait(Some(w));
+        let mut out = t.clone();
         let r = if send {
-            d.send(comm, &t, peer_pos).await
+            d.send(&comm, t, peer_pos).await
         } else {
-            d.recv(comm, &mut t, peer_pos).await
+            d.recv(&comm, &mut out, peer_pos).await
         };
         self.wait(None);
         r?;
-        if send {
-            return Ok(format!("sent {} elements to rank {peer}", t.numel()));
-        }
-        self.check_values(spec, expect, &t, false)
+        Ok((!send).then_some(out))
     }
+}
+
+/// One collective on the device communicator, with the wait record a hang report needs; one
+/// arm per [`DeviceComms`] method. Collectives without a method fail with a clear error.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_on_device<Q: Probe>(
+    d: &dyn DeviceComms,
+    comm: &CommRef,
+    coll: &Coll,
+    t: &mut Tensor,
+    info: &CallInfo,
+    probe: &Q,
+    members: &[usize],
+    since_ms: u64,
+) -> Result<Option<Tensor>, C10dError> {
+    let me = members[comm.rank];
+    let peers: Vec<usize> = members.iter().copied().filter(|r| *r != me).collect();
+    probe.set_wait(
+        info.proc_rank,
+        Some(Wait {
+            step: info.step,
+            what: format!(
+                "{} #{} on group {}: inside the device library, waiting for ranks {peers:?}",
+                info.op, info.seq, info.group
+            ),
+            group: Some(info.group.clone()),
+            seq: Some(info.seq),
+            peers,
+            since_ms,
+            deadline_ms: info.timeout.as_ref().map(|(t, _)| *t),
+            timeout_error: info.timeout.as_ref().map(|(_, e)| e.to_string()),
+        }),
+    );
+    let r = match &coll.algo {
+        Algo::AllReduce(op) => d.all_reduce(comm, t, *op).await.map(|_| None),
+        Algo::Broadcast(root) => d.broadcast(comm, t, *root).await.map(|_| None),
+        Algo::AllGather { count: 1 } => d
+            .all_gather(comm, t)
+            .await
+            .map(|parts| Some(Tensor::concat(&parts))),
+        Algo::Barrier => d.barrier(comm).await.map(|_| None),
+        _ => Err(error::runtime(format!(
+            "{} has no device-library binding yet (add a DeviceComms method in runtime/device.rs)",
+            coll.name()
+        ))),
+    };
+    probe.set_wait(info.proc_rank, None);
+    r
 }

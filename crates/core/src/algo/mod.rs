@@ -1,0 +1,159 @@
+//! Collective algorithms, written once over a transport trait and computing real results.
+//!
+//! The simulator runs them over turmoil sockets, the hardware mode's gloo-like CPU groups over
+//! OS sockets. One submodule per family: ring algorithms (all-reduce, reduce-scatter,
+//! all-gather), rooted trees and fans (broadcast, reduce, gather, scatter) and exchanges
+//! (all-to-all, barrier). Every message carries a small header (algorithm, byte count) so a
+//! peer that is running a different collective is detected instead of silently mis-read.
+
+mod exchange;
+#[cfg(test)]
+mod matrix;
+mod ring;
+mod rooted;
+#[cfg(test)]
+pub(crate) mod testlink;
+
+pub use exchange::{all_to_all, barrier};
+pub use ring::{all_gather, all_reduce, reduce_scatter};
+pub use rooted::{broadcast, gather, reduce, scatter};
+
+/// A member's view of one collective call: ordered byte messages to other members, by group rank.
+#[allow(async_fn_in_trait)]
+pub trait Link {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError>;
+    async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError>;
+}
+
+/// The transport's error text, passed through unchanged.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LinkError {
+    #[error("{0}")]
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CollectiveError {
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    /// A peer's message does not fit this call (it runs another collective or another size).
+    #[error("{0}")]
+    Mismatch(String),
+}
+
+pub(crate) type R<T> = Result<T, CollectiveError>;
+
+const K_RS: u8 = 1;
+const K_AG: u8 = 2;
+const K_BCAST: u8 = 3;
+const K_GATHER: u8 = 4;
+const K_BARRIER: u8 = 5;
+const K_A2A: u8 = 6;
+const K_REDUCE: u8 = 7;
+const K_RSCATTER: u8 = 8;
+const K_ROOTGATHER: u8 = 9;
+const K_SCATTER: u8 = 10;
+
+fn kind_name(k: u8) -> &'static str {
+    match k {
+        K_RS => "all_reduce",
+        K_AG => "all_reduce/all_gather",
+        K_BCAST => "broadcast",
+        K_GATHER => "all_gather",
+        K_BARRIER => "barrier",
+        K_A2A => "all_to_all",
+        K_REDUCE => "reduce",
+        K_RSCATTER => "reduce_scatter",
+        K_ROOTGATHER => "gather",
+        K_SCATTER => "scatter",
+        _ => "unknown",
+    }
+}
+
+pub(crate) async fn send<L: Link>(l: &L, to: usize, kind: u8, body: &[u8]) -> R<()> {
+    let mut m = Vec::with_capacity(body.len() + 9);
+    m.push(kind);
+    m.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    m.extend_from_slice(body);
+    Ok(l.send(to, m).await?)
+}
+
+pub(crate) async fn recv<L: Link>(l: &L, from: usize, kind: u8, len: usize) -> R<Vec<u8>> {
+    let m = l.recv(from).await?;
+    if m.len() < 9 {
+        return Err(CollectiveError::Mismatch(format!(
+            "rank {from} sent a malformed message"
+        )));
+    }
+    let got_len = u64::from_le_bytes(m[1..9].try_into().expect("8 bytes")) as usize;
+    if m[0] != kind || got_len != len || m.len() != 9 + len {
+        return Err(CollectiveError::Mismatch(format!(
+            "group rank {from} sent {} bytes of {} while this rank expects {len} bytes of {}",
+            got_len,
+            kind_name(m[0]),
+            kind_name(kind)
+        )));
+    }
+    Ok(m[9..].to_vec())
+}
+
+/// Byte ranges of `n` elements split into `parts` nearly equal chunks.
+pub(crate) fn chunks(n: usize, parts: usize, w: usize) -> Vec<std::ops::Range<usize>> {
+    let base = n / parts;
+    let extra = n % parts;
+    let mut start = 0;
+    (0..parts)
+        .map(|i| {
+            let len = base + usize::from(i < extra);
+            let r = start * w..(start + len) * w;
+            start += len;
+            r
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testlink::run_world;
+    use super::*;
+
+    /// Bytes member `from` sends to member `to`: length depends on both, so splits are uneven.
+    fn chunk(from: usize, to: usize) -> Vec<u8> {
+        (0..(from * 3 + to * 5) % 7)
+            .map(|k| (from * 31 + to * 7 + k) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn all_to_all_uneven_matches_direct_exchange_worlds_1_to_8() {
+        for n in 1..=8 {
+            let got = run_world(n, move |l| async move {
+                let me = l.rank();
+                let sends = (0..n).map(|to| chunk(me, to)).collect();
+                let lens: Vec<usize> = (0..n).map(|from| chunk(from, me).len()).collect();
+                all_to_all(&l, sends, &lens).await
+            });
+            for (me, r) in got.into_iter().enumerate() {
+                let want: Vec<Vec<u8>> = (0..n).map(|from| chunk(from, me)).collect();
+                assert_eq!(r.expect("ok"), want, "world {n}, rank {me}");
+            }
+        }
+    }
+
+    #[test]
+    fn all_to_all_reports_a_peer_with_another_split() {
+        let got = run_world(3, |l| async move {
+            let me = l.rank();
+            let mut lens = vec![4usize; 3];
+            if me == 2 {
+                lens[0] = 2; // rank 2 expects 2 bytes from rank 0, which sends 4
+            }
+            all_to_all(&l, vec![vec![me as u8; 4]; 3], &lens).await
+        });
+        assert!(got[0].is_ok() && got[1].is_ok());
+        let e = got[2].clone().unwrap_err().to_string();
+        assert!(e.contains("group rank 0 sent 4 bytes of all_to_all"), "{e}");
+    }
+}

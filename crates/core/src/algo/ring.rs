@@ -1,0 +1,98 @@
+//! Ring algorithms: every member talks to its two neighbours, so bandwidth per member is
+//! independent of the group size. All-reduce is a reduce-scatter followed by an all-gather.
+
+use super::{chunks, recv, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R};
+use crate::reduce::{finish_avg, reduce_into, ReduceOp};
+use crate::tensor::Tensor;
+
+/// Ring all-reduce in place: reduce-scatter, then all-gather of the reduced chunks.
+pub async fn all_reduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) -> R<()> {
+    let (n, me) = (l.size(), l.rank());
+    if n > 1 {
+        let w = t.dtype.size_bytes();
+        let cs = chunks(t.numel(), n, w);
+        let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+        for s in 0..n - 1 {
+            let send_c = (me + n - s) % n;
+            let recv_c = (me + n - s - 1) % n;
+            send(l, next, K_RS, &t.data[cs[send_c].clone()]).await?;
+            let got = recv(l, prev, K_RS, cs[recv_c].len()).await?;
+            reduce_into(t.dtype, op, &mut t.data[cs[recv_c].clone()], &got);
+        }
+        for s in 0..n - 1 {
+            let send_c = (me + 1 + n - s) % n;
+            let recv_c = (me + n - s) % n;
+            send(l, next, K_AG, &t.data[cs[send_c].clone()]).await?;
+            let got = recv(l, prev, K_AG, cs[recv_c].len()).await?;
+            t.data[cs[recv_c].clone()].copy_from_slice(&got);
+        }
+    }
+    if op == ReduceOp::Avg {
+        finish_avg(t.dtype, &mut t.data, n);
+    }
+    Ok(())
+}
+
+/// Ring all-gather: every rank ends with every rank's input, in group-rank order.
+pub async fn all_gather<L: Link>(l: &L, input: &Tensor) -> R<Vec<Tensor>> {
+    let (n, me) = (l.size(), l.rank());
+    let mut parts: Vec<Option<Vec<u8>>> = vec![None; n];
+    parts[me] = Some(input.data.clone());
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    for s in 0..n.saturating_sub(1) {
+        let send_i = (me + n - s) % n;
+        let recv_i = (me + n - s - 1) % n;
+        let body = parts[send_i].clone().expect("filled in an earlier round");
+        send(l, next, K_GATHER, &body).await?;
+        parts[recv_i] = Some(recv(l, prev, K_GATHER, input.data.len()).await?);
+    }
+    Ok(parts
+        .into_iter()
+        .map(|d| Tensor {
+            dtype: input.dtype,
+            shape: input.shape.clone(),
+            data: d.expect("every part received"),
+        })
+        .collect())
+}
+
+/// Ring reduce-scatter: `input` holds one equal chunk per member (in group-rank order); returns
+/// this member's chunk reduced over all members, shaped `out_shape`.
+///
+/// In round `s` a member sends chunk `me - s - 1` and folds the chunk `me - s - 2` it receives
+/// from its predecessor into its own copy, so after `n - 1` rounds chunk `me` is complete.
+pub async fn reduce_scatter<L: Link>(
+    l: &L,
+    input: &Tensor,
+    op: ReduceOp,
+    out_shape: &[usize],
+) -> R<Tensor> {
+    let (n, me) = (l.size(), l.rank());
+    let m: usize = out_shape.iter().product();
+    if input.numel() != n * m {
+        return Err(CollectiveError::Mismatch(format!(
+            "reduce_scatter input has {} elements, the group of {n} needs {n} x {m}",
+            input.numel()
+        )));
+    }
+    let w = input.dtype.size_bytes();
+    let cs: Vec<std::ops::Range<usize>> = (0..n).map(|c| c * m * w..(c + 1) * m * w).collect();
+    let mut acc = input.data.clone();
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    for s in 0..n.saturating_sub(1) {
+        let send_c = (me + 2 * n - s - 1) % n;
+        let recv_c = (me + 2 * n - s - 2) % n;
+        send(l, next, K_RSCATTER, &acc[cs[send_c].clone()]).await?;
+        let got = recv(l, prev, K_RSCATTER, cs[recv_c].len()).await?;
+        reduce_into(input.dtype, op, &mut acc[cs[recv_c].clone()], &got);
+    }
+    let mut data = acc[cs[me].clone()].to_vec();
+    if op == ReduceOp::Avg {
+        finish_avg(input.dtype, &mut data, n);
+    }
+    Ok(Tensor {
+        dtype: input.dtype,
+        shape: out_shape.to_vec(),
+        data,
+    })
+}

@@ -1,0 +1,116 @@
+//! Rooted collectives: a binomial tree for broadcast and reduce, a direct fan for gather and
+//! scatter (the root exchanges one message with every other member, in group-rank order).
+
+use super::{recv, send, CollectiveError, Link, K_BCAST, K_REDUCE, K_ROOTGATHER, K_SCATTER, R};
+use crate::reduce::{finish_avg, reduce_into, ReduceOp};
+use crate::tensor::Tensor;
+
+/// Binomial-tree broadcast from group rank `root`.
+pub async fn broadcast<L: Link>(l: &L, t: &mut Tensor, root: usize) -> R<()> {
+    let (n, me) = (l.size(), l.rank());
+    let vr = (me + n - root) % n;
+    let mut mask = 1;
+    while mask < n {
+        if vr & mask != 0 {
+            let src = (vr - mask + root) % n;
+            t.data = recv(l, src, K_BCAST, t.data.len()).await?;
+            break;
+        }
+        mask <<= 1;
+    }
+    mask >>= 1;
+    while mask > 0 {
+        if vr + mask < n {
+            let dst = (vr + mask + root) % n;
+            send(l, dst, K_BCAST, &t.data).await?;
+        }
+        mask >>= 1;
+    }
+    Ok(())
+}
+
+/// Binomial-tree reduce to group rank `root`: the root's tensor becomes the reduction of every
+/// member's tensor; the other members' tensors are left as they were (as NCCL/oneCCL do).
+pub async fn reduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp, root: usize) -> R<()> {
+    let (n, me) = (l.size(), l.rank());
+    let vr = (me + n - root) % n;
+    let mut acc = t.data.clone();
+    let mut mask = 1;
+    while mask < n {
+        if vr & mask != 0 {
+            send(l, (vr - mask + root) % n, K_REDUCE, &acc).await?;
+            return Ok(());
+        }
+        if vr + mask < n {
+            let got = recv(l, (vr + mask + root) % n, K_REDUCE, acc.len()).await?;
+            reduce_into(t.dtype, op, &mut acc, &got);
+        }
+        mask <<= 1;
+    }
+    if op == ReduceOp::Avg {
+        finish_avg(t.dtype, &mut acc, n);
+    }
+    t.data = acc;
+    Ok(())
+}
+
+/// Gather to group rank `root`: the root gets every member's tensor in group-rank order
+/// (`Some`), the others `None`.
+pub async fn gather<L: Link>(l: &L, t: &Tensor, root: usize) -> R<Option<Vec<Tensor>>> {
+    let (n, me) = (l.size(), l.rank());
+    if me != root {
+        send(l, root, K_ROOTGATHER, &t.data).await?;
+        return Ok(None);
+    }
+    let mut parts = Vec::with_capacity(n);
+    for from in 0..n {
+        let data = if from == me {
+            t.data.clone()
+        } else {
+            recv(l, from, K_ROOTGATHER, t.data.len()).await?
+        };
+        parts.push(Tensor {
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            data,
+        });
+    }
+    Ok(Some(parts))
+}
+
+/// Scatter from group rank `root`: the root passes one tensor per member (`parts`, group-rank
+/// order); every member returns its part, whose dtype and shape `like` gives.
+pub async fn scatter<L: Link>(
+    l: &L,
+    parts: Option<Vec<Tensor>>,
+    like: &Tensor,
+    root: usize,
+) -> R<Tensor> {
+    let (n, me) = (l.size(), l.rank());
+    let mut out = like.clone();
+    if me != root {
+        out.data = recv(l, root, K_SCATTER, like.data.len()).await?;
+        return Ok(out);
+    }
+    let parts = parts.unwrap_or_default();
+    if parts.len() != n {
+        return Err(CollectiveError::Mismatch(format!(
+            "scatter root has {} tensors for a group of {n}",
+            parts.len()
+        )));
+    }
+    for (to, p) in parts.iter().enumerate() {
+        if to != me {
+            send(l, to, K_SCATTER, &p.data).await?;
+        }
+    }
+    if parts[me].data.len() != like.data.len() {
+        return Err(CollectiveError::Mismatch(format!(
+            "scatter root's own part has {} bytes, its output {}",
+            parts[me].data.len(),
+            like.data.len()
+        )));
+    }
+    out.data = parts[me].data.clone();
+    Ok(out)
+}

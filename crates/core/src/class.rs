@@ -1,0 +1,56 @@
+//! Verdict classes: when two runs of a scenario (different seeds, or a scenario and its shrunk
+//! form) "fail the same way".
+//!
+//! A class is the sorted set of distinct per-rank outcomes, each named without rank numbers,
+//! times, ports or step positions: `completes`, `fails in all_reduce "ar": RuntimeError`,
+//! `hangs in barrier: recv`, `crashed`. Rank-agnostic and position-agnostic on purpose: a
+//! shrinker that removes ranks or earlier steps keeps the class when the failure stays the same.
+
+use crate::scenario::Scenario;
+use crate::verdict::{RankVerdict, Report};
+use std::collections::BTreeSet;
+
+/// The marker crash faults put in a killed rank's error text.
+pub const CRASH_MARK: &str = "process killed by";
+
+/// One rank's outcome, canonical.
+pub fn rank_class(s: &Scenario, v: &RankVerdict) -> String {
+    let step = |i: usize| match s.steps.get(i) {
+        Some(st) => match &st.id {
+            Some(id) => format!("{} \"{id}\"", st.kind.op_name()),
+            None => st.kind.op_name().to_string(),
+        },
+        None => format!("step {}", i + 1),
+    };
+    match v {
+        RankVerdict::Completed { .. } => "completes".into(),
+        RankVerdict::Failed { error, .. } if error.contains(CRASH_MARK) => "crashed".into(),
+        RankVerdict::Failed { step: i, error, .. } => {
+            let kind = error.split(':').next().unwrap_or("").trim();
+            format!("fails in {}: {kind}", step(*i))
+        }
+        RankVerdict::Hung { step: i, wait } => {
+            let what = wait
+                .as_ref()
+                .map(|w| wait_shape(&w.what))
+                .unwrap_or_else(|| "not blocked".into());
+            format!("hangs in {}: {what}", step(*i))
+        }
+    }
+}
+
+/// The kind of wait, without numbers: "recv", "send", "store get", "connect to TCPStore".
+fn wait_shape(what: &str) -> String {
+    let tail = what.rsplit(": ").next().unwrap_or(what);
+    tail.split_whitespace()
+        .take_while(|w| !w.chars().any(|c| c.is_ascii_digit()))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The class key of a run: distinct rank outcomes, sorted, joined with `; `.
+pub fn class_key(s: &Scenario, r: &Report) -> String {
+    let set: BTreeSet<String> = r.ranks.iter().map(|v| rank_class(s, v)).collect();
+    set.into_iter().collect::<Vec<_>>().join("; ")
+}

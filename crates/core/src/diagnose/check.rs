@@ -1,0 +1,557 @@
+//! Consistency checking: the calls of each group's members, compared fingerprint by fingerprint.
+//!
+//! Like `TORCH_DISTRIBUTED_DEBUG=DETAIL` (c10d.md R32) it compares op type, sequence, dtype and
+//! shape, but it also compares the broadcast root and the reduce op (DETAIL does not; the Intel
+//! MPI checker does, anchors.md §2.2), counts (a member that finished its program after fewer
+//! calls) and send/recv pairing per `(src, dst)` sequence (DETAIL skips send/recv). It reports
+//! the first divergence per group, with both sides and their scenario lines, and what the real
+//! backend does with it ([`Consequence`], docs/diagnosis.md).
+
+use super::record::{CallKind, CallRecord, CallState, Fingerprint};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a real backend does with a mismatch (docs/diagnosis.md has the table and sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Consequence {
+    /// Nobody completes: forever on xccl (R29), until the watchdog on nccl (R31), until the
+    /// op timeout on gloo (R29).
+    Hangs,
+    /// The backend raises an error (gloo's pair enforces message sizes).
+    Errors,
+    /// Every rank completes, some with wrong data; no backend notices.
+    CorruptsSilently,
+    /// Unchecked: wrong data or a hang depending on the algorithm's message pattern.
+    CorruptsOrHangs,
+    /// A send nobody receives: lost without a trace when small; large sends on device
+    /// backends block (oneccl.md §4: send before recv deadlocks at >= 16-64 KiB).
+    LostOrHangs,
+}
+
+impl Consequence {
+    pub fn text(self) -> &'static str {
+        match self {
+            Consequence::Hangs => "hangs",
+            Consequence::Errors => "errors",
+            Consequence::CorruptsSilently => "corrupts silently",
+            Consequence::CorruptsOrHangs => "corrupts or hangs",
+            Consequence::LostOrHangs => "loses the message or hangs",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MismatchKind {
+    /// Two members ran different calls at the same sequence number.
+    Fingerprint,
+    /// A member finished its program without ever issuing a call the others issued.
+    Count,
+    /// A send and its recv disagree on the size or dtype.
+    P2pSize,
+    /// A send or recv whose counterpart was never posted.
+    P2pUnmatched,
+}
+
+/// One side of a mismatch: who ran what where.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Side {
+    pub rank: usize,
+    pub call: String,
+    pub fp: Fingerprint,
+    pub line: usize,
+    pub state: CallState,
+}
+
+impl Side {
+    fn of(r: &CallRecord) -> Side {
+        Side {
+            rank: r.rank,
+            call: r.call_name(),
+            fp: r.fp.clone(),
+            line: r.line,
+            state: r.state,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mismatch {
+    pub kind: MismatchKind,
+    pub group: String,
+    pub group_label: String,
+    pub backend: String,
+    pub seq: u64,
+    pub a: Side,
+    /// The other side; `None` when it never made the call (count, unmatched p2p).
+    pub b: Option<Side>,
+    /// The rank that never made the call, for count and unmatched p2p.
+    pub absent: Option<usize>,
+    /// `op type: all_reduce vs broadcast`, one per differing aspect.
+    pub aspects: Vec<String>,
+    pub consequence: Consequence,
+    /// Why, per backend, with the spec rule.
+    pub why: String,
+}
+
+impl Mismatch {
+    /// One line naming both ranks, both fingerprints and both scenario lines ([`Mismatch::real`]
+    /// says what the backend does).
+    pub fn render(&self, file: &str) -> String {
+        let side = |s: &Side| {
+            format!(
+                "rank {} ran {} [{}] ({file}:{}, {})",
+                s.rank,
+                s.call,
+                s.fp,
+                s.line,
+                s.state.name()
+            )
+        };
+        let head = match self.kind {
+            MismatchKind::Fingerprint => "collective mismatch",
+            MismatchKind::Count => "collective count mismatch",
+            MismatchKind::P2pSize => "send/recv size mismatch",
+            MismatchKind::P2pUnmatched => "unmatched point-to-point",
+        };
+        let mut s = format!(
+            "{head} on group {} ({}): {}",
+            self.group_label,
+            self.group,
+            side(&self.a)
+        );
+        if let Some(b) = &self.b {
+            s.push_str(&format!(", but {}", side(b)));
+        }
+        if let Some(r) = self.absent {
+            match self.kind {
+                MismatchKind::Count => s.push_str(&format!(
+                    ", but rank {r} finished its program without calling #{} on this group",
+                    self.seq
+                )),
+                _ => s.push_str(&format!(
+                    ", but rank {r} never posted the matching {}",
+                    if self.a.fp.op == "send" {
+                        "recv"
+                    } else {
+                        "send"
+                    }
+                )),
+            }
+        }
+        if !self.aspects.is_empty() {
+            s.push_str(&format!("; differ in {}", self.aspects.join(", ")));
+        }
+        s
+    }
+
+    /// What the real backend does with it: `real xccl: hangs (why, with the spec rule)`.
+    pub fn real(&self) -> String {
+        format!(
+            "real {}: {} ({})",
+            self.backend,
+            self.consequence.text(),
+            self.why
+        )
+    }
+}
+
+/// The differing aspects of two fingerprints, DETAIL-style but with root and reduce op.
+pub fn aspects(a: &Fingerprint, b: &Fingerprint) -> Vec<String> {
+    let mut v = Vec::new();
+    let opt = |x: &Option<String>| x.clone().unwrap_or_else(|| "-".into());
+    let optn = |x: &Option<usize>| x.map(|r| r.to_string()).unwrap_or_else(|| "-".into());
+    if a.op != b.op {
+        v.push(format!("op type: {} vs {}", a.op, b.op));
+    }
+    if a.dtype != b.dtype {
+        v.push(format!("dtype: {} vs {}", a.dtype, b.dtype));
+    }
+    if a.shape != b.shape {
+        v.push(format!("shape: {:?} vs {:?}", a.shape, b.shape));
+    }
+    if a.root != b.root {
+        v.push(format!("root: {} vs {}", optn(&a.root), optn(&b.root)));
+    }
+    if a.reduce_op != b.reduce_op {
+        v.push(format!(
+            "reduce op: {} vs {}",
+            opt(&a.reduce_op),
+            opt(&b.reduce_op)
+        ));
+    }
+    v
+}
+
+/// What the real backend does when two members' collectives differ like `a` and `b`.
+pub fn collective_consequence(
+    backend: &str,
+    a: &Fingerprint,
+    b: &Fingerprint,
+) -> (Consequence, String) {
+    let gloo = backend == "gloo";
+    if a.op != b.op || a.nbytes != b.nbytes {
+        return if gloo {
+            (
+                Consequence::Errors,
+                "gloo's tcp pair enforces each message's size and fails the op; when no message \
+                 flows it times out instead (R29)"
+                    .into(),
+            )
+        } else {
+            (
+                Consequence::Hangs,
+                "the device backend does not check: both sides wait for data that never comes \
+                 (oneccl.md §4: all_reduce of 1024 vs 2048 floats hangs both ranks); xccl \
+                 forever without TORCH_XCCL_BLOCKING_WAIT (R29), nccl until the watchdog (R31)"
+                    .into(),
+            )
+        };
+    }
+    if a.dtype != b.dtype {
+        return (
+            Consequence::CorruptsSilently,
+            "same byte count: every backend moves and reduces the bytes as its own dtype, no \
+             check (DETAIL would catch the dtype, R32)"
+                .into(),
+        );
+    }
+    if a.root != b.root {
+        return (
+            Consequence::CorruptsOrHangs,
+            "no backend checks the root (DETAIL neither, R32): each rank runs the tree of its \
+             own root, so data goes to the wrong ranks or a rank waits for a sender that is not \
+             its parent"
+                .into(),
+        );
+    }
+    if a.reduce_op != b.reduce_op {
+        return (
+            Consequence::CorruptsSilently,
+            "no backend checks the reduce op (DETAIL neither, R32): each rank reduces its chunk \
+             of the ring with its own op, so the result mixes both ops chunk by chunk"
+                .into(),
+        );
+    }
+    (
+        Consequence::CorruptsSilently,
+        "same bytes in another shape: the call runs, the result is read in the wrong shape \
+         (DETAIL flags it, R32)"
+            .into(),
+    )
+}
+
+/// Checks every group's records. `finished[r]`: rank `r` completed its program.
+pub fn check(records: &[CallRecord], finished: &[bool]) -> Vec<Mismatch> {
+    let mut by_group: BTreeMap<&str, Vec<&CallRecord>> = BTreeMap::new();
+    for r in records {
+        by_group.entry(r.group.as_str()).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for recs in by_group.values() {
+        if let Some(m) = check_collectives(recs, finished) {
+            out.push(m);
+        }
+        out.extend(check_p2p(recs));
+    }
+    out
+}
+
+/// The first collective divergence of one group, comparing each member to the lowest rank
+/// that made the call (as the flight recorder's analyser pairs from the first rank, R33).
+fn check_collectives(recs: &[&CallRecord], finished: &[bool]) -> Option<Mismatch> {
+    let colls: Vec<&CallRecord> = recs
+        .iter()
+        .copied()
+        .filter(|r| r.kind == CallKind::Collective)
+        .collect();
+    let first = colls.first()?;
+    let members = &first.group_ranks;
+    let mut at: BTreeMap<u64, BTreeMap<usize, &CallRecord>> = BTreeMap::new();
+    for r in &colls {
+        at.entry(r.seq).or_default().insert(r.rank, r);
+    }
+    for (seq, by_rank) in &at {
+        let (_, reference) = by_rank.iter().next().expect("non-empty");
+        for r in by_rank.values() {
+            if r.fp != reference.fp {
+                let (consequence, why) = collective_consequence(&r.backend, &reference.fp, &r.fp);
+                return Some(Mismatch {
+                    kind: MismatchKind::Fingerprint,
+                    group: r.group.clone(),
+                    group_label: r.group_label.clone(),
+                    backend: r.backend.clone(),
+                    seq: *seq,
+                    a: Side::of(reference),
+                    b: Some(Side::of(r)),
+                    absent: None,
+                    aspects: aspects(&reference.fp, &r.fp),
+                    consequence,
+                    why,
+                });
+            }
+        }
+        let absent = members
+            .iter()
+            .copied()
+            .find(|m| !by_rank.contains_key(m) && finished.get(*m).copied().unwrap_or(false));
+        if let Some(m) = absent {
+            let issued = colls.iter().filter(|r| r.rank == m).count();
+            return Some(Mismatch {
+                kind: MismatchKind::Count,
+                group: reference.group.clone(),
+                group_label: reference.group_label.clone(),
+                backend: reference.backend.clone(),
+                seq: *seq,
+                a: Side::of(reference),
+                b: None,
+                absent: Some(m),
+                aspects: vec![format!(
+                    "collectives issued on this group: {} vs {issued}",
+                    colls.iter().filter(|r| r.rank == reference.rank).count()
+                )],
+                consequence: Consequence::Hangs,
+                why: "every member must issue the same next collective (R28): the others wait \
+                      for the missing member; gloo fails at its timeout (R29), nccl at the \
+                      watchdog (R31), xccl waits forever (R29)"
+                    .into(),
+            });
+        }
+    }
+    None
+}
+
+/// Send/recv pairing per `(src, dst)` sequence on one group.
+fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
+    let mut sends: BTreeMap<(usize, usize, u64), &CallRecord> = BTreeMap::new();
+    let mut recvs: BTreeMap<(usize, usize, u64), &CallRecord> = BTreeMap::new();
+    for r in recs {
+        if let Some((s, d)) = r.endpoints() {
+            let m = if r.kind == CallKind::Send {
+                &mut sends
+            } else {
+                &mut recvs
+            };
+            m.insert((s, d, r.seq), r);
+        }
+    }
+    let keys: BTreeSet<(usize, usize, u64)> = sends.keys().chain(recvs.keys()).copied().collect();
+    let mut out = Vec::new();
+    let mut reported: BTreeSet<(usize, usize)> = BTreeSet::new();
+    for k in keys {
+        if reported.contains(&(k.0, k.1)) {
+            continue;
+        }
+        let m = match (sends.get(&k), recvs.get(&k)) {
+            (Some(s), Some(r)) if s.fp.nbytes != r.fp.nbytes || s.fp.dtype != r.fp.dtype => {
+                let gloo = s.backend == "gloo";
+                Some(Mismatch {
+                    kind: MismatchKind::P2pSize,
+                    group: s.group.clone(),
+                    group_label: s.group_label.clone(),
+                    backend: s.backend.clone(),
+                    seq: k.2,
+                    a: Side::of(s),
+                    b: Some(Side::of(r)),
+                    absent: None,
+                    aspects: aspects(&s.fp, &r.fp)
+                        .into_iter()
+                        .filter(|a| !a.starts_with("op type"))
+                        .collect(),
+                    consequence: if s.fp.nbytes != r.fp.nbytes && gloo {
+                        Consequence::Errors
+                    } else if s.fp.nbytes != r.fp.nbytes {
+                        Consequence::Hangs
+                    } else {
+                        Consequence::CorruptsSilently
+                    },
+                    why: if s.fp.nbytes != r.fp.nbytes && gloo {
+                        "gloo's pair enforces the received size (R32 does not check send/recv)"
+                            .into()
+                    } else if s.fp.nbytes != r.fp.nbytes {
+                        "the device backend does not compare the counts of a send and its recv: \
+                         the recv never completes (as for collectives, oneccl.md §4); xccl \
+                         forever (R29), nccl until the watchdog (R31)"
+                            .into()
+                    } else {
+                        "same bytes, another dtype: received and read as the wrong type".into()
+                    },
+                })
+            }
+            (Some(one), None) | (None, Some(one)) => {
+                let other = one.peer.expect("p2p has a peer");
+                let send = one.kind == CallKind::Send;
+                Some(Mismatch {
+                    kind: MismatchKind::P2pUnmatched,
+                    group: one.group.clone(),
+                    group_label: one.group_label.clone(),
+                    backend: one.backend.clone(),
+                    seq: k.2,
+                    a: Side::of(one),
+                    b: None,
+                    absent: Some(other),
+                    aspects: vec![],
+                    consequence: if send {
+                        Consequence::LostOrHangs
+                    } else {
+                        Consequence::Hangs
+                    },
+                    why: if send {
+                        "a send completes once buffered (gloo, eager device protocols), so the \
+                         data is silently dropped; large device sends block until a recv is \
+                         posted (oneccl.md §4). DETAIL does not check send/recv (R32)"
+                            .into()
+                    } else {
+                        "the recv waits for data that never comes: gloo until its timeout \
+                         (R29), xccl forever (R29), nccl until the watchdog (R31)"
+                            .into()
+                    },
+                })
+            }
+            _ => None,
+        };
+        if let Some(m) = m {
+            reported.insert((k.0, k.1));
+            out.push(m);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(rank: usize, seq: u64, op: &str, dtype: &str, numel: usize) -> CallRecord {
+        let w = if dtype == "bf16" { 2 } else { 4 };
+        CallRecord {
+            rank,
+            group: "0".into(),
+            group_label: "WORLD".into(),
+            group_ranks: vec![0, 1],
+            backend: "xccl".into(),
+            kind: CallKind::Collective,
+            seq,
+            peer: None,
+            fp: Fingerprint {
+                op: op.into(),
+                dtype: dtype.into(),
+                shape: vec![numel],
+                nbytes: numel * w,
+                root: None,
+                reduce_op: Some("SUM".into()),
+            },
+            step: seq as usize,
+            line: 10 + seq as usize + 100 * rank,
+            state: CallState::Completed,
+            t_start_ms: 0,
+            t_end_ms: Some(1),
+        }
+    }
+
+    #[test]
+    fn identical_sequences_have_no_mismatch() {
+        let v = vec![
+            rec(0, 1, "all_reduce", "f32", 4),
+            rec(1, 1, "all_reduce", "f32", 4),
+        ];
+        assert!(check(&v, &[true, true]).is_empty());
+    }
+
+    #[test]
+    fn the_first_divergence_is_reported_with_both_lines() {
+        let v = vec![
+            rec(0, 1, "all_reduce", "f32", 4),
+            rec(1, 1, "all_reduce", "f32", 4),
+            rec(0, 2, "all_reduce", "f32", 4),
+            rec(1, 2, "all_reduce", "bf16", 8),
+            rec(0, 3, "all_reduce", "f32", 4),
+            rec(1, 3, "broadcast", "f32", 4),
+        ];
+        let m = check(&v, &[true, true]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].seq, 2);
+        assert_eq!((m[0].a.line, m[0].b.as_ref().unwrap().line), (12, 112));
+        // f32[4] and bf16[8] carry the same bytes: reinterpreted, not a size error.
+        assert_eq!(m[0].consequence, Consequence::CorruptsSilently);
+        assert_eq!(
+            m[0].aspects,
+            vec!["dtype: f32 vs bf16", "shape: [4] vs [8]"]
+        );
+    }
+
+    #[test]
+    fn size_or_op_mismatch_hangs_on_device_backends_and_errors_on_gloo() {
+        let a = rec(0, 1, "all_reduce", "f32", 4).fp;
+        let b = rec(1, 1, "all_reduce", "f32", 8).fp;
+        assert_eq!(collective_consequence("xccl", &a, &b).0, Consequence::Hangs);
+        assert_eq!(collective_consequence("nccl", &a, &b).0, Consequence::Hangs);
+        assert_eq!(
+            collective_consequence("gloo", &a, &b).0,
+            Consequence::Errors
+        );
+        let mut c = a.clone();
+        c.reduce_op = Some("MAX".into());
+        assert_eq!(
+            collective_consequence("gloo", &a, &c).0,
+            Consequence::CorruptsSilently
+        );
+        let mut d = a.clone();
+        d.root = Some(1);
+        assert_eq!(
+            collective_consequence("xccl", &a, &d).0,
+            Consequence::CorruptsOrHangs
+        );
+    }
+
+    #[test]
+    fn a_finished_rank_with_fewer_calls_is_a_count_mismatch_a_stuck_one_is_not() {
+        let v = vec![
+            rec(0, 1, "all_reduce", "f32", 4),
+            rec(1, 1, "all_reduce", "f32", 4),
+            rec(0, 2, "all_reduce", "f32", 4),
+        ];
+        let m = check(&v, &[false, true]);
+        assert_eq!((m[0].kind, m[0].absent), (MismatchKind::Count, Some(1)));
+        assert!(check(&v, &[false, false]).is_empty());
+    }
+
+    #[test]
+    fn sends_pair_with_recvs_per_src_dst_sequence() {
+        let p2p = |rank: usize, kind: CallKind, peer: usize, seq: u64, numel: usize| {
+            let mut r = rec(
+                rank,
+                seq,
+                if kind == CallKind::Send {
+                    "send"
+                } else {
+                    "recv"
+                },
+                "f32",
+                numel,
+            );
+            r.kind = kind;
+            r.peer = Some(peer);
+            r.fp.reduce_op = None;
+            r
+        };
+        let v = vec![
+            p2p(0, CallKind::Send, 1, 1, 4),
+            p2p(1, CallKind::Recv, 0, 1, 4),
+            p2p(0, CallKind::Send, 1, 2, 4),
+            p2p(1, CallKind::Send, 0, 1, 4),
+            p2p(0, CallKind::Recv, 1, 1, 2),
+        ];
+        let m = check(&v, &[true, true]);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (m[0].kind, m[0].seq, m[0].absent),
+            (MismatchKind::P2pUnmatched, 2, Some(1))
+        );
+        assert_eq!(
+            (m[1].kind, m[1].a.rank, m[1].consequence),
+            (MismatchKind::P2pSize, 1, Consequence::Hangs)
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! Diagnosis of a run from its call records and stall: consistency of the calls across the
+//! members of each group (better than `TORCH_DISTRIBUTED_DEBUG=DETAIL`, c10d.md R32), a wait-for
+//! graph over `(rank, group, seq)` for hangs (better than the flight recorder's analyser and
+//! NCCL's desync report, R31/R33), and exports (Graphviz DOT, Chrome/Perfetto timeline).
+//!
+//! Written once in core: the simulator feeds it records through the probe, the hardware mode
+//! will feed it the same records.
+
+pub mod check;
+pub mod dot;
+pub mod groups;
+pub mod hang;
+pub mod record;
+pub mod report;
+pub mod timeline;
+
+pub use groups::{GroupDivergence, GroupRecord};
+pub use record::{CallKind, CallRecord, CallState, Fingerprint};
+pub use report::Diagnosis;

@@ -1,0 +1,522 @@
+//! One collective call as a rank runs it: the step's tensors laid out as one input buffer, the
+//! algorithm to run on it, and the variables an `expect` formula sees for each output element.
+//!
+//! Adding a collective means a row in c10d/collective.rs and an arm here; the rank interpreter
+//! (rank.rs) only resolves the group, checks the backend's rules and runs the call.
+
+use crate::algo::{self, CollectiveError, Link};
+use crate::c10d::collective::{CollOp, Layout};
+use crate::c10d::error::{self, C10dError};
+use crate::reduce::ReduceOp;
+use crate::scenario::{CollStep, Splits, TensorSpec};
+use crate::tensor::Tensor;
+use crate::trace::{Event, Probe, Wait};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// What runs on the wire (roots are group ranks).
+#[derive(Debug, Clone)]
+pub(crate) enum Algo {
+    AllReduce(ReduceOp),
+    Reduce(ReduceOp, usize),
+    Broadcast(usize),
+    /// `count` inputs concatenated; output per input `k`, one chunk per member.
+    AllGather {
+        count: usize,
+    },
+    Gather(usize),
+    Scatter {
+        root: usize,
+        out_shape: Vec<usize>,
+    },
+    /// `count` inputs of `members x out` elements each; output the `count` reduced chunks.
+    ReduceScatter {
+        op: ReduceOp,
+        count: usize,
+        out_shape: Vec<usize>,
+    },
+    /// Rows (of `row_elems` elements) sent to and received from each member.
+    AllToAll {
+        send_rows: Vec<usize>,
+        recv_rows: Vec<usize>,
+        row_elems: usize,
+    },
+    Barrier,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Coll {
+    pub name: &'static str,
+    pub torch_op: &'static str,
+    pub algo: Algo,
+}
+
+impl Coll {
+    /// R28: an XCCL/NCCL barrier is an all-reduce of a 1-element tensor (its work's OpType).
+    pub fn barrier() -> Coll {
+        Coll {
+            name: "barrier",
+            torch_op: "ALLREDUCE",
+            algo: Algo::Barrier,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub fn torch_op(&self) -> &'static str {
+        self.torch_op
+    }
+
+    /// Runs the algorithm; `t` is the input (updated in place by in-place ops); returns the
+    /// output when it is another tensor (`None` for in-place ops and non-roots of gather).
+    pub async fn run<L: Link>(
+        &self,
+        l: &L,
+        t: &mut Tensor,
+    ) -> Result<Option<Tensor>, CollectiveError> {
+        match &self.algo {
+            Algo::AllReduce(op) => algo::all_reduce(l, t, *op).await.map(|_| None),
+            Algo::Reduce(op, root) => algo::reduce(l, t, *op, *root).await.map(|_| None),
+            Algo::Broadcast(root) => algo::broadcast(l, t, *root).await.map(|_| None),
+            Algo::AllGather { count } => {
+                let parts = algo::all_gather(l, t).await?;
+                Ok(Some(regroup(&parts, *count, t)))
+            }
+            Algo::Gather(root) => Ok(algo::gather(l, t, *root)
+                .await?
+                .map(|parts| Tensor::concat(&parts))),
+            Algo::Scatter { root, out_shape } => {
+                let n = l.size();
+                let like = Tensor::from_fn(t.dtype, out_shape.clone(), |_| 0.0);
+                let parts = (l.rank() == *root).then(|| split_even(t, n, out_shape));
+                algo::scatter(l, parts, &like, *root).await.map(Some)
+            }
+            Algo::ReduceScatter {
+                op,
+                count,
+                out_shape,
+            } => {
+                let n = l.size();
+                let m: usize = out_shape.iter().product();
+                let w = t.dtype.size_bytes();
+                let mut outs = Vec::with_capacity(*count);
+                for k in 0..*count {
+                    let input = Tensor {
+                        dtype: t.dtype,
+                        shape: vec![n * m],
+                        data: t.data[k * n * m * w..(k + 1) * n * m * w].to_vec(),
+                    };
+                    outs.push(algo::reduce_scatter(l, &input, *op, out_shape).await?);
+                }
+                Ok(Some(if *count == 1 {
+                    outs.pop().expect("one")
+                } else {
+                    Tensor::concat(&outs)
+                }))
+            }
+            Algo::AllToAll {
+                send_rows,
+                recv_rows,
+                row_elems,
+            } => {
+                let w = t.dtype.size_bytes() * row_elems;
+                let mut sends = Vec::with_capacity(send_rows.len());
+                let mut at = 0;
+                for rows in send_rows {
+                    sends.push(t.data[at..at + rows * w].to_vec());
+                    at += rows * w;
+                }
+                let lens: Vec<usize> = recv_rows.iter().map(|r| r * w).collect();
+                let got = algo::all_to_all(l, sends, &lens).await?;
+                let mut shape = t.shape.clone();
+                shape[0] = recv_rows.iter().sum();
+                Ok(Some(Tensor {
+                    dtype: t.dtype,
+                    shape,
+                    data: got.concat(),
+                }))
+            }
+            Algo::Barrier => algo::barrier(l).await.map(|_| None),
+        }
+    }
+}
+
+/// all_gather of `count` concatenated inputs: reorder member-major parts to input-major
+/// (`[k][member][element]`), the layout of the coalesced ops' output lists.
+fn regroup(parts: &[Tensor], count: usize, input: &Tensor) -> Tensor {
+    if count == 1 {
+        return Tensor::concat(parts);
+    }
+    let per = input.data.len() / count;
+    let mut data = Vec::with_capacity(per * count * parts.len());
+    for k in 0..count {
+        for p in parts {
+            data.extend_from_slice(&p.data[k * per..(k + 1) * per]);
+        }
+    }
+    Tensor {
+        dtype: input.dtype,
+        shape: vec![data.len() / input.dtype.size_bytes()],
+        data,
+    }
+}
+
+/// `t` cut into `n` tensors of `shape`.
+fn split_even(t: &Tensor, n: usize, shape: &[usize]) -> Vec<Tensor> {
+    let len = t.data.len() / n.max(1);
+    (0..n)
+        .map(|r| Tensor {
+            dtype: t.dtype,
+            shape: shape.to_vec(),
+            data: t.data[r * len..(r + 1) * len].to_vec(),
+        })
+        .collect()
+}
+
+/// `shape` with dim 0 multiplied by `n` (a scalar becomes `[n]`).
+fn times(shape: &[usize], n: usize) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    match s.first_mut() {
+        Some(d) => *d *= n,
+        None => s.push(n),
+    }
+    s
+}
+
+/// The shape of a step's input buffer on this rank and, for coalesced ops, how many tensors it
+/// holds (the fill's `k`).
+fn input_shape(
+    op: CollOp,
+    shape: &[usize],
+    count: usize,
+    members: usize,
+    is_root: bool,
+    send_rows: Option<usize>,
+) -> Vec<usize> {
+    let numel: usize = shape.iter().product();
+    match op {
+        CollOp::AllReduceCoalesced
+        | CollOp::AllGatherCoalesced
+        | CollOp::AllGatherIntoTensorCoalesced => {
+            vec![count * numel]
+        }
+        CollOp::Scatter if is_root => times(shape, members),
+        CollOp::ReduceScatter | CollOp::ReduceScatterTensor => times(shape, members),
+        CollOp::ReduceScatterTensorCoalesced => vec![count * members * numel],
+        CollOp::AllToAllSingle | CollOp::AllToAll => match send_rows {
+            Some(rows) => {
+                let mut s = vec![rows];
+                s.extend_from_slice(shape);
+                s
+            }
+            None => shape.to_vec(),
+        },
+        _ => shape.to_vec(),
+    }
+}
+
+/// What a collective call's result check needs to know about the call.
+#[derive(Clone)]
+pub(crate) struct CallShape {
+    pub members: usize,
+    pub me: usize,
+    pub root: Option<usize>,
+    pub splits: Option<(Vec<usize>, Vec<usize>)>,
+    /// An error the backend raises after the data moved (gloo's AVG division on bool).
+    pub post_error: Option<C10dError>,
+}
+
+type Res<T> = Result<T, C10dError>;
+
+/// all_to_all split sizes on this rank (rows per member), checked like c10d does.
+pub(crate) fn eval_splits(
+    c: &CollStep,
+    members: usize,
+    var: &dyn Fn(&str) -> f64,
+) -> Res<Option<(Vec<usize>, Vec<usize>)>> {
+    let Some((i, o)) = &c.splits else {
+        return Ok(None);
+    };
+    let eval = |s: &Splits| -> Res<Vec<usize>> {
+        match s {
+            Splits::List(v) if v.len() == members => Ok(v.clone()),
+            Splits::List(_) => Err(error::runtime(
+                "Number of tensor splits not equal to group size",
+            )),
+            Splits::Expr(e) => Ok((0..members)
+                .map(|j| {
+                    e.eval(&|v| match v {
+                        "j" => j as f64,
+                        other => var(other),
+                    })
+                    .max(0.0) as usize
+                })
+                .collect()),
+        }
+    };
+    Ok(Some((eval(i)?, eval(o)?)))
+}
+
+/// The call's input buffer on this rank and the algorithm to run on it.
+pub(crate) fn build(
+    c: &CollStep,
+    call: &CallShape,
+    var: &dyn Fn(&str) -> f64,
+) -> Res<(Tensor, Coll)> {
+    let n = call.members;
+    let shape = input_shape(
+        c.op,
+        &c.tensor.shape,
+        c.count,
+        n,
+        call.root == Some(call.me),
+        call.splits.as_ref().map(|s| s.0.iter().sum()),
+    );
+    let per_tensor = if c.op.coalesced() {
+        shape.iter().product::<usize>() / c.count
+    } else {
+        shape.iter().product()
+    };
+    let t = fill_tensor(&c.tensor, shape, per_tensor, var);
+    let root = call.root.unwrap_or(0);
+    let algo = match c.op {
+        CollOp::AllReduce | CollOp::AllReduceCoalesced => Algo::AllReduce(c.reduce_op),
+        CollOp::Reduce => Algo::Reduce(c.reduce_op, root),
+        CollOp::Broadcast => Algo::Broadcast(root),
+        CollOp::AllGather | CollOp::AllGatherIntoTensor => Algo::AllGather { count: 1 },
+        CollOp::AllGatherCoalesced | CollOp::AllGatherIntoTensorCoalesced => {
+            Algo::AllGather { count: c.count }
+        }
+        CollOp::Gather => Algo::Gather(root),
+        CollOp::Scatter => Algo::Scatter {
+            root,
+            out_shape: c.tensor.shape.clone(),
+        },
+        CollOp::ReduceScatter | CollOp::ReduceScatterTensor => Algo::ReduceScatter {
+            op: c.reduce_op,
+            count: 1,
+            out_shape: c.tensor.shape.clone(),
+        },
+        CollOp::ReduceScatterTensorCoalesced => Algo::ReduceScatter {
+            op: c.reduce_op,
+            count: c.count,
+            out_shape: c.tensor.shape.clone(),
+        },
+        CollOp::AllToAllSingle | CollOp::AllToAll => match &call.splits {
+            Some((send_rows, recv_rows)) => Algo::AllToAll {
+                send_rows: send_rows.clone(),
+                recv_rows: recv_rows.clone(),
+                row_elems: c.tensor.shape.iter().product(),
+            },
+            None => {
+                let rows = t.shape.first().copied().unwrap_or(1);
+                if rows % n != 0 {
+                    return Err(error::runtime(
+                        "Tensor's dim 0 does not divide equally across group size",
+                    ));
+                }
+                Algo::AllToAll {
+                    send_rows: vec![rows / n; n],
+                    recv_rows: vec![rows / n; n],
+                    row_elems: t.shape.iter().skip(1).product(),
+                }
+            }
+        },
+    };
+    let coll = Coll {
+        name: c.op.name(),
+        torch_op: c.op.torch_op(),
+        algo,
+    };
+    Ok((t, coll))
+}
+
+/// The variables `expect` sees for each of the `total` output elements.
+pub(crate) fn out_vars(c: &CollStep, call: &CallShape, total: usize) -> OutVars {
+    let elems: usize = c.tensor.shape.iter().product();
+    match c.op.layout() {
+        Layout::Flat => OutVars::flat(total),
+        Layout::Tensors => OutVars::new(Layout::Tensors, &[], elems, total),
+        Layout::TensorChunks => OutVars::new(
+            Layout::TensorChunks,
+            &even_chunks(call.members, elems),
+            call.members * elems,
+            total,
+        ),
+        Layout::Chunks => {
+            let chunks = match (&call.splits, c.op.splits()) {
+                (Some((_, recv_rows)), _) => recv_rows.iter().map(|r| r * elems).collect(),
+                (None, true) => even_chunks(call.members, total / call.members),
+                (None, false) => even_chunks(call.members, elems),
+            };
+            OutVars::new(Layout::Chunks, &chunks, total, total)
+        }
+    }
+}
+
+/// A tensor of `shape` filled by `spec.fill`, element `i` of list tensor `k` of
+/// `per_tensor` elements.
+fn fill_tensor(
+    spec: &TensorSpec,
+    shape: Vec<usize>,
+    per_tensor: usize,
+    var: &dyn Fn(&str) -> f64,
+) -> Tensor {
+    let per = per_tensor.max(1);
+    Tensor::from_fn(spec.dtype, shape, |i| {
+        spec.fill.eval(&|v| match v {
+            "i" => (i % per) as f64,
+            "n" => per as f64,
+            "k" => (i / per) as f64,
+            other => var(other),
+        })
+    })
+}
+
+/// Where output element `i` sits: the values of `k`, `chunk`, `j`, `i` and `n` for `expect`.
+pub(crate) struct OutVars {
+    layout: Layout,
+    /// Element offsets where each member's chunk starts (Chunks/TensorChunks), plus the end.
+    starts: Vec<usize>,
+    /// Elements per tensor of a list (Tensors/TensorChunks).
+    per_tensor: usize,
+    total: usize,
+    /// Further variables with one value for every element (batch_isend_irecv's `peer`, `k`).
+    extra: Vec<(&'static str, f64)>,
+}
+
+impl OutVars {
+    pub fn new(layout: Layout, chunk_elems: &[usize], per_tensor: usize, total: usize) -> OutVars {
+        let mut starts = vec![0];
+        for c in chunk_elems {
+            starts.push(starts.last().expect("non-empty") + c);
+        }
+        OutVars {
+            layout,
+            starts,
+            per_tensor: per_tensor.max(1),
+            total,
+            extra: Vec::new(),
+        }
+    }
+
+    pub fn with(mut self, var: &'static str, v: f64) -> OutVars {
+        self.extra.push((var, v));
+        self
+    }
+
+    pub fn flat(total: usize) -> OutVars {
+        OutVars::new(Layout::Flat, &[], total, total)
+    }
+
+    pub fn get(&self, i: usize, var: &str) -> Option<f64> {
+        let (k, local, n) = match self.layout {
+            Layout::Flat | Layout::Chunks => (0, i, self.total),
+            Layout::Tensors | Layout::TensorChunks => {
+                (i / self.per_tensor, i % self.per_tensor, self.per_tensor)
+            }
+        };
+        let chunk_of = |x: usize| {
+            let c = self.starts.partition_point(|s| *s <= x).saturating_sub(1);
+            (c, x - self.starts[c.min(self.starts.len() - 1)])
+        };
+        if let Some((_, v)) = self.extra.iter().find(|(n, _)| *n == var) {
+            return Some(*v);
+        }
+        Some(match var {
+            "i" => local as f64,
+            "n" => n as f64,
+            "k" => k as f64,
+            "chunk" => chunk_of(local).0 as f64,
+            "j" => chunk_of(local).1 as f64,
+            _ => return None,
+        })
+    }
+}
+
+/// `layout`'s chunk sizes for a gather-like output of `members` equal chunks of `elems`.
+fn even_chunks(members: usize, elems: usize) -> Vec<usize> {
+    vec![elems; members]
+}
+
+/// The probe an `async_op` call's task reports through: while the program runs on, the call's
+/// blocked receives are not the rank's wait (the rank is busy elsewhere); once the program
+/// reaches the `wait` step, they are, attributed to that step.
+#[derive(Clone)]
+pub(crate) struct AsyncProbe<P: Probe> {
+    pub inner: P,
+    pub state: Rc<RefCell<AsyncWait>>,
+}
+
+#[derive(Default)]
+pub(crate) struct AsyncWait {
+    /// The `wait` step the program is blocked in, if it is.
+    pub waiting_step: Option<usize>,
+    /// The call's latest wait record.
+    pub last: Option<Wait>,
+}
+
+impl<P: Probe> AsyncProbe<P> {
+    /// The program reached `wait` at `step`: the call's current wait becomes the rank's.
+    pub fn start_waiting(&self, rank: usize, step: usize) {
+        let mut s = self.state.borrow_mut();
+        s.waiting_step = Some(step);
+        let w = s.last.clone().map(|mut w| {
+            w.step = step;
+            w
+        });
+        drop(s);
+        self.inner.set_wait(rank, w);
+    }
+}
+
+impl<P: Probe> Probe for AsyncProbe<P> {
+    fn event(&self, e: Event) {
+        self.inner.event(e);
+    }
+
+    fn set_wait(&self, rank: usize, w: Option<Wait>) {
+        let mut s = self.state.borrow_mut();
+        s.last = w.clone();
+        let Some(step) = s.waiting_step else { return };
+        drop(s);
+        self.inner.set_wait(
+            rank,
+            w.map(|mut w| {
+                w.step = step;
+                w
+            }),
+        );
+    }
+
+    fn call(&self, rec: &crate::diagnose::CallRecord) {
+        self.inner.call(rec);
+    }
+
+    fn group(&self, rec: &crate::diagnose::GroupRecord) {
+        self.inner.group(rec);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_vars_locate_uneven_chunks_and_tensors() {
+        let v = OutVars::new(Layout::Chunks, &[2, 0, 3], 5, 5);
+        let at = |i, var| v.get(i, var).expect("known");
+        assert_eq!((at(1, "chunk"), at(1, "j")), (0.0, 1.0));
+        assert_eq!((at(2, "chunk"), at(2, "j")), (2.0, 0.0));
+        assert_eq!((at(4, "chunk"), at(4, "j")), (2.0, 2.0));
+        let v = OutVars::new(Layout::TensorChunks, &[2, 2], 4, 8);
+        let at = |i, var| v.get(i, var).expect("known");
+        assert_eq!(
+            (at(5, "k"), at(5, "i"), at(5, "chunk"), at(5, "j")),
+            (1.0, 1.0, 0.0, 1.0)
+        );
+        assert_eq!(at(7, "chunk"), 1.0);
+    }
+}

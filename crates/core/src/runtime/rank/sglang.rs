@@ -1,0 +1,709 @@
+//! sglang multimodal_gen's distributed start-up and traffic, run through the c10d model.
+//!
+//! The planner (crate::sglang) says which `new_group` calls every rank makes and what the
+//! all-to-alls move where; this module makes a rank *do* it with the same machinery as the
+//! generic steps (store, group counter, gloo meshes, lazy xccl communicators, collectives on
+//! real data), so a rank-divergent start-up hangs exactly where real torch would (spec
+//! sglang.md R1–R13). Handles: a coordinator's device group is named by its kind (`tp`, `sp`,
+//! `cfg`, ...), its gloo group `<kind>_cpu`; the world coordinator's are `world_group` and
+//! `world_group_cpu`.
+
+use super::{Handle, Proc, Res};
+use crate::c10d::collective::CollOp;
+use crate::c10d::error::{self, C10dError};
+use crate::dtype::DType;
+use crate::reduce::ReduceOp;
+use crate::runtime::coll::{Algo, Coll};
+use crate::runtime::net::{Clock, Net};
+use crate::scenario::expr::{format_number, Expr};
+use crate::scenario::{
+    A2aOp, CollStep, DenoiseModel, Platform, SglangDegrees, SglangVersion, TensorSpec, RANK_VARS,
+};
+use crate::sglang::all_to_all_4d::{self as a2a, A2aError};
+use crate::sglang::parallel_state::{
+    self as ps, BackendChoice, ConstructionStep, NewGroupCall, ParallelConfig, Plan, PlanError,
+    Purpose,
+};
+use crate::tensor::Tensor;
+use crate::trace::{EventKind, Probe};
+
+/// What `init_distributed_environment` decided, for the steps after it.
+pub(super) struct SgState {
+    version: SglangVersion,
+    platform: ps::Platform,
+    /// The platform backend behind `BackendChoice::Device` (spec §2.7).
+    backend: String,
+    plan: Option<Plan>,
+}
+
+fn sg_platform(p: Platform) -> ps::Platform {
+    match p {
+        Platform::Xpu => ps::Platform::Xpu,
+        Platform::Cuda => ps::Platform::Cuda,
+        Platform::Cpu => ps::Platform::Cpu,
+    }
+}
+
+fn version_name(v: SglangVersion) -> &'static str {
+    match v {
+        SglangVersion::V0 => "v0",
+        SglangVersion::V1 => "v1",
+        SglangVersion::V2 => "v2",
+    }
+}
+
+/// The handle a rank gives the group one planned call creates (`None`: not addressable).
+fn handle_of(call: &NewGroupCall) -> Option<String> {
+    let kind = if call.coordinator == "world" {
+        "world_group"
+    } else {
+        call.coordinator
+    };
+    match call.purpose {
+        Purpose::DeviceGroup | Purpose::PpSuperDevice => Some(kind.to_string()),
+        Purpose::CpuGroup | Purpose::PpSuperCpu => Some(format!("{kind}_cpu")),
+        Purpose::UlyssesPg | Purpose::RingPg | Purpose::ProcessGroup => Some(kind.to_string()),
+        _ => None,
+    }
+}
+
+fn plan_error(e: &PlanError) -> C10dError {
+    C10dError {
+        kind: e.python_exception(),
+        message: e.to_string(),
+    }
+}
+
+fn a2a_error(e: A2aError) -> C10dError {
+    C10dError {
+        kind: e.python_exception(),
+        message: e.to_string(),
+    }
+}
+
+/// A tensor spec built by the model (internal collectives of a step).
+fn spec(dtype: DType, shape: Vec<usize>, device: &str, fill: &str) -> TensorSpec {
+    let vars = [&RANK_VARS[..], &["i", "n"]].concat();
+    TensorSpec {
+        dtype,
+        shape,
+        device: Some(device.to_string()),
+        fill: Expr::parse(fill, &vars).expect("model-built fill parses"),
+    }
+}
+
+/// A collective of the model's own (construction traffic, fan-out, denoise step) on a handle.
+fn step(
+    op: CollOp,
+    group: &str,
+    tensor: TensorSpec,
+    root: Option<usize>,
+    expect: &str,
+) -> CollStep {
+    CollStep {
+        op,
+        group: Some(group.to_string()),
+        tensor,
+        reduce_op: ReduceOp::Sum,
+        root,
+        count: 1,
+        splits: None,
+        expect: (!expect.is_empty()).then(|| self::expr(expect)),
+        work: None,
+    }
+}
+
+fn expr(src: &str) -> Expr {
+    let vars = [&RANK_VARS[..], &["i", "n", "chunk", "j"]].concat();
+    Expr::parse(src, &vars).expect("model-built formula parses")
+}
+
+impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    /// spec §2: backend by platform, device binding order, `init_process_group`, world coordinator.
+    pub(super) async fn init_distributed_environment(
+        &mut self,
+        version: SglangVersion,
+        init_method: &Option<String>,
+        timeout_ms: Option<u64>,
+    ) -> Res<String> {
+        let platform = sg_platform(self.platform);
+        let backend = ps::torch_distributed_backend(platform, version)
+            .map_err(|e| error::runtime(e.to_string()))?;
+        let local_rank = self.spec.local_rank;
+        let accel = (self.platform != Platform::Cpu).then(|| self.accel());
+        if version == SglangVersion::V2 && accel.is_some() {
+            self.current_device = local_rank;
+            self.event(
+                EventKind::Info,
+                format!(
+                    "current_platform.set_device({}:{local_rank}) before init (V2, PR #33054)",
+                    self.accel()
+                ),
+            );
+        }
+        // §2.8: device_id only where the platform supports it: CUDA in every lineage.
+        let device_id = (self.platform == Platform::Cuda).then(|| format!("cuda:{local_rank}"));
+        let url = init_method.clone().unwrap_or_else(|| match version {
+            SglangVersion::V0 => "env://".into(),
+            _ => "tcp://${MASTER_ADDR}:${MASTER_PORT}".into(),
+        });
+        let env_int = |k: &str| self.spec.env.get(k).and_then(|v| v.parse::<usize>().ok());
+        let (rank, ws) = (env_int("RANK"), env_int("WORLD_SIZE"));
+        let b = Some(backend.to_string());
+        self.init_process_group(&b, &Some(url), &device_id, timeout_ms, rank, ws)
+            .await?;
+        let ws = self.world()?.world_size;
+        self.sgl = Some(SgState {
+            version,
+            platform,
+            backend: backend.to_string(),
+            plan: None,
+        });
+        let world: Vec<usize> = (0..ws).collect();
+        let calls = [
+            (BackendChoice::Device, Purpose::DeviceGroup),
+            (BackendChoice::Gloo, Purpose::CpuGroup),
+        ]
+        .map(|(backend, purpose)| NewGroupCall {
+            ranks: world.clone(),
+            backend,
+            coordinator: "world",
+            purpose,
+        });
+        for c in &calls {
+            self.sg_new_group(c).await?;
+        }
+        let me = self.world()?.rank;
+        let view = ps::CommunicatorGroup {
+            coordinator: "world",
+            unique_name: "world:0".into(),
+            ranks: world,
+            rank: me,
+            rank_in_group: me,
+            use_device_communicator: true,
+        };
+        self.build_device_communicator(&view).await?;
+        let bound = self.bind_after_init(version);
+        Ok(format!(
+            "sglang {}: backend {backend}{} world coordinator [{ws} ranks]; {bound}",
+            version_name(version),
+            device_id
+                .map(|d| format!(" device_id={d}"))
+                .unwrap_or_else(|| " (no device_id)".into()),
+        ))
+    }
+
+    /// spec §2.12 / R9: where the rank's current device ends up.
+    fn bind_after_init(&mut self, version: SglangVersion) -> String {
+        let local_rank = self.spec.local_rank;
+        match (version, self.platform) {
+            (SglangVersion::V2, Platform::Cpu) => "no device".into(),
+            (SglangVersion::V2, _) => format!("current device {}:{local_rank}", self.accel()),
+            (_, Platform::Cuda) => {
+                self.current_device = local_rank;
+                format!("torch.cuda.set_device({local_rank}) after init")
+            }
+            (_, Platform::Xpu) => format!(
+                "nothing binds the device: current device stays xpu:{} (R9, #33031)",
+                self.current_device
+            ),
+            (_, Platform::Cpu) => "no device".into(),
+        }
+    }
+
+    /// One planned `new_group`; the rank takes the handle only where it is a member (R4: the
+    /// last list containing it wins).
+    async fn sg_new_group(&mut self, call: &NewGroupCall) -> Res<String> {
+        let backend = match call.backend {
+            BackendChoice::Device => self.sgl.as_ref().map(|s| s.backend.clone()),
+            BackendChoice::Gloo => Some("gloo".to_string()),
+            BackendChoice::Default => None,
+        };
+        let me = self.world()?.rank;
+        let handle = handle_of(call).filter(|_| call.ranks.contains(&me));
+        let ranks = Some(call.ranks.clone());
+        self.new_group(&ranks, &backend, false, &None, None, &handle)
+            .await
+    }
+
+    /// spec §3–§4: every coordinator's `new_group` calls, their device communicators, aliases.
+    pub(super) async fn initialize_model_parallel(
+        &mut self,
+        d: &SglangDegrees,
+        version: Option<SglangVersion>,
+        usp_fallback: bool,
+    ) -> Res<String> {
+        let (me, ws) = (self.world()?.rank, self.world()?.world_size);
+        if self.sgl.is_none() {
+            let original = self.world()?.config.original.clone();
+            self.sgl = Some(SgState {
+                version: SglangVersion::V2,
+                platform: sg_platform(self.platform),
+                backend: original,
+                plan: None,
+            });
+        }
+        let version = version.unwrap_or(self.sgl.as_ref().expect("set").version);
+        let config = ParallelConfig {
+            world_size: ws,
+            tp: d.tp,
+            ulysses: d.ulysses,
+            ring: d.ring,
+            sp: d.sp,
+            cfg: d.cfg,
+            dp: d.dp,
+            pp: d.pp,
+            vae_parallel_size: d.vae,
+        };
+        let plan = match ps::plan_initialize_model_parallel(config, version) {
+            Ok(p) => p,
+            // R4/R15: ranks past dp*cfg*sp*pp*tp die in the DP coordinator's assertion; the
+            // others pass it and go on creating groups among themselves.
+            Err(PlanError::RankInNoGroup { failing_ranks, .. }) if !failing_ranks.contains(&me) => {
+                let inner = ParallelConfig {
+                    world_size: config.dit_parallel_size(),
+                    ..config
+                };
+                ps::plan_initialize_model_parallel(inner, version).map_err(|e| plan_error(&e))?
+            }
+            Err(e) => {
+                for call in e.issued_calls().iter().filter(|c| c.coordinator != "world") {
+                    self.sg_new_group(call).await?;
+                }
+                return Err(plan_error(&e));
+            }
+        };
+        let issued = self.issue_plan(&plan, usp_fallback).await?;
+        self.alias_handles(&plan, usp_fallback);
+        let summary = self.membership_summary(&plan, me, usp_fallback);
+        self.sgl.as_mut().expect("set").plan = Some(plan);
+        Ok(format!(
+            "sglang {}: {issued} new_group calls; groups {summary}",
+            version_name(version)
+        ))
+    }
+
+    async fn issue_plan(&mut self, plan: &Plan, usp_fallback: bool) -> Res<usize> {
+        let mut issued = 0;
+        for (i, call) in plan.calls.iter().enumerate() {
+            let usp = matches!(call.coordinator, "ulysses" | "ring");
+            if call.coordinator == "world" || (usp && usp_fallback) {
+                continue;
+            }
+            self.sg_new_group(call).await?;
+            issued += 1;
+            for c in plan
+                .coordinators
+                .iter()
+                .filter(|c| c.communicator_after_call == i + 1)
+            {
+                let me = self.world()?.rank;
+                if let Some(view) = plan.communicator_group(c.coordinator, me) {
+                    self.build_device_communicator(&view).await?;
+                }
+            }
+        }
+        if usp_fallback {
+            self.event(
+                EventKind::Warn,
+                "parallel_groups failed to import: Ulysses and Ring groups fall back to group.WORLD",
+            );
+        }
+        Ok(issued)
+    }
+
+    /// V2's reused coordinators (`_REPLICA`, `_ENCODER_DP`) take their target's handles.
+    fn alias_handles(&mut self, plan: &Plan, usp_fallback: bool) {
+        for _ in 0..plan.groups.len() {
+            for (kind, g) in &plan.groups {
+                let ps::GroupKind::Alias(target) = g else {
+                    continue;
+                };
+                let target = if target == "world" {
+                    "world_group"
+                } else {
+                    target
+                };
+                for suffix in ["", "_cpu"] {
+                    if let Some(h) = self.handles.get(&format!("{target}{suffix}")).cloned() {
+                        self.handles.insert(format!("{kind}{suffix}"), h);
+                    }
+                }
+            }
+        }
+        if usp_fallback {
+            for h in ["ulysses", "ring"] {
+                self.handles.insert(h.into(), Handle::Member("0".into()));
+            }
+        }
+    }
+
+    /// `cfg=[0, 4] sp=[0, 1, 2, 3] ...`: the rank's group of every kind.
+    fn membership_summary(&self, plan: &Plan, me: usize, usp_fallback: bool) -> String {
+        plan.per_rank[me]
+            .iter()
+            .map(|(kind, m)| {
+                let usp = matches!(kind.as_str(), "ulysses" | "ring");
+                if usp && usp_fallback {
+                    format!("{kind}=WORLD")
+                } else {
+                    format!("{kind}={:?}", m.ranks)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// spec §4.23 / R5: the construction collectives of a coordinator's device communicator.
+    async fn build_device_communicator(&mut self, view: &ps::CommunicatorGroup) -> Res<()> {
+        let Some(state) = &self.sgl else {
+            return Ok(());
+        };
+        let steps = ps::device_communicator_collectives(state.platform, state.version, view);
+        let base = if view.coordinator == "world" {
+            "world_group".to_string()
+        } else {
+            view.coordinator.to_string()
+        };
+        let accel = self.accel();
+        for cstep in steps {
+            match cstep {
+                ConstructionStep::Broadcast { src, bytes, .. } => {
+                    let fill = format!("(rank == {src}) * (i % 251 + 1)");
+                    let t = spec(DType::U8, vec![bytes], "cpu", &fill);
+                    let g = format!("{base}_cpu");
+                    let c = step(CollOp::Broadcast, &g, t, Some(src), "i % 251 + 1");
+                    let r = self.collective(&c).await?;
+                    self.event(
+                        EventKind::Info,
+                        format!("PyNcclCommunicator for {base}: {bytes}-byte unique id broadcast on {base}_cpu from rank {src}: {r}"),
+                    );
+                }
+                ConstructionStep::AllReduce { elements, .. } => {
+                    let t = spec(DType::F32, vec![elements], accel, "0");
+                    let r = self
+                        .collective(&step(CollOp::AllReduce, &base, t, None, ""))
+                        .await?;
+                    self.event(
+                        EventKind::Info,
+                        format!("PyNcclCommunicator for {base}: warm-up all_reduce of {elements} element(s): {r}"),
+                    );
+                }
+                ConstructionStep::Barrier { .. } => {
+                    self.barrier(&Some(base.clone())).await?;
+                }
+                ConstructionStep::NcclCommInitRank { nranks, rank } => {
+                    self.event(
+                        EventKind::Info,
+                        format!("PyNcclCommunicator for {base}: ncclCommInitRank(nranks={nranks}, rank={rank})"),
+                    );
+                }
+                ConstructionStep::NcclGetUniqueId | ConstructionStep::StreamSynchronize => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn plan(&self) -> Res<&Plan> {
+        self.sgl.as_ref().and_then(|s| s.plan.as_ref()).ok_or_else(|| {
+            error::runtime("sglang's model-parallel groups are not initialized: add an initialize_model_parallel step first")
+        })
+    }
+
+    /// R12: `broadcast_pyobj` over the SP, CFG and TP cpu groups (size, then payload).
+    pub(super) async fn broadcast_pyobj(&mut self, payload_bytes: usize) -> Res<String> {
+        let me = self.world()?.rank;
+        let plan = self.plan()?;
+        let c = plan.config;
+        let mut groups = Vec::new();
+        for (kind, on) in [("sp", c.sp != 1), ("cfg", c.cfg > 1), ("tp", c.tp > 1)] {
+            if let (true, Some(m)) = (on, plan.per_rank[me].get(kind)) {
+                groups.push((kind, m.ranks[0]));
+            }
+        }
+        for (kind, src) in &groups {
+            let g = format!("{kind}_cpu");
+            let n = payload_bytes.to_string();
+            let size = spec(DType::I64, vec![1], "cpu", &n);
+            self.collective(&step(CollOp::Broadcast, &g, size, Some(*src), &n))
+                .await?;
+            if payload_bytes > 0 {
+                let fill = format!("(rank == {src}) * ((i * 7 + 1) % 251)");
+                let body = spec(DType::U8, vec![payload_bytes], "cpu", &fill);
+                let c = step(CollOp::Broadcast, &g, body, Some(*src), "(i * 7 + 1) % 251");
+                self.collective(&c).await?;
+            }
+        }
+        let names: Vec<String> = groups
+            .iter()
+            .map(|(k, s)| format!("{k}_cpu from {s}"))
+            .collect();
+        Ok(format!(
+            "broadcast_pyobj of {payload_bytes} bytes over [{}]",
+            names.join(", ")
+        ))
+    }
+
+    /// The data shard this rank holds along the sequence: its rank in the SP coordinator's group
+    /// (how Wan shards frames); without sglang groups, its rank in `group`.
+    fn sp_shard(&self, me: usize, group_rank: usize) -> usize {
+        self.sgl
+            .as_ref()
+            .and_then(|s| s.plan.as_ref())
+            .and_then(|p| p.per_rank[me].get("sp"))
+            .map_or(group_rank, |m| m.rank_in_group)
+    }
+
+    /// spec §5.33/§5.34: sglang's 4-D all-to-alls on real data, checked element by element
+    /// against the layout the model code intends (so TP-mixed Ulysses groups, R11, show as wrong
+    /// values rather than pass silently).
+    pub(super) async fn sp_all_to_all(
+        &mut self,
+        op: A2aOp,
+        group: &Option<String>,
+        shape: [usize; 4],
+        dtype: DType,
+        fill: &Expr,
+    ) -> Res<String> {
+        let Some(name) = self.resolve_group(group)? else {
+            return Ok("not a member: no-op".into());
+        };
+        let me = self.world()?.rank;
+        let pg = &self.pgs[&name];
+        let (w, j) = (pg.ranks.len(), pg.group_rank(me).expect("member"));
+        let dev = self.accel().to_string();
+        let backend = pg.config.backend_for(&dev)?.to_string();
+        let glabel = format!("{} ({})", pg.label, pg.name);
+        let out_shape = a2a::output_shape(shape, w, op).map_err(a2a_error)?;
+        let layout = Layout::new(op, self.sp_shard(me, j), w, shape, out_shape);
+        let (rspec, scenario) = (self.spec.clone(), self.env.scenario.clone());
+        let lookup = move |v: &str| crate::scenario::rank_var(v, &rspec, &scenario.world);
+        let input = Tensor::from_fn(dtype, shape.to_vec(), |i| {
+            layout.value(fill, layout.input_coords(i), &lookup)
+        });
+        if !a2a::issues_collective(w) {
+            return Ok(format!("group {glabel} has 1 rank: input returned as is"));
+        }
+        self.check_dtype(&backend, dtype, None)?;
+        let n = input.numel();
+        let index: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let chunks = a2a::pack(&index, shape, w, op).map_err(a2a_error)?;
+        let esz = dtype.size_bytes();
+        let gather = |src: &[u8], idx: &[f32]| -> Vec<u8> {
+            idx.iter()
+                .flat_map(|k| src[*k as usize * esz..(*k as usize + 1) * esz].to_vec())
+                .collect()
+        };
+        let sends: Vec<u8> = chunks.iter().flat_map(|c| gather(&input.data, c)).collect();
+        if backend != "gloo" {
+            self.ensure_comm(&name, &dev, &backend, None).await?;
+        }
+        let mut t = Tensor {
+            dtype,
+            shape: vec![n],
+            data: sends,
+        };
+        let a2a = Coll {
+            name: "all_to_all_single",
+            torch_op: "ALLTOALL_BASE",
+            algo: Algo::AllToAll {
+                send_rows: vec![1; w],
+                recv_rows: vec![1; w],
+                row_elems: n / w,
+            },
+        };
+        t.shape = vec![w, n / w];
+        let got = self
+            .run_algo(&name, &backend, &a2a, &mut t)
+            .await?
+            .unwrap_or(t);
+        let positions: Vec<Vec<f32>> = (0..w)
+            .map(|r| (r * n / w..(r + 1) * n / w).map(|k| k as f32).collect())
+            .collect();
+        let (order, _) = a2a::unpack(positions, shape, w, op).map_err(a2a_error)?;
+        let out = Tensor {
+            dtype,
+            shape: out_shape.to_vec(),
+            data: gather(&got.data, &order),
+        };
+        layout.check(&out, fill, &lookup).map_err(|m| {
+            self.event(EventKind::Error, format!("value mismatch: {m}"));
+            C10dError {
+                kind: "ValueMismatch",
+                message: m,
+            }
+        })?;
+        Ok(format!(
+            "{shape:?} -> {out_shape:?} over group {glabel} (sequence shard {}): values as expected, digest {:016x}",
+            layout.shard,
+            out.digest()
+        ))
+    }
+
+    /// spec §5.36: one diffusion step: scheduler fan-out, per layer the USP input/output
+    /// all-to-alls (q, k, v concatenated) and TP all-reduces, then the CFG all-gather.
+    pub(super) async fn denoise_step(
+        &mut self,
+        m: &DenoiseModel,
+        dtype: DType,
+        payload_bytes: usize,
+    ) -> Res<String> {
+        let me = self.world()?.rank;
+        let c = self.plan()?.config;
+        let rank_in = |kind: &str| {
+            self.plan()
+                .ok()
+                .and_then(|p| p.per_rank[me].get(kind).cloned())
+        };
+        let (tp_group, cfg_m) = (rank_in("tp"), rank_in("cfg"));
+        self.broadcast_pyobj(payload_bytes).await?;
+        let heads_local = m.heads / c.tp.max(1);
+        if c.sp == 0 || !m.seq.is_multiple_of(c.sp) {
+            return Err(error::assertion(format!(
+                "sequence length {} is not divisible by sp_degree {}",
+                m.seq, c.sp
+            )));
+        }
+        let s_local = m.seq / c.sp;
+        let fill =
+            Expr::parse("b * 1000000 + s * 1000 + h * 10 + d % 10", &a2a_vars()).expect("parses");
+        let mut a2a_calls = 0;
+        for _ in 0..m.layers {
+            if c.ulysses > 1 {
+                let qkv = [3 * m.batch, s_local, heads_local, m.head_dim];
+                let g = Some("ulysses".to_string());
+                self.sp_all_to_all(A2aOp::UspInput { head_dim: 2 }, &g, qkv, dtype, &fill)
+                    .await?;
+                let attn = [
+                    m.batch,
+                    s_local * c.ulysses,
+                    heads_local / c.ulysses,
+                    m.head_dim,
+                ];
+                self.sp_all_to_all(A2aOp::UspOutput { head_dim: 2 }, &g, attn, dtype, &fill)
+                    .await?;
+                a2a_calls += 2;
+            }
+            if let Some(tp) = tp_group.as_ref().filter(|g| g.ranks.len() > 1) {
+                let sum: usize = tp.ranks.iter().sum();
+                let hidden = m.heads * m.head_dim;
+                for _ in 0..2 {
+                    let t = spec(dtype, vec![m.batch, s_local, hidden], self.accel(), "rank");
+                    let c = step(CollOp::AllReduce, "tp", t, None, &sum.to_string());
+                    self.collective(&c).await?;
+                }
+            }
+        }
+        if let Some(cfg) = cfg_m.as_ref().filter(|g| g.ranks.len() > 1) {
+            let fill = format!("{} * 100000 + i", cfg.rank_in_group);
+            let t = spec(DType::F32, vec![m.batch, 16, s_local], self.accel(), &fill);
+            let c = step(CollOp::AllGather, "cfg", t, None, "chunk * 100000 + j");
+            self.collective(&c).await?;
+        }
+        Ok(format!(
+            "denoise step: {} layers, {a2a_calls} Ulysses all-to-alls, TP {}, CFG gather {}: values as expected",
+            m.layers,
+            tp_group.map_or(1, |g| g.ranks.len()),
+            cfg_m.map_or(1, |g| g.ranks.len()),
+        ))
+    }
+}
+
+fn a2a_vars() -> Vec<&'static str> {
+    [&RANK_VARS[..], &["b", "s", "h", "d"]].concat()
+}
+
+/// Where an element of a sglang all-to-all lives in the global tensor: the input holds sequence
+/// shard `shard` (heads→sequence) or head slice `shard % w` of block `shard / w`
+/// (sequence→heads); the output must hold what the intended layout puts there.
+struct Layout {
+    heads_to_seq: bool,
+    shard: usize,
+    w: usize,
+    shape: [usize; 4],
+    out_shape: [usize; 4],
+}
+
+fn coords(i: usize, shape: [usize; 4]) -> [usize; 4] {
+    let d = i % shape[3];
+    let h = (i / shape[3]) % shape[2];
+    let s = (i / (shape[3] * shape[2])) % shape[1];
+    let b = i / (shape[3] * shape[2] * shape[1]);
+    [b, s, h, d]
+}
+
+impl Layout {
+    fn new(op: A2aOp, shard: usize, w: usize, shape: [usize; 4], out: [usize; 4]) -> Self {
+        let heads_to_seq = matches!(
+            op,
+            A2aOp::UspInput { .. }
+                | A2aOp::AllToAll4D {
+                    scatter_dim: 2,
+                    gather_dim: 1
+                }
+        );
+        Layout {
+            heads_to_seq,
+            shard,
+            w,
+            shape,
+            out_shape: out,
+        }
+    }
+
+    fn input_coords(&self, i: usize) -> [usize; 4] {
+        let [b, s, h, d] = coords(i, self.shape);
+        let (p, w) = (self.shard, self.w);
+        if self.heads_to_seq {
+            [b, p * self.shape[1] + s, h, d]
+        } else {
+            [
+                b,
+                (p / w) * self.shape[1] + s,
+                (p % w) * self.shape[2] + h,
+                d,
+            ]
+        }
+    }
+
+    fn expected_coords(&self, i: usize) -> [usize; 4] {
+        let [b, s, h, d] = coords(i, self.out_shape);
+        let (p, w) = (self.shard, self.w);
+        if self.heads_to_seq {
+            let block = (p / w) * w * self.shape[1];
+            [b, block + s, (p % w) * self.out_shape[2] + h, d]
+        } else {
+            [b, p * self.out_shape[1] + s, h, d]
+        }
+    }
+
+    fn value(&self, fill: &Expr, c: [usize; 4], lookup: &dyn Fn(&str) -> f64) -> f64 {
+        fill.eval(&|v| match v {
+            "b" => c[0] as f64,
+            "s" => c[1] as f64,
+            "h" => c[2] as f64,
+            "d" => c[3] as f64,
+            other => lookup(other),
+        })
+    }
+
+    fn check(&self, out: &Tensor, fill: &Expr, lookup: &dyn Fn(&str) -> f64) -> Result<(), String> {
+        for i in 0..out.numel() {
+            let want_coords = self.expected_coords(i);
+            let want = self.value(fill, want_coords, lookup);
+            let want = Tensor::from_fn(out.dtype, vec![1], |_| want).get_f64(0);
+            let got = out.get_f64(i);
+            if got != want {
+                return Err(format!(
+                    "output element {:?}: got {}, expected {} (global sequence position {}, head {})",
+                    coords(i, self.out_shape),
+                    format_number(got),
+                    format_number(want),
+                    want_coords[1],
+                    want_coords[2]
+                ));
+            }
+        }
+        Ok(())
+    }
+}

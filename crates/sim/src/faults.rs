@@ -1,0 +1,311 @@
+//! The fault plan: a scenario's `[[faults]]` turned into what the simulator does and when.
+//!
+//! Timed faults (crashes at a time, node crash/bounce, partitions, holds, loss windows) become
+//! actions the driver applies to the turmoil `Sim` when virtual time reaches them; the driver
+//! never jumps the clock past a pending action. Faults on a rank's own progress (crash when a
+//! step starts, a slow rank) act through the probe's step gate. Static ones (per-link latency,
+//! env overrides, late starts) act at time 0. Every action is written to the trace as it acts
+//! and remembered, so the report can say which fault a failure followed.
+
+use scen_core::class::CRASH_MARK;
+use scen_core::scenario::expr::interpolate;
+use scen_core::scenario::fault::node_list;
+use scen_core::scenario::{Fault, FaultKind, LinkSets, Scenario, RANK_VARS};
+
+/// Something the driver does to the network or the hosts at a time.
+#[derive(Debug, Clone)]
+pub enum Action {
+    CrashRanks(Vec<usize>),
+    CrashNode(usize),
+    Bounce(usize),
+    Cut { links: LinkSets, oneway: bool },
+    Heal { links: LinkSets, oneway: bool },
+    Hold(LinkSets),
+    Release(LinkSets),
+    Loss(LinkSets, f64),
+}
+
+#[derive(Debug, Clone)]
+pub struct Timed {
+    pub t_ms: u64,
+    pub fault: usize,
+    pub action: Action,
+    pub text: String,
+}
+
+/// A fault that acted: for the trace (already written) and the report's attribution.
+#[derive(Debug, Clone)]
+pub struct Acted {
+    pub fault: usize,
+    pub t_ms: u64,
+    pub text: String,
+}
+
+pub struct FaultPlan {
+    pub file: String,
+    pub faults: Vec<Fault>,
+    /// Per rank: (step, fault) crash-when-starting pairs.
+    crash_at_step: Vec<Vec<(usize, usize)>>,
+    /// Per rank: (fault, extra ms per step).
+    slow: Vec<Option<(usize, u64)>>,
+    /// Per rank: (fault, delay).
+    pub late: Vec<Option<(usize, u64)>>,
+    /// Timed actions not yet applied, earliest last (popped from the end).
+    pending: Vec<Timed>,
+}
+
+fn ranks_of(s: &Scenario, on: &scen_core::scenario::Selector) -> Vec<usize> {
+    s.world
+        .ranks
+        .iter()
+        .filter(|r| on.matches(r, &s.world))
+        .map(|r| r.rank)
+        .collect()
+}
+
+fn rank_list(r: &[usize]) -> String {
+    r.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn links_text(l: &LinkSets, oneway: bool) -> String {
+    let arrow = if oneway { "->" } else { "<->" };
+    if l.a == l.b {
+        format!("every link between {}", node_list(&l.a))
+    } else {
+        format!("{{{}}} {arrow} {{{}}}", node_list(&l.a), node_list(&l.b))
+    }
+}
+
+impl FaultPlan {
+    pub fn new(s: &Scenario) -> FaultPlan {
+        let n = s.world.size();
+        let mut plan = FaultPlan {
+            file: s.file.clone(),
+            faults: s.faults.clone(),
+            crash_at_step: vec![Vec::new(); n],
+            slow: vec![None; n],
+            late: vec![None; n],
+            pending: Vec::new(),
+        };
+        let mut timed = Vec::new();
+        let mut push = |t_ms: u64, fault: usize, action: Action, text: String| {
+            timed.push(Timed {
+                t_ms,
+                fault,
+                action,
+                text,
+            })
+        };
+        for f in &s.faults {
+            let i = f.index;
+            match &f.kind {
+                FaultKind::Crash { on, at_step, at_ms } => {
+                    let ranks = ranks_of(s, on);
+                    if let Some(step) = at_step {
+                        for r in &ranks {
+                            plan.crash_at_step[*r].push((*step, i));
+                        }
+                    }
+                    if let Some(t) = at_ms {
+                        let text = format!("crash rank {} (SIGKILL)", rank_list(&ranks));
+                        push(*t, i, Action::CrashRanks(ranks), text);
+                    }
+                }
+                FaultKind::CrashNode { node, at_ms } => push(
+                    *at_ms,
+                    i,
+                    Action::CrashNode(*node),
+                    format!("node{node} goes down: every process on it dies"),
+                ),
+                FaultKind::Bounce { node, at_ms } => push(
+                    *at_ms,
+                    i,
+                    Action::Bounce(*node),
+                    format!("node{node} reboots: its ranks die and start their program again"),
+                ),
+                FaultKind::Partition {
+                    links,
+                    oneway,
+                    at_ms,
+                    until_ms,
+                } => {
+                    let lt = links_text(links, *oneway);
+                    push(
+                        *at_ms,
+                        i,
+                        Action::Cut {
+                            links: links.clone(),
+                            oneway: *oneway,
+                        },
+                        format!("partition {lt}: segments are dropped"),
+                    );
+                    if let Some(u) = until_ms {
+                        push(
+                            *u,
+                            i,
+                            Action::Heal {
+                                links: links.clone(),
+                                oneway: *oneway,
+                            },
+                            format!("partition {lt} heals"),
+                        );
+                    }
+                }
+                FaultKind::Hold {
+                    links,
+                    at_ms,
+                    until_ms,
+                } => {
+                    let lt = links_text(links, false);
+                    push(
+                        *at_ms,
+                        i,
+                        Action::Hold(links.clone()),
+                        format!("hold {lt}: messages wait on the link"),
+                    );
+                    if let Some(u) = until_ms {
+                        push(
+                            *u,
+                            i,
+                            Action::Release(links.clone()),
+                            format!("release {lt}: held messages are delivered"),
+                        );
+                    }
+                }
+                FaultKind::Loss {
+                    links,
+                    rate,
+                    at_ms,
+                    until_ms,
+                } => {
+                    let lt = links_text(links, false);
+                    push(
+                        *at_ms,
+                        i,
+                        Action::Loss(links.clone(), *rate),
+                        format!("loss {lt}: each message lost with p={rate} (a lost TCP segment breaks its connection)"),
+                    );
+                    if let Some(u) = until_ms {
+                        push(
+                            *u,
+                            i,
+                            Action::Loss(links.clone(), 0.0),
+                            format!("loss {lt} ends"),
+                        );
+                    }
+                }
+                FaultKind::Slow {
+                    on,
+                    factor,
+                    step_ms,
+                } => {
+                    let extra = ((factor - 1.0) * *step_ms as f64).round() as u64;
+                    for r in ranks_of(s, on) {
+                        plan.slow[r] = Some((i, extra));
+                    }
+                }
+                FaultKind::LateStart { on, delay_ms } => {
+                    for r in ranks_of(s, on) {
+                        plan.late[r] = Some((i, *delay_ms));
+                    }
+                }
+                FaultKind::Latency { .. } | FaultKind::Env { .. } => {}
+            }
+        }
+        // Earliest (time, fault, file order) last, so `pop` takes the next one.
+        timed.sort_by_key(|t| (t.t_ms, t.fault));
+        timed.reverse();
+        plan.pending = timed;
+        plan
+    }
+
+    pub fn label(&self, fault: usize) -> String {
+        self.faults[fault].label(&self.file)
+    }
+
+    /// The fault that kills `rank` when it starts `step`, if any.
+    pub fn crash_at(&self, rank: usize, step: usize) -> Option<usize> {
+        self.crash_at_step
+            .get(rank)?
+            .iter()
+            .find(|(s, _)| *s == step)
+            .map(|(_, f)| *f)
+    }
+
+    pub fn slow(&self, rank: usize) -> Option<(usize, u64)> {
+        self.slow.get(rank).copied().flatten()
+    }
+
+    /// When the next timed action is due.
+    pub fn next_ms(&self) -> Option<u64> {
+        self.pending.last().map(|t| t.t_ms)
+    }
+
+    /// Takes the actions due at or before `now_ms`, in order.
+    pub fn take_due(&mut self, now_ms: u64) -> Vec<Timed> {
+        let mut out = Vec::new();
+        while self.pending.last().is_some_and(|t| t.t_ms <= now_ms) {
+            out.extend(self.pending.pop());
+        }
+        out
+    }
+}
+
+/// Applies `env` faults to the scenario's rank environments (the same templates and layering
+/// as `[[world.rank]] env`, on top of every layer); returns (fault, text) for the trace.
+pub fn apply_env(s: &mut Scenario) -> Vec<(usize, String)> {
+    let mut notes = Vec::new();
+    let faults = s.faults.clone();
+    for f in &faults {
+        let FaultKind::Env { on, vars } = &f.kind else {
+            continue;
+        };
+        let ranks = ranks_of(s, on);
+        for r in &ranks {
+            let spec = s.world.ranks[*r].clone();
+            let world = s.world.clone();
+            for (k, template) in vars {
+                let v = interpolate(template, &RANK_VARS, &|name| {
+                    scen_core::scenario::rank_var(name, &spec, &world)
+                })
+                .unwrap_or_else(|_| template.clone());
+                s.world.ranks[*r].env.insert(k.clone(), v);
+            }
+        }
+        let set: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        notes.push((
+            f.index,
+            format!(
+                "environment override on rank {}: {}",
+                rank_list(&ranks),
+                set.join(" ")
+            ),
+        ));
+    }
+    notes
+}
+
+/// The error text of a killed rank.
+pub fn crash_error(label: &str) -> String {
+    format!("SIGKILL: {CRASH_MARK} {label}")
+}
+
+/// Every (x, y) node pair of a link set, each unordered pair once, x != y.
+pub fn pairs(l: &LinkSets, oneway: bool) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for &x in &l.a {
+        for &y in &l.b {
+            if x == y {
+                continue;
+            }
+            let p = if oneway { (x, y) } else { (x.min(y), x.max(y)) };
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

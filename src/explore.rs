@@ -1,0 +1,192 @@
+//! `scen explore`: run many seeds of one scenario and group the outcomes into verdict classes.
+//!
+//! Each simulation is single-threaded and deterministic; seeds are spread over worker threads
+//! and the results are gathered by seed, so the output is the same whatever `--jobs` is.
+//! `--shard i/n` runs the seeds s with s % n == i; `--merge` adds shard outputs together.
+
+use scen_core::class::class_key;
+use scen_core::scenario::parse;
+use scen_core::verdict::describe_verdict;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// One verdict class: how many seeds fell in it and the first one (to replay).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassSummary {
+    pub key: String,
+    pub count: u64,
+    pub first_seed: u64,
+    /// The first seed's per-rank verdicts.
+    pub verdict: Vec<String>,
+    pub trace_hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exploration {
+    pub scenario: String,
+    pub file: String,
+    pub seeds_run: u64,
+    /// Classes ordered by their first seed.
+    pub classes: Vec<ClassSummary>,
+}
+
+/// One seed's result.
+struct Outcome {
+    key: String,
+    verdict: Vec<String>,
+    hash: String,
+}
+
+/// Runs `seeds` over `jobs` threads; `tick` is called once per finished seed (progress).
+pub fn explore(
+    text: &str,
+    file: &str,
+    name: &str,
+    seeds: &[u64],
+    jobs: usize,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Exploration, String> {
+    let scenario = parse(text, file, name).map_err(|e| e.to_string())?;
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Outcome, String>>>> =
+        Mutex::new((0..seeds.len()).map(|_| None).collect());
+    std::thread::scope(|sc| {
+        for _ in 0..jobs.max(1) {
+            sc.spawn(|| {
+                // Each worker parses its own copy: the model is single-threaded (Rc inside).
+                let s = match parse(text, file, name) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        results.lock().expect("results")[0] = Some(Err(e.to_string()));
+                        return;
+                    }
+                };
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= seeds.len() {
+                        break;
+                    }
+                    let out = scen_sim::simulate(&s, Some(seeds[i]))
+                        .map(|r| Outcome {
+                            key: class_key(&s, &r),
+                            verdict: r
+                                .ranks
+                                .iter()
+                                .enumerate()
+                                .map(|(k, v)| format!("rank {k}: {}", describe_verdict(&s, v)))
+                                .collect(),
+                            hash: r.trace_hash.clone(),
+                        })
+                        .map_err(|e| format!("seed {}: {e}", seeds[i]));
+                    results.lock().expect("results")[i] = Some(out);
+                    tick();
+                }
+            });
+        }
+    });
+    let mut classes: Vec<ClassSummary> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, r) in results
+        .into_inner()
+        .expect("results")
+        .into_iter()
+        .enumerate()
+    {
+        let o = r.unwrap_or_else(|| Err(format!("seed {} did not run", seeds[i])))?;
+        match index.get(&o.key) {
+            Some(&c) => classes[c].count += 1,
+            None => {
+                index.insert(o.key.clone(), classes.len());
+                classes.push(ClassSummary {
+                    key: o.key,
+                    count: 1,
+                    first_seed: seeds[i],
+                    verdict: o.verdict,
+                    trace_hash: o.hash,
+                });
+            }
+        }
+    }
+    classes.sort_by_key(|c| c.first_seed);
+    Ok(Exploration {
+        scenario: scenario.name,
+        file: file.to_string(),
+        seeds_run: seeds.len() as u64,
+        classes,
+    })
+}
+
+/// Adds shard outputs together: counts summed, each class keeps its smallest first seed.
+pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
+    let mut it = parts.into_iter();
+    let mut acc = it.next().ok_or("nothing to merge")?;
+    for p in it {
+        if p.scenario != acc.scenario {
+            return Err(format!(
+                "cannot merge explorations of different scenarios ({} and {})",
+                acc.scenario, p.scenario
+            ));
+        }
+        acc.seeds_run += p.seeds_run;
+        for c in p.classes {
+            match acc.classes.iter_mut().find(|x| x.key == c.key) {
+                Some(x) => {
+                    x.count += c.count;
+                    if c.first_seed < x.first_seed {
+                        x.first_seed = c.first_seed;
+                        x.verdict = c.verdict;
+                        x.trace_hash = c.trace_hash;
+                    }
+                }
+                None => acc.classes.push(c),
+            }
+        }
+    }
+    acc.classes.sort_by_key(|c| c.first_seed);
+    Ok(acc)
+}
+
+/// The human summary.
+pub fn render(e: &Exploration) -> String {
+    let mut out = format!(
+        "scen explore {} — {}: {} seeds, {} verdict class{}\n",
+        e.scenario,
+        e.file,
+        e.seeds_run,
+        e.classes.len(),
+        if e.classes.len() == 1 { "" } else { "es" }
+    );
+    for (i, c) in e.classes.iter().enumerate() {
+        out.push_str(&format!(
+            "class {}: {} seed{} (first: seed {}, `scen replay {} --seed {}`, trace {})\n  {}\n",
+            i + 1,
+            c.count,
+            if c.count == 1 { "" } else { "s" },
+            c.first_seed,
+            e.file,
+            c.first_seed,
+            c.trace_hash,
+            c.key
+        ));
+        for v in &c.verdict {
+            out.push_str(&format!("    {v}\n"));
+        }
+    }
+    out
+}
+
+/// `i/n` -> (i, n) with i < n.
+pub fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("--shard {s}: expected i/n with 0 <= i < n (e.g. 0/4)");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (u64, u64) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}

@@ -1,0 +1,297 @@
+//! Faults, seed exploration, exact replay and shrinking, through the `scen` binary and the
+//! libraries: explore finds the order-dependent hang and reports it the same whatever --jobs
+//! or sharding; shrink output loads, keeps the class and is smaller; replay is exact; every
+//! fault kind is shipped; `[[faults]]` errors are located.
+
+use scen_core::class::class_key;
+use scen_core::scenario::{load_file, parse};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scen(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("scen runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+const RACE: &str = "scenarios/race_gloo_barrier_timeout_xccl_hang.toml";
+
+fn explore_json(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["explore", RACE, "--seeds", "200", "--format", "json"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = scen(&args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).expect("json")
+}
+
+fn class_keys(v: &serde_json::Value) -> Vec<String> {
+    v["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .map(|c| c["key"].as_str().expect("key").to_string())
+        .collect()
+}
+
+#[test]
+fn explore_finds_the_order_dependent_hang_identically_for_any_jobs() {
+    let one = explore_json(&["--jobs", "1"]);
+    let two = explore_json(&["--jobs", "2"]);
+    assert_eq!(one, two, "--jobs 1 and --jobs 2 differ");
+    assert_eq!(one["seeds_run"], 200);
+    let keys = class_keys(&one);
+    assert!(keys.iter().any(|k| k == "completes"), "{keys:?}");
+    assert!(
+        keys.iter()
+            .any(|k| k.contains("fails in barrier") && k.contains("hangs in all_reduce")),
+        "no hang class in {keys:?}"
+    );
+    let total: u64 = one["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .map(|c| c["count"].as_u64().expect("count"))
+        .sum();
+    assert_eq!(total, 200);
+    // Each class's first seed really is in that class: replay it with the library.
+    let s = load_file(&root().join(RACE)).expect("loads");
+    for c in one["classes"].as_array().expect("classes") {
+        let seed = c["first_seed"].as_u64().expect("seed");
+        let r = scen_sim::simulate(&s, Some(seed)).expect("runs");
+        assert_eq!(class_key(&s, &r), c["key"].as_str().expect("key"));
+    }
+}
+
+#[test]
+fn shards_merge_to_the_whole_exploration() {
+    let whole = explore_json(&[]);
+    let dir = std::env::temp_dir().join(format!("scen-shards-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let mut parts = Vec::new();
+    for i in 0..3 {
+        let v = explore_json(&["--shard", &format!("{i}/3")]);
+        let p = dir.join(format!("part{i}.json"));
+        std::fs::write(&p, v.to_string()).expect("write part");
+        parts.push(p.display().to_string());
+    }
+    let mut args = vec!["explore", "--merge", "--format", "json"];
+    args.extend(parts.iter().map(|s| s.as_str()));
+    let (code, out, err) = scen(&args);
+    assert_eq!(code, 0, "{err}");
+    let merged: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(merged, whole);
+    let (code, _, err) = scen(&["explore", RACE, "--shard", "3/3"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--shard 3/3"), "{err}");
+}
+
+#[test]
+fn shrink_output_loads_keeps_the_class_and_is_smaller() {
+    let seed = explore_json(&[])["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .find(|c| c["key"].as_str().is_some_and(|k| k.contains("hangs")))
+        .and_then(|c| c["first_seed"].as_u64())
+        .expect("a hanging seed");
+    let out = std::env::temp_dir().join(format!("scen-shrunk-{}.toml", std::process::id()));
+    let (code, _, err) = scen(&[
+        "shrink",
+        RACE,
+        "--seed",
+        &seed.to_string(),
+        "-o",
+        out.to_str().expect("utf8"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("removed: "), "{err}");
+    let original = load_file(&root().join(RACE)).expect("original loads");
+    let before = scen_sim::simulate(&original, Some(seed)).expect("runs");
+    let shrunk = load_file(&out).expect("shrunk scenario loads");
+    assert!(
+        shrunk.steps.len() + shrunk.faults.len() < original.steps.len() + original.faults.len(),
+        "nothing removed"
+    );
+    assert!(
+        shrunk.steps.len() < original.steps.len() || shrunk.faults.len() < original.faults.len()
+    );
+    // Its own [sim] seed reproduces the class, and its generated expectations hold.
+    let after = scen_sim::simulate(&shrunk, None).expect("runs");
+    assert_eq!(class_key(&shrunk, &after), class_key(&original, &before));
+    assert!(after.expectations_hold());
+    let text = std::fs::read_to_string(&out).expect("read");
+    assert!(text.starts_with("# Shrunk by `scen shrink"), "{text}");
+    assert!(text.contains(&format!("--seed {seed}")), "{text}");
+    let (code, _, _) = scen(&["check", out.to_str().expect("utf8")]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn shrink_refuses_a_run_that_does_not_fail() {
+    let (code, _, err) = scen(&["shrink", RACE, "--seed", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("every rank completes"), "{err}");
+}
+
+fn shipped() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios"))
+        .expect("scenarios/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `scen replay` prints the same hash twice for 20 scenarios x 3 seeds, equal to the library's.
+#[test]
+fn replay_is_exact_for_20_scenarios_and_3_seeds() {
+    let files = shipped();
+    assert!(files.len() >= 20, "only {} scenarios", files.len());
+    for f in files.iter().take(20) {
+        let rel = f.strip_prefix(root()).expect("under root");
+        let s = load_file(Path::new(rel)).expect("loads");
+        for seed in [0u64, 1, 42] {
+            let hash = |_: u8| {
+                let (_, out, err) = scen(&[
+                    "replay",
+                    rel.to_str().expect("utf8"),
+                    "--seed",
+                    &seed.to_string(),
+                ]);
+                out.lines()
+                    .find_map(|l| l.strip_prefix(&format!("replay: seed {seed}, trace hash ")))
+                    .map(|l| l.split(',').next().unwrap_or("").to_string())
+                    .unwrap_or_else(|| panic!("{}: no replay line: {err}", rel.display()))
+            };
+            let (a, b) = (hash(0), hash(1));
+            assert_eq!(a, b, "{} seed {seed}", rel.display());
+            let lib = scen_sim::simulate(&s, Some(seed)).expect("runs");
+            assert_eq!(a, lib.trace_hash, "{} seed {seed}", rel.display());
+        }
+    }
+}
+
+#[test]
+fn every_fault_kind_is_shipped() {
+    let mut used = std::collections::BTreeSet::new();
+    for f in shipped() {
+        for fault in load_file(&f).expect("loads").faults {
+            used.insert(fault.kind.name());
+        }
+    }
+    for kind in [
+        "crash",
+        "crash_node",
+        "bounce",
+        "partition",
+        "hold",
+        "loss",
+        "latency",
+        "slow",
+        "late_start",
+        "env",
+    ] {
+        assert!(used.contains(kind), "no shipped scenario uses `{kind}`");
+    }
+}
+
+fn err(text: &str) -> String {
+    parse(text, "f.toml", "f")
+        .expect_err("must be rejected")
+        .to_string()
+}
+
+const WORLD2: &str =
+    "[world]\nnodes = 2\nranks_per_node = 2\n\n[[step]]\nid = \"x\"\nop = \"barrier\"\n\n";
+
+#[test]
+fn fault_errors_are_located() {
+    let e = err(&format!("{WORLD2}[[faults]]\nkind = \"meteor\"\n"));
+    assert!(
+        e.starts_with("f.toml:10:8:") && e.contains("unknown fault kind `meteor`"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{WORLD2}[[faults]]\nkind = \"crash\"\non = [1]\nnode = 1\nat_ms = 5\n"
+    ));
+    assert!(
+        e.starts_with("f.toml:12:8:") && e.contains("`node` does not apply to a crash fault"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{WORLD2}[[faults]]\nkind = \"crash\"\non = [1]\nat_step = \"nope\"\n"
+    ));
+    assert!(
+        e.starts_with("f.toml:12:11:") && e.contains("no step has id \"nope\""),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{WORLD2}[[faults]]\nkind = \"crash\"\non = [9]\nat_ms = 1\n"
+    ));
+    assert!(e.contains("rank 9 is out of range"), "{e}");
+    let e = err(&format!(
+        "{WORLD2}[[faults]]\nkind = \"bounce\"\nnode = 2\n"
+    ));
+    assert!(
+        e.starts_with("f.toml:11:8:") && e.contains("node 2 is out of range"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{WORLD2}[[faults]]\nkind = \"partition\"\na = [0]\nat_ms = 10\nuntil_ms = 5\n"
+    ));
+    assert!(
+        e.starts_with("f.toml:13:12:") && e.contains("until_ms must be after at_ms"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{WORLD2}[[faults]]\nkind = \"loss\"\nrate = 1.5\n"
+    ));
+    assert!(e.contains("rate must be between 0.0 and 1.0"), "{e}");
+    let e = err(&format!(
+        "{WORLD2}[[faults]]\nkind = \"slow\"\non = [0]\nfactor = 0.5\n"
+    ));
+    assert!(e.contains("factor must be a number >= 1.0"), "{e}");
+    let e = err(&format!("{WORLD2}[[faults]]\nkind = \"crash\"\non = [0]\n"));
+    assert!(e.contains("exactly one of `at_step` and `at_ms`"), "{e}");
+    let e = err("[world]\nranks_per_node = 2\n\n[[faults]]\nkind = \"hold\"\n");
+    assert!(e.contains("at least 2 nodes"), "{e}");
+    let e = err(&format!(
+        "{WORLD2}[[faults]]\nkind = \"env\"\non = [0]\nenv = {{ MASTER_PORT = \"{{rnk}}\" }}\n"
+    ));
+    assert!(e.starts_with("f.toml:12:"), "{e}");
+}
+
+#[test]
+fn random_host_order_is_seeded_and_reproducible() {
+    let text = std::fs::read_to_string(root().join(RACE))
+        .expect("read")
+        .replace(
+            "latency_ms = [1, 30]",
+            "latency_ms = [1, 30]\nrandom_order = true",
+        );
+    let s = parse(&text, "race_random.toml", "race_random").expect("loads");
+    assert!(s.sim.random_order);
+    let plain = load_file(&root().join(RACE)).expect("loads");
+    let mut differs = false;
+    for seed in 0..8u64 {
+        let a = scen_sim::simulate(&s, Some(seed)).expect("a");
+        let b = scen_sim::simulate(&s, Some(seed)).expect("b");
+        assert_eq!(a.trace.render(), b.trace.render(), "seed {seed}");
+        let p = scen_sim::simulate(&plain, Some(seed)).expect("plain");
+        differs |=
+            p.trace.render().replace(RACE, "") != a.trace.render().replace("race_random.toml", "");
+    }
+    assert!(differs, "random_order changed no run in 8 seeds");
+}
