@@ -146,7 +146,7 @@ fn v0_golden_configs_follow_the_legacy_sequence_and_split() {
                         .iter()
                         .map(ranks)
                         .filter(|l| l.contains(&rank))
-                        .last()
+                        .next_back()
                         .expect("rank in a legacy group"),
                     // V2-only coordinators do not exist in V0.
                     "replica" | "encoder_dp" | "vae_decode" => continue,
