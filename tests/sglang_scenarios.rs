@@ -145,8 +145,7 @@ fn v0_golden_configs_follow_the_legacy_sequence_and_split() {
                         .unwrap()
                         .iter()
                         .map(ranks)
-                        .filter(|l| l.contains(&rank))
-                        .next_back()
+                        .rfind(|l| l.contains(&rank))
                         .expect("rank in a legacy group"),
                     // V2-only coordinators do not exist in V0.
                     "replica" | "encoder_dp" | "vae_decode" => continue,
