@@ -120,6 +120,15 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
             hw.trace.render()
         );
         assert!(hw.expectations_hold(), "{rel}: {:?}", hw.expectations);
+        // The call records travel over the side channel: the consistency diagnosis agrees too.
+        assert_eq!(hw.diagnosis.mismatches, sim.diagnosis.mismatches, "{rel}");
+        assert_eq!(hw.diagnosis.groups, sim.diagnosis.groups, "{rel}");
+        assert_eq!(
+            hw.diagnosis.hang.is_some(),
+            sim.diagnosis.hang.is_some(),
+            "{rel}: hang diagnosis"
+        );
+        assert_eq!(hw.calls.len(), sim.calls.len(), "{rel}: call records");
         if rel.contains("xccl") {
             assert!(
                 hw.notes

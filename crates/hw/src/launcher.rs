@@ -12,6 +12,8 @@ use crate::launch_env;
 use crate::net::unix_ms;
 use crate::probe::Msg;
 use crate::{HwError, HwOptions};
+use scen_core::diagnose::record::CallState;
+use scen_core::diagnose::Diagnosis;
 use scen_core::runtime::rank::RankEnd;
 use scen_core::scenario::Scenario;
 use scen_core::trace::{Event, EventKind, Wait};
@@ -391,6 +393,14 @@ fn absorb(st: &mut State, m: Msg) {
                 st.obs.ends[rank] = Some((end, t_ms));
             }
         }
+        Msg::Call(rec) => match st.obs.call_index.get(&rec.key()).copied() {
+            Some(i) => st.obs.calls[i] = *rec,
+            None => {
+                st.obs.call_index.insert(rec.key(), st.obs.calls.len());
+                st.obs.calls.push(*rec);
+            }
+        },
+        Msg::Group(rec) => st.obs.groups.push(rec),
         Msg::Note { text, .. } => {
             if !st.notes.contains(&text) {
                 st.notes.push(text);
@@ -426,6 +436,7 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
         return false;
     }
     let stall = scen_sim::stall::analyse(s, o, t);
+    let at_stall = (o.calls.clone(), scen_sim::stall::rank_states(s, o), t);
     // Waits past their deadline: the real process raises the timeout error there (blocking
     // wait); the device library cannot, so the launcher does it for the rank.
     for r in open {
@@ -447,8 +458,16 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
             ));
             st.obs.waits[r] = None;
             st.forced.push(r);
+            // The call the rank was in ends failed there, as its own record would have said.
+            for c in st.obs.calls.iter_mut() {
+                if c.rank == r && c.state == CallState::Started {
+                    c.state = CallState::Failed;
+                    c.t_end_ms = Some(d);
+                }
+            }
         }
     }
+    st.obs.first_stall_calls.get_or_insert(at_stall);
     if let Some(stall) = stall {
         let ranks: Vec<String> = stall.stuck.iter().map(|x| x.rank.to_string()).collect();
         st.notes.push(format!(
@@ -583,6 +602,20 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
             text: n.clone(),
         });
     }
+    let finished: Vec<bool> = ranks
+        .iter()
+        .map(|v| matches!(v, RankVerdict::Completed { .. }))
+        .collect();
+    let diagnosis = Diagnosis::build(
+        &o.calls,
+        &finished,
+        o.first_stall_calls
+            .as_ref()
+            .map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t)),
+    )
+    .with_groups(&o.groups);
+    let mut calls = o.calls.clone();
+    calls.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),
@@ -596,8 +629,8 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
         trace: o.trace.clone(),
         expectations,
         notes: st.notes,
-        calls: vec![],
-        diagnosis: Default::default(),
+        calls,
+        diagnosis,
     }
 }
 

@@ -2,6 +2,8 @@
 //! message per line (events, wait records, the rank's end), flushed at once so the launcher
 //! knows where a rank was even if it is killed inside a oneCCL call a moment later.
 
+use scen_core::diagnose::record::CallRecord;
+use scen_core::diagnose::GroupRecord;
 use scen_core::trace::{Event, Probe, Wait};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -31,6 +33,10 @@ pub enum Msg {
         rank: usize,
         text: String,
     },
+    /// A call record (flight recorder), at its start and again at its end.
+    Call(Box<CallRecord>),
+    /// A counter-named `new_group` call.
+    Group(GroupRecord),
 }
 
 /// The rank side: writes each message to the launcher.
@@ -71,5 +77,13 @@ impl Probe for SideProbe {
 
     fn set_wait(&self, rank: usize, w: Option<Wait>) {
         self.send(&Msg::Wait { rank, wait: w });
+    }
+
+    fn call(&self, rec: &CallRecord) {
+        self.send(&Msg::Call(Box::new(rec.clone())));
+    }
+
+    fn group(&self, rec: &GroupRecord) {
+        self.send(&Msg::Group(rec.clone()));
     }
 }

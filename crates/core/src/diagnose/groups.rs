@@ -7,11 +7,11 @@
 //! ranks on each side.
 
 use super::hang::ranges;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One `new_group` call of one rank that took a counter name (members and non-members alike).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupRecord {
     pub rank: usize,
     /// Times this rank reset its counter (`destroy_process_group()`); names restart after it.

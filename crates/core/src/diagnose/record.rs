@@ -5,10 +5,10 @@
 //! Ranks report a record through [`crate::trace::Probe::call`] when a call starts and again when
 //! it ends; the collector keeps the latest state per [`CallRecord::key`].
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallKind {
     Collective,
@@ -17,7 +17,7 @@ pub enum CallKind {
 }
 
 /// The flight recorder's `state` (R33), without `scheduled`: scen calls are synchronous.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
     Started,
@@ -36,7 +36,7 @@ impl CallState {
 }
 
 /// What must agree across the members of one call (R28): compared by [`super::check`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fingerprint {
     /// `all_reduce`, `broadcast`, `all_gather`, `barrier`, `send`, `recv`.
     pub op: String,
@@ -72,7 +72,7 @@ impl fmt::Display for Fingerprint {
 }
 
 /// One call of one rank, as the flight recorder would hold it (R33), plus the scenario line.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
     /// The global rank that made the call.
     pub rank: usize,
