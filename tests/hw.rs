@@ -200,6 +200,15 @@ fn simulator_only_scenarios_are_refused_with_the_reason() {
         Err(HwError::NotEligible(why)) => assert!(why.contains("[[world.service]]"), "{why}"),
         other => panic!("{other:?}"),
     }
+    let s = load("scenarios/fault_slow_rank_store_timeout.toml");
+    match scen_hw::run(
+        &s,
+        &path("scenarios/fault_slow_rank_store_timeout.toml"),
+        &options(),
+    ) {
+        Err(HwError::NotEligible(why)) => assert!(why.contains("[[faults]]"), "{why}"),
+        other => panic!("{other:?}"),
+    }
     let s = load("scenarios/tcp_localhost_two_nodes.toml");
     match scen_hw::run(
         &s,

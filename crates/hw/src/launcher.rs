@@ -65,6 +65,11 @@ pub fn check_eligible(s: &Scenario, o: &HwOptions, external: bool) -> Result<(),
             "it declares [[world.service]] (another job's TCPStore), which only the simulator provides".into(),
         ));
     }
+    if !s.faults.is_empty() {
+        return Err(HwError::NotEligible(
+            "it declares [[faults]], which the simulator injects (on hardware, `--kill-rank R:S` SIGKILLs a real rank)".into(),
+        ));
+    }
     let nodes = s.world.nodes.len();
     let nnodes = o.nnodes.unwrap_or(if external { nodes } else { 1 });
     if nodes != nnodes {
