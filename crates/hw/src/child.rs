@@ -19,6 +19,8 @@ pub fn uses_device_backend(s: &Scenario) -> bool {
     s.steps.iter().any(|st| match &st.kind {
         StepKind::InitProcessGroup { backend, .. } => backend.as_deref().is_none_or(device),
         StepKind::NewGroup { backend, .. } => backend.as_deref().is_some_and(device),
+        // sglang's start-up creates device groups on the platform's backend.
+        StepKind::InitDistributedEnvironment { .. } => true,
         _ => false,
     })
 }

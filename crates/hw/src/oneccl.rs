@@ -414,6 +414,131 @@ impl DeviceComms for OneCcl {
         }))
     }
 
+    fn reduce<'a>(
+        &'a self,
+        comm: &'a CommRef,
+        t: &'a mut Tensor,
+        op: ReduceOp,
+        root: usize,
+    ) -> DeviceFuture<'a, ()> {
+        let (id, size, me) = (comm.id.clone(), comm.size, comm.rank);
+        Box::pin(async move {
+            let rop = red_op(t.dtype, op)?;
+            let (dt, n, send) = (t.dtype, t.numel(), t.data.clone());
+            let mut out = self
+                .call(move |w| {
+                    let c = w.comm(&id)?;
+                    let mut recv = vec![0u8; send.len()];
+                    // SAFETY: both buffers hold n elements and live through the call.
+                    let rc = unsafe {
+                        (w.api.reduce)(
+                            send.as_ptr() as *const c_void,
+                            recv.as_mut_ptr() as *mut c_void,
+                            n,
+                            dtype(dt),
+                            rop,
+                            root as i32,
+                            c,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    w.api.check("onecclReduce", rc, c).map_err(to_c10d)?;
+                    Ok(recv)
+                })
+                .await?;
+            if me == root {
+                if op == ReduceOp::Avg {
+                    finish_avg(dt, &mut out, size);
+                }
+                t.data = out;
+            }
+            Ok(())
+        })
+    }
+
+    fn reduce_scatter<'a>(
+        &'a self,
+        comm: &'a CommRef,
+        input: &'a Tensor,
+        op: ReduceOp,
+        out_shape: &'a [usize],
+    ) -> DeviceFuture<'a, Tensor> {
+        let (id, size) = (comm.id.clone(), comm.size);
+        Box::pin(async move {
+            let rop = red_op(input.dtype, op)?;
+            let dt = input.dtype;
+            let m: usize = out_shape.iter().product();
+            let send = input.data.clone();
+            let mut out = self
+                .call(move |w| {
+                    let c = w.comm(&id)?;
+                    let mut recv = vec![0u8; m * dt.size_bytes()];
+                    // SAFETY: send holds size * m elements, recv m; both live through the call.
+                    let rc = unsafe {
+                        (w.api.reduce_scatter)(
+                            send.as_ptr() as *const c_void,
+                            recv.as_mut_ptr() as *mut c_void,
+                            m,
+                            dtype(dt),
+                            rop,
+                            c,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    w.api.check("onecclReduceScatter", rc, c).map_err(to_c10d)?;
+                    Ok(recv)
+                })
+                .await?;
+            if op == ReduceOp::Avg {
+                finish_avg(dt, &mut out, size);
+            }
+            Ok(Tensor {
+                dtype: dt,
+                shape: out_shape.to_vec(),
+                data: out,
+            })
+        })
+    }
+
+    fn all_to_all<'a>(
+        &'a self,
+        comm: &'a CommRef,
+        dt: DType,
+        sends: Vec<Vec<u8>>,
+        recv_lens: &'a [usize],
+    ) -> DeviceFuture<'a, Vec<Vec<u8>>> {
+        let id = comm.id.clone();
+        let recv_lens = recv_lens.to_vec();
+        Box::pin(self.call(move |w| {
+            let c = w.comm(&id)?;
+            let width = dt.size_bytes();
+            let send_counts: Vec<usize> = sends.iter().map(|s| s.len() / width).collect();
+            let recv_counts: Vec<usize> = recv_lens.iter().map(|l| l / width).collect();
+            let send = sends.concat();
+            let mut recv = vec![0u8; recv_lens.iter().sum()];
+            // SAFETY: the count arrays have one entry per member and match the buffers' sizes.
+            let rc = unsafe {
+                (w.api.all_to_all_v)(
+                    send.as_ptr() as *const c_void,
+                    send_counts.as_ptr(),
+                    recv.as_mut_ptr() as *mut c_void,
+                    recv_counts.as_ptr(),
+                    dtype(dt),
+                    c,
+                    std::ptr::null_mut(),
+                )
+            };
+            w.api.check("onecclAllToAllV", rc, c).map_err(to_c10d)?;
+            let mut out = Vec::with_capacity(recv_lens.len());
+            let mut at = 0;
+            for l in &recv_lens {
+                out.push(recv[at..at + l].to_vec());
+                at += l;
+            }
+            Ok(out)
+        }))
+    }
+
     fn shutdown(&self) -> DeviceFuture<'_, ()> {
         Box::pin(async move {
             // No onecclCommFinalize here: with a dead peer it blocks forever, and the process

@@ -145,7 +145,7 @@ impl Coll {
 
 /// all_gather of `count` concatenated inputs: reorder member-major parts to input-major
 /// (`[k][member][element]`), the layout of the coalesced ops' output lists.
-fn regroup(parts: &[Tensor], count: usize, input: &Tensor) -> Tensor {
+pub(crate) fn regroup(parts: &[Tensor], count: usize, input: &Tensor) -> Tensor {
     if count == 1 {
         return Tensor::concat(parts);
     }

@@ -60,10 +60,53 @@ pub trait DeviceComms {
         peer: usize,
     ) -> DeviceFuture<'a, ()>;
     fn barrier<'a>(&'a self, comm: &'a CommRef) -> DeviceFuture<'a, ()>;
+    /// Reduce to `root`: `t` holds the result on the root, is unchanged elsewhere.
+    fn reduce<'a>(
+        &'a self,
+        comm: &'a CommRef,
+        t: &'a mut Tensor,
+        op: ReduceOp,
+        root: usize,
+    ) -> DeviceFuture<'a, ()> {
+        let _ = (t, op, root);
+        unbound(comm, "reduce")
+    }
+    /// Reduce-scatter of `input` (members x out elements): this member's reduced chunk.
+    fn reduce_scatter<'a>(
+        &'a self,
+        comm: &'a CommRef,
+        input: &'a Tensor,
+        op: ReduceOp,
+        out_shape: &'a [usize],
+    ) -> DeviceFuture<'a, Tensor> {
+        let _ = (input, op, out_shape);
+        unbound(comm, "reduce_scatter")
+    }
+    /// All-to-all with per-member byte counts: `sends[k]` goes to member k; returns what each
+    /// member sent here (`recv_lens[k]` bytes from member k).
+    fn all_to_all<'a>(
+        &'a self,
+        comm: &'a CommRef,
+        dtype: crate::dtype::DType,
+        sends: Vec<Vec<u8>>,
+        recv_lens: &'a [usize],
+    ) -> DeviceFuture<'a, Vec<Vec<u8>>> {
+        let _ = (dtype, sends, recv_lens);
+        unbound(comm, "all_to_all")
+    }
     /// The rank's program has ended and its process is about to exit (its store server and
     /// sockets still up): release every communicator. A runner may also take the time a real
     /// process's teardown takes here.
     fn shutdown(&self) -> DeviceFuture<'_, ()> {
         Box::pin(async { Ok(()) })
     }
+}
+
+/// The error of an operation a [`DeviceComms`] has no binding for.
+fn unbound<'a, T: 'a>(comm: &CommRef, op: &str) -> DeviceFuture<'a, T> {
+    let e = crate::c10d::error::runtime(format!(
+        "{op} on communicator {} has no device-library binding yet",
+        comm.id
+    ));
+    Box::pin(async move { Err(e) })
 }

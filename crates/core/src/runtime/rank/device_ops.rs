@@ -4,7 +4,7 @@
 
 use super::{Proc, Res};
 use crate::c10d::error::{self, C10dError};
-use crate::runtime::coll::{Algo, Coll};
+use crate::runtime::coll::{regroup, Algo, Coll};
 use crate::runtime::device::{CommRef, DeviceComms};
 use crate::runtime::link::CallInfo;
 use crate::runtime::net::{Clock, Net};
@@ -160,10 +160,55 @@ pub(super) async fn run_on_device<Q: Probe>(
     let r = match &coll.algo {
         Algo::AllReduce(op) => d.all_reduce(comm, t, *op).await.map(|_| None),
         Algo::Broadcast(root) => d.broadcast(comm, t, *root).await.map(|_| None),
-        Algo::AllGather { count: 1 } => d
+        Algo::AllGather { count } => d
             .all_gather(comm, t)
             .await
-            .map(|parts| Some(Tensor::concat(&parts))),
+            .map(|parts| Some(regroup(&parts, *count, t))),
+        Algo::Reduce(op, root) => d.reduce(comm, t, *op, *root).await.map(|_| None),
+        Algo::ReduceScatter {
+            op,
+            count,
+            out_shape,
+        } => {
+            let (n, m) = (comm.size, out_shape.iter().product::<usize>());
+            let w = t.dtype.size_bytes();
+            let mut outs = Vec::with_capacity(*count);
+            for k in 0..*count {
+                let input = Tensor {
+                    dtype: t.dtype,
+                    shape: vec![n * m],
+                    data: t.data[k * n * m * w..(k + 1) * n * m * w].to_vec(),
+                };
+                outs.push(d.reduce_scatter(comm, &input, *op, out_shape).await?);
+            }
+            Ok(Some(if *count == 1 {
+                outs.pop().expect("one")
+            } else {
+                Tensor::concat(&outs)
+            }))
+        }
+        Algo::AllToAll {
+            send_rows,
+            recv_rows,
+            row_elems,
+        } => {
+            let w = t.dtype.size_bytes() * row_elems;
+            let mut sends = Vec::with_capacity(send_rows.len());
+            let mut at = 0;
+            for rows in send_rows {
+                sends.push(t.data[at..at + rows * w].to_vec());
+                at += rows * w;
+            }
+            let lens: Vec<usize> = recv_rows.iter().map(|r| r * w).collect();
+            let got = d.all_to_all(comm, t.dtype, sends, &lens).await?;
+            let mut shape = t.shape.clone();
+            shape[0] = recv_rows.iter().sum();
+            Ok(Some(Tensor {
+                dtype: t.dtype,
+                shape,
+                data: got.concat(),
+            }))
+        }
         Algo::Barrier => d.barrier(comm).await.map(|_| None),
         _ => Err(error::runtime(format!(
             "{} has no device-library binding yet (add a DeviceComms method in runtime/device.rs)",
