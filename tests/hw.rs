@@ -102,6 +102,9 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
         "scenarios/device_id_cpu_assert.toml",
         "scenarios/tcp_localhost_one_node.toml",
         "scenarios/missing_rank_all_reduce.toml",
+        "scenarios/all_to_all_single_uneven_w3.toml",
+        "scenarios/sglang_golden_w2_cfg2.toml",
+        "scenarios/sglang_golden_w4_u4.toml",
         "tests/hw/dtypes_ops_xccl_w3.toml",
         "tests/hw/blocking_wait_timeout_xccl_w2.toml",
     ] {
