@@ -105,6 +105,7 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
         "scenarios/all_to_all_single_uneven_w3.toml",
         "scenarios/sglang_golden_w2_cfg2.toml",
         "scenarios/sglang_golden_w4_u4.toml",
+        "scenarios/sglang_golden_w8_tp2_u2_r1_cfg2.toml",
         "tests/hw/dtypes_ops_xccl_w3.toml",
         "tests/hw/blocking_wait_timeout_xccl_w2.toml",
     ] {

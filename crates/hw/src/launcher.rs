@@ -40,7 +40,10 @@ const ONECCL_ENV: [(&str, &str); 10] = [
     ("CCL_KVS_IFACE", "lo"),
     ("FI_PROVIDER", "tcp"),
     ("FI_TCP_IFACE", "lo"),
-    ("CCL_ATL_SHM", "1"),
+    // Not the shm transport: with it, the concurrent 2-rank sub-communicators of an 8-process
+    // job (sglang_golden_w8_tp2_u2_r1_cfg2) stayed inside onecclCommInitRank; tcp on lo runs
+    // it in 3.5 s. Set CCL_ATL_SHM=1 yourself for large-message speed.
+    ("CCL_ATL_SHM", "0"),
     ("CCL_YIELD", "sched_yield"),
     ("CCL_PROCESS_LAUNCHER", "none"),
     ("CCL_LOG_LEVEL", "error"),
