@@ -149,8 +149,10 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
 #[test]
 fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
     let rel = "tests/hw/rank_killed_mid_all_reduce.toml";
+    // With oneCCL's shm transport, so the killed ranks leave /dev/shm files to remove.
     let o = HwOptions {
         kill_rank_at: Some((1, 3)),
+        rank_env: vec![("CCL_ATL_SHM".into(), "1".into())],
         ..options()
     };
     let t = Instant::now();
@@ -189,6 +191,13 @@ fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
             .any(|p| p.starts_with("rank 1, which failed") && p.contains("SIGKILL")));
         assert!(r.notes.iter().any(|n| n.starts_with("watchdog: SIGKILLed")));
     }
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("removed ") && n.contains("/dev/shm")),
+        "the shm files of killed ranks were removed: {:?}",
+        r.notes
+    );
     println!("kill test: {hung} rank(s) hung, stopped after {elapsed_ms} ms");
     assert_cleaned_up(&r);
 }

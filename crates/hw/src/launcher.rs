@@ -224,6 +224,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         if let Some(r) = &root {
             cmd.env("ONECCL_ROOT", r);
         }
+        cmd.envs(o.rank_env.iter().map(|(k, v)| (k, v)));
         let child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {

@@ -38,6 +38,8 @@ pub struct HwOptions {
     pub quiet_ms: u64,
     /// A hard limit on the run's wall time.
     pub max_wall_ms: Option<u64>,
+    /// Extra environment for the rank processes (wins over the oneCCL defaults).
+    pub rank_env: Vec<(String, String)>,
 }
 
 impl Default for HwOptions {
@@ -54,6 +56,7 @@ impl Default for HwOptions {
             kill_delay_ms: 300,
             quiet_ms: 1_000,
             max_wall_ms: None,
+            rank_env: Vec::new(),
         }
     }
 }
