@@ -232,3 +232,72 @@ fn simulator_only_scenarios_are_refused_with_the_reason() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Started by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set), `scen run --hw` runs
+/// that one rank; two such processes make the job, like `torchrun --nproc-per-node 2`.
+#[test]
+fn under_torchrun_each_process_runs_its_own_rank() {
+    let rel = "scenarios/five_ops_xccl_w2.toml";
+    if let Err(HwError::Unavailable(why)) =
+        scen_hw::launcher::check_eligible(&load(rel), &options(), false)
+    {
+        assert!(
+            std::env::var("SCEN_HW_REQUIRED").as_deref() != Ok("1"),
+            "{why}"
+        );
+        println!("skip: torchrun-mode test: {why}");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let kids: Vec<_> = (0..2)
+        .map(|r| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+                .args(["run", "--hw", rel, "--max-wall-s", "60"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .env("RANK", r.to_string())
+                .env("LOCAL_RANK", r.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("LOCAL_WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .output_in_thread()
+        })
+        .collect();
+    for (r, k) in kids.into_iter().enumerate() {
+        let out = k.join().expect("joins").expect("runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "rank {r}:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(&format!(
+                "started by torchrun: this process ran rank {r} only"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("expectations: 1/1 hold"), "{text}");
+    }
+}
+
+trait OutputInThread {
+    fn output_in_thread(
+        &mut self,
+    ) -> std::thread::JoinHandle<std::io::Result<std::process::Output>>;
+}
+
+impl OutputInThread for std::process::Command {
+    fn output_in_thread(
+        &mut self,
+    ) -> std::thread::JoinHandle<std::io::Result<std::process::Output>> {
+        let child = self
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn();
+        std::thread::spawn(move || child?.wait_with_output())
+    }
+}
