@@ -2,7 +2,9 @@
 //! expectations hold. Both runners (simulator, hardware) produce a [`Report`] of this form.
 
 use crate::diagnose::hang::ranges;
-use crate::diagnose::{CallRecord, Diagnosis};
+use crate::diagnose::hang::RankAt;
+use crate::diagnose::{CallRecord, Diagnosis, GroupRecord};
+use crate::runtime::rank::RankEnd;
 use crate::scenario::{ExpectedOutcome, Scenario};
 use crate::trace::{format_ms, Trace, Wait};
 use serde::Serialize;
@@ -34,6 +36,46 @@ impl RankVerdict {
             RankVerdict::Hung { .. } => "hangs",
         }
     }
+}
+
+/// A rank's verdict from what its runner observed (both runners, one rule): how its program
+/// ended and when, or else where it last waited (that wait's step, or the last step started).
+pub fn rank_verdict(
+    end: Option<&(RankEnd, u64)>,
+    wait: Option<&Wait>,
+    last_step: Option<usize>,
+) -> RankVerdict {
+    match end {
+        Some((RankEnd::Completed, t)) => RankVerdict::Completed { t_ms: *t },
+        Some((RankEnd::Failed { step, error }, t)) => RankVerdict::Failed {
+            step: *step,
+            error: error.clone(),
+            t_ms: *t,
+        },
+        None => RankVerdict::Hung {
+            step: wait.map(|w| w.step).or(last_step).unwrap_or(0),
+            wait: wait.cloned(),
+        },
+    }
+}
+
+/// The diagnosis of a run from its records, and the call records in report order (by group,
+/// then rank). `stall`: the records and rank states at the first stall, if there was one.
+pub fn diagnose_run(
+    ranks: &[RankVerdict],
+    calls: &[CallRecord],
+    groups: &[GroupRecord],
+    stall: Option<&(Vec<CallRecord>, Vec<RankAt>, u64)>,
+) -> (Diagnosis, Vec<CallRecord>) {
+    let finished: Vec<bool> = ranks
+        .iter()
+        .map(|v| matches!(v, RankVerdict::Completed { .. }))
+        .collect();
+    let stall = stall.map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t));
+    let diagnosis = Diagnosis::build(calls, &finished, stall).with_groups(groups);
+    let mut sorted = calls.to_vec();
+    sorted.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));
+    (diagnosis, sorted)
 }
 
 /// One stuck rank at a moment when no rank could make progress.

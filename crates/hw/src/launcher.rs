@@ -13,11 +13,10 @@ use crate::net::unix_ms;
 use crate::probe::Msg;
 use crate::{HwError, HwOptions};
 use scen_core::diagnose::record::CallState;
-use scen_core::diagnose::Diagnosis;
 use scen_core::runtime::rank::RankEnd;
 use scen_core::scenario::Scenario;
 use scen_core::trace::{Event, EventKind, Wait};
-use scen_core::verdict::{check_expectations, RankVerdict, Report};
+use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
 use scen_sim::probe::Observed;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -581,22 +580,7 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
     let o = &mut st.obs;
     o.trace.events.sort_by_key(|e| e.t_ms);
     let ranks: Vec<RankVerdict> = (0..s.world.size())
-        .map(|r| match &o.ends[r] {
-            Some((RankEnd::Completed, t)) => RankVerdict::Completed { t_ms: *t },
-            Some((RankEnd::Failed { step, error }, t)) => RankVerdict::Failed {
-                step: *step,
-                error: error.clone(),
-                t_ms: *t,
-            },
-            None => RankVerdict::Hung {
-                step: o.waits[r]
-                    .as_ref()
-                    .map(|w| w.step)
-                    .or(o.step[r])
-                    .unwrap_or(0),
-                wait: o.waits[r].clone(),
-            },
-        })
+        .map(|r| rank_verdict(o.ends[r].as_ref(), o.waits[r].as_ref(), o.step[r]))
         .collect();
     let expectations = check_expectations(s, &ranks)
         .into_iter()
@@ -611,20 +595,8 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
             text: n.clone(),
         });
     }
-    let finished: Vec<bool> = ranks
-        .iter()
-        .map(|v| matches!(v, RankVerdict::Completed { .. }))
-        .collect();
-    let diagnosis = Diagnosis::build(
-        &o.calls,
-        &finished,
-        o.first_stall_calls
-            .as_ref()
-            .map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t)),
-    )
-    .with_groups(&o.groups);
-    let mut calls = o.calls.clone();
-    calls.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));
+    let (diagnosis, calls) =
+        diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),

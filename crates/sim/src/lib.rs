@@ -16,12 +16,12 @@ use faults::{Action, FaultPlan};
 use net::{Activity, SimNet};
 use probe::SimProbe;
 use scen_core::c10d::store;
-use scen_core::diagnose::Diagnosis;
+
 use scen_core::runtime::net::{Clock, Net};
-use scen_core::runtime::rank::{run_rank, RankEnd, RankEnv};
+use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::Scenario;
 use scen_core::trace::{Event, EventKind, Probe};
-use scen_core::verdict::{check_expectations, RankVerdict, Report};
+use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -461,41 +461,14 @@ fn note(probe: &SimProbe, t_ms: u64, text: String) {
 fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
     let o = probe.state.borrow();
     let ranks: Vec<RankVerdict> = (0..s.world.size())
-        .map(|r| match &o.ends[r] {
-            Some((RankEnd::Completed, t)) => RankVerdict::Completed { t_ms: *t },
-            Some((RankEnd::Failed { step, error }, t)) => RankVerdict::Failed {
-                step: *step,
-                error: error.clone(),
-                t_ms: *t,
-            },
-            None => RankVerdict::Hung {
-                step: o.waits[r]
-                    .as_ref()
-                    .map(|w| w.step)
-                    .or(o.step[r])
-                    .unwrap_or(0),
-                wait: o.waits[r].clone(),
-            },
-        })
+        .map(|r| rank_verdict(o.ends[r].as_ref(), o.waits[r].as_ref(), o.step[r]))
         .collect();
     let expectations = check_expectations(s, &ranks);
     drop(o);
     let notes = attribution(probe, &ranks);
     let o = probe.state.borrow();
-    let finished: Vec<bool> = ranks
-        .iter()
-        .map(|v| matches!(v, RankVerdict::Completed { .. }))
-        .collect();
-    let diagnosis = Diagnosis::build(
-        &o.calls,
-        &finished,
-        o.first_stall_calls
-            .as_ref()
-            .map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t)),
-    )
-    .with_groups(&o.groups);
-    let mut calls = o.calls.clone();
-    calls.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));
+    let (diagnosis, calls) =
+        diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),
