@@ -7,6 +7,7 @@
 use crate::algo::{self, CollectiveError, Link};
 use crate::c10d::collective::{CollOp, Layout};
 use crate::c10d::error::{self, C10dError};
+use crate::dtype::DType;
 use crate::reduce::ReduceOp;
 use crate::scenario::{CollStep, Splits, TensorSpec};
 use crate::tensor::Tensor;
@@ -69,36 +70,33 @@ impl Coll {
         self.torch_op
     }
 
-    /// Runs the algorithm; `t` is the input (updated in place by in-place ops); returns the
+    /// Runs the call on `x`; `t` is the input (updated in place by in-place ops); returns the
     /// output when it is another tensor (`None` for in-place ops and non-roots of gather).
-    pub async fn run<L: Link>(
-        &self,
-        l: &L,
-        t: &mut Tensor,
-    ) -> Result<Option<Tensor>, CollectiveError> {
+    pub async fn run<X: Exec>(&self, x: &X, t: &mut Tensor) -> Result<Option<Tensor>, X::Error> {
         match &self.algo {
-            Algo::AllReduce(op) => algo::all_reduce(l, t, *op).await.map(|_| None),
-            Algo::Reduce(op, root) => algo::reduce(l, t, *op, *root).await.map(|_| None),
-            Algo::Broadcast(root) => algo::broadcast(l, t, *root).await.map(|_| None),
+            Algo::AllReduce(op) => x.all_reduce(t, *op).await.map(|_| None),
+            Algo::Reduce(op, root) => x.reduce(t, *op, *root).await.map(|_| None),
+            Algo::Broadcast(root) => x.broadcast(t, *root).await.map(|_| None),
             Algo::AllGather { count } => {
-                let parts = algo::all_gather(l, t).await?;
+                let parts = x.all_gather(t).await?;
                 Ok(Some(regroup(&parts, *count, t)))
             }
-            Algo::Gather(root) => Ok(algo::gather(l, t, *root)
+            Algo::Gather(root) => Ok(x
+                .gather(t, *root)
                 .await?
                 .map(|parts| Tensor::concat(&parts))),
             Algo::Scatter { root, out_shape } => {
-                let n = l.size();
+                let n = x.members();
                 let like = Tensor::from_fn(t.dtype, out_shape.clone(), |_| 0.0);
-                let parts = (l.rank() == *root).then(|| split_even(t, n, out_shape));
-                algo::scatter(l, parts, &like, *root).await.map(Some)
+                let parts = (x.me() == *root).then(|| split_even(t, n, out_shape));
+                x.scatter(parts, &like, *root).await.map(Some)
             }
             Algo::ReduceScatter {
                 op,
                 count,
                 out_shape,
             } => {
-                let n = l.size();
+                let n = x.members();
                 let m: usize = out_shape.iter().product();
                 let w = t.dtype.size_bytes();
                 let mut outs = Vec::with_capacity(*count);
@@ -108,7 +106,7 @@ impl Coll {
                         shape: vec![n * m],
                         data: t.data[k * n * m * w..(k + 1) * n * m * w].to_vec(),
                     };
-                    outs.push(algo::reduce_scatter(l, &input, *op, out_shape).await?);
+                    outs.push(x.reduce_scatter(&input, *op, out_shape).await?);
                 }
                 Ok(Some(if *count == 1 {
                     outs.pop().expect("one")
@@ -129,7 +127,7 @@ impl Coll {
                     at += rows * w;
                 }
                 let lens: Vec<usize> = recv_rows.iter().map(|r| r * w).collect();
-                let got = algo::all_to_all(l, sends, &lens).await?;
+                let got = x.all_to_all(t.dtype, sends, &lens).await?;
                 let mut shape = t.shape.clone();
                 shape[0] = recv_rows.iter().sum();
                 Ok(Some(Tensor {
@@ -138,14 +136,116 @@ impl Coll {
                     data: got.concat(),
                 }))
             }
-            Algo::Barrier => algo::barrier(l).await.map(|_| None),
+            Algo::Barrier => x.barrier().await.map(|_| None),
         }
+    }
+}
+
+/// The primitive operations a call is built from, by whoever executes them: core's algorithms
+/// over a [`Link`] ([`OnLink`]: the simulator, gloo groups in hardware mode) or a device library
+/// (hardware mode's oneCCL). How a step's tensors split into primitive calls and reassemble is
+/// written once, in [`Coll::run`]. Roots and ranks are group ranks.
+#[allow(async_fn_in_trait)]
+pub(crate) trait Exec {
+    type Error;
+    fn members(&self) -> usize;
+    fn me(&self) -> usize;
+    async fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), Self::Error>;
+    async fn reduce(&self, t: &mut Tensor, op: ReduceOp, root: usize) -> Result<(), Self::Error>;
+    async fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<(), Self::Error>;
+    /// One part per member, in group-rank order.
+    async fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>, Self::Error>;
+    /// The parts on the root, `None` elsewhere.
+    async fn gather(&self, t: &Tensor, root: usize) -> Result<Option<Vec<Tensor>>, Self::Error>;
+    async fn scatter(
+        &self,
+        parts: Option<Vec<Tensor>>,
+        like: &Tensor,
+        root: usize,
+    ) -> Result<Tensor, Self::Error>;
+    async fn reduce_scatter(
+        &self,
+        input: &Tensor,
+        op: ReduceOp,
+        out_shape: &[usize],
+    ) -> Result<Tensor, Self::Error>;
+    /// `sends[k]` to member k; returns `recv_lens[k]` bytes from each member k.
+    async fn all_to_all(
+        &self,
+        dtype: DType,
+        sends: Vec<Vec<u8>>,
+        recv_lens: &[usize],
+    ) -> Result<Vec<Vec<u8>>, Self::Error>;
+    async fn barrier(&self) -> Result<(), Self::Error>;
+}
+
+/// Core's algorithms over a transport.
+pub(crate) struct OnLink<'a, L>(pub &'a L);
+
+impl<L: Link> Exec for OnLink<'_, L> {
+    type Error = CollectiveError;
+    fn members(&self) -> usize {
+        self.0.size()
+    }
+    fn me(&self) -> usize {
+        self.0.rank()
+    }
+    async fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), CollectiveError> {
+        algo::all_reduce(self.0, t, op).await
+    }
+    async fn reduce(
+        &self,
+        t: &mut Tensor,
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<(), CollectiveError> {
+        algo::reduce(self.0, t, op, root).await
+    }
+    async fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<(), CollectiveError> {
+        algo::broadcast(self.0, t, root).await
+    }
+    async fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>, CollectiveError> {
+        algo::all_gather(self.0, t).await
+    }
+    async fn gather(
+        &self,
+        t: &Tensor,
+        root: usize,
+    ) -> Result<Option<Vec<Tensor>>, CollectiveError> {
+        algo::gather(self.0, t, root).await
+    }
+    async fn scatter(
+        &self,
+        parts: Option<Vec<Tensor>>,
+        like: &Tensor,
+        root: usize,
+    ) -> Result<Tensor, CollectiveError> {
+        algo::scatter(self.0, parts, like, root).await
+    }
+    async fn reduce_scatter(
+        &self,
+        input: &Tensor,
+        op: ReduceOp,
+        out_shape: &[usize],
+    ) -> Result<Tensor, CollectiveError> {
+        algo::reduce_scatter(self.0, input, op, out_shape).await
+    }
+    async fn all_to_all(
+        &self,
+        _dtype: DType,
+        sends: Vec<Vec<u8>>,
+        recv_lens: &[usize],
+    ) -> Result<Vec<Vec<u8>>, CollectiveError> {
+        algo::all_to_all(self.0, sends, recv_lens).await
+    }
+    async fn barrier(&self) -> Result<(), CollectiveError> {
+        algo::barrier(self.0).await
     }
 }
 
 /// all_gather of `count` concatenated inputs: reorder member-major parts to input-major
 /// (`[k][member][element]`), the layout of the coalesced ops' output lists.
-pub(crate) fn regroup(parts: &[Tensor], count: usize, input: &Tensor) -> Tensor {
+fn regroup(parts: &[Tensor], count: usize, input: &Tensor) -> Tensor {
     if count == 1 {
         return Tensor::concat(parts);
     }

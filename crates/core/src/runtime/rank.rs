@@ -1301,7 +1301,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 info,
                 error: Default::default(),
             };
-            let r = match coll.run(&link, &mut t).await {
+            let r = match coll.run(&coll::OnLink(&link), &mut t).await {
                 Err(crate::algo::CollectiveError::Mismatch(why))
                     if !link.info.peer_exit_is_error =>
                 {

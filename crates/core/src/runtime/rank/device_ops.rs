@@ -4,7 +4,9 @@
 
 use super::{Proc, Res};
 use crate::c10d::error::{self, C10dError};
-use crate::runtime::coll::{regroup, Algo, Coll};
+use crate::dtype::DType;
+use crate::reduce::ReduceOp;
+use crate::runtime::coll::{Coll, Exec};
 use crate::runtime::device::{CommRef, DeviceComms};
 use crate::runtime::link::CallInfo;
 use crate::runtime::net::{Clock, Net};
@@ -157,64 +159,74 @@ pub(super) async fn run_on_device<Q: Probe>(
             timeout_error: info.timeout.as_ref().map(|(_, e)| e.to_string()),
         }),
     );
-    let r = match &coll.algo {
-        Algo::AllReduce(op) => d.all_reduce(comm, t, *op).await.map(|_| None),
-        Algo::Broadcast(root) => d.broadcast(comm, t, *root).await.map(|_| None),
-        Algo::AllGather { count } => d
-            .all_gather(comm, t)
-            .await
-            .map(|parts| Some(regroup(&parts, *count, t))),
-        Algo::Reduce(op, root) => d.reduce(comm, t, *op, *root).await.map(|_| None),
-        Algo::ReduceScatter {
-            op,
-            count,
-            out_shape,
-        } => {
-            let (n, m) = (comm.size, out_shape.iter().product::<usize>());
-            let w = t.dtype.size_bytes();
-            let mut outs = Vec::with_capacity(*count);
-            for k in 0..*count {
-                let input = Tensor {
-                    dtype: t.dtype,
-                    shape: vec![n * m],
-                    data: t.data[k * n * m * w..(k + 1) * n * m * w].to_vec(),
-                };
-                outs.push(d.reduce_scatter(comm, &input, *op, out_shape).await?);
-            }
-            Ok(Some(if *count == 1 {
-                outs.pop().expect("one")
-            } else {
-                Tensor::concat(&outs)
-            }))
-        }
-        Algo::AllToAll {
-            send_rows,
-            recv_rows,
-            row_elems,
-        } => {
-            let w = t.dtype.size_bytes() * row_elems;
-            let mut sends = Vec::with_capacity(send_rows.len());
-            let mut at = 0;
-            for rows in send_rows {
-                sends.push(t.data[at..at + rows * w].to_vec());
-                at += rows * w;
-            }
-            let lens: Vec<usize> = recv_rows.iter().map(|r| r * w).collect();
-            let got = d.all_to_all(comm, t.dtype, sends, &lens).await?;
-            let mut shape = t.shape.clone();
-            shape[0] = recv_rows.iter().sum();
-            Ok(Some(Tensor {
-                dtype: t.dtype,
-                shape,
-                data: got.concat(),
-            }))
-        }
-        Algo::Barrier => d.barrier(comm).await.map(|_| None),
-        _ => Err(error::runtime(format!(
-            "{} has no device-library binding yet (add a DeviceComms method in runtime/device.rs)",
-            coll.name()
-        ))),
-    };
+    let r = coll.run(&OnDevice { d, comm }, t).await;
     probe.set_wait(info.proc_rank, None);
     r
+}
+
+/// A device library as the executor of [`Coll::run`]: the same splitting and reassembly as the
+/// simulator's algorithms, the primitives on the library's communicator.
+struct OnDevice<'a> {
+    d: &'a dyn DeviceComms,
+    comm: &'a CommRef,
+}
+
+impl OnDevice<'_> {
+    fn unbound(&self, op: &str) -> C10dError {
+        error::runtime(format!(
+            "{op} has no device-library binding yet (add a DeviceComms method in runtime/device.rs)"
+        ))
+    }
+}
+
+impl Exec for OnDevice<'_> {
+    type Error = C10dError;
+    fn members(&self) -> usize {
+        self.comm.size
+    }
+    fn me(&self) -> usize {
+        self.comm.rank
+    }
+    async fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), C10dError> {
+        self.d.all_reduce(self.comm, t, op).await
+    }
+    async fn reduce(&self, t: &mut Tensor, op: ReduceOp, root: usize) -> Result<(), C10dError> {
+        self.d.reduce(self.comm, t, op, root).await
+    }
+    async fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<(), C10dError> {
+        self.d.broadcast(self.comm, t, root).await
+    }
+    async fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>, C10dError> {
+        self.d.all_gather(self.comm, t).await
+    }
+    async fn gather(&self, _t: &Tensor, _root: usize) -> Result<Option<Vec<Tensor>>, C10dError> {
+        Err(self.unbound("gather"))
+    }
+    async fn scatter(
+        &self,
+        _parts: Option<Vec<Tensor>>,
+        _like: &Tensor,
+        _root: usize,
+    ) -> Result<Tensor, C10dError> {
+        Err(self.unbound("scatter"))
+    }
+    async fn reduce_scatter(
+        &self,
+        input: &Tensor,
+        op: ReduceOp,
+        out_shape: &[usize],
+    ) -> Result<Tensor, C10dError> {
+        self.d.reduce_scatter(self.comm, input, op, out_shape).await
+    }
+    async fn all_to_all(
+        &self,
+        dtype: DType,
+        sends: Vec<Vec<u8>>,
+        recv_lens: &[usize],
+    ) -> Result<Vec<Vec<u8>>, C10dError> {
+        self.d.all_to_all(self.comm, dtype, sends, recv_lens).await
+    }
+    async fn barrier(&self) -> Result<(), C10dError> {
+        self.d.barrier(self.comm).await
+    }
 }
