@@ -19,6 +19,19 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every dtype, for tests that sweep them.
+    pub const ALL: [DType; 9] = [
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::F64,
+        DType::I64,
+        DType::I32,
+        DType::I8,
+        DType::U8,
+        DType::Bool,
+    ];
+
     pub fn size_bytes(self) -> usize {
         match self {
             DType::F64 | DType::I64 => 8,

@@ -20,6 +20,18 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    /// Every reduce op, for tests that sweep them.
+    pub const ALL: [ReduceOp; 8] = [
+        ReduceOp::Sum,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Product,
+        ReduceOp::Avg,
+        ReduceOp::Band,
+        ReduceOp::Bor,
+        ReduceOp::Bxor,
+    ];
+
     pub fn is_bitwise(self) -> bool {
         matches!(self, ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor)
     }
@@ -190,27 +202,8 @@ pub fn finish_avg(dtype: DType, buf: &mut [u8], n: usize) {
 mod tests {
     use super::*;
 
-    const DTYPES: [DType; 9] = [
-        DType::F32,
-        DType::BF16,
-        DType::F16,
-        DType::F64,
-        DType::I64,
-        DType::I32,
-        DType::I8,
-        DType::U8,
-        DType::Bool,
-    ];
-    const OPS: [ReduceOp; 8] = [
-        ReduceOp::Sum,
-        ReduceOp::Min,
-        ReduceOp::Max,
-        ReduceOp::Product,
-        ReduceOp::Avg,
-        ReduceOp::Band,
-        ReduceOp::Bor,
-        ReduceOp::Bxor,
-    ];
+    const DTYPES: [DType; 9] = DType::ALL;
+    const OPS: [ReduceOp; 8] = ReduceOp::ALL;
 
     /// R35/R36: XCCL refuses the bitwise ops (ValueError) and bool AVG (TypeError), nothing else
     /// of the nine dtypes and five ops.

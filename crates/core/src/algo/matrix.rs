@@ -30,27 +30,8 @@ impl Rng {
     }
 }
 
-const DTYPES: [DType; 9] = [
-    DType::F32,
-    DType::BF16,
-    DType::F16,
-    DType::F64,
-    DType::I64,
-    DType::I32,
-    DType::I8,
-    DType::U8,
-    DType::Bool,
-];
-const OPS: [ReduceOp; 8] = [
-    ReduceOp::Sum,
-    ReduceOp::Min,
-    ReduceOp::Max,
-    ReduceOp::Product,
-    ReduceOp::Avg,
-    ReduceOp::Band,
-    ReduceOp::Bor,
-    ReduceOp::Bxor,
-];
+const DTYPES: [DType; 9] = DType::ALL;
+const OPS: [ReduceOp; 8] = ReduceOp::ALL;
 
 /// Element `i` of `rank`'s input: floats in [-2, 2] (so a product over 8 ranks stays finite in
 /// f16), integers wide enough to overflow i8/u8 products (wrapping is part of the semantics).
