@@ -80,6 +80,43 @@ impl BackendConfig {
         })
     }
 
+    /// The backend names PyTorch 2.15 accepts, checked where `_new_process_group_helper` checks
+    /// them (after the rendezvous, members only). Texts from real torch 2.15 (docs/diagnosis.md):
+    /// a bare name not in `Backend.backend_type_map` fails `AssertionError: Unknown backend type
+    /// mpi2` (lower-cased), a `device:backend` pair with an unregistered backend `AssertionError:
+    /// Unknown c10d backend type XCLL` (upper-cased).
+    pub fn check_known(&self) -> Result<(), C10dError> {
+        let s = &self.original;
+        if !s.contains(':') && !s.contains(',') {
+            if KNOWN.contains(&s.as_str()) {
+                return Ok(());
+            }
+            return Err(error::assertion(format!("Unknown backend type {s}")));
+        }
+        for pair in s.split(',') {
+            let b = pair.split(':').nth(1).unwrap_or_default();
+            if !KNOWN[1..].contains(&b) {
+                return Err(error::assertion(format!(
+                    "Unknown c10d backend type {}",
+                    b.to_ascii_uppercase()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// pip wheels of PyTorch 2.15 are built without MPI: `_create_mpi_process_group` raises this
+    /// before any rendezvous (measured with real torch 2.15, docs/diagnosis.md).
+    pub fn check_built_in(&self) -> Result<(), C10dError> {
+        if self.backends().contains(&"mpi") {
+            return Err(error::runtime(
+                "Distributed package doesn't have MPI built in. MPI is only included if you \
+                 build PyTorch from source on a host that has MPI installed.",
+            ));
+        }
+        Ok(())
+    }
+
     /// R4: the backend serving `device`, or the c10d error.
     pub fn backend_for(&self, device: &str) -> Result<&str, C10dError> {
         self.map
@@ -168,6 +205,33 @@ mod tests {
         assert!(BackendConfig::parse("cpu-gloo,xpu", None).is_err());
         let u = BackendConfig::parse("undefined", Some("xpu")).unwrap();
         assert_eq!(u.describe(), "xpu:xccl");
+    }
+
+    #[test]
+    fn unknown_backend_names_fail_as_torch_2_15_does() {
+        let e = |s: &str| {
+            BackendConfig::parse(s, Some("cpu"))
+                .unwrap()
+                .check_known()
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(e("mpi2"), "AssertionError: Unknown backend type mpi2");
+        assert_eq!(e("XCLL"), "AssertionError: Unknown backend type xcll");
+        assert_eq!(
+            e("cpu:gloo,xpu:xcll"),
+            "AssertionError: Unknown c10d backend type XCLL"
+        );
+        for ok in ["gloo", "undefined", "cpu:gloo,xpu:xccl", "fake"] {
+            let c = BackendConfig::parse(ok, Some("xpu")).unwrap();
+            assert!(c.check_known().is_ok(), "{ok}");
+        }
+        let mpi = BackendConfig::parse("mpi", Some("cpu")).unwrap();
+        assert!(mpi
+            .check_built_in()
+            .unwrap_err()
+            .to_string()
+            .starts_with("RuntimeError: Distributed package doesn't have MPI built in."));
     }
 
     #[test]

@@ -407,6 +407,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             },
         };
         let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
+        config.check_built_in()?;
         let timeout_ms = timeout_ms.unwrap_or_else(|| backend::default_timeout_ms(&config));
         let url = init_method
             .as_ref()
@@ -427,6 +428,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await?,
         );
         self.wait_for_workers(&store, &rv, timeout_ms).await?;
+        config.check_known()?;
         self.world = Some(WorldPg {
             store,
             rank: rv.rank,
@@ -861,6 +863,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 "group \"{name}\" {ranks:?}: not a member (NON_GROUP_MEMBER)"
             ));
         }
+        config.check_built_in()?;
+        config.check_known()?;
         let prefixes = vec![
             "default_pg".to_string(),
             "0/".to_string(),
