@@ -370,6 +370,7 @@ mod graph_tests {
                 nbytes: 16,
                 root: None,
                 reduce_op: Some("SUM".into()),
+                splits: None,
             },
             step: 1,
             line: 7,

@@ -1482,6 +1482,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             root: None,
             reduce_op: None,
             peer: Some(peer),
+            splits: None,
         });
         if backend != "gloo" {
             if let Some(d) = self.env.device.clone() {
