@@ -465,8 +465,9 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
         .collect();
     let expectations = check_expectations(s, &ranks);
     drop(o);
-    let notes = attribution(probe, &ranks);
+    let mut notes = attribution(probe, &ranks);
     let o = probe.state.borrow();
+    notes.extend(scen_core::verdict::expect_notes(s, &o.trace));
     let (diagnosis, calls) =
         diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
     Report {

@@ -1116,17 +1116,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     async fn collective(&mut self, c: &CollStep) -> Res<String> {
         let op = c.op.name();
         let Some(name) = self.resolve_group(&c.group)? else {
-            let r = self.world()?.rank;
-            self.event(
-                EventKind::Warn,
-                format!(
-                    "Running {op} on global rank {r} which does not belong to the given group."
-                ),
-            );
             if let Some(w) = &c.work {
                 self.works.insert(w.clone(), Work::None);
             }
-            return Ok("not a member: no-op".into());
+            return self.non_member(op, &c.expect);
         };
         let dev = c
             .tensor
@@ -1183,6 +1176,27 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let mut t = t;
         let out = self.run_algo(&name, &backend, &coll, &mut t).await?;
         self.coll_result(c, &call, t, out)
+    }
+
+    /// R27: a call on a group this rank is not in warns and does nothing. Its `expect` does not
+    /// apply here, which the report says (a note) rather than counting it as checked.
+    fn non_member(&self, op: &str, expect: &Option<Expr>) -> Res<String> {
+        let r = self.world()?.rank;
+        self.event(
+            EventKind::Warn,
+            format!("Running {op} on global rank {r} which does not belong to the given group."),
+        );
+        if expect.is_some() {
+            self.event(
+                EventKind::Info,
+                format!(
+                    "{} on rank {r}: not a member of the group, the call is a no-op (R27)",
+                    crate::verdict::EXPECT_NOT_APPLIED
+                ),
+            );
+            return Ok("not a member: no-op; its expect does not apply".into());
+        }
+        Ok("not a member: no-op".into())
     }
 
     /// `work.wait()`: blocks until the async call finishes and checks its result.
@@ -1337,11 +1351,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let Some(expect) = expect else {
             return Ok(summary);
         };
-        let tol = tolerance(spec.dtype);
         for (i, got) in vals.iter().enumerate() {
             let want = expect.eval(&|v| vars.get(i, v).unwrap_or_else(|| self.var(v)));
             let want_cast = Tensor::from_fn(spec.dtype, vec![1], |_| want).get_f64(0);
-            if (got - want_cast).abs() > tol * want_cast.abs().max(1.0) {
+            let tol = f64::from(spec.expect_ulps) * spec.dtype.ulp(want_cast);
+            let same = *got == want_cast || (got.is_nan() && want_cast.is_nan());
+            if !same && !((got - want_cast).abs() <= tol) {
                 self.event(
                     EventKind::Error,
                     format!(
@@ -1408,14 +1423,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let (t, dev) = self.make_tensor(spec);
         let op = if send { "send" } else { "recv" };
         let Some(name) = self.resolve_group(group)? else {
-            let r = self.world()?.rank;
-            self.event(
-                EventKind::Warn,
-                format!(
-                    "Running {op} on global rank {r} which does not belong to the given group."
-                ),
-            );
-            return Ok("not a member: no-op".into());
+            return self.non_member(op, expect);
         };
         let me = self.world()?.rank;
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
@@ -1556,12 +1564,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         expect: &Option<Expr>,
     ) -> Res<String> {
         let Some(name) = self.resolve_group(group)? else {
-            let r = self.world()?.rank;
-            self.event(
-                EventKind::Warn,
-                format!("Running batch_isend_irecv on global rank {r} which does not belong to the given group."),
-            );
-            return Ok("not a member: no-op".into());
+            return self.non_member("batch_isend_irecv", expect);
         };
         let (t, dev) = self.make_tensor(spec);
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
@@ -1629,15 +1632,6 @@ pub(crate) async fn wait_out_peer_exit<C: Clock>(
 
 fn barrier_after_init(spec: &RankSpec) -> bool {
     spec.env.get("TORCH_DIST_INIT_BARRIER").map(|s| s.as_str()) == Some("1")
-}
-
-fn tolerance(d: DType) -> f64 {
-    match d {
-        DType::BF16 => 1e-2,
-        DType::F16 => 2e-3,
-        DType::F32 => 1e-5,
-        _ => 0.0,
-    }
 }
 
 /// `[6, 6, 6, 6] digest 1a2b...`: result values as the trace prints them (first 8).

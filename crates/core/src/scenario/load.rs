@@ -90,7 +90,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         if c.splits() {
             v.extend(["input_split_sizes", "output_split_sizes"]);
         }
-        v.extend(["expect", "async_op", "work"]);
+        v.extend(["expect", "expect_ulps", "async_op", "work"]);
         return Some(v);
     }
     Some(match op {
@@ -113,9 +113,9 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "destroy_process_group" | "barrier" => vec!["group"],
         "set_device" => vec!["device"],
         "wait" => vec!["work"],
-        "batch_isend_irecv" => tensor(&["ops", "expect"]),
+        "batch_isend_irecv" => tensor(&["ops", "expect", "expect_ulps"]),
         "send" => tensor(&["dst"]),
-        "recv" => tensor(&["src", "expect"]),
+        "recv" => tensor(&["src", "expect", "expect_ulps"]),
         "log" => vec!["message"],
         "sleep" => vec!["ms"],
         other => return sglang::op_fields(other),
@@ -920,11 +920,22 @@ impl Cx<'_> {
             Some(f) => self.expr(f, fill_vars)?,
             None => Expr::parse("rank", &ELEM_VARS).expect("default fill parses"),
         };
+        let expect_ulps = match &r.expect_ulps {
+            Some(u) if (0..=1 << 20).contains(u.get_ref()) => *u.get_ref() as u32,
+            Some(u) => {
+                return Err(self.at(
+                    u,
+                    format!("expect_ulps {} out of range (0 to 2^20)", u.get_ref()),
+                ))
+            }
+            None => 0,
+        };
         Ok(TensorSpec {
             dtype,
             shape,
             device,
             fill,
+            expect_ulps,
         })
     }
 

@@ -192,6 +192,9 @@ pub struct TensorSpec {
     /// `None` means the platform's accelerator (`xpu` on an xpu node, `cpu` on a cpu node).
     pub device: Option<String>,
     pub fill: Expr,
+    /// How far a result may be from `expect` (cast to `dtype`), in units in the last place of
+    /// `dtype` at the expected value: 0 (the default) means exact. Integers are always exact.
+    pub expect_ulps: u32,
 }
 
 #[derive(Debug, Clone)]

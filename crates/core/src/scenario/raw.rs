@@ -156,6 +156,7 @@ pub struct RawStep {
     pub src: Option<Spanned<i64>>,
     pub dst: Option<Spanned<i64>>,
     pub expect: Option<Spanned<String>>,
+    pub expect_ulps: Option<Spanned<i64>>,
     pub count: Option<Spanned<i64>>,
     pub input_split_sizes: Option<Spanned<RawSplits>>,
     pub output_split_sizes: Option<Spanned<RawSplits>>,
