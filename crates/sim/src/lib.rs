@@ -63,6 +63,7 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
     let mut with_env = scenario.clone();
     let env_notes = faults::apply_env(&mut with_env);
     let shared = Rc::new(with_env);
+    let shared_env = shared.clone();
     for node in &scenario.world.nodes {
         let net = SimNet {
             host: node.name.clone(),
@@ -86,7 +87,9 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
     }
     apply_latency(&sim, scenario, &probe);
     let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity)?;
-    Ok(report(scenario, seed, &probe, end_ms))
+    let mut r = report(scenario, seed, &probe, end_ms);
+    r.diagnosis = std::mem::take(&mut r.diagnosis).with_env(&shared_env.world.ranks);
+    Ok(r)
 }
 
 /// A node's software: its services first (they were there before the job), then its ranks.

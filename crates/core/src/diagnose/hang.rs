@@ -118,7 +118,12 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
             wait,
         } = at
         {
-            stuck.push(stuck_rank(records, &index, r, *step, *line, label, wait));
+            let mut s = stuck_rank(records, &index, r, *step, *line, label, wait);
+            if let Some(missing) = store_clients_missing(wait, ranks) {
+                s.never_joined = missing.clone();
+                s.waits_for = missing;
+            }
+            stuck.push(s);
         }
     }
     if stuck.is_empty() {
@@ -133,6 +138,33 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
         cycle,
         absent,
     })
+}
+
+/// How the store host's wait for its clients (`waitForWorkers`, R16) starts its wait text.
+pub const STORE_WORKERS_WAIT: &str = "TCPStore server waiting for";
+/// How a rank's wait to connect to the store starts its wait text.
+pub const STORE_CONNECT_WAIT: &str = "connect to TCPStore";
+
+/// For the store host's wait for its clients: the awaited ranks that have not checked in.
+/// The real store only counts ("3/4 clients joined"); scen knows who: a rank still
+/// connecting (to this store or, with a wrong MASTER_PORT/ADDR, another address), one that
+/// failed in that step, or one that was never launched.
+pub fn store_clients_missing(wait: &Wait, ranks: &[RankAt]) -> Option<Vec<usize>> {
+    if !wait.what.starts_with(STORE_WORKERS_WAIT) {
+        return None;
+    }
+    let missing = wait
+        .peers
+        .iter()
+        .copied()
+        .filter(|p| match ranks.get(*p) {
+            None => true,
+            Some(RankAt::Stuck { wait: w, .. }) => w.what.starts_with(STORE_CONNECT_WAIT),
+            Some(RankAt::Failed { step, .. }) => *step <= wait.step,
+            Some(_) => false,
+        })
+        .collect();
+    Some(missing)
 }
 
 /// The never-joined members of every stuck call, once each, with their last call there.

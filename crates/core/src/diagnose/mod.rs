@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod dot;
+pub mod env;
 pub mod groups;
 pub mod hang;
 pub mod record;

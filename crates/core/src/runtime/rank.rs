@@ -504,7 +504,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         loop {
             self.wait(Some(Wait {
                 step: self.step,
-                what: format!("connect to TCPStore {host}:{port}"),
+                what: format!(
+                    "{} {host}:{port}",
+                    crate::diagnose::hang::STORE_CONNECT_WAIT
+                ),
                 group: None,
                 seq: None,
                 peers: vec![],
@@ -562,24 +565,27 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if rv.rank != 0 {
             return Ok(());
         }
+        let after_ms = error::workers_timeout_after_ms(timeout_ms);
         self.wait(Some(Wait {
             step: self.step,
-            what: format!("TCPStore server waiting for {} clients", rv.world_size),
+            what: format!(
+                "{} {} clients",
+                crate::diagnose::hang::STORE_WORKERS_WAIT,
+                rv.world_size
+            ),
             group: None,
             seq: None,
-            peers: vec![],
+            peers: (1..rv.world_size).collect(),
             since_ms: self.now(),
-            deadline_ms: Some(self.now() + timeout_ms),
-            timeout_error: Some(error::workers_timeout(timeout_ms, n, rv.world_size).to_string()),
+            deadline_ms: Some(self.now() + after_ms),
+            timeout_error: Some(error::workers_timeout(after_ms, n, rv.world_size).to_string()),
         }));
-        let r = store
-            .wait_ge("init/", rv.world_size as i64, timeout_ms)
-            .await;
+        let r = store.wait_ge("init/", rv.world_size as i64, after_ms).await;
         self.wait(None);
         match r {
             Ok(_) => Ok(()),
             Err(StoreError::Timeout { value, .. }) => {
-                Err(error::workers_timeout(timeout_ms, value, rv.world_size))
+                Err(error::workers_timeout(after_ms, value, rv.world_size))
             }
             Err(e) => Err(self.store_err(e)),
         }
