@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 mod calls;
+mod detail;
 mod sglang;
 use crate::diagnose::{CallKind, GroupRecord};
 use calls::CallSpec;
@@ -1158,6 +1159,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             post_error,
         };
         let (t, coll) = coll::build(c, &call, &|v| self.var(v))?;
+        if detail::enabled(&self.spec.env, &backend) {
+            if let Some(fp) = detail::FingerPrint::of(c, &t, &dev, self.pgs[&name].seq) {
+                self.detail_checks(&name, fp).await?;
+            }
+        }
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
