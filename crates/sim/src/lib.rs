@@ -109,11 +109,20 @@ async fn boot_node(
                     step: None,
                     kind: EventKind::Info,
                     text: format!(
-                        "{}: TCPStore (world_size={}) already listening on {}:{}",
-                        svc.label, svc.world_size, net.host, svc.port
+                        "{}: TCPStore (world_size={}) already listening on {}:{} with {} keys",
+                        svc.label,
+                        svc.world_size,
+                        net.host,
+                        svc.port,
+                        svc.keys.len()
                     ),
                 });
-                tokio::task::spawn_local(store::serve(net.clone(), clock.clone(), l));
+                let keys = svc
+                    .keys
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                    .collect();
+                tokio::task::spawn_local(store::serve_with(net.clone(), clock.clone(), l, keys));
             }
             Err(e) => return Err(format!("service on port {}: {e}", svc.port).into()),
         }

@@ -429,6 +429,7 @@ impl Cx<'_> {
             port: port as u16,
             world_size: ws as usize,
             label: s.label.clone().unwrap_or_else(|| "another job".into()),
+            keys: s.keys.clone(),
         })
     }
 

@@ -97,6 +97,9 @@ pub struct Service {
     pub port: u16,
     pub world_size: usize,
     pub label: String,
+    /// Keys the other job's store already holds when this job starts (its `init/` counter,
+    /// its groups' keys), so a client that joins it by mistake sees what it really would.
+    pub keys: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone)]

@@ -85,6 +85,9 @@ pub struct RawService {
     pub port: Spanned<i64>,
     pub world_size: Spanned<i64>,
     pub label: Option<String>,
+    /// The other job's keys already in its store (`"init/" = "2"`, its group keys).
+    #[serde(default)]
+    pub keys: BTreeMap<String, String>,
 }
 
 /// `on = [0, 2]`, `on = 3` or `on = "rank % 2 == 0"`.
