@@ -157,6 +157,36 @@ pub fn supports_splitting(backend: &str) -> bool {
     matches!(backend, "nccl" | "gloo")
 }
 
+/// The devices a process sees on a node with `physical` GPUs. Level Zero's `ZE_AFFINITY_MASK`
+/// (a comma-separated list of root devices `N` or sub-devices `N.M`) hides the others and
+/// renumbers the visible ones from 0, so `torch.xpu.device_count()` is the number of valid
+/// entries; entries past the node's devices are ignored and an unset or empty mask shows all
+/// (Level Zero spec, "Affinity Mask"). scen counts a sub-device entry as one device, as the
+/// default FLAT hierarchy exposes sub-devices as devices [inf for COMPOSITE mode].
+pub fn visible_devices(physical: usize, ze_affinity_mask: Option<&str>) -> usize {
+    let Some(mask) = ze_affinity_mask.map(str::trim).filter(|m| !m.is_empty()) else {
+        return physical;
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for entry in mask.split(',').map(str::trim) {
+        let root = entry.split('.').next().unwrap_or_default();
+        let valid = root.parse::<usize>().is_ok_and(|r| r < physical)
+            && entry.split('.').skip(1).all(|s| s.parse::<usize>().is_ok());
+        if valid && !seen.contains(&entry) {
+            seen.push(entry);
+        }
+    }
+    seen.len()
+}
+
+/// `torch.xpu.set_device(i)` past the visible devices: c10/xpu/XPUFunctions.h
+/// `check_device_index` (read from the source; no XPU here to run it).
+pub fn xpu_device_out_of_range(index: usize, count: usize) -> C10dError {
+    error::runtime(format!(
+        "device is out of range, device is {index}, total number of device is {count}."
+    ))
+}
+
 /// A torch.device: type and optional index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
@@ -232,6 +262,17 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("RuntimeError: Distributed package doesn't have MPI built in."));
+    }
+
+    #[test]
+    fn ze_affinity_mask_restricts_and_renumbers_devices() {
+        assert_eq!(visible_devices(4, None), 4);
+        assert_eq!(visible_devices(4, Some("")), 4);
+        assert_eq!(visible_devices(4, Some("2")), 1);
+        assert_eq!(visible_devices(4, Some("0,3")), 2);
+        assert_eq!(visible_devices(2, Some("0,3")), 1);
+        assert_eq!(visible_devices(4, Some("0.0,0.1")), 2);
+        assert_eq!(visible_devices(4, Some("x,1")), 1);
     }
 
     #[test]

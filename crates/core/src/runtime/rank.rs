@@ -154,11 +154,18 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
             }
         }
     };
+    let devices = match node.platform {
+        Platform::Xpu => backend::visible_devices(
+            node.devices,
+            spec.env.get("ZE_AFFINITY_MASK").map(|s| s.as_str()),
+        ),
+        _ => node.devices,
+    };
     let mut p = Proc {
         env,
         spec,
         platform: node.platform,
-        devices: node.devices,
+        devices,
         fabric,
         world: None,
         group_count: 0,
@@ -278,6 +285,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             StepKind::DestroyProcessGroup { group } => self.destroy(group),
             StepKind::SetDevice { device } => {
                 let d = self.device(device)?;
+                if d.ty == "xpu" {
+                    let i = d.index.unwrap_or(0);
+                    if i >= self.devices {
+                        return Err(backend::xpu_device_out_of_range(i, self.devices));
+                    }
+                }
                 self.current_device = d.index.unwrap_or(0);
                 Ok(format!("current device {d}"))
             }
