@@ -1381,7 +1381,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             let want_cast = Tensor::from_fn(spec.dtype, vec![1], |_| want).get_f64(0);
             let tol = f64::from(spec.expect_ulps) * spec.dtype.ulp(want_cast);
             let same = *got == want_cast || (got.is_nan() && want_cast.is_nan());
-            if !same && !((got - want_cast).abs() <= tol) {
+            let within = (got - want_cast).abs() <= tol;
+            if !same && !within {
                 self.event(
                     EventKind::Error,
                     format!(
