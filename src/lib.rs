@@ -1,0 +1,6 @@
+//! The `scen` command's library: what the subcommands do beyond printing, kept here so the
+//! repository's own tests (tests/*.rs) call the same code as the binary.
+
+pub mod explore;
+pub mod output;
+pub mod shrink;
