@@ -19,6 +19,8 @@ pub struct Cli {
 pub enum Cmd {
     /// Run a scenario and print its verdict.
     Run(RunArgs),
+    /// Run every scenario under the paths and compare each with its expectations and snapshot.
+    Test(TestArgs),
     /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
     Doctor,
     /// One rank process of `run --hw` (started by the launcher, not by users).
@@ -56,6 +58,31 @@ pub struct RunArgs {
     pub timeline: Option<PathBuf>,
     #[command(flatten)]
     pub hw_opts: HwArgs,
+}
+
+#[derive(clap::Args)]
+pub struct TestArgs {
+    /// Scenario files or directories (searched recursively for *.toml); default: scenarios/.
+    pub paths: Vec<PathBuf>,
+    /// Run only the scenarios whose name contains this text.
+    #[arg(short = 'k', long = "filter", value_name = "PATTERN")]
+    pub pattern: Option<String>,
+    /// Write the new snapshot of every scenario whose snapshot differs or is missing.
+    #[arg(long, conflicts_with = "review")]
+    pub update: bool,
+    /// Show each changed snapshot as a diff and ask accept/reject/skip (needs a terminal).
+    #[arg(long)]
+    pub review: bool,
+    /// Also write the results as JUnit XML to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Scenarios run in parallel (each simulation is single-threaded).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Where snapshots live: a directory, or `beside` (NAME.snap next to NAME.toml).
+    /// Default: `snapshots` in scen.toml's `[test]`, else snapshots/ beside the scenario directory.
+    #[arg(long, value_name = "DIR|beside")]
+    pub snapshots: Option<String>,
 }
 
 #[derive(clap::Args)]

@@ -4,3 +4,4 @@
 pub mod explore;
 pub mod output;
 pub mod shrink;
+pub mod suite;

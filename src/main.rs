@@ -15,6 +15,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Run(args) => cmd::run::run(args),
+        Cmd::Test(args) => cmd::test::test(args),
         Cmd::Check { file } => cmd::check::check(&file),
         Cmd::Doctor => cmd::check::doctor(),
         Cmd::HwRank { file } => cmd::run::hw_rank(&file),

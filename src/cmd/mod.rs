@@ -5,6 +5,7 @@ pub mod check;
 pub mod explore;
 pub mod run;
 pub mod shrink;
+pub mod test;
 
 use scen_core::scenario::{load_file, Scenario};
 use std::path::Path;
