@@ -3,5 +3,6 @@
 
 pub mod explore;
 pub mod output;
+pub mod report;
 pub mod shrink;
 pub mod suite;

@@ -1,4 +1,7 @@
 //! `scen explore`: many seeds of one scenario grouped into verdict classes, sharded and merged.
+//!
+//! Exit codes: 0 the expectations hold for every seed, 1 some seed breaks them, 2 invalid input
+//! (a bad scenario, --shard, or a merge of different scenarios or a repeated shard).
 
 use super::{fail, stem};
 use crate::cli::{ExploreArgs, Format};
@@ -23,7 +26,11 @@ pub fn explore(args: ExploreArgs) -> ExitCode {
             Err(err) => return fail(err.to_string()),
         },
     }
-    ExitCode::SUCCESS
+    if e.seeds_failing > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn merge(files: &[PathBuf]) -> Result<explore::Exploration, ExitCode> {
@@ -63,6 +70,7 @@ fn run(args: &ExploreArgs) -> Result<explore::Exploration, ExitCode> {
         &text,
         &file.display().to_string(),
         &stem(file),
+        (i, n),
         &list,
         args.jobs,
         &|| bar.inc(1),

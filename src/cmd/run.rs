@@ -3,13 +3,21 @@
 
 use crate::cli::{Format, ReplayArgs, RunArgs};
 use scen::output::write_whole;
-use scen_core::scenario::Scenario;
+use scen_core::scenario::{load_file, Scenario, ScenarioError};
 use scen_core::verdict::{render_human, Report};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(args: RunArgs) -> ExitCode {
-    let scenario = match super::load(&args.file) {
+    if let Some(path) = &args.report {
+        if same_file(path, &args.file) {
+            return super::fail(format!(
+                "--report {}: that is the scenario file; give another path",
+                path.display()
+            ));
+        }
+    }
+    let scenario = match load(&args.file, args.format) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -20,8 +28,8 @@ pub fn run(args: RunArgs) -> ExitCode {
     };
     match report {
         Ok(r) => {
-            if let Err(e) = write_exports(&scenario, &r, &args.graph, &args.timeline) {
-                eprintln!("error: {e}");
+            if let Err(e) = write_exports(&scenario, &r, &args) {
+                eprintln!("error: {e:#}");
                 return ExitCode::from(2);
             }
             print_report(&scenario, &r, args.format, args.trace)
@@ -34,7 +42,7 @@ pub fn run(args: RunArgs) -> ExitCode {
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
-    let scenario = match super::load(&args.file) {
+    let scenario = match load(&args.file, args.format) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -65,13 +73,56 @@ pub fn hw_rank(file: &Path) -> ExitCode {
     }
 }
 
-/// Writes `--graph` and `--timeline` files (each whole or not at all).
-fn write_exports(
-    s: &Scenario,
-    r: &Report,
-    graph: &Option<PathBuf>,
-    timeline: &Option<PathBuf>,
-) -> anyhow::Result<()> {
+/// Loads the scenario; on invalid input prints the error (as JSON with `--format json`) and
+/// gives exit code 2.
+fn load(file: &Path, format: Format) -> Result<Scenario, ExitCode> {
+    load_file(file).map_err(|e| {
+        match format {
+            Format::Human => eprintln!("error: {e}"),
+            Format::Json => println!("{}", invalid_input_json(&e)),
+        }
+        ExitCode::from(2)
+    })
+}
+
+/// `{"schema_version": 1, "passed": false, "error": {...}}` for invalid input.
+fn invalid_input_json(e: &ScenarioError) -> String {
+    let doc = serde_json::json!({
+        "schema_version": scen::report::SCHEMA_VERSION,
+        "passed": false,
+        "error": {
+            "kind": "invalid_input",
+            "file": e.file,
+            "line": e.line,
+            "column": e.col,
+            "message": e.message,
+            "text": e.to_string(),
+        }
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// Whether two paths name the same file (the second one exists; the first may not yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    match (canon(a), canon(b)) {
+        (Some(x), Some(y)) => x == y,
+        (None, Some(y)) => {
+            let parent = a.parent().filter(|p| !p.as_os_str().is_empty());
+            let dir = parent.map_or_else(|| canon(Path::new(".")), canon);
+            dir.zip(a.file_name()).is_some_and(|(d, n)| d.join(n) == y)
+        }
+        _ => false,
+    }
+}
+
+/// Writes `--graph`, `--timeline` and `--report` files (each whole or not at all).
+fn write_exports(s: &Scenario, r: &Report, args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.report {
+        let json = serde_json::to_string_pretty(&scen::report::build(s, r))?;
+        write_whole(path, format!("{json}\n").as_bytes())?;
+    }
+    let (graph, timeline) = (&args.graph, &args.timeline);
     if let Some(path) = graph {
         let dot = scen_core::diagnose::dot::render(&r.diagnosis, s.world.size(), &s.file);
         write_whole(path, dot.as_bytes())?;
@@ -92,7 +143,7 @@ fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCo
             }
             print!("{}", render_human(s, r));
         }
-        Format::Json => match serde_json::to_string_pretty(r) {
+        Format::Json => match serde_json::to_string_pretty(&scen::report::build(s, r)) {
             Ok(j) => println!("{j}"),
             Err(e) => {
                 eprintln!("error: cannot encode the report: {e}");
