@@ -13,6 +13,13 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
+    /// Log what every rank does (spans: rank, step, call with group and seq) to stderr:
+    /// -v info, -vv debug, -vvv trace. RUST_LOG (e.g. `scen_core=debug`) overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Also write the log to this file (at -v's level, info by default).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub log_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]

@@ -2,6 +2,7 @@
 //! repository's own tests (tests/*.rs) call the same code as the binary.
 
 pub mod explore;
+pub mod logging;
 pub mod output;
 pub mod report;
 pub mod shrink;

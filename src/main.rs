@@ -13,6 +13,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = scen::logging::init(cli.verbose, cli.log_file.as_deref()) {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(2);
+    }
     match cli.cmd {
         Cmd::Run(args) => cmd::run::run(args),
         Cmd::Test(args) => cmd::test::test(args),
