@@ -141,3 +141,61 @@ fn invalid_input_exits_two() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--review` on a real terminal (a pseudo-terminal from util-linux `script`): an unknown answer
+/// asks again, reject keeps the old snapshot (exit 1), accept writes the new one (exit 0).
+#[test]
+fn review_on_a_terminal_rejects_and_accepts() {
+    let has_script = Command::new("script").arg("--version").output().is_ok();
+    if !has_script {
+        println!("skip: review_on_a_terminal_rejects_and_accepts: no `script` (util-linux) to make a terminal");
+        return;
+    }
+    let dir = project("review");
+    let (code, _, _) = scen_in(&dir, &["test", "suite", "--update"]);
+    assert_eq!(code, 0);
+    let snap = dir.join("snapshots/missing_rank_all_reduce.snap");
+    let before = std::fs::read_to_string(&snap).unwrap();
+    let file = dir.join("suite/missing_rank_all_reduce.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("skipped_by_3", "rank_3_skips")).unwrap();
+    let review = |answers: &str| {
+        use std::io::Write;
+        let mut child = Command::new("script")
+            .args(["-qec"])
+            .arg(format!(
+                "{} test suite --review",
+                env!("CARGO_BIN_EXE_scen")
+            ))
+            .arg("/dev/null")
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("script runs");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answers.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().expect("finishes");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (code, out) = review("huh\nr\n");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("`huh`: answer a, r, s or A"), "{out}");
+    assert!(out.contains("rejected: missing_rank_all_reduce"), "{out}");
+    assert_eq!(std::fs::read_to_string(&snap).unwrap(), before);
+    let (code, out) = review("a\n");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(std::fs::read_to_string(&snap)
+        .unwrap()
+        .contains("rank_3_skips"));
+    let (code, _, _) = scen_in(&dir, &["test", "suite"]);
+    assert_eq!(code, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

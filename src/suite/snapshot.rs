@@ -166,3 +166,45 @@ pub fn diff(old: &str, new: &str) -> String {
         .header("snapshot", "this run")
         .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snap_file_splits_into_header_and_body_and_renders_back() {
+        let dir = std::env::temp_dir().join(format!("scen-snap-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.snap");
+        let text = "---\nsource: tests/scenarios.rs\n---\nscenario: x\nseed: 0\n";
+        std::fs::write(&path, text).unwrap();
+        let f = SnapFile::read(&path).unwrap().expect("exists");
+        assert_eq!(f.header, "source: tests/scenarios.rs");
+        assert!(
+            f.matches("scenario: x\nseed: 0\n\n"),
+            "trailing whitespace is ignored"
+        );
+        assert!(!f.matches("scenario: x\nseed: 1"));
+        assert_eq!(SnapFile::render(Some(&f.header), &f.body), text);
+        assert!(SnapFile::read(&dir.join("none.snap")).unwrap().is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn locations_and_pending_paths() {
+        let root = Path::new("/repo");
+        let file = Path::new("/repo/suite/a.toml");
+        assert_eq!(
+            Location::parse("beside", root).path_for(file, "a"),
+            PathBuf::from("/repo/suite/a.snap")
+        );
+        assert_eq!(
+            Location::parse("snaps", root).path_for(file, "a"),
+            PathBuf::from("/repo/snaps/a.snap")
+        );
+        assert_eq!(
+            pending_path(Path::new("/s/a.snap")),
+            PathBuf::from("/s/a.snap.new")
+        );
+    }
+}
