@@ -36,7 +36,8 @@ fn check(file: &Path, settings: &Settings) -> Result<(), Failed> {
     match o.status {
         Status::Passed | Status::Updated => Ok(()),
         Status::Failed | Status::Invalid => {
-            let mut msg = o.problems.join("\n");
+            let lines: Vec<String> = o.problems.iter().map(ToString::to_string).collect();
+            let mut msg = lines.join("\n");
             if let Some(c) = &o.snapshot {
                 let old = c.old.as_ref().map(|s| s.body.as_str()).unwrap_or("");
                 msg.push('\n');

@@ -6,7 +6,7 @@
 
 use super::fail;
 use crate::cli::TestArgs;
-use scen::suite::{self, snapshot, Outcome, Settings, Status};
+use scen::suite::{self, snapshot, Outcome, Problem, Settings, Status};
 use std::io::{BufRead, IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -87,10 +87,10 @@ fn line(o: &Outcome) -> String {
 }
 
 /// The first problem, and how many more there are (the details follow the list).
-fn brief(problems: &[String]) -> String {
+fn brief(problems: &[Problem]) -> String {
     match problems {
         [] => String::new(),
-        [one] => one.clone(),
+        [one] => one.to_string(),
         [first, rest @ ..] => format!("{first} (+{} more)", rest.len()),
     }
 }

@@ -17,8 +17,9 @@ pub fn render(outcomes: &[Outcome]) -> anyhow::Result<String> {
                     NonSuccessKind::Failure
                 };
                 let mut s = TestCaseStatus::non_success(kind);
-                s.set_message(o.problems.first().cloned().unwrap_or_default());
-                let mut description = o.problems.join("\n");
+                let lines: Vec<String> = o.problems.iter().map(ToString::to_string).collect();
+                s.set_message(lines.first().cloned().unwrap_or_default());
+                let mut description = lines.join("\n");
                 if let Some(c) = &o.snapshot {
                     let old = c.old.as_ref().map(|o| o.body.as_str()).unwrap_or("");
                     description.push('\n');

@@ -55,10 +55,49 @@ pub struct Outcome {
     pub name: String,
     pub file: PathBuf,
     pub status: Status,
-    /// Why it failed, one problem per entry (expectations, snapshot diff, determinism).
-    pub problems: Vec<String>,
+    /// Why it failed, one problem per entry.
+    pub problems: Vec<Problem>,
     /// The snapshot's path, and the old and new bodies when they differ.
     pub snapshot: Option<SnapChange>,
+}
+
+/// One reason a scenario failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ProblemKind {
+    /// The scenario file is invalid or the simulation could not run.
+    Invalid,
+    /// A rank's `[[expect]]` does not hold.
+    Expectation,
+    /// Two runs of one seed differ.
+    Determinism,
+    /// The snapshot differs, is missing, or cannot be read or written.
+    Snapshot,
+}
+
+impl Problem {
+    fn new(kind: ProblemKind, text: impl Into<String>) -> Problem {
+        Problem {
+            kind,
+            text: text.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            ProblemKind::Invalid => write!(f, "{}", self.text),
+            ProblemKind::Expectation => write!(f, "expectation: {}", self.text),
+            ProblemKind::Determinism => write!(f, "determinism: {}", self.text),
+            ProblemKind::Snapshot => write!(f, "snapshot: {}", self.text),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -201,9 +240,9 @@ pub fn run_one(file: &Path, settings: &Settings) -> Outcome {
         Err(e) => return out.invalid(format!("{}: {e}", file.display())),
     };
     for e in report.expectations.iter().filter(|e| !e.holds) {
-        out.problems.push(format!(
-            "expectation: rank {}: expected {}, got {}",
-            e.rank, e.expected, e.actual
+        out.problems.push(Problem::new(
+            ProblemKind::Expectation,
+            format!("rank {}: expected {}, got {}", e.rank, e.expected, e.actual),
         ));
     }
     out.problems
@@ -218,7 +257,8 @@ pub fn run_one(file: &Path, settings: &Settings) -> Outcome {
 impl Outcome {
     fn invalid(mut self, message: String) -> Outcome {
         self.status = Status::Invalid;
-        self.problems.push(message);
+        self.problems
+            .push(Problem::new(ProblemKind::Invalid, message));
         self
     }
 }
@@ -237,7 +277,7 @@ fn determinism(
     s: &Scenario,
     first: &scen_core::verdict::Report,
     settings: &Settings,
-) -> Vec<String> {
+) -> Vec<Problem> {
     let mut problems = Vec::new();
     let again = |seed: Option<u64>| scen_sim::simulate(s, seed).map_err(|e| e.to_string());
     let mut pairs = vec![(first.seed, Ok(first.clone()), again(Some(first.seed)))];
@@ -248,19 +288,26 @@ fn determinism(
         match (a, b) {
             (Ok(a), Ok(b)) => {
                 if a.trace.render() != b.trace.render() || a.trace_hash != b.trace_hash {
-                    problems.push(format!(
-                        "determinism: seed {seed}: two runs gave different traces ({} vs {})",
-                        a.trace_hash, b.trace_hash
+                    problems.push(Problem::new(
+                        ProblemKind::Determinism,
+                        format!(
+                            "seed {seed}: two runs gave different traces ({} vs {})",
+                            a.trace_hash, b.trace_hash
+                        ),
                     ));
                 } else if a.calls != b.calls
                     || a.diagnosis.lines(&s.file) != b.diagnosis.lines(&s.file)
                 {
-                    problems.push(format!(
-                        "determinism: seed {seed}: same trace, different call records or diagnosis"
+                    problems.push(Problem::new(
+                        ProblemKind::Determinism,
+                        format!("seed {seed}: same trace, different call records or diagnosis"),
                     ));
                 }
             }
-            (Err(e), _) | (_, Err(e)) => problems.push(format!("seed {seed}: {e}")),
+            (Err(e), _) | (_, Err(e)) => problems.push(Problem::new(
+                ProblemKind::Invalid,
+                format!("seed {seed}: {e}"),
+            )),
         }
     }
     problems
@@ -277,8 +324,10 @@ fn check_snapshot(
     let old = match SnapFile::read(&path) {
         Ok(old) => old,
         Err(e) => {
-            out.problems
-                .push(format!("snapshot: cannot read {}: {e}", path.display()));
+            out.problems.push(Problem::new(
+                ProblemKind::Snapshot,
+                format!("cannot read {}: {e}", path.display()),
+            ));
             return;
         }
     };
@@ -305,11 +354,16 @@ fn check_snapshot(
     };
     match written {
         Ok(true) => out.status = Status::Updated,
-        Ok(false) => out.problems.push(match &old {
-            Some(_) => format!("snapshot: differs from {}", path.display()),
-            None => format!("snapshot: {} does not exist", path.display()),
-        }),
-        Err(e) => out.problems.push(format!("snapshot: {e:#}")),
+        Ok(false) => out.problems.push(Problem::new(
+            ProblemKind::Snapshot,
+            match &old {
+                Some(_) => format!("differs from {}", path.display()),
+                None => format!("{} does not exist", path.display()),
+            },
+        )),
+        Err(e) => out
+            .problems
+            .push(Problem::new(ProblemKind::Snapshot, format!("{e:#}"))),
     }
     out.snapshot = Some(SnapChange {
         path,
@@ -370,7 +424,7 @@ impl Outcome {
     pub fn accept_snapshot(&mut self) -> anyhow::Result<()> {
         if let Some(change) = &self.snapshot {
             accept(change)?;
-            self.problems.retain(|p| !p.starts_with("snapshot:"));
+            self.problems.retain(|p| p.kind != ProblemKind::Snapshot);
             if self.problems.is_empty() {
                 self.status = Status::Updated;
             }
