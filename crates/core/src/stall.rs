@@ -24,7 +24,7 @@ pub fn analyse(s: &Scenario, o: &Observed, t_ms: u64) -> Option<Stall> {
                 rank: r,
                 step: w.step,
                 wait: w.clone(),
-                peers: scen_core::diagnose::hang::store_clients_missing(w, &states)
+                peers: crate::diagnose::hang::store_clients_missing(w, &states)
                     .unwrap_or_else(|| w.peers.clone())
                     .iter()
                     .map(|p| peer_state(s, o, *p))
