@@ -3,7 +3,7 @@
 # docs/diagnosis.md, "TORCH_DISTRIBUTED_DEBUG=DETAIL" and "Validation per PyTorch 2.15"). Each
 # program prints "rank R EXC <type>: <message>" or "OK" per rank; compare with the scenarios
 # that cite them. Needs a CPU PyTorch (gloo); PY/TORCHRUN default to the project's torch venv.
-# Usage: scripts/torch-checks/run.sh   (about 2 minutes; ports 29611-29655 on localhost)
+# Usage: scripts/torch-checks/run.sh   (2-7 minutes on 2 cores; ports 29611-29655 on localhost)
 set -u
 cd "$(dirname "$0")"
 PY=${PY:-$HOME/.cache/scen-torch/venv/bin/python}
