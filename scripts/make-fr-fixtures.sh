@@ -15,8 +15,9 @@ for spec in missing_rank:4 count_mismatch:2 size_mismatch:2; do
   out="$here/tests/fixtures/fr/$case"
   rm -rf "$out"
   echo "== $case ($n ranks)"
+  port="$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   TORCH_FR_BUFFER_SIZE=2000 DUMP_AFTER_S=6 OMP_NUM_THREADS=1 \
-    "$torchrun" --nproc-per-node "$n" --master-port 0 \
+    "$torchrun" --nproc-per-node "$n" --master-addr 127.0.0.1 --master-port "$port" \
     "$here/tests/fixtures/fr/fr_job.py" "$case" "$out" 2>&1 | grep -v '^W' || true
   ls "$out/pickle" "$out/json"
 done

@@ -4,6 +4,7 @@
 //! (a bad scenario file or argument) or when the requested mode cannot run.
 
 mod explore;
+mod fr;
 mod shrink;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -46,7 +47,21 @@ enum Cmd {
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
         #[command(flatten)]
+        fr: FrArgs,
+        #[command(flatten)]
         hw_opts: HwArgs,
+    },
+    /// Read a job's PyTorch flight-recorder dumps: diagnose them, write a replay scenario.
+    #[command(name = "import-fr")]
+    ImportFr {
+        /// The directory of per-rank dumps (pickle or JSON, one file per rank).
+        dir: PathBuf,
+        /// Where to write the replay scenario.
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
+        /// Import even when some ranks of the job have no dump.
+        #[arg(long)]
+        allow_incomplete_ranks: bool,
     },
     /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
     Doctor,
@@ -95,6 +110,18 @@ enum Cmd {
         #[arg(short = 'o', long = "out")]
         out: Option<PathBuf>,
     },
+}
+
+/// `run --export-fr DIR [--fr-format pickle|json]`.
+#[derive(clap::Args)]
+struct FrArgs {
+    /// Write one PyTorch flight-recorder dump per rank into DIR (in hw mode the watchdog
+    /// writes them at a hang).
+    #[arg(long, value_name = "DIR")]
+    export_fr: Option<PathBuf>,
+    /// The dumps' encoding (torchfrtrace reads pickle).
+    #[arg(long, value_enum, default_value = "pickle", requires = "export_fr")]
+    fr_format: fr::FrFormat,
 }
 
 /// torchrun-style options of `run --hw`.
@@ -228,6 +255,11 @@ fn main() -> ExitCode {
             format,
         } => run_explore(files, seeds, jobs, shard, merge, format),
         Cmd::Shrink { file, seed, out } => run_shrink(&file, seed, out),
+        Cmd::ImportFr {
+            dir,
+            out,
+            allow_incomplete_ranks,
+        } => fr::import_cmd(&dir, out.as_deref(), allow_incomplete_ranks),
         Cmd::Run {
             file,
             seed,
@@ -237,13 +269,16 @@ fn main() -> ExitCode {
             hw_opts,
             graph,
             timeline,
+            fr,
         } => {
             let scenario = match load(&file) {
                 Ok(s) => s,
                 Err(code) => return code,
             };
             let report = if hw {
-                scen_hw::run(&scenario, &file, &hw_opts.options()).map_err(|e| e.to_string())
+                let mut opts = hw_opts.options();
+                opts.fr_dump_dir = fr.export_fr.clone();
+                scen_hw::run(&scenario, &file, &opts).map_err(|e| e.to_string())
             } else {
                 scen_sim::simulate(&scenario, seed).map_err(|e| e.to_string())
             };
@@ -252,6 +287,14 @@ fn main() -> ExitCode {
                     if let Err(e) = write_exports(&scenario, &r, &graph, &timeline) {
                         eprintln!("error: {e}");
                         return ExitCode::from(2);
+                    }
+                    // In hw mode the watchdog already wrote the dumps at the hang.
+                    if let Some(dir) = fr.export_fr.as_deref().filter(|_| !hw || r.first_stall.is_none()) {
+                        let world = scenario.world.size();
+                        if let Err(e) = fr::export_run(dir, fr.fr_format, world, &r.calls) {
+                            eprintln!("error: {e:#}");
+                            return ExitCode::from(2);
+                        }
                     }
                     print_report(&scenario, &r, format, trace)
                 }

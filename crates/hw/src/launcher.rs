@@ -317,6 +317,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             break t;
         }
         if t >= st.last_msg_ms + o.quiet_ms && stalled(s, &mut st, &local, t) {
+            crate::fr_dump::on_stall(s, &st.obs, o, &mut st.notes);
             break t;
         }
         if o.max_wall_ms.is_some_and(|m| t >= m) {

@@ -8,6 +8,7 @@
 
 pub mod child;
 pub mod doctor;
+pub mod fr_dump;
 pub mod launch_env;
 pub mod launcher;
 pub mod net;
@@ -40,6 +41,8 @@ pub struct HwOptions {
     pub max_wall_ms: Option<u64>,
     /// Extra environment for the rank processes (wins over the oneCCL defaults).
     pub rank_env: Vec<(String, String)>,
+    /// Where the watchdog writes flight-recorder dumps when it declares a hang ([`fr_dump`]).
+    pub fr_dump_dir: Option<PathBuf>,
 }
 
 impl Default for HwOptions {
@@ -57,6 +60,7 @@ impl Default for HwOptions {
             quiet_ms: 1_000,
             max_wall_ms: None,
             rank_env: Vec::new(),
+            fr_dump_dir: None,
         }
     }
 }

@@ -1,0 +1,646 @@
+//! A job's flight-recorder dumps in scen's terms: each entry becomes a [`CallRecord`], so the
+//! diagnosis is core's own (consistency check, wait-for graph), and the calls become a scenario
+//! that replays every rank's recorded calls (same groups, ops, sizes, dtypes, order).
+//!
+//! The scenario is built first, because its step numbers and lines are what the records and the
+//! diagnosis point at. Steps come from merging the ranks' call lists: a call (group, sequence
+//! number, fingerprint) becomes one step for every rank whose next call it is, once no rank still
+//! has it further down its list; when no call qualifies (ranks disagree on the order) the lowest
+//! rank's next call goes first, for the ranks that make it next.
+
+use super::model::{scen_dtype, Dump, Entry};
+use crate::diagnose::check;
+use crate::diagnose::hang::{self, ranges, RankAt};
+use crate::diagnose::{CallKind, CallRecord, CallState, Diagnosis, Fingerprint};
+use crate::trace::Wait;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+/// The dumps of one job, by global rank.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub dumps: BTreeMap<usize, Dump>,
+    /// Ranks in the job (from the groups' member lists and the dump ranks).
+    pub world: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("no dumps")]
+    Empty,
+    #[error("no dump for rank(s) {0} of {1} (pass --allow-incomplete-ranks to import anyway)")]
+    MissingRanks(String, usize),
+    #[error("rank {rank} record {record}: {why}")]
+    Entry {
+        rank: usize,
+        record: u64,
+        why: String,
+    },
+}
+
+impl Job {
+    pub fn new(dumps: BTreeMap<usize, Dump>) -> Result<Job, ImportError> {
+        let last = *dumps.keys().last().ok_or(ImportError::Empty)?;
+        let listed = dumps
+            .values()
+            .flat_map(|d| d.pg_config.values())
+            .flat_map(|c| c.ranks.iter().copied())
+            .max()
+            .unwrap_or(0);
+        Ok(Job {
+            world: last.max(listed) + 1,
+            dumps,
+        })
+    }
+
+    /// Ranks of the job without a dump.
+    pub fn missing(&self) -> Vec<usize> {
+        (0..self.world)
+            .filter(|r| !self.dumps.contains_key(r))
+            .collect()
+    }
+
+    pub fn require_complete(&self) -> Result<(), ImportError> {
+        let m = self.missing();
+        if m.is_empty() {
+            Ok(())
+        } else {
+            Err(ImportError::MissingRanks(ranges(&m), self.world))
+        }
+    }
+}
+
+/// One recorded call, as the scenario and the records need it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Call {
+    group: String,
+    kind: CallKind,
+    seq: u64,
+    peer: Option<usize>,
+    op: String,
+    dtype: String,
+    shape: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+struct RankCall {
+    call: Call,
+    entry: Entry,
+    state: CallState,
+}
+
+/// A group as the dumps show it.
+#[derive(Debug, Clone)]
+struct Group {
+    desc: String,
+    ranks: Vec<usize>,
+    backend: String,
+    timeout_ms: u64,
+}
+
+/// The import: the scenario text, the records and the diagnosis over them.
+#[derive(Debug, Clone)]
+pub struct Import {
+    pub scenario: String,
+    pub records: Vec<CallRecord>,
+    pub ranks: Vec<RankAt>,
+    pub diagnosis: Diagnosis,
+    /// Per rank and group: `rank 0 on WORLD (0): last enqueued #2, started -, completed #1`.
+    pub status: Vec<String>,
+    /// What the dumps cannot tell and the scenario assumes.
+    pub notes: Vec<String>,
+}
+
+/// `WORLD` for the default group, else `pg<name>` (a valid scenario handle).
+fn label(name: &str, desc: &str) -> String {
+    if desc == "default_pg" || name == "0" {
+        "WORLD".into()
+    } else {
+        format!("pg{name}")
+    }
+}
+
+fn scen_backend(torch: &str) -> &'static str {
+    match torch {
+        "gloo" => "gloo",
+        _ => "xccl",
+    }
+}
+
+/// FR state to scen's: gloo never moves an entry past `scheduled` and sets `retired` when done;
+/// NCCL/XCCL retire a timed-out entry without completing it.
+fn state_of(e: &Entry) -> CallState {
+    match (e.state.as_str(), e.retired) {
+        ("completed", _) => CallState::Completed,
+        ("scheduled", true) if e.time_discovered_started_ns.is_none() => CallState::Completed,
+        (_, true) => CallState::Failed,
+        _ => CallState::Started,
+    }
+}
+
+/// Scen's op name for a profiling name's op.
+fn scen_op(op: &str) -> Option<&'static str> {
+    Some(match op {
+        "all_reduce" | "allreduce" => "all_reduce",
+        "broadcast" => "broadcast",
+        "all_gather" | "allgather" => "all_gather",
+        "_allgather_base" | "all_gather_into_tensor" => "all_gather_into_tensor",
+        "reduce_scatter" => "reduce_scatter",
+        "_reduce_scatter_base" | "reduce_scatter_tensor" => "reduce_scatter_tensor",
+        "reduce" => "reduce",
+        "gather" => "gather",
+        "scatter" => "scatter",
+        "all_to_all" | "alltoall" => "all_to_all",
+        "all_to_all_single" | "alltoall_base" => "all_to_all_single",
+        "barrier" => "barrier",
+        "send" => "send",
+        "recv" => "recv",
+        _ => return None,
+    })
+}
+
+fn rank_calls(rank: usize, dump: &Dump) -> Result<Vec<RankCall>, ImportError> {
+    let mut entries = dump.entries.clone();
+    entries.sort_by_key(|e| e.record_id);
+    let mut out = Vec::new();
+    for e in entries {
+        let err = |why: String| ImportError::Entry {
+            rank,
+            record: e.record_id,
+            why,
+        };
+        let op = scen_op(e.op())
+            .ok_or_else(|| err(format!("`{}` has no scen step", e.profiling_name)))?;
+        let (kind, peer, seq) = match op {
+            "send" | "recv" => {
+                let (s, d) = e.endpoints().ok_or_else(|| {
+                    err(format!(
+                        "p2p `{}` names no `src->dst`",
+                        e.profiling_name
+                    ))
+                })?;
+                if op == "send" {
+                    (CallKind::Send, Some(d), e.p2p_seq_id)
+                } else {
+                    (CallKind::Recv, Some(s), e.p2p_seq_id)
+                }
+            }
+            _ => (CallKind::Collective, None, e.collective_seq_id),
+        };
+        let torch_dtype = e.input_dtypes.first().or(e.output_dtypes.first());
+        let dtype = match torch_dtype {
+            Some(t) => scen_dtype(t).ok_or_else(|| err(format!("dtype `{t}` has no scen dtype")))?,
+            None => "f32",
+        };
+        let sizes = if op.starts_with("reduce_scatter") {
+            &e.output_sizes
+        } else {
+            &e.input_sizes
+        };
+        out.push(RankCall {
+            call: Call {
+                group: e.pg_name.clone(),
+                kind,
+                seq,
+                peer,
+                op: op.to_string(),
+                dtype: dtype.to_string(),
+                shape: sizes.first().cloned().unwrap_or_default(),
+            },
+            state: state_of(&e),
+            entry: e,
+        });
+    }
+    Ok(out)
+}
+
+/// The groups the entries use, with their members.
+fn groups(job: &Job, calls: &BTreeMap<usize, Vec<RankCall>>) -> BTreeMap<String, Group> {
+    let mut out: BTreeMap<String, Group> = BTreeMap::new();
+    for (rank, list) in calls {
+        for c in list {
+            let g = out.entry(c.entry.pg_name.clone()).or_insert_with(|| Group {
+                desc: c.entry.pg_desc.clone(),
+                ranks: vec![],
+                backend: c.entry.backend().to_string(),
+                timeout_ms: 0,
+            });
+            g.timeout_ms = g.timeout_ms.max(c.entry.timeout_ms);
+            if !g.ranks.contains(rank) {
+                g.ranks.push(*rank);
+            }
+        }
+    }
+    for (name, g) in out.iter_mut() {
+        // NCCL keys pg_config by group name; gloo writes one "" entry with the world.
+        let listed = job.dumps.values().find_map(|d| {
+            d.pg_config
+                .get(name.as_str())
+                .map(|c| c.ranks.clone())
+                .filter(|r| !r.is_empty())
+        });
+        g.ranks = match listed {
+            Some(r) => r,
+            None if g.desc == "default_pg" || name == "0" => (0..job.world).collect(),
+            None => {
+                let mut r = g.ranks.clone();
+                r.sort();
+                r
+            }
+        };
+    }
+    out
+}
+
+/// Merges the ranks' call lists into steps: `(ranks, call)` in replay order.
+fn merge(calls: &BTreeMap<usize, Vec<RankCall>>) -> Vec<(Vec<usize>, Call)> {
+    let mut pos: BTreeMap<usize, usize> = calls.keys().map(|r| (*r, 0)).collect();
+    let mut steps = Vec::new();
+    loop {
+        let heads: BTreeMap<usize, &Call> = calls
+            .iter()
+            .filter_map(|(r, l)| l.get(pos[r]).map(|c| (*r, &c.call)))
+            .collect();
+        let Some(first) = heads.values().next() else {
+            break;
+        };
+        // A head no rank still has further down its list.
+        let ready = heads.values().find(|h| {
+            calls
+                .iter()
+                .all(|(r, l)| l[pos[r]..].iter().skip(1).all(|c| &c.call != **h))
+        });
+        let pick: Call = (*ready.unwrap_or(first)).clone();
+        let who: Vec<usize> = heads
+            .iter()
+            .filter(|(_, c)| ***c == pick)
+            .map(|(r, _)| *r)
+            .collect();
+        for r in &who {
+            *pos.get_mut(r).expect("rank") += 1;
+        }
+        steps.push((who, pick));
+    }
+    steps
+}
+
+/// Imports a job's dumps.
+pub fn import(job: &Job, source: &str, out_name: &str) -> Result<Import, ImportError> {
+    let mut calls = BTreeMap::new();
+    for (r, d) in &job.dumps {
+        calls.insert(*r, rank_calls(*r, d)?);
+    }
+    let groups = groups(job, &calls);
+    let steps = merge(&calls);
+    let backend = groups
+        .values()
+        .map(|g| g.backend.clone())
+        .next()
+        .unwrap_or_else(|| "gloo".into());
+    let version = job
+        .dumps
+        .values()
+        .next()
+        .map(|d| d.version.clone())
+        .unwrap_or_default();
+    let mut notes = Vec::new();
+
+    // Ranks whose every call completed finished (the dumps cannot say what they did next).
+    let open: BTreeMap<usize, &RankCall> = calls
+        .iter()
+        .filter_map(|(r, l)| l.iter().find(|c| c.state != CallState::Completed).map(|c| (*r, c)))
+        .collect();
+    let finished: Vec<usize> = calls
+        .keys()
+        .filter(|r| !open.contains_key(r))
+        .copied()
+        .collect();
+    let timeout_ms = groups.values().map(|g| g.timeout_ms).max().unwrap_or(0);
+
+    // The scenario text, noting each step's first line.
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Imported by `scen import-fr` from {source}: PyTorch flight-recorder dumps (version {version}, {backend}) of {} ranks.",
+        job.world
+    );
+    let _ = writeln!(
+        s,
+        "# Each rank's recorded calls in its own order; what a dump does not record is assumed: tensors"
+    );
+    let _ = writeln!(
+        s,
+        "# are filled with the rank, broadcast/reduce/gather/scatter roots are rank 0."
+    );
+    if !job.missing().is_empty() {
+        let _ = writeln!(
+            s,
+            "# No dump for rank(s) {}: they only init here.",
+            ranges(&job.missing())
+        );
+        notes.push(format!(
+            "no dump for rank(s) {}: the scenario has them init only",
+            ranges(&job.missing())
+        ));
+    }
+    if !finished.is_empty() && !open.is_empty() {
+        let _ = writeln!(
+            s,
+            "# Rank(s) {} completed every recorded call; they stay alive (a sleep past the timeout) as the",
+            ranges(&finished)
+        );
+        let _ = writeln!(s, "# dumped job did, so the others wait for them rather than see them exit.");
+    }
+    let _ = writeln!(s, "[scenario]");
+    let _ = writeln!(
+        s,
+        "description = \"replay of the flight-recorder dumps in {}\"",
+        source.replace('"', "'")
+    );
+    let _ = writeln!(s, "\n[world]\nranks_per_node = {}", job.world);
+    let mut step_no = 0usize;
+    let mut emit = |s: &mut String, body: &str| -> (usize, usize) {
+        s.push_str("\n[[step]]\n");
+        let line = s.lines().count();
+        s.push_str(body);
+        step_no += 1;
+        (step_no - 1, line)
+    };
+    let device = if scen_backend(&backend) == "gloo" {
+        "\ndevice = \"cpu\""
+    } else {
+        ""
+    };
+    let init = format!(
+        "op = \"init_process_group\"\nbackend = \"{}\"{}\n",
+        scen_backend(&backend),
+        if timeout_ms > 0 {
+            format!("\ntimeout_s = {}", timeout_ms.div_ceil(1000))
+        } else {
+            String::new()
+        }
+    );
+    emit(&mut s, &init);
+    for (name, g) in &groups {
+        if label(name, &g.desc) == "WORLD" {
+            continue;
+        }
+        let body = format!(
+            "# pg {name} (desc \"{}\")\nop = \"new_group\"\nranks = {:?}\nbackend = \"{}\"\nas = \"{}\"\n",
+            g.desc,
+            g.ranks,
+            scen_backend(&g.backend),
+            label(name, &g.desc)
+        );
+        emit(&mut s, &body);
+    }
+    let mut at: BTreeMap<(usize, Call), (usize, usize)> = BTreeMap::new();
+    for (who, c) in &steps {
+        let g = &groups[&c.group];
+        let on = if *who == (0..job.world).collect::<Vec<_>>() {
+            String::new()
+        } else {
+            format!("on = {who:?}\n")
+        };
+        let mut body = format!("op = \"{}\"\n{on}", c.op);
+        let gl = label(&c.group, &g.desc);
+        if gl != "WORLD" {
+            let _ = writeln!(body, "group = \"{gl}\"");
+        }
+        if c.op != "barrier" {
+            let _ = writeln!(body, "dtype = \"{}\"\nshape = {:?}{device}", c.dtype, c.shape);
+        }
+        match c.op.as_str() {
+            "broadcast" | "scatter" => body.push_str("src = 0\n"),
+            "reduce" | "gather" => body.push_str("dst = 0\n"),
+            "send" => {
+                let _ = writeln!(body, "dst = {}", c.peer.unwrap_or(0));
+            }
+            "recv" => {
+                let _ = writeln!(body, "src = {}", c.peer.unwrap_or(0));
+            }
+            _ => {}
+        }
+        let (idx, line) = emit(&mut s, &body);
+        for r in who {
+            at.insert((*r, c.clone()), (idx, line));
+        }
+    }
+    if !open.is_empty() && !finished.is_empty() {
+        let body = format!(
+            "op = \"sleep\"\non = {finished:?}\nms = {}\n",
+            timeout_ms.max(1000) * 2
+        );
+        emit(&mut s, &body);
+    }
+    // Expectations: ranks with an open call hang there (or fail at the timeout on gloo).
+    for (r, c) in &open {
+        let (idx, _) = at[&(*r, c.call.clone())];
+        let outcome = if scen_backend(&backend) == "gloo" && timeout_ms > 0 {
+            "fails"
+        } else {
+            "hangs"
+        };
+        let _ = write!(
+            s,
+            "\n[[expect]]\non = [{r}]\noutcome = \"{outcome}\"\nstep = {}\n",
+            idx + 1
+        );
+    }
+    for r in &finished {
+        let _ = write!(s, "\n[[expect]]\non = [{r}]\noutcome = \"completes\"\n");
+    }
+
+    // Records and rank states, pointing at the scenario's steps.
+    let t0 = job
+        .dumps
+        .values()
+        .flat_map(|d| d.entries.iter().map(|e| e.time_created_ns))
+        .filter(|t| *t > 0)
+        .min()
+        .unwrap_or(0);
+    let mut records = Vec::new();
+    for (r, list) in &calls {
+        for c in list {
+            let g = &groups[&c.call.group];
+            let (step, line) = at[&(*r, c.call.clone())];
+            let esize = crate::dtype::DType::ALL
+                .iter()
+                .find(|d| d.name() == c.call.dtype)
+                .map(|d| d.size_bytes())
+                .unwrap_or(4);
+            let numel: usize = c.call.shape.iter().product();
+            let t_start_ms = c.entry.time_created_ns.saturating_sub(t0) / 1_000_000;
+            records.push(CallRecord {
+                rank: *r,
+                group: c.call.group.clone(),
+                group_label: label(&c.call.group, &g.desc),
+                group_ranks: g.ranks.clone(),
+                backend: scen_backend(&g.backend).into(),
+                kind: c.call.kind,
+                seq: c.call.seq,
+                peer: c.call.peer,
+                fp: Fingerprint {
+                    op: c.call.op.clone(),
+                    dtype: c.call.dtype.clone(),
+                    shape: c.call.shape.clone(),
+                    nbytes: numel * esize,
+                    root: None,
+                    reduce_op: None,
+                },
+                step,
+                line,
+                state: c.state,
+                t_start_ms,
+                t_end_ms: (c.state != CallState::Started).then_some(t_start_ms),
+            });
+        }
+    }
+    let ranks: Vec<RankAt> = (0..job.world)
+        .map(|r| match open.get(&r) {
+            Some(c) => {
+                let (step, line) = at[&(r, c.call.clone())];
+                let g = &groups[&c.call.group];
+                RankAt::Stuck {
+                    step,
+                    line,
+                    label: format!("#{} {}", step + 1, c.call.op),
+                    wait: Wait {
+                        step,
+                        what: format!("{} #{} on {}", c.call.op, c.call.seq, label(&c.call.group, &g.desc)),
+                        group: Some(c.call.group.clone()),
+                        seq: Some(c.call.seq),
+                        peers: g.ranks.iter().copied().filter(|m| *m != r).collect(),
+                        since_ms: 0,
+                        // gloo's timeout applies; NCCL's is the watchdog's, xccl has none (R29).
+                        deadline_ms: (scen_backend(&g.backend) == "gloo" && g.timeout_ms > 0)
+                            .then_some(g.timeout_ms),
+                        timeout_error: None,
+                    },
+                }
+            }
+            None if job.dumps.contains_key(&r) => RankAt::Finished,
+            None => RankAt::Busy,
+        })
+        .collect();
+    let done: Vec<bool> = (0..job.world).map(|r| finished.contains(&r)).collect();
+    let t_ms = records.iter().map(|c| c.t_start_ms).max().unwrap_or(0);
+    let diagnosis = Diagnosis {
+        groups: None,
+        mismatches: check::check(&records, &done),
+        hang: hang::analyse(&records, &ranks, t_ms),
+    };
+    let status = status_lines(job, &groups);
+    let _ = out_name;
+    Ok(Import {
+        scenario: s,
+        records,
+        ranks,
+        diagnosis,
+        status,
+        notes,
+    })
+}
+
+/// Each rank's last enqueued/started/completed sequence numbers per group: `pg_status` where
+/// the dump has it, else counted from the entries.
+fn status_lines(job: &Job, groups: &BTreeMap<String, Group>) -> Vec<String> {
+    let show = |n: i64| {
+        if n < 0 {
+            "-".to_string()
+        } else {
+            format!("#{n}")
+        }
+    };
+    let mut out = Vec::new();
+    for (r, d) in &job.dumps {
+        let mut pgs: BTreeSet<(u64, String)> = BTreeSet::new();
+        for e in &d.entries {
+            pgs.insert((e.pg_id, e.pg_name.clone()));
+        }
+        for (pg_id, name) in pgs {
+            let desc = groups.get(&name).map(|g| g.desc.clone()).unwrap_or_default();
+            let (enq, start, done) = match d.pg_status.get(&pg_id.to_string()) {
+                Some(s) => (s.last_enqueued, s.last_started, s.last_completed),
+                None => {
+                    let coll = d
+                        .entries
+                        .iter()
+                        .filter(|e| e.pg_name == name && !e.is_p2p);
+                    let last = |f: &dyn Fn(&Entry) -> bool| {
+                        coll.clone()
+                            .filter(|e| f(e))
+                            .map(|e| e.collective_seq_id as i64)
+                            .max()
+                            .unwrap_or(-1)
+                    };
+                    (
+                        last(&|_| true),
+                        last(&|e| e.time_discovered_started_ns.is_some()),
+                        last(&|e| state_of(e) == CallState::Completed),
+                    )
+                }
+            };
+            out.push(format!(
+                "rank {r} on {} ({name}): last enqueued {}, started {}, completed {}",
+                label(&name, &desc),
+                show(enq),
+                show(start),
+                show(done)
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(op: &str, seq: u64) -> RankCall {
+        RankCall {
+            call: Call {
+                group: "0".into(),
+                kind: CallKind::Collective,
+                seq,
+                peer: None,
+                op: op.into(),
+                dtype: "f32".into(),
+                shape: vec![4],
+            },
+            entry: Entry {
+                record_id: seq,
+                pg_id: 0,
+                pg_name: "0".into(),
+                pg_desc: "default_pg".into(),
+                collective_seq_id: seq,
+                p2p_seq_id: 0,
+                op_id: seq,
+                profiling_name: format!("gloo:{op}"),
+                is_p2p: false,
+                input_sizes: vec![vec![4]],
+                input_dtypes: vec!["Float".into()],
+                output_sizes: vec![vec![4]],
+                output_dtypes: vec!["Float".into()],
+                state: "scheduled".into(),
+                retired: true,
+                timeout_ms: 1000,
+                time_created_ns: 0,
+                time_discovered_started_ns: None,
+                time_discovered_completed_ns: None,
+            },
+            state: CallState::Completed,
+        }
+    }
+
+    #[test]
+    fn merge_keeps_every_ranks_order_and_shares_common_calls() {
+        let mut calls = BTreeMap::new();
+        calls.insert(0, vec![call("all_reduce", 1), call("all_reduce", 2)]);
+        calls.insert(1, vec![call("all_reduce", 1)]);
+        let steps = merge(&calls);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0].0, vec![0, 1]);
+        assert_eq!(steps[1].0, vec![0]);
+    }
+}
