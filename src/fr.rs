@@ -54,7 +54,10 @@ pub fn read_dir(dir: &Path) -> anyhow::Result<BTreeMap<usize, Dump>> {
     files.sort();
     let mut dumps: BTreeMap<usize, (PathBuf, Dump)> = BTreeMap::new();
     for f in files {
-        let name = f.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         let Some(rank) = rank_of(&name) else { continue };
         let bytes = std::fs::read(&f).with_context(|| format!("{}: cannot read", f.display()))?;
         let dump = Dump::from_bytes(&bytes).with_context(|| format!("{}", f.display()))?;
@@ -95,8 +98,13 @@ fn import_inner(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> anyho
     let name = out
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "replay.toml".into());
-    let imp = import(&job, &dir.display().to_string(), &name)?;
-    let version = job.dumps.values().next().map(|d| d.version.as_str()).unwrap_or("");
+    let imp = import(&job, &dir.display().to_string())?;
+    let version = job
+        .dumps
+        .values()
+        .next()
+        .map(|d| d.version.as_str())
+        .unwrap_or("");
     println!(
         "import-fr: {} dumps from {} (flight recorder version {version}), {} ranks",
         job.dumps.len(),

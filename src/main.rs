@@ -289,7 +289,11 @@ fn main() -> ExitCode {
                         return ExitCode::from(2);
                     }
                     // In hw mode the watchdog already wrote the dumps at the hang.
-                    if let Some(dir) = fr.export_fr.as_deref().filter(|_| !hw || r.first_stall.is_none()) {
+                    if let Some(dir) = fr
+                        .export_fr
+                        .as_deref()
+                        .filter(|_| !hw || r.first_stall.is_none())
+                    {
                         let world = scenario.world.size();
                         if let Err(e) = fr::export_run(dir, fr.fr_format, world, &r.calls) {
                             eprintln!("error: {e:#}");

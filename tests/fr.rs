@@ -73,11 +73,23 @@ fn missing_rank_is_named_from_pickle_and_json_and_the_replay_reproduces_the_stal
     let (p, scenario) = import("missing_rank", "pickle", &tmp);
     let (j, _) = import("missing_rank", "json", &tmp);
     assert_eq!(diagnosis(&p), diagnosis(&j), "pickle:\n{p}\njson:\n{j}");
-    assert!(p.contains("rank 0 on WORLD (0): last enqueued #2, started -, completed #1"), "{p}");
-    assert!(p.contains("rank 3 on WORLD (0): last enqueued #1, started -, completed #1"), "{p}");
+    assert!(
+        p.contains("rank 0 on WORLD (0): last enqueued #2, started -, completed #1"),
+        "{p}"
+    );
+    assert!(
+        p.contains("rank 3 on WORLD (0): last enqueued #1, started -, completed #1"),
+        "{p}"
+    );
     assert!(p.contains("ranks 0-2 stuck"), "{p}");
-    assert!(p.contains("rank 3: never joined all_reduce #2 on WORLD"), "{p}");
-    assert!(j.contains("rank 3: never joined all_reduce #2 on WORLD"), "{j}");
+    assert!(
+        p.contains("rank 3: never joined all_reduce #2 on WORLD"),
+        "{p}"
+    );
+    assert!(
+        j.contains("rank 3: never joined all_reduce #2 on WORLD"),
+        "{j}"
+    );
     // The replay: ranks 0-2 stay in the second all_reduce until gloo's timeout (the dump's
     // timeout_ms), rank 3 completes, and scen names rank 3 as the one that never called it.
     let (code, out, err) = scen(&["run", &scenario.display().to_string()]);
@@ -103,8 +115,14 @@ fn count_mismatch_names_the_extra_call() {
     let (j, _) = import("count_mismatch", "json", &tmp);
     for out in [&p, &j] {
         assert!(out.contains("rank 1 stuck"), "{out}");
-        assert!(out.contains("rank 0: never joined all_reduce #2 on WORLD"), "{out}");
-        assert!(out.contains("differ in collectives issued on this group: 2 vs 1"), "{out}");
+        assert!(
+            out.contains("rank 0: never joined all_reduce #2 on WORLD"),
+            "{out}"
+        );
+        assert!(
+            out.contains("differ in collectives issued on this group: 2 vs 1"),
+            "{out}"
+        );
     }
     let (code, out, err) = scen(&["run", &scenario.display().to_string()]);
     assert_eq!(code, 0, "{out}{err}");
@@ -121,7 +139,10 @@ fn size_mismatch_is_found_though_real_gloo_completed_it() {
             out.contains("rank 0 ran broadcast #2 on WORLD [broadcast f32[4]]"),
             "{out}"
         );
-        assert!(out.contains("rank 1 ran broadcast #2 on WORLD [broadcast f32[8]]"), "{out}");
+        assert!(
+            out.contains("rank 1 ran broadcast #2 on WORLD [broadcast f32[8]]"),
+            "{out}"
+        );
         assert!(out.contains("differ in shape: [4] vs [8]"), "{out}");
         // Both ranks' dumps say the broadcast completed (gloo retired it): the scenario keeps
         // what the dumps show as its expectations.
@@ -137,7 +158,9 @@ fn import_refuses_an_incomplete_job_unless_allowed() {
     let tmp = TempDir::new("incomplete");
     for r in 0..3 {
         std::fs::copy(
-            root().join(format!("tests/fixtures/fr/missing_rank/pickle/nccl_trace_rank_{r}")),
+            root().join(format!(
+                "tests/fixtures/fr/missing_rank/pickle/nccl_trace_rank_{r}"
+            )),
             tmp.join(&format!("nccl_trace_rank_{r}")),
         )
         .expect("copy");
@@ -158,14 +181,20 @@ fn bad_dumps_are_named_not_panicked_on() {
     let (code, _, err) = scen(&["import-fr", &tmp.s()]);
     assert_eq!(code, 2);
     assert!(err.contains("nccl_trace_rank_0: not a pickle"), "{err}");
-    std::fs::write(tmp.join("nccl_trace_rank_0"), br#"{"version": "2.10", "entries": [{}]}"#)
-        .expect("write");
+    std::fs::write(
+        tmp.join("nccl_trace_rank_0"),
+        br#"{"version": "2.10", "entries": [{}]}"#,
+    )
+    .expect("write");
     let (code, _, err) = scen(&["import-fr", &tmp.s()]);
     assert_eq!(code, 2);
     assert!(err.contains("missing key `process_group`"), "{err}");
     let (code, _, err) = scen(&["import-fr", "no/such/dir"]);
     assert_eq!(code, 2);
-    assert!(err.contains("no/such/dir: cannot read the directory"), "{err}");
+    assert!(
+        err.contains("no/such/dir: cannot read the directory"),
+        "{err}"
+    );
 }
 
 /// Python with torch: $SCEN_PYTHON, else the torch helper's venv. `None` after a skip line.
@@ -205,11 +234,17 @@ fn exported_dumps_read_back_and_torchfrtrace_names_the_same_missing_rank() {
     ]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("wrote 4 flight-recorder dumps"), "{err}");
-    assert!(out.contains("rank 3: never joined all_reduce #2 on WORLD"), "{out}");
+    assert!(
+        out.contains("rank 3: never joined all_reduce #2 on WORLD"),
+        "{out}"
+    );
     // scen reads its own dumps back to the same culprit.
     let (code, back, err) = scen(&["import-fr", &dir.display().to_string()]);
     assert_eq!(code, 0, "{err}");
-    assert!(back.contains("rank 3: never joined all_reduce #2 on WORLD"), "{back}");
+    assert!(
+        back.contains("rank 3: never joined all_reduce #2 on WORLD"),
+        "{back}"
+    );
     // JSON too.
     let jdir = tmp.join("json");
     let (code, _, err) = scen(&[
@@ -241,4 +276,44 @@ fn exported_dumps_read_back_and_torchfrtrace_names_the_same_missing_rank() {
     );
     assert!(text.contains("missing ranks: {3}"), "{text}");
     println!("torchfrtrace agrees: missing ranks {{3}} at all_reduce #2");
+}
+
+#[test]
+fn the_hw_watchdog_writes_dumps_at_a_hang() {
+    let tmp = TempDir::new("hw");
+    let rel = "scenarios/missing_rank_all_reduce.toml";
+    let mut s = scen_core::scenario::load_file(&root().join(rel)).expect("scenario");
+    s.file = rel.into();
+    let o = scen_hw::HwOptions {
+        rank_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_scen"))),
+        max_wall_ms: Some(60_000),
+        fr_dump_dir: Some(tmp.join("dumps")),
+        ..Default::default()
+    };
+    let r = match scen_hw::run(&s, &root().join(rel), &o) {
+        Ok(r) => r,
+        Err(scen_hw::HwError::Unavailable(why)) => {
+            assert!(
+                std::env::var("SCEN_HW_REQUIRED").as_deref() != Ok("1"),
+                "SCEN_HW_REQUIRED=1 but {why}"
+            );
+            println!("skip: hw watchdog dump test: {why}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("watchdog: wrote 4 flight-recorder dumps")),
+        "{:?}",
+        r.notes
+    );
+    let (code, out, err) = scen(&["import-fr", &tmp.join("dumps").display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ranks 0-2 stuck"), "{out}");
+    assert!(
+        out.contains("rank 3: never joined all_reduce #2 on WORLD"),
+        "{out}"
+    );
 }

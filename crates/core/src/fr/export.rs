@@ -88,7 +88,9 @@ pub fn dumps(world: usize, calls: &[CallRecord]) -> Vec<Dump> {
                     }
                 }
                 let name = match c.endpoints() {
-                    Some((s, dst)) => format!("{}:{} {s}->{dst}", torch_backend(&c.backend), c.fp.op),
+                    Some((s, dst)) => {
+                        format!("{}:{} {s}->{dst}", torch_backend(&c.backend), c.fp.op)
+                    }
                     None => format!("{}:{}", torch_backend(&c.backend), c.fp.op),
                 };
                 let dtype = torch_dtype(&c.fp.dtype).to_string();
@@ -224,7 +226,10 @@ impl Dump {
                 dict(vec![
                     ("record_id", i(e.record_id)),
                     ("pg_id", i(e.pg_id)),
-                    ("process_group", P::Tuple(vec![s(&e.pg_name), s(&e.pg_desc)])),
+                    (
+                        "process_group",
+                        P::Tuple(vec![s(&e.pg_name), s(&e.pg_desc)]),
+                    ),
                     ("collective_seq_id", i(e.collective_seq_id)),
                     ("p2p_seq_id", i(e.p2p_seq_id)),
                     ("op_id", i(e.op_id)),
@@ -235,8 +240,14 @@ impl Dump {
                     ("output_sizes", shapes(&e.output_sizes)),
                     ("output_dtypes", strs(&e.output_dtypes)),
                     ("state", s(&e.state)),
-                    ("time_discovered_started_ns", opt(e.time_discovered_started_ns)),
-                    ("time_discovered_completed_ns", opt(e.time_discovered_completed_ns)),
+                    (
+                        "time_discovered_started_ns",
+                        opt(e.time_discovered_started_ns),
+                    ),
+                    (
+                        "time_discovered_completed_ns",
+                        opt(e.time_discovered_completed_ns),
+                    ),
                     ("retired", P::Bool(e.retired)),
                     ("timeout_ms", i(e.timeout_ms)),
                     ("is_p2p", P::Bool(e.is_p2p)),

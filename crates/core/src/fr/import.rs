@@ -129,7 +129,7 @@ fn scen_backend(torch: &str) -> &'static str {
 
 /// FR state to scen's: gloo never moves an entry past `scheduled` and sets `retired` when done;
 /// NCCL/XCCL retire a timed-out entry without completing it.
-fn state_of(e: &Entry) -> CallState {
+pub(crate) fn state_of(e: &Entry) -> CallState {
     match (e.state.as_str(), e.retired) {
         ("completed", _) => CallState::Completed,
         ("scheduled", true) if e.time_discovered_started_ns.is_none() => CallState::Completed,
@@ -174,10 +174,7 @@ fn rank_calls(rank: usize, dump: &Dump) -> Result<Vec<RankCall>, ImportError> {
         let (kind, peer, seq) = match op {
             "send" | "recv" => {
                 let (s, d) = e.endpoints().ok_or_else(|| {
-                    err(format!(
-                        "p2p `{}` names no `src->dst`",
-                        e.profiling_name
-                    ))
+                    err(format!("p2p `{}` names no `src->dst`", e.profiling_name))
                 })?;
                 if op == "send" {
                     (CallKind::Send, Some(d), e.p2p_seq_id)
@@ -189,7 +186,9 @@ fn rank_calls(rank: usize, dump: &Dump) -> Result<Vec<RankCall>, ImportError> {
         };
         let torch_dtype = e.input_dtypes.first().or(e.output_dtypes.first());
         let dtype = match torch_dtype {
-            Some(t) => scen_dtype(t).ok_or_else(|| err(format!("dtype `{t}` has no scen dtype")))?,
+            Some(t) => {
+                scen_dtype(t).ok_or_else(|| err(format!("dtype `{t}` has no scen dtype")))?
+            }
             None => "f32",
         };
         let sizes = if op.starts_with("reduce_scatter") {
@@ -285,7 +284,7 @@ fn merge(calls: &BTreeMap<usize, Vec<RankCall>>) -> Vec<(Vec<usize>, Call)> {
 }
 
 /// Imports a job's dumps.
-pub fn import(job: &Job, source: &str, out_name: &str) -> Result<Import, ImportError> {
+pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
     let mut calls = BTreeMap::new();
     for (r, d) in &job.dumps {
         calls.insert(*r, rank_calls(*r, d)?);
@@ -308,7 +307,11 @@ pub fn import(job: &Job, source: &str, out_name: &str) -> Result<Import, ImportE
     // Ranks whose every call completed finished (the dumps cannot say what they did next).
     let open: BTreeMap<usize, &RankCall> = calls
         .iter()
-        .filter_map(|(r, l)| l.iter().find(|c| c.state != CallState::Completed).map(|c| (*r, c)))
+        .filter_map(|(r, l)| {
+            l.iter()
+                .find(|c| c.state != CallState::Completed)
+                .map(|c| (*r, c))
+        })
         .collect();
     let finished: Vec<usize> = calls
         .keys()
@@ -349,7 +352,10 @@ pub fn import(job: &Job, source: &str, out_name: &str) -> Result<Import, ImportE
             "# Rank(s) {} completed every recorded call; they stay alive (a sleep past the timeout) as the",
             ranges(&finished)
         );
-        let _ = writeln!(s, "# dumped job did, so the others wait for them rather than see them exit.");
+        let _ = writeln!(
+            s,
+            "# dumped job did, so the others wait for them rather than see them exit."
+        );
     }
     let _ = writeln!(s, "[scenario]");
     let _ = writeln!(
@@ -408,7 +414,11 @@ pub fn import(job: &Job, source: &str, out_name: &str) -> Result<Import, ImportE
             let _ = writeln!(body, "group = \"{gl}\"");
         }
         if c.op != "barrier" {
-            let _ = writeln!(body, "dtype = \"{}\"\nshape = {:?}{device}", c.dtype, c.shape);
+            let _ = writeln!(
+                body,
+                "dtype = \"{}\"\nshape = {:?}{device}",
+                c.dtype, c.shape
+            );
         }
         match c.op.as_str() {
             "broadcast" | "scatter" => body.push_str("src = 0\n"),
@@ -507,7 +517,12 @@ pub fn import(job: &Job, source: &str, out_name: &str) -> Result<Import, ImportE
                     label: format!("#{} {}", step + 1, c.call.op),
                     wait: Wait {
                         step,
-                        what: format!("{} #{} on {}", c.call.op, c.call.seq, label(&c.call.group, &g.desc)),
+                        what: format!(
+                            "{} #{} on {}",
+                            c.call.op,
+                            c.call.seq,
+                            label(&c.call.group, &g.desc)
+                        ),
                         group: Some(c.call.group.clone()),
                         seq: Some(c.call.seq),
                         peers: g.ranks.iter().copied().filter(|m| *m != r).collect(),
@@ -531,7 +546,6 @@ pub fn import(job: &Job, source: &str, out_name: &str) -> Result<Import, ImportE
         hang: hang::analyse(&records, &ranks, t_ms),
     };
     let status = status_lines(job, &groups);
-    let _ = out_name;
     Ok(Import {
         scenario: s,
         records,
@@ -559,14 +573,14 @@ fn status_lines(job: &Job, groups: &BTreeMap<String, Group>) -> Vec<String> {
             pgs.insert((e.pg_id, e.pg_name.clone()));
         }
         for (pg_id, name) in pgs {
-            let desc = groups.get(&name).map(|g| g.desc.clone()).unwrap_or_default();
+            let desc = groups
+                .get(&name)
+                .map(|g| g.desc.clone())
+                .unwrap_or_default();
             let (enq, start, done) = match d.pg_status.get(&pg_id.to_string()) {
                 Some(s) => (s.last_enqueued, s.last_started, s.last_completed),
                 None => {
-                    let coll = d
-                        .entries
-                        .iter()
-                        .filter(|e| e.pg_name == name && !e.is_p2p);
+                    let coll = d.entries.iter().filter(|e| e.pg_name == name && !e.is_p2p);
                     let last = |f: &dyn Fn(&Entry) -> bool| {
                         coll.clone()
                             .filter(|e| f(e))

@@ -151,7 +151,8 @@ impl PgConfig {
     fn from_value(v: &J) -> Result<PgConfig, ParseError> {
         let ranks = match get(v, "ranks")? {
             // Torch writes the list as Python text: "[0, 1, 2, 3]".
-            J::String(s) => parse_rank_list(s).ok_or_else(|| type_err("ranks", "[ints]", &J::String(s.clone())))?,
+            J::String(s) => parse_rank_list(s)
+                .ok_or_else(|| type_err("ranks", "[ints]", &J::String(s.clone())))?,
             J::Array(a) => a
                 .iter()
                 .map(|x| int(x, "ranks").map(|i| i as usize))
@@ -159,8 +160,16 @@ impl PgConfig {
             o => return Err(type_err("ranks", "a list", o)),
         };
         Ok(PgConfig {
-            name: v.get("name").map(|n| string(n, "name")).transpose()?.unwrap_or_default(),
-            desc: v.get("desc").map(|n| string(n, "desc")).transpose()?.unwrap_or_default(),
+            name: v
+                .get("name")
+                .map(|n| string(n, "name"))
+                .transpose()?
+                .unwrap_or_default(),
+            desc: v
+                .get("desc")
+                .map(|n| string(n, "desc"))
+                .transpose()?
+                .unwrap_or_default(),
             ranks,
         })
     }
@@ -179,7 +188,10 @@ fn parse_rank_list(s: &str) -> Option<Vec<usize>> {
 impl Entry {
     fn from_value(v: &J) -> Result<Entry, ParseError> {
         let (pg_name, pg_desc) = match get(v, "process_group")? {
-            J::Array(a) if a.len() == 2 => (string(&a[0], "process_group")?, string(&a[1], "process_group")?),
+            J::Array(a) if a.len() == 2 => (
+                string(&a[0], "process_group")?,
+                string(&a[1], "process_group")?,
+            ),
             o => return Err(type_err("process_group", "(name, desc)", o)),
         };
         let opt_u = |k: &str| -> Result<u64, ParseError> {
@@ -310,9 +322,11 @@ fn pickle_to_json(v: serde_pickle::Value) -> J {
         P::Bytes(b) => J::String(String::from_utf8_lossy(&b).into_owned()),
         P::String(s) => J::String(s),
         P::List(l) | P::Tuple(l) => J::Array(l.into_iter().map(pickle_to_json).collect()),
-        P::Set(s) | P::FrozenSet(s) => {
-            J::Array(s.into_iter().map(|h| pickle_to_json(h.into_value())).collect())
-        }
+        P::Set(s) | P::FrozenSet(s) => J::Array(
+            s.into_iter()
+                .map(|h| pickle_to_json(h.into_value()))
+                .collect(),
+        ),
         P::Dict(d) => J::Object(
             d.into_iter()
                 .map(|(k, v)| {
@@ -361,6 +375,36 @@ mod tests {
         assert_eq!(parse_rank_list("[0, 1, 2, 3]"), Some(vec![0, 1, 2, 3]));
         assert_eq!(parse_rank_list("[]"), Some(vec![]));
         assert_eq!(parse_rank_list("0, 1"), None);
+    }
+
+    /// The shape PyTorch 2.5 writes (dump "2.3", NCCL): `nccl_version`, `duration_ms`, `frames`,
+    /// no thread fields, `pg_config` keyed by group name, `None` times; and an NCCL entry the
+    /// watchdog retired after a timeout without completing it.
+    #[test]
+    fn a_2_3_dump_parses() {
+        let text = br#"{"version": "2.3", "nccl_version": "2.20.5",
+          "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+          "pg_status": {"0": {"last_enqueued_collective": 3, "last_started_collective": 3,
+                              "last_completed_collective": 2}},
+          "entries": [{"record_id": 0, "pg_id": 0, "process_group": ["0", "default_pg"],
+            "collective_seq_id": 3, "p2p_seq_id": 0, "op_id": 3,
+            "profiling_name": "nccl:all_reduce", "time_created_ns": 5,
+            "input_sizes": [[2, 2]], "input_dtypes": ["BFloat16"],
+            "output_sizes": [[2, 2]], "output_dtypes": ["BFloat16"],
+            "state": "started", "duration_ms": null, "frames": [],
+            "time_discovered_started_ns": 6, "time_discovered_completed_ns": null,
+            "retired": true, "timeout_ms": 600000, "is_p2p": false}]}"#;
+        let d = Dump::from_json(text).expect("2.3 dump");
+        assert_eq!(d.pg_config["0"].ranks, vec![0, 1]);
+        assert_eq!(d.pg_status["0"].last_completed, 2);
+        let e = &d.entries[0];
+        assert_eq!((e.op(), e.backend()), ("all_reduce", "nccl"));
+        assert_eq!(e.time_discovered_started_ns, Some(6));
+        assert_eq!(scen_dtype(&e.input_dtypes[0]), Some("bf16"));
+        assert_eq!(
+            crate::fr::import::state_of(e),
+            crate::diagnose::CallState::Failed
+        );
     }
 
     #[test]
