@@ -7,6 +7,8 @@ use scen_core::diagnose::CallRecord;
 use scen_core::fr::export::{self, Format};
 use scen_core::fr::{import, Dump, Job};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -99,31 +101,42 @@ fn import_inner(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> anyho
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "replay.toml".into());
     let imp = import(&job, &dir.display().to_string())?;
+    // Printed at the end in one write, whose failure (a closed pipe) is ignored.
+    let mut o = String::new();
+    macro_rules! outln {
+        ($o:ident, $($a:tt)*) => {{
+            let _ = writeln!($o, $($a)*);
+        }};
+    }
     let version = job
         .dumps
         .values()
         .next()
         .map(|d| d.version.as_str())
         .unwrap_or("");
-    println!(
+    outln!(
+        o,
         "import-fr: {} dumps from {} (flight recorder version {version}), {} ranks",
         job.dumps.len(),
         dir.display(),
         job.world
     );
     for n in &imp.notes {
-        println!("note: {n}");
+        outln!(o, "note: {n}");
     }
     for l in &imp.status {
-        println!("{l}");
+        outln!(o, "{l}");
     }
     let lines = imp.diagnosis.lines(&name);
     if lines.is_empty() {
-        println!("diagnosis: every rank completed every recorded call; the calls agree");
+        outln!(
+            o,
+            "diagnosis: every rank completed every recorded call; the calls agree"
+        );
     } else {
-        println!("diagnosis:");
+        outln!(o, "diagnosis:");
         for l in lines {
-            println!("  {l}");
+            outln!(o, "  {l}");
         }
     }
     match out {
@@ -132,14 +145,16 @@ fn import_inner(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> anyho
             std::fs::write(&tmp, &imp.scenario)
                 .and_then(|_| std::fs::rename(&tmp, path))
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            println!(
+            outln!(
+                o,
                 "wrote {} (replay it: scen run {})",
                 path.display(),
                 path.display()
             );
         }
-        None => println!("(pass -o FILE to write the replay scenario)"),
+        None => outln!(o, "(pass -o FILE to write the replay scenario)"),
     }
+    let _ = std::io::stdout().write_all(o.as_bytes());
     Ok(())
 }
 

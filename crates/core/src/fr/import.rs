@@ -367,7 +367,8 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
     let mut step_no = 0usize;
     let mut emit = |s: &mut String, body: &str| -> (usize, usize) {
         s.push_str("\n[[step]]\n");
-        let line = s.lines().count();
+        // Reports point at a step's `op` line, its first.
+        let line = s.lines().count() + 1;
         s.push_str(body);
         step_no += 1;
         (step_no - 1, line)
@@ -392,7 +393,7 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
             continue;
         }
         let body = format!(
-            "# pg {name} (desc \"{}\")\nop = \"new_group\"\nranks = {:?}\nbackend = \"{}\"\nas = \"{}\"\n",
+            "op = \"new_group\" # pg {name} (desc \"{}\")\nranks = {:?}\nbackend = \"{}\"\nas = \"{}\"\n",
             g.desc,
             g.ranks,
             scen_backend(&g.backend),
@@ -545,6 +546,21 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
         mismatches: check::check(&records, &done),
         hang: hang::analyse(&records, &ranks, t_ms),
     };
+    for m in &diagnosis.mismatches {
+        let both_done = m.a.state == CallState::Completed
+            && m.b
+                .as_ref()
+                .is_some_and(|b| b.state == CallState::Completed);
+        if both_done {
+            notes.push(format!(
+                "the dumps show {} completed on ranks {} and {} despite the difference: the real \
+                 backend did not notice it (see docs/flight-recorder.md)",
+                m.a.call,
+                m.a.rank,
+                m.b.as_ref().map(|b| b.rank).unwrap_or(0)
+            ));
+        }
+    }
     let status = status_lines(job, &groups);
     Ok(Import {
         scenario: s,
