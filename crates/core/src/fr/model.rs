@@ -1,7 +1,8 @@
 //! PyTorch's flight-recorder dump, one rank's file, as data: what `_dump_fr_trace` (pickle) and
 //! `_dump_fr_trace_json` write and `torchfrtrace` reads. Parsing accepts the versions PyTorch
 //! 2.5-2.15 write (dump "2.3" to "2.10"): later versions only added keys (`thread_id`,
-//! `thread_name`, `comm_lib_version` in place of `nccl_version`), the JSON dump writes
+//! `thread_name`, `comm_lib_version` in place of `nccl_version`; docs/flight-recorder.md has the
+//! table), the JSON dump writes
 //! `pg_status` counters as strings and absent times as 0 where the pickle has ints and `None`,
 //! and gloo's recorder never moves an entry past `scheduled` (it sets `retired` when the work
 //! is done). Unknown keys are ignored; a missing required key is an error naming it.
