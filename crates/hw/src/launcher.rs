@@ -13,11 +13,12 @@ use crate::net::unix_ms;
 use crate::probe::Msg;
 use crate::{HwError, HwOptions};
 use scen_core::diagnose::record::CallState;
+use scen_core::observe::Observed;
 use scen_core::runtime::rank::RankEnd;
 use scen_core::scenario::Scenario;
+use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Wait};
 use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
-use scen_sim::probe::Observed;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -117,7 +118,7 @@ struct RankProc {
     closed: bool,
 }
 
-/// What the launcher has heard, in the simulator's terms (so its stall analysis applies).
+/// What the launcher has heard, as core's observation (so core's stall analysis applies).
 struct State {
     obs: Observed,
     /// Ranks whose end the watchdog decided (a deadline passed inside the device library).
@@ -241,12 +242,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         });
     }
     let mut st = State {
-        obs: Observed {
-            waits: vec![None; world],
-            step: vec![None; world],
-            ends: vec![None; world],
-            ..Default::default()
-        },
+        obs: Observed::new(world),
         notes,
         forced: vec![],
         last_msg_ms: 0,
@@ -379,14 +375,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
 fn absorb(st: &mut State, m: Msg) {
     match m {
         Msg::Hello { .. } => {}
-        Msg::Event(e) => {
-            if let (Some(r), Some(step)) = (e.rank, e.step) {
-                if r < st.obs.step.len() {
-                    st.obs.step[r] = Some(step);
-                }
-            }
-            st.obs.trace.events.push(e);
-        }
+        Msg::Event(e) => st.obs.record_event(e),
         Msg::Wait { rank, wait } => {
             if rank < st.obs.waits.len() {
                 st.obs.waits[rank] = wait;
@@ -402,13 +391,7 @@ fn absorb(st: &mut State, m: Msg) {
                 st.obs.ends[rank] = Some((end, t_ms));
             }
         }
-        Msg::Call(rec) => match st.obs.call_index.get(&rec.key()).copied() {
-            Some(i) => st.obs.calls[i] = *rec,
-            None => {
-                st.obs.call_index.insert(rec.key(), st.obs.calls.len());
-                st.obs.calls.push(*rec);
-            }
-        },
+        Msg::Call(rec) => st.obs.record_call(*rec),
         Msg::Group(rec) => st.obs.groups.push(rec),
         Msg::Note { text, .. } => {
             if !st.notes.contains(&text) {
@@ -444,8 +427,8 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
     if open.is_empty() || !open.iter().all(|r| hopeless(*r)) {
         return false;
     }
-    let stall = scen_sim::stall::analyse(s, o, t);
-    let at_stall = (o.calls.clone(), scen_sim::stall::rank_states(s, o), t);
+    let found = stall::analyse(s, o, t);
+    let at_stall = (o.calls.clone(), stall::rank_states(s, o), t);
     // Waits past their deadline: the real process raises the timeout error there (blocking
     // wait); the device library cannot, so the launcher does it for the rank.
     for r in open {
@@ -477,7 +460,7 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
         }
     }
     st.obs.first_stall_calls.get_or_insert(at_stall);
-    if let Some(stall) = stall {
+    if let Some(stall) = found {
         let ranks: Vec<String> = stall.stuck.iter().map(|x| x.rank.to_string()).collect();
         st.notes.push(format!(
             "stall: no rank can make progress; stuck ranks [{}] (the launcher's watchdog ends the run)",
