@@ -257,6 +257,39 @@ fn exported_dumps_read_back_and_torchfrtrace_names_the_same_missing_rank() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(jdir.join("nccl_trace_rank_3.json").is_file());
+    // Same run, same bytes (virtual times).
+    let again = tmp.join("again");
+    let (code, _, err) = scen(&[
+        "run",
+        "scenarios/missing_rank_all_reduce.toml",
+        "--export-fr",
+        &again.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for r in 0..4 {
+        let name = format!("nccl_trace_rank_{r}");
+        assert_eq!(
+            std::fs::read(dir.join(&name)).expect("dump"),
+            std::fs::read(again.join(&name)).expect("dump"),
+            "{name} differs between two runs"
+        );
+    }
+    // p2p: a send nobody receives; the names carry group ranks as torch writes them.
+    let pdir = tmp.join("p2p");
+    let (code, out, err) = scen(&[
+        "run",
+        "scenarios/p2p_send_without_recv.toml",
+        "--export-fr",
+        &pdir.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, back, err) = scen(&["import-fr", &pdir.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        back.contains("rank 0 ran send #2 0->1 on WORLD [send f32[4]]")
+            && back.contains("but rank 1 never posted the matching recv"),
+        "{back}"
+    );
 
     let Some(py) = torch_python() else { return };
     let fr = Command::new(&py)
@@ -275,6 +308,24 @@ fn exported_dumps_read_back_and_torchfrtrace_names_the_same_missing_rank() {
         "{text}"
     );
     assert!(text.contains("missing ranks: {3}"), "{text}");
+    let fr = Command::new(&py)
+        .args(["-m", "torch.distributed.flight_recorder.fr_trace"])
+        .arg(&pdir)
+        .output()
+        .expect("python runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&fr.stdout),
+        String::from_utf8_lossy(&fr.stderr)
+    );
+    assert!(
+        fr.status.success(),
+        "torchfrtrace failed on p2p dumps:\n{text}"
+    );
+    assert!(
+        text.contains("collective: gloo:send 0->1") && text.contains("missing ranks: {1}"),
+        "{text}"
+    );
     println!("torchfrtrace agrees: missing ranks {{3}} at all_reduce #2");
 }
 

@@ -5,8 +5,8 @@
 
 use crate::HwOptions;
 use scen_core::fr::export::{dumps, write_dir, Format};
-use scen_core::scenario::Scenario;
 use scen_core::observe::Observed;
+use scen_core::scenario::Scenario;
 
 /// Writes the dumps into `o.fr_dump_dir` (if set) and notes where, or why not.
 pub(crate) fn on_stall(s: &Scenario, obs: &Observed, o: &HwOptions, notes: &mut Vec<String>) {

@@ -32,6 +32,17 @@ fn pg_id(group: &str, ids: &BTreeMap<String, u64>) -> u64 {
     group.parse().unwrap_or_else(|_| ids[group])
 }
 
+/// `xccl:send 0->1` / `xccl:recv 1<-0` in group ranks, as ProcessGroupNCCL names p2p calls.
+fn p2p_name(c: &CallRecord) -> Option<String> {
+    let (src, dst) = c.endpoints()?;
+    let local = |g: usize| c.group_ranks.iter().position(|m| *m == g).unwrap_or(g);
+    let b = torch_backend(&c.backend);
+    Some(match c.kind {
+        CallKind::Recv => format!("{b}:recv {}<-{}", local(dst), local(src)),
+        _ => format!("{b}:send {}->{}", local(src), local(dst)),
+    })
+}
+
 /// One dump per rank in `0..world`, from every rank's call records.
 pub fn dumps(world: usize, calls: &[CallRecord]) -> Vec<Dump> {
     let mut names: Vec<&str> = calls.iter().map(|c| c.group.as_str()).collect();
@@ -87,12 +98,8 @@ pub fn dumps(world: usize, calls: &[CallRecord]) -> Vec<Dump> {
                         st.last_completed = st.last_completed.max(c.seq as i64);
                     }
                 }
-                let name = match c.endpoints() {
-                    Some((s, dst)) => {
-                        format!("{}:{} {s}->{dst}", torch_backend(&c.backend), c.fp.op)
-                    }
-                    None => format!("{}:{}", torch_backend(&c.backend), c.fp.op),
-                };
+                let name = p2p_name(c)
+                    .unwrap_or_else(|| format!("{}:{}", torch_backend(&c.backend), c.fp.op));
                 let dtype = torch_dtype(&c.fp.dtype).to_string();
                 let t0 = c.t_start_ms * 1_000_000;
                 let (state, retired, done) = match c.state {

@@ -159,7 +159,11 @@ fn scen_op(op: &str) -> Option<&'static str> {
     })
 }
 
-fn rank_calls(rank: usize, dump: &Dump) -> Result<Vec<RankCall>, ImportError> {
+fn rank_calls(
+    rank: usize,
+    dump: &Dump,
+    groups: &BTreeMap<String, Group>,
+) -> Result<Vec<RankCall>, ImportError> {
     let mut entries = dump.entries.clone();
     entries.sort_by_key(|e| e.record_id);
     let mut out = Vec::new();
@@ -174,12 +178,23 @@ fn rank_calls(rank: usize, dump: &Dump) -> Result<Vec<RankCall>, ImportError> {
         let (kind, peer, seq) = match op {
             "send" | "recv" => {
                 let (s, d) = e.endpoints().ok_or_else(|| {
-                    err(format!("p2p `{}` names no `src->dst`", e.profiling_name))
+                    err(format!(
+                        "p2p `{}` names no `src->dst` / `dst<-src`",
+                        e.profiling_name
+                    ))
                 })?;
+                // The names count group ranks.
+                let members = &groups[&e.pg_name].ranks;
+                let global = |g: usize| {
+                    members
+                        .get(g)
+                        .copied()
+                        .ok_or_else(|| err(format!("group rank {g} is not in group {}", e.pg_name)))
+                };
                 if op == "send" {
-                    (CallKind::Send, Some(d), e.p2p_seq_id)
+                    (CallKind::Send, Some(global(d)?), e.p2p_seq_id)
                 } else {
-                    (CallKind::Recv, Some(s), e.p2p_seq_id)
+                    (CallKind::Recv, Some(global(s)?), e.p2p_seq_id)
                 }
             }
             _ => (CallKind::Collective, None, e.collective_seq_id),
@@ -214,17 +229,17 @@ fn rank_calls(rank: usize, dump: &Dump) -> Result<Vec<RankCall>, ImportError> {
 }
 
 /// The groups the entries use, with their members.
-fn groups(job: &Job, calls: &BTreeMap<usize, Vec<RankCall>>) -> BTreeMap<String, Group> {
+fn groups(job: &Job) -> BTreeMap<String, Group> {
     let mut out: BTreeMap<String, Group> = BTreeMap::new();
-    for (rank, list) in calls {
-        for c in list {
-            let g = out.entry(c.entry.pg_name.clone()).or_insert_with(|| Group {
-                desc: c.entry.pg_desc.clone(),
+    for (rank, dump) in &job.dumps {
+        for e in &dump.entries {
+            let g = out.entry(e.pg_name.clone()).or_insert_with(|| Group {
+                desc: e.pg_desc.clone(),
                 ranks: vec![],
-                backend: c.entry.backend().to_string(),
+                backend: e.backend().to_string(),
                 timeout_ms: 0,
             });
-            g.timeout_ms = g.timeout_ms.max(c.entry.timeout_ms);
+            g.timeout_ms = g.timeout_ms.max(e.timeout_ms);
             if !g.ranks.contains(rank) {
                 g.ranks.push(*rank);
             }
@@ -285,11 +300,11 @@ fn merge(calls: &BTreeMap<usize, Vec<RankCall>>) -> Vec<(Vec<usize>, Call)> {
 
 /// Imports a job's dumps.
 pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
+    let groups = groups(job);
     let mut calls = BTreeMap::new();
     for (r, d) in &job.dumps {
-        calls.insert(*r, rank_calls(*r, d)?);
+        calls.insert(*r, rank_calls(*r, d, &groups)?);
     }
-    let groups = groups(job, &calls);
     let steps = merge(&calls);
     let backend = groups
         .values()

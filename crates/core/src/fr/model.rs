@@ -248,11 +248,15 @@ impl Entry {
             .unwrap_or("")
     }
 
-    /// `(src, dst)` from a p2p profiling name `nccl:send 0->1`.
+    /// `(src, dst)` group ranks from a p2p profiling name: `nccl:send 0->1` (src->dst) or
+    /// `nccl:recv 1<-0` (dst<-src), as `torchfrtrace` reads them.
     pub fn endpoints(&self) -> Option<(usize, usize)> {
         let tail = self.profiling_name.split_whitespace().nth(1)?;
-        let (a, b) = tail.split_once("->")?;
-        Some((a.parse().ok()?, b.parse().ok()?))
+        if let Some((s, d)) = tail.split_once("->") {
+            return Some((s.parse().ok()?, d.parse().ok()?));
+        }
+        let (d, s) = tail.split_once("<-")?;
+        Some((s.parse().ok()?, d.parse().ok()?))
     }
 }
 
