@@ -2,8 +2,8 @@
 //! diagnosis is core's own (consistency check, wait-for graph), and the calls become a scenario
 //! that replays every rank's recorded calls (same groups, ops, sizes, dtypes, order).
 //!
-//! The scenario is built first, because its step numbers and lines are what the records and the
-//! diagnosis point at. Steps come from merging the ranks' call lists: a call (group, sequence
+//! The scenario ([`super::replay`]) is written first, because its step numbers and lines are what
+//! the records and the diagnosis point at. Steps come from merging the ranks' call lists: a call (group, sequence
 //! number, fingerprint) becomes one step for every rank whose next call it is, once no rank still
 //! has it further down its list; when no call qualifies (ranks disagree on the order) the lowest
 //! rank's next call goes first, for the ranks that make it next.
@@ -14,7 +14,6 @@ use crate::diagnose::hang::{self, ranges, RankAt};
 use crate::diagnose::{CallKind, CallRecord, CallState, Diagnosis, Fingerprint};
 use crate::trace::Wait;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write;
 
 /// The dumps of one job, by global rank.
 #[derive(Debug, Clone)]
@@ -72,30 +71,30 @@ impl Job {
 
 /// One recorded call, as the scenario and the records need it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Call {
-    group: String,
-    kind: CallKind,
-    seq: u64,
-    peer: Option<usize>,
-    op: String,
-    dtype: String,
-    shape: Vec<usize>,
+pub(super) struct Call {
+    pub group: String,
+    pub kind: CallKind,
+    pub seq: u64,
+    pub peer: Option<usize>,
+    pub op: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
-struct RankCall {
-    call: Call,
-    entry: Entry,
-    state: CallState,
+pub(super) struct RankCall {
+    pub call: Call,
+    pub entry: Entry,
+    pub state: CallState,
 }
 
 /// A group as the dumps show it.
 #[derive(Debug, Clone)]
-struct Group {
-    desc: String,
-    ranks: Vec<usize>,
-    backend: String,
-    timeout_ms: u64,
+pub(super) struct Group {
+    pub desc: String,
+    pub ranks: Vec<usize>,
+    pub backend: String,
+    pub timeout_ms: u64,
 }
 
 /// The import: the scenario text, the records and the diagnosis over them.
@@ -112,7 +111,7 @@ pub struct Import {
 }
 
 /// `WORLD` for the default group, else `pg<name>` (a valid scenario handle).
-fn label(name: &str, desc: &str) -> String {
+pub(super) fn label(name: &str, desc: &str) -> String {
     if desc == "default_pg" || name == "0" {
         "WORLD".into()
     } else {
@@ -120,7 +119,7 @@ fn label(name: &str, desc: &str) -> String {
     }
 }
 
-fn scen_backend(torch: &str) -> &'static str {
+pub(super) fn scen_backend(torch: &str) -> &'static str {
     match torch {
         "gloo" => "gloo",
         _ => "xccl",
@@ -298,186 +297,121 @@ fn merge(calls: &BTreeMap<usize, Vec<RankCall>>) -> Vec<(Vec<usize>, Call)> {
     steps
 }
 
-/// Imports a job's dumps.
-pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
+/// What the dumps say, ready for the scenario writer ([`super::replay`]) and the records.
+#[derive(Debug, Clone)]
+pub(super) struct Plan {
+    pub world: usize,
+    pub missing: Vec<usize>,
+    pub version: String,
+    /// The torch backend of the job's groups (`gloo`, `nccl`, ...).
+    pub backend: String,
+    pub timeout_ms: u64,
+    pub groups: BTreeMap<String, Group>,
+    pub calls: BTreeMap<usize, Vec<RankCall>>,
+    /// Replay order: the ranks that make each call.
+    pub steps: Vec<(Vec<usize>, Call)>,
+    /// Each rank's first call that did not complete.
+    pub open: BTreeMap<usize, RankCall>,
+    /// Ranks that completed every recorded call.
+    pub finished: Vec<usize>,
+}
+
+/// Where each rank's call is in the scenario: `(rank, call)` -> (step index, line).
+pub(super) type At = BTreeMap<(usize, Call), (usize, usize)>;
+
+fn plan(job: &Job) -> Result<Plan, ImportError> {
     let groups = groups(job);
     let mut calls = BTreeMap::new();
     for (r, d) in &job.dumps {
         calls.insert(*r, rank_calls(*r, d, &groups)?);
     }
-    let steps = merge(&calls);
-    let backend = groups
-        .values()
-        .map(|g| g.backend.clone())
-        .next()
-        .unwrap_or_else(|| "gloo".into());
-    let version = job
-        .dumps
-        .values()
-        .next()
-        .map(|d| d.version.clone())
-        .unwrap_or_default();
-    let mut notes = Vec::new();
-
     // Ranks whose every call completed finished (the dumps cannot say what they did next).
-    let open: BTreeMap<usize, &RankCall> = calls
+    let open: BTreeMap<usize, RankCall> = calls
         .iter()
-        .filter_map(|(r, l)| {
+        .filter_map(|(r, l): (&usize, &Vec<RankCall>)| {
             l.iter()
                 .find(|c| c.state != CallState::Completed)
-                .map(|c| (*r, c))
+                .map(|c| (*r, c.clone()))
         })
         .collect();
-    let finished: Vec<usize> = calls
+    let finished = calls
         .keys()
         .filter(|r| !open.contains_key(r))
         .copied()
         .collect();
-    let timeout_ms = groups.values().map(|g| g.timeout_ms).max().unwrap_or(0);
+    Ok(Plan {
+        world: job.world,
+        missing: job.missing(),
+        version: job
+            .dumps
+            .values()
+            .next()
+            .map(|d| d.version.clone())
+            .unwrap_or_default(),
+        backend: groups
+            .values()
+            .map(|g| g.backend.clone())
+            .next()
+            .unwrap_or_else(|| "gloo".into()),
+        timeout_ms: groups.values().map(|g| g.timeout_ms).max().unwrap_or(0),
+        steps: merge(&calls),
+        groups,
+        calls,
+        open,
+        finished,
+    })
+}
 
-    // The scenario text, noting each step's first line.
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# Imported by `scen import-fr` from {source}: PyTorch flight-recorder dumps (version {version}, {backend}) of {} ranks.",
-        job.world
-    );
-    let _ = writeln!(
-        s,
-        "# Each rank's recorded calls in its own order; what a dump does not record is assumed: tensors"
-    );
-    let _ = writeln!(
-        s,
-        "# are filled with the rank, broadcast/reduce/gather/scatter roots are rank 0."
-    );
-    if !job.missing().is_empty() {
-        let _ = writeln!(
-            s,
-            "# No dump for rank(s) {}: they only init here.",
-            ranges(&job.missing())
-        );
+/// Imports a job's dumps.
+pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
+    let p = plan(job)?;
+    let mut notes = Vec::new();
+    if !p.missing.is_empty() {
         notes.push(format!(
             "no dump for rank(s) {}: the scenario has them init only",
-            ranges(&job.missing())
+            ranges(&p.missing)
         ));
     }
-    if !finished.is_empty() && !open.is_empty() {
-        let _ = writeln!(
-            s,
-            "# Rank(s) {} completed every recorded call; they stay alive (a sleep past the timeout) as the",
-            ranges(&finished)
-        );
-        let _ = writeln!(
-            s,
-            "# dumped job did, so the others wait for them rather than see them exit."
-        );
-    }
-    let _ = writeln!(s, "[scenario]");
-    let _ = writeln!(
-        s,
-        "description = \"replay of the flight-recorder dumps in {}\"",
-        source.replace('"', "'")
-    );
-    let _ = writeln!(s, "\n[world]\nranks_per_node = {}", job.world);
-    let mut step_no = 0usize;
-    let mut emit = |s: &mut String, body: &str| -> (usize, usize) {
-        s.push_str("\n[[step]]\n");
-        // Reports point at a step's `op` line, its first.
-        let line = s.lines().count() + 1;
-        s.push_str(body);
-        step_no += 1;
-        (step_no - 1, line)
+    let (scenario, at) = super::replay::scenario(&p, source);
+    let records = records(job, &p, &at);
+    let ranks = rank_states(job, &p, &at);
+    let done: Vec<bool> = (0..p.world).map(|r| p.finished.contains(&r)).collect();
+    let t_ms = records.iter().map(|c| c.t_start_ms).max().unwrap_or(0);
+    let diagnosis = Diagnosis {
+        groups: None,
+        mismatches: check::check(&records, &done),
+        hang: hang::analyse(&records, &ranks, t_ms),
     };
-    let device = if scen_backend(&backend) == "gloo" {
-        "\ndevice = \"cpu\""
-    } else {
-        ""
-    };
-    let init = format!(
-        "op = \"init_process_group\"\nbackend = \"{}\"{}\n",
-        scen_backend(&backend),
-        if timeout_ms > 0 {
-            format!("\ntimeout_s = {}", timeout_ms.div_ceil(1000))
-        } else {
-            String::new()
-        }
-    );
-    emit(&mut s, &init);
-    for (name, g) in &groups {
-        if label(name, &g.desc) == "WORLD" {
-            continue;
-        }
-        let body = format!(
-            "op = \"new_group\" # pg {name} (desc \"{}\")\nranks = {:?}\nbackend = \"{}\"\nas = \"{}\"\n",
-            g.desc,
-            g.ranks,
-            scen_backend(&g.backend),
-            label(name, &g.desc)
-        );
-        emit(&mut s, &body);
-    }
-    let mut at: BTreeMap<(usize, Call), (usize, usize)> = BTreeMap::new();
-    for (who, c) in &steps {
-        let g = &groups[&c.group];
-        let on = if *who == (0..job.world).collect::<Vec<_>>() {
-            String::new()
-        } else {
-            format!("on = {who:?}\n")
-        };
-        let mut body = format!("op = \"{}\"\n{on}", c.op);
-        let gl = label(&c.group, &g.desc);
-        if gl != "WORLD" {
-            let _ = writeln!(body, "group = \"{gl}\"");
-        }
-        if c.op != "barrier" {
-            let _ = writeln!(
-                body,
-                "dtype = \"{}\"\nshape = {:?}{device}",
-                c.dtype, c.shape
-            );
-        }
-        match c.op.as_str() {
-            "broadcast" | "scatter" => body.push_str("src = 0\n"),
-            "reduce" | "gather" => body.push_str("dst = 0\n"),
-            "send" => {
-                let _ = writeln!(body, "dst = {}", c.peer.unwrap_or(0));
-            }
-            "recv" => {
-                let _ = writeln!(body, "src = {}", c.peer.unwrap_or(0));
-            }
-            _ => {}
-        }
-        let (idx, line) = emit(&mut s, &body);
-        for r in who {
-            at.insert((*r, c.clone()), (idx, line));
-        }
-    }
-    if !open.is_empty() && !finished.is_empty() {
-        let body = format!(
-            "op = \"sleep\"\non = {finished:?}\nms = {}\n",
-            timeout_ms.max(1000) * 2
-        );
-        emit(&mut s, &body);
-    }
-    // Expectations: ranks with an open call hang there (or fail at the timeout on gloo).
-    for (r, c) in &open {
-        let (idx, _) = at[&(*r, c.call.clone())];
-        let outcome = if scen_backend(&backend) == "gloo" && timeout_ms > 0 {
-            "fails"
-        } else {
-            "hangs"
-        };
-        let _ = write!(
-            s,
-            "\n[[expect]]\non = [{r}]\noutcome = \"{outcome}\"\nstep = {}\n",
-            idx + 1
-        );
-    }
-    for r in &finished {
-        let _ = write!(s, "\n[[expect]]\non = [{r}]\noutcome = \"completes\"\n");
-    }
+    notes.extend(unnoticed(&diagnosis));
+    Ok(Import {
+        scenario,
+        records,
+        ranks,
+        diagnosis,
+        status: status_lines(job, &p.groups),
+        notes,
+    })
+}
 
-    // Records and rank states, pointing at the scenario's steps.
+/// Mismatches whose calls completed on both sides: the real backend did not notice them.
+fn unnoticed(d: &Diagnosis) -> Vec<String> {
+    d.mismatches
+        .iter()
+        .filter_map(|m| {
+            let b = m.b.as_ref()?;
+            (m.a.state == CallState::Completed && b.state == CallState::Completed).then(|| {
+                format!(
+                    "the dumps show {} completed on ranks {} and {} despite the difference: the \
+                     real backend did not notice it (see docs/flight-recorder.md)",
+                    m.a.call, m.a.rank, b.rank
+                )
+            })
+        })
+        .collect()
+}
+
+/// One call record per entry, pointing at the scenario's steps; times from the dumps' clocks.
+fn records(job: &Job, p: &Plan, at: &At) -> Vec<CallRecord> {
     let t0 = job
         .dumps
         .values()
@@ -486,9 +420,9 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
         .min()
         .unwrap_or(0);
     let mut records = Vec::new();
-    for (r, list) in &calls {
+    for (r, list) in &p.calls {
         for c in list {
-            let g = &groups[&c.call.group];
+            let g = &p.groups[&c.call.group];
             let (step, line) = at[&(*r, c.call.clone())];
             let esize = crate::dtype::DType::ALL
                 .iter()
@@ -522,11 +456,16 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
             });
         }
     }
-    let ranks: Vec<RankAt> = (0..job.world)
-        .map(|r| match open.get(&r) {
+    records
+}
+
+/// Where each rank is at the dump: stuck in its open call, finished, or unknown (no dump).
+fn rank_states(job: &Job, p: &Plan, at: &At) -> Vec<RankAt> {
+    (0..p.world)
+        .map(|r| match p.open.get(&r) {
             Some(c) => {
                 let (step, line) = at[&(r, c.call.clone())];
-                let g = &groups[&c.call.group];
+                let g = &p.groups[&c.call.group];
                 RankAt::Stuck {
                     step,
                     line,
@@ -553,38 +492,7 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
             None if job.dumps.contains_key(&r) => RankAt::Finished,
             None => RankAt::Busy,
         })
-        .collect();
-    let done: Vec<bool> = (0..job.world).map(|r| finished.contains(&r)).collect();
-    let t_ms = records.iter().map(|c| c.t_start_ms).max().unwrap_or(0);
-    let diagnosis = Diagnosis {
-        groups: None,
-        mismatches: check::check(&records, &done),
-        hang: hang::analyse(&records, &ranks, t_ms),
-    };
-    for m in &diagnosis.mismatches {
-        let both_done = m.a.state == CallState::Completed
-            && m.b
-                .as_ref()
-                .is_some_and(|b| b.state == CallState::Completed);
-        if both_done {
-            notes.push(format!(
-                "the dumps show {} completed on ranks {} and {} despite the difference: the real \
-                 backend did not notice it (see docs/flight-recorder.md)",
-                m.a.call,
-                m.a.rank,
-                m.b.as_ref().map(|b| b.rank).unwrap_or(0)
-            ));
-        }
-    }
-    let status = status_lines(job, &groups);
-    Ok(Import {
-        scenario: s,
-        records,
-        ranks,
-        diagnosis,
-        status,
-        notes,
-    })
+        .collect()
 }
 
 /// Each rank's last enqueued/started/completed sequence numbers per group: `pg_status` where

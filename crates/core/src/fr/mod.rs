@@ -7,6 +7,7 @@
 pub mod export;
 pub mod import;
 pub mod model;
+mod replay;
 
 pub use import::{import, Import, ImportError, Job};
 pub use model::{Dump, Entry, ParseError, PgConfig, PgStatus};
