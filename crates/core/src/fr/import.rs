@@ -596,4 +596,28 @@ mod tests {
         assert_eq!(steps[0].0, vec![0, 1]);
         assert_eq!(steps[1].0, vec![0]);
     }
+
+    #[test]
+    fn merge_orders_opposite_group_orders_per_rank() {
+        let on = |g: &str, seq| {
+            let mut c = call("all_reduce", seq);
+            c.call.group = g.into();
+            c
+        };
+        let mut calls = BTreeMap::new();
+        calls.insert(0, vec![on("A", 1), on("B", 1)]);
+        calls.insert(1, vec![on("B", 1), on("A", 1)]);
+        let steps = merge(&calls);
+        // No call is ready for both; rank 0's next goes first, for rank 0 only.
+        let order: Vec<(Vec<usize>, String)> =
+            steps.into_iter().map(|(w, c)| (w, c.group)).collect();
+        assert_eq!(
+            order,
+            vec![
+                (vec![0], "A".to_string()),
+                (vec![0, 1], "B".to_string()),
+                (vec![1], "A".to_string()),
+            ]
+        );
+    }
 }
