@@ -8,6 +8,7 @@ pub mod class;
 pub mod diagnose;
 pub mod dtype;
 pub mod fr;
+pub mod log;
 pub mod observe;
 pub mod parity;
 pub mod reduce;

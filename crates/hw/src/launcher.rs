@@ -297,6 +297,13 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
                 }
                 if kill_armed.is_some_and(|at| t >= at) {
                     if let Some(p) = procs.iter().find(|p| p.rank == rank) {
+                        tracing::warn!(
+                            rank,
+                            step = step + 1,
+                            "watchdog: --kill-rank: SIGKILL rank {rank} {} ms into step {}",
+                            o.kill_delay_ms,
+                            step + 1
+                        );
                         // SAFETY: kill(2) on a child this launcher started and has not reaped.
                         unsafe { libc::kill(p.child.id() as i32, libc::SIGKILL) };
                         st.notes.push(format!(
@@ -310,6 +317,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             }
         }
         if local.iter().all(|r| st.obs.ends[*r].is_some()) {
+            tracing::info!(t_ms = t, "watchdog: every local rank reported its end");
             break t;
         }
         if t >= st.last_msg_ms + o.quiet_ms && stalled(s, &mut st, &local, t) {
@@ -317,6 +325,10 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             break t;
         }
         if o.max_wall_ms.is_some_and(|m| t >= m) {
+            tracing::warn!(
+                t_ms = t,
+                "watchdog: --max-wall-s reached: stopping every rank"
+            );
             st.notes.push(format!(
                 "stopped: the run reached the launcher's limit of {} ms",
                 t
@@ -339,6 +351,10 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
     let killed = kill_all(pgid, &mut procs);
     let removed = remove_shm(&procs);
     if killed > 0 {
+        tracing::warn!(
+            killed,
+            "watchdog: SIGKILLed {killed} rank process(es) still running"
+        );
         st.notes.push(format!(
             "watchdog: SIGKILLed the {killed} rank process(es) still running (oneCCL has no timeout of its own)"
         ));
@@ -349,6 +365,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         ));
     }
     for p in &procs {
+        forward_rank_log(p.rank, &p.log);
         let failed = !matches!(st.obs.ends[p.rank], Some((RankEnd::Completed, _)));
         if failed {
             if let Some(tail) = log_tail(&p.log, 5) {
@@ -434,6 +451,12 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
     for r in open {
         let w = st.obs.waits[r].clone().expect("waits");
         if let (Some(d), Some(err)) = (w.deadline_ms, w.timeout_error) {
+            tracing::warn!(
+                rank = r,
+                step = w.step + 1,
+                deadline_ms = d,
+                "watchdog: rank {r} is past its deadline in a wait the device library cannot time out: raising {err:?} for it"
+            );
             st.obs.trace.events.push(Event {
                 t_ms: d,
                 rank: Some(r),
@@ -462,6 +485,11 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
     st.obs.first_stall_calls.get_or_insert(at_stall);
     if let Some(stall) = found {
         let ranks: Vec<String> = stall.stuck.iter().map(|x| x.rank.to_string()).collect();
+        tracing::warn!(
+            t_ms = t,
+            "watchdog: stall: no rank can make progress; stuck ranks [{}]: ending the run",
+            ranks.join(", ")
+        );
         st.notes.push(format!(
             "stall: no rank can make progress; stuck ranks [{}] (the launcher's watchdog ends the run)",
             ranks.join(", ")
@@ -470,6 +498,20 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
         st.obs.final_stall = Some(stall);
     }
     true
+}
+
+/// A rank process's own output (its log lines, with `-v` its spans) as INFO events of the
+/// launcher, so `scen run --hw -v` and `--log-file` show every rank in one place.
+fn forward_rank_log(rank: usize, path: &Path) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        tracing::info!(target: "scen_hw::rank_output", rank, "{line}");
+    }
 }
 
 fn describe_exit(s: ExitStatus) -> String {
