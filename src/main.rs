@@ -53,6 +53,9 @@ enum Cmd {
     /// One rank process of `run --hw` (started by the launcher, not by users).
     #[command(name = "__hw-rank", hide = true)]
     HwRank { file: PathBuf },
+    /// The cleanup guard of `run --hw` (started by the launcher, not by users).
+    #[command(name = "__hw-reaper", hide = true)]
+    HwReaper,
     /// Validate a scenario file without running it.
     Check { file: PathBuf },
     /// Re-run one seed exactly and print its verdict and trace hash.
@@ -191,6 +194,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::HwRank { file } => run_hw_rank(&file),
+        Cmd::HwReaper => ExitCode::from(scen_hw::reaper::main().clamp(0, 255) as u8),
         Cmd::Replay {
             file,
             seed,
@@ -253,7 +257,12 @@ fn main() -> ExitCode {
                         eprintln!("error: {e}");
                         return ExitCode::from(2);
                     }
-                    print_report(&scenario, &r, format, trace)
+                    let code = print_report(&scenario, &r, format, trace);
+                    // A signal ended the hardware run: 128 + its number (docs/hw.md).
+                    match scen_hw::signals::interrupted_by().filter(|_| hw) {
+                        Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+                        None => code,
+                    }
                 }
                 Err(e) => {
                     eprintln!("error: {e}");

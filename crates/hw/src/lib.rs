@@ -13,6 +13,10 @@ pub mod launcher;
 pub mod net;
 pub mod oneccl;
 pub mod probe;
+pub mod procs;
+pub mod reaper;
+pub mod signals;
+pub mod watchdog;
 
 use scen_core::scenario::Scenario;
 use scen_core::verdict::Report;
