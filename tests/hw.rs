@@ -397,7 +397,7 @@ fn kill_trials_leave_nothing_behind() {
         let delay_ms = 200 + next(2_000);
         let shm_before = shm_names();
         let t = Instant::now();
-        let mut launcher = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+        let launcher = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
             .args(["run", "--hw", rel, "--max-wall-s", "60"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env("CCL_ATL_SHM", if trial % 2 == 0 { "1" } else { "0" })
@@ -411,13 +411,17 @@ fn kill_trials_leave_nothing_behind() {
             "rank" => {
                 let victim = ranks[next(ranks.len() as u64) as usize];
                 // SAFETY: kill(2) on a rank process of the launcher this test started.
-                unsafe { libc_kill(victim as i32, 9) };
+                unsafe { libc::kill(victim as i32, libc::SIGKILL) };
                 format!("rank pid {victim} SIGKILLed")
             }
             sig => {
-                let n = if sig == "TERM" { 15 } else { 9 };
+                let n = if sig == "TERM" {
+                    libc::SIGTERM
+                } else {
+                    libc::SIGKILL
+                };
                 // SAFETY: kill(2) on the launcher this test started.
-                unsafe { libc_kill(launcher.id() as i32, n) };
+                unsafe { libc::kill(launcher.id() as i32, n) };
                 format!("launcher SIG{sig}ed")
             }
         };
@@ -458,11 +462,6 @@ fn kill_trials_leave_nothing_behind() {
             "trial {trial} ({what}): /dev/shm leftovers {left:?}"
         );
     }
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 fn shm_names() -> std::collections::BTreeSet<String> {
