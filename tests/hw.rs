@@ -446,9 +446,15 @@ fn kill_trials_leave_nothing_behind() {
             assert_eq!(out.status.code(), Some(143), "trial {trial}: {text}");
         }
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        while Instant::now() < deadline
-            && (ranks.iter().any(|p| alive(*p)) || shm_names().difference(&shm_before).count() > 0)
-        {
+        // Files are the trial's own by pid: other tests create and remove theirs meanwhile.
+        let ours = || -> Vec<String> {
+            shm_names()
+                .difference(&shm_before)
+                .filter(|n| ranks.iter().any(|p| n.starts_with(&format!("{p}:"))))
+                .cloned()
+                .collect()
+        };
+        while Instant::now() < deadline && (ranks.iter().any(|p| alive(*p)) || !ours().is_empty()) {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let orphans: Vec<&u32> = ranks.iter().filter(|p| alive(**p)).collect();
@@ -456,7 +462,7 @@ fn kill_trials_leave_nothing_behind() {
             orphans.is_empty(),
             "trial {trial} ({what}): orphans {orphans:?}"
         );
-        let left: Vec<String> = shm_names().difference(&shm_before).cloned().collect();
+        let left = ours();
         assert!(
             left.is_empty(),
             "trial {trial} ({what}): /dev/shm leftovers {left:?}"
