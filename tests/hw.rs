@@ -514,3 +514,40 @@ fn wait_for_ranks(pid: u32, n: usize) -> Vec<u32> {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// SIGINT and SIGHUP end a hardware run at once: every rank killed and marked interrupted in
+/// the printed report, exit status 128 + the signal. (No oneCCL needed: gloo ranks.)
+#[test]
+fn a_signal_ends_the_run_with_a_report_and_128_plus_its_number() {
+    let rel = "tests/hw/sleepers_gloo_w2.toml";
+    for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGHUP, "SIGHUP")] {
+        let t = Instant::now();
+        let launcher = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+            .args(["run", "--hw", rel])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the launcher starts");
+        let ranks = wait_for_ranks(launcher.id(), 2);
+        assert_eq!(ranks.len(), 2, "both ranks started");
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        // SAFETY: kill(2) on the launcher this test started.
+        unsafe { libc::kill(launcher.id() as i32, sig) };
+        let out = launcher.wait_with_output().expect("the launcher ends");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + sig),
+            "{name}:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(t.elapsed().as_secs() < 20, "{name}: {:?}", t.elapsed());
+        let marked = format!("interrupted: the launcher received {name} and killed this rank");
+        assert!(text.contains(&marked), "{name}:\n{text}");
+        assert!(text.contains("rank processes (rank=pid)"), "{text}");
+        for p in &ranks {
+            assert!(!alive(*p), "{name}: rank process {p} still runs");
+        }
+    }
+}
