@@ -363,7 +363,8 @@ fn watch(
     }
 }
 
-/// A signal ends the run: every unfinished rank ends failed where it was, saying so.
+/// A signal ends the run: every unfinished rank ends failed where it was (its open call too),
+/// saying so.
 fn interrupt(st: &mut State, local: &[usize], sig: i32, t: u64) {
     let name = signals::name(sig);
     st.notes.push(format!(
@@ -390,6 +391,8 @@ fn interrupt(st: &mut State, local: &[usize], sig: i32, t: u64) {
             t,
         ));
         o.waits[r] = None;
+        // The call it was in ends with it.
+        watchdog::end_open_calls(o, r, t);
         st.forced.push(r);
     }
 }

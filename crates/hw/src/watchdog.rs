@@ -66,7 +66,7 @@ impl State {
     }
 }
 
-fn end_open_calls(o: &mut Observed, rank: usize, t_ms: u64) {
+pub fn end_open_calls(o: &mut Observed, rank: usize, t_ms: u64) {
     for c in o.calls.iter_mut() {
         if c.rank == rank && c.state == CallState::Started {
             c.state = CallState::Failed;
