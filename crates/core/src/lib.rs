@@ -7,6 +7,7 @@ pub mod c10d;
 pub mod class;
 pub mod diagnose;
 pub mod dtype;
+pub mod log;
 pub mod observe;
 pub mod parity;
 pub mod reduce;

@@ -331,6 +331,13 @@ fn watch(
                 }
                 if kill_armed.is_some_and(|at| t >= at) {
                     if let Some(p) = procs.iter().find(|p| p.rank == rank) {
+                        tracing::warn!(
+                            rank,
+                            step = step + 1,
+                            "watchdog: --kill-rank: SIGKILL rank {rank} {} ms into step {}",
+                            o.kill_delay_ms,
+                            step + 1
+                        );
                         // SAFETY: kill(2) on a child this launcher started and has not reaped.
                         unsafe { libc::kill(p.child.id() as i32, libc::SIGKILL) };
                         st.notes.push(format!(
@@ -344,16 +351,26 @@ fn watch(
             }
         }
         if let Some(sig) = signals.received() {
+            tracing::warn!(
+                t_ms = t,
+                "launcher: {} received: ending every rank",
+                signals::name(sig)
+            );
             interrupt(st, local, sig, t);
             return t;
         }
         if local.iter().all(|r| st.obs.ends[*r].is_some()) {
+            tracing::info!(t_ms = t, "watchdog: every local rank reported its end");
             return t;
         }
         if t >= st.last_msg_ms + o.quiet_ms && watchdog::stalled(s, st, local, t) {
             return t;
         }
         if o.max_wall_ms.is_some_and(|m| t >= m) {
+            tracing::warn!(
+                t_ms = t,
+                "watchdog: --max-wall-s reached: stopping every rank"
+            );
             st.notes.push(format!(
                 "stopped: the run reached the launcher's limit of {} ms",
                 t
@@ -422,6 +439,10 @@ fn finish(st: &mut State, procs: &mut [RankProc], pgid: Option<i32>, interrupted
     let pids: Vec<u32> = procs.iter().map(|p| p.child.id()).collect();
     let removed = procs::remove_shm(&pids);
     if killed > 0 {
+        tracing::warn!(
+            killed,
+            "watchdog: SIGKILLed {killed} rank process(es) still running"
+        );
         st.notes.push(format!(
             "watchdog: SIGKILLed the {killed} rank process(es) still running (oneCCL has no timeout of its own)"
         ));
@@ -432,6 +453,7 @@ fn finish(st: &mut State, procs: &mut [RankProc], pgid: Option<i32>, interrupted
         ));
     }
     for p in procs.iter() {
+        procs::forward_rank_log(p.rank, &p.log);
         let failed = !matches!(st.obs.ends[p.rank], Some((RankEnd::Completed, _)));
         if failed {
             if let Some(tail) = procs::log_tail(&p.log, 5) {

@@ -115,6 +115,21 @@ pub fn describe_exit(s: ExitStatus) -> String {
     }
 }
 
+/// A rank process's own output (its log lines, with `-v` its spans) as INFO events of the
+/// launcher, so `scen run --hw -v` and `--log-file` show every rank in one place.
+pub fn forward_rank_log(rank: usize, mut log: &File) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
+    let mut text = String::new();
+    if log.seek(SeekFrom::Start(0)).is_err() || log.read_to_string(&mut text).is_err() {
+        return;
+    }
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        tracing::info!(target: "scen_hw::rank_output", rank, "{line}");
+    }
+}
+
 /// The last `lines` non-blank lines of a rank's output, joined by ` | `.
 pub fn log_tail(mut log: &File, lines: usize) -> Option<String> {
     let mut text = String::new();

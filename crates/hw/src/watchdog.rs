@@ -135,12 +135,25 @@ pub fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
         };
         let at_ms = match dead_store_host(st, &w) {
             Some(host) if t < d => {
+                tracing::warn!(
+                    rank = r,
+                    step = w.step + 1,
+                    "watchdog: rank {r} connects to the TCPStore of dead rank {host}: raising {err:?} for it now"
+                );
                 st.notes.push(format!(
                     "rank {r}: its TCPStore's host, rank {host}, is dead: c10d would retry the connect until its timeout expired and then raise {err:?}; the launcher raised it now"
                 ));
                 t
             }
-            _ => d,
+            _ => {
+                tracing::warn!(
+                    rank = r,
+                    step = w.step + 1,
+                    deadline_ms = d,
+                    "watchdog: rank {r} is past its deadline in a wait the device library cannot time out: raising {err:?} for it"
+                );
+                d
+            }
         };
         st.obs.trace.events.push(Event {
             t_ms: at_ms,
@@ -164,6 +177,11 @@ pub fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
     st.obs.first_stall_calls.get_or_insert(at_stall);
     if let Some(stall) = found {
         let ranks: Vec<String> = stall.stuck.iter().map(|x| x.rank.to_string()).collect();
+        tracing::warn!(
+            t_ms = t,
+            "watchdog: stall: no rank can make progress; stuck ranks [{}]: ending the run",
+            ranks.join(", ")
+        );
         st.notes.push(format!(
             "stall: no rank can make progress; stuck ranks [{}] (the launcher's watchdog ends the run)",
             ranks.join(", ")

@@ -39,6 +39,8 @@ pub enum SimError {
 /// Runs `scenario` with `seed` (the scenario's own seed when `None`).
 pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimError> {
     let seed = seed.unwrap_or(scenario.sim.seed);
+    let span = tracing::info_span!("sim", scenario = %scenario.name, seed);
+    let _in_sim = span.enter();
     let mut builder = turmoil::Builder::new();
     if scenario.sim.random_order {
         builder.enable_random_order();
@@ -448,6 +450,7 @@ fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
 }
 
 fn note(probe: &SimProbe, t_ms: u64, text: String) {
+    scen_core::log::mirror(EventKind::Verdict, t_ms, &text);
     probe.event(Event {
         t_ms,
         rank: None,

@@ -50,6 +50,13 @@ impl SimProbe {
     pub fn fault_event(&self, fault: usize, rank: Option<usize>, step: Option<usize>, text: &str) {
         let t_ms = self.clock.now_ms();
         let label = self.plan.borrow().label(fault);
+        tracing::info!(
+            t_ms,
+            kind = "fault",
+            rank,
+            step = step.map(|s| s + 1),
+            "{label}: {text}"
+        );
         self.event(Event {
             t_ms,
             rank,
