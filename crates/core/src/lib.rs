@@ -8,6 +8,7 @@ pub mod class;
 pub mod diagnose;
 pub mod dtype;
 pub mod parity;
+pub mod perf;
 pub mod reduce;
 pub mod runtime;
 pub mod scenario;
