@@ -3,6 +3,7 @@
 //! Exit codes: 0 when the scenario's expectations hold, 1 when they do not, 2 on invalid input
 //! (a bad scenario file or argument) or when the requested mode cannot run.
 
+mod bench;
 mod explore;
 mod shrink;
 
@@ -48,6 +49,12 @@ enum Cmd {
         #[command(flatten)]
         hw_opts: HwArgs,
     },
+    /// nccl-tests-style collective benchmark: predicted by the timing model, or measured on real
+    /// oneCCL with --hw; --pattern, --calibrate, --compare (docs/bench.md).
+    Bench(bench::BenchArgs),
+    /// One rank process of `bench --hw` (started by the bench launcher, not by users).
+    #[command(name = "__bench-rank", hide = true)]
+    BenchRank,
     /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
     Doctor,
     /// One rank process of `run --hw` (started by the launcher, not by users).
@@ -191,6 +198,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::HwRank { file } => run_hw_rank(&file),
+        Cmd::Bench(args) => bench::run(args),
+        Cmd::BenchRank => ExitCode::from(scen_hw::bench::rank::rank_main().clamp(0, 255) as u8),
         Cmd::Replay {
             file,
             seed,

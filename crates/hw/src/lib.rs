@@ -6,6 +6,7 @@
 //! watchdog oneCCL lacks and builds the simulator's kind of Report. `scen doctor` ([`doctor`])
 //! says what this machine has. See docs/hw.md.
 
+pub mod bench;
 pub mod child;
 pub mod doctor;
 pub mod launch_env;
