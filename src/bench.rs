@@ -228,7 +228,8 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
         rows,
         notes: Vec::new(),
     };
-    if predict {
+    // Wall time is not part of the JSON report, which stays the same for the same input.
+    if predict && matches!(a.format, OutFormat::Human) {
         report.notes.push(format!(
             "prediction: {} collectives in {:.1} us of wall time ({:.2} us each)",
             jobs.len(),
