@@ -26,7 +26,14 @@ fn json(o: &Output) -> Value {
 #[test]
 fn sim_bench_predicts_every_size_with_bus_bandwidth_and_is_deterministic() {
     let args = [
-        "bench", "--op", "all_reduce,all_to_all", "--sizes", "4K:1M", "--ranks", "4", "--format",
+        "bench",
+        "--op",
+        "all_reduce,all_to_all",
+        "--sizes",
+        "4K:1M",
+        "--ranks",
+        "4",
+        "--format",
         "json",
     ];
     let a = json(&scen(&args));
@@ -35,7 +42,10 @@ fn sim_bench_predicts_every_size_with_bus_bandwidth_and_is_deterministic() {
     assert_eq!(rows.len(), 2 * 9);
     for r in rows {
         let sim = &r["sim"];
-        let (alg, bus) = (sim["algbw_gbps"].as_f64().unwrap(), sim["busbw_gbps"].as_f64().unwrap());
+        let (alg, bus) = (
+            sim["algbw_gbps"].as_f64().unwrap(),
+            sim["busbw_gbps"].as_f64().unwrap(),
+        );
         let factor = if r["op"] == "all_reduce" { 1.5 } else { 0.75 };
         assert!((bus - alg * factor).abs() < 1e-9, "{r}");
         assert!(sim["time_us"].as_f64().unwrap() > 0.0);
@@ -51,13 +61,19 @@ fn human_table_has_the_nccl_tests_columns_and_patterns_report_per_step() {
     let o = scen(&["bench", "--sizes", "1M"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success());
-    assert!(out.contains("size") && out.contains("count") && out.contains("redop"), "{out}");
+    assert!(
+        out.contains("size") && out.contains("count") && out.contains("redop"),
+        "{out}"
+    );
     assert!(out.contains("sim_bus"), "{out}");
     let o = scen(&["bench", "--pattern", "wan-ulysses", "--ulysses", "2"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
     assert!(out.contains("per denoise step"), "{out}");
-    assert!(out.contains("all_to_all_4D qkv [3, seq, heads, head_dim]"), "{out}");
+    assert!(
+        out.contains("all_to_all_4D qkv [3, seq, heads, head_dim]"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -71,14 +87,24 @@ fn compare_prints_buckets_and_a_verdict() {
     let oa = scen(&[&base[..], &["--model", slow.to_str().unwrap()]].concat());
     std::fs::write(&a, &oa.stdout).unwrap();
     std::fs::write(&b, scen(&base).stdout).unwrap();
-    let o = scen(&["bench", "--compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let o = scen(&[
+        "bench",
+        "--compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
     for want in ["<1 MiB", "1-10 MiB", ">10 MiB", "verdict:", "faster than"] {
         assert!(out.contains(want), "missing {want}: {out}");
     }
     std::fs::write(&a, "{ not json").unwrap();
-    let o = scen(&["bench", "--compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let o = scen(&[
+        "bench",
+        "--compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("a.json:1:"));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -89,7 +115,10 @@ fn bad_arguments_exit_2_with_a_reason() {
     for (args, want) in [
         (vec!["bench", "--sizes", "64M:4K"], "end is below the start"),
         (vec!["bench", "--op", "gossip"], "unknown op"),
-        (vec!["bench", "--pattern", "wan-ulysses", "--ulysses", "3"], "not divisible"),
+        (
+            vec!["bench", "--pattern", "wan-ulysses", "--ulysses", "3"],
+            "not divisible",
+        ),
         (vec!["bench", "--hw", "--env", "NOEQUALS"], "KEY=VALUE"),
     ] {
         let o = scen(&args);
@@ -122,8 +151,21 @@ fn gloo_host_path_runs_every_op_on_real_processes_with_correct_values() {
 #[test]
 fn oneccl_bench_with_raw_baseline_gets_correct_values() {
     let o = scen(&[
-        "bench", "--hw", "--raw", "--op", "all_reduce,all_gather,all_to_all,broadcast", "--sizes",
-        "4K,64K", "--nproc-per-node", "2", "--warmup", "1", "--iters", "3", "--format", "json",
+        "bench",
+        "--hw",
+        "--raw",
+        "--op",
+        "all_reduce,all_gather,all_to_all,broadcast",
+        "--sizes",
+        "4K,64K",
+        "--nproc-per-node",
+        "2",
+        "--warmup",
+        "1",
+        "--iters",
+        "3",
+        "--format",
+        "json",
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     if o.status.code() == Some(2) && err.contains("hardware mode unavailable") {

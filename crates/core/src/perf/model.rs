@@ -381,10 +381,11 @@ mod tests {
             self.inner.size()
         }
         async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
-            let mut s = self.sent.borrow_mut();
-            s.0 += 1;
-            s.1 = s.1.max(data.len() - 9);
-            drop(s);
+            {
+                let mut s = self.sent.borrow_mut();
+                s.0 += 1;
+                s.1 = s.1.max(data.len() - 9);
+            }
             self.inner.send(to, data).await
         }
         async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {

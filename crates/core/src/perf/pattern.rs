@@ -102,7 +102,7 @@ pub fn build(kind: PatternKind, p: &PatternParams) -> Result<Pattern, PatternErr
             if u < 2 {
                 return bad("wan-ulysses needs --ulysses 2 or more".into());
             }
-            if p.heads % u != 0 {
+            if !p.heads.is_multiple_of(u) {
                 return bad(format!(
                     "wan-ulysses: --heads {} is not divisible by --ulysses {u} (all_to_all_4D scatters the heads)",
                     p.heads

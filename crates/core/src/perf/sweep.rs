@@ -84,7 +84,7 @@ pub fn parse_sweep(s: &str) -> Result<Vec<usize>, SweepError> {
 /// `1048576` -> `1M`, `1536` -> `1536`: the shortest exact binary form, for tables.
 pub fn human_size(bytes: usize) -> String {
     for (suffix, unit) in [("G", 1usize << 30), ("M", 1 << 20), ("K", 1 << 10)] {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }
