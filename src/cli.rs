@@ -28,6 +28,12 @@ pub enum Cmd {
     Run(RunArgs),
     /// Run every scenario under the paths and compare each with its expectations and snapshot.
     Test(TestArgs),
+    /// nccl-tests-style collective benchmark: predicted by the timing model, or measured on real
+    /// oneCCL with --hw; --pattern, --calibrate, --compare (docs/bench.md).
+    Bench(crate::cmd::bench::BenchArgs),
+    /// One rank process of `bench --hw` (started by the bench launcher, not by users).
+    #[command(name = "__bench-rank", hide = true)]
+    BenchRank,
     /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
     Doctor,
     /// One rank process of `run --hw` (started by the launcher, not by users).

@@ -35,7 +35,7 @@ const EXIT_SETTLE_MS: u64 = 500;
 const EXIT_WAIT_MS: u64 = 3_000;
 
 /// The env oneccl-env.sh sets; used for ranks where the launcher's own env does not say.
-const ONECCL_ENV: [(&str, &str); 10] = [
+pub(crate) const ONECCL_ENV: [(&str, &str); 10] = [
     ("CCL_PLUGIN", "ONECCL_LEGACY_CPU"),
     ("CCL_KVS_IFACE", "lo"),
     ("FI_PROVIDER", "tcp"),

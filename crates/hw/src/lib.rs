@@ -8,6 +8,7 @@
 //! cleans up after a launcher that was SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
 //! what this machine has. See docs/hw.md.
 
+pub mod bench;
 pub mod child;
 pub mod doctor;
 pub mod fr_dump;
