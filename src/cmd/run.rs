@@ -22,7 +22,9 @@ pub fn run(args: RunArgs) -> ExitCode {
         Err(code) => return code,
     };
     let report = if args.hw {
-        scen_hw::run(&scenario, &args.file, &args.hw_opts.options()).map_err(|e| e.to_string())
+        let mut opts = args.hw_opts.options();
+        opts.fr_dump_dir = args.fr.export_fr.clone();
+        scen_hw::run(&scenario, &args.file, &opts).map_err(|e| e.to_string())
     } else {
         scen_sim::simulate(&scenario, args.seed).map_err(|e| e.to_string())
     };
@@ -32,7 +34,21 @@ pub fn run(args: RunArgs) -> ExitCode {
                 eprintln!("error: {e:#}");
                 return ExitCode::from(2);
             }
-            print_report(&scenario, &r, args.format, args.trace)
+            // In hw mode the watchdog already wrote the dumps at the hang.
+            let fr_dir = args.fr.export_fr.as_deref();
+            if let Some(dir) = fr_dir.filter(|_| !args.hw || r.first_stall.is_none()) {
+                let world = scenario.world.size();
+                if let Err(e) = super::fr::export_run(dir, args.fr.fr_format, world, &r.calls) {
+                    eprintln!("error: {e:#}");
+                    return ExitCode::from(2);
+                }
+            }
+            let code = print_report(&scenario, &r, args.format, args.trace);
+            // A signal ended the hardware run: 128 + its number (docs/hw.md).
+            match scen_hw::signals::interrupted_by().filter(|_| args.hw) {
+                Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+                None => code,
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");

@@ -3,16 +3,24 @@
 //! `scen run --hw FILE` launches one process per local rank ([`launcher`]), each running core's
 //! `run_rank` unchanged ([`child`]) with tokio TCP and the wall clock ([`net`]), xccl groups on
 //! real oneCCL ([`oneccl`]) and a side channel to the launcher ([`probe`]). The launcher is the
-//! watchdog oneCCL lacks and builds the simulator's kind of Report. `scen doctor` ([`doctor`])
-//! says what this machine has. See docs/hw.md.
+//! watchdog oneCCL lacks ([`watchdog`]) and builds the simulator's kind of Report. Signals end a
+//! run with a report ([`signals`]); ranks die with the launcher ([`procs`]) and a guard process
+//! cleans up after a launcher that was SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
+//! what this machine has. See docs/hw.md.
 
+pub mod bench;
 pub mod child;
 pub mod doctor;
+pub mod fr_dump;
 pub mod launch_env;
 pub mod launcher;
 pub mod net;
 pub mod oneccl;
 pub mod probe;
+pub mod procs;
+pub mod reaper;
+pub mod signals;
+pub mod watchdog;
 
 use scen_core::scenario::Scenario;
 use scen_core::verdict::Report;
@@ -40,6 +48,8 @@ pub struct HwOptions {
     pub max_wall_ms: Option<u64>,
     /// Extra environment for the rank processes (wins over the oneCCL defaults).
     pub rank_env: Vec<(String, String)>,
+    /// Where the watchdog writes flight-recorder dumps when it declares a hang ([`fr_dump`]).
+    pub fr_dump_dir: Option<PathBuf>,
 }
 
 impl Default for HwOptions {
@@ -57,6 +67,7 @@ impl Default for HwOptions {
             quiet_ms: 1_000,
             max_wall_ms: None,
             rank_env: Vec::new(),
+            fr_dump_dir: None,
         }
     }
 }

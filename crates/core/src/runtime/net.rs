@@ -26,6 +26,12 @@ pub trait Net: Clone + 'static {
     fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>>;
     /// This node's host name as peers reach it.
     fn host_name(&self) -> String;
+    /// The job token TCPStore connections open with (`c10d::store`): hardware mode gives every
+    /// launch its own, so a process of another job or of an earlier run is refused. `None`
+    /// (the simulator, where every process belongs to the run): no handshake.
+    fn store_token(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Time as the model sees it, in milliseconds since the run started.
@@ -33,4 +39,16 @@ pub trait Clock: Clone + 'static {
     fn now_ms(&self) -> u64;
     /// Completes once `now_ms() >= t_ms`.
     fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()>;
+    /// The time rank `rank` spends sending `bytes` to rank `peer` (a device group's message when
+    /// `device`). The simulator charges its timing model here (`perf::model`); real modes pay
+    /// real time and do nothing.
+    fn charge(
+        &self,
+        _rank: usize,
+        _peer: usize,
+        _device: bool,
+        _bytes: usize,
+    ) -> impl Future<Output = ()> {
+        std::future::ready(())
+    }
 }
