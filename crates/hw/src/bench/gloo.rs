@@ -129,6 +129,8 @@ pub fn run(parent: &mut Parent, rank: usize, world: usize, spec: &BenchSpec) -> 
         let net = TokioNet {
             host: "127.0.0.1".into(),
             bind_ip: "127.0.0.1".into(),
+            // The bench's host path exchanges fabric addresses over the launcher's pipe and
+            // never opens a TCPStore, so there is no store handshake to carry a token.
             job_token: None,
         };
         let fabric: Rc<Fabric<TokioNet>> =
