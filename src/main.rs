@@ -5,6 +5,7 @@
 
 mod explore;
 mod shrink;
+mod torch_cmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use scen_core::scenario::{load_file, Scenario};
@@ -47,8 +48,23 @@ enum Cmd {
         timeline: Option<PathBuf>,
         #[command(flatten)]
         hw_opts: HwArgs,
+        #[command(flatten)]
+        torch_opts: torch_cmd::TorchArgs,
     },
-    /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
+    /// Write a scenario's program as a Python file for torchrun (`--torch`; docs/torch.md).
+    Export {
+        file: PathBuf,
+        /// The torch.distributed program (the only export there is).
+        #[arg(long, required = true)]
+        torch: bool,
+        /// Where to write it (default: print it).
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
+        /// Scale every timeout and delay by N/D.
+        #[arg(long, value_name = "N/D", value_parser = scen_core::scenario::TimeScale::parse)]
+        time_scale: Option<scen_core::scenario::TimeScale>,
+    },
+    /// What this machine has for `run --hw` and `run --torch`: Level Zero devices, oneCCL, torch.
     Doctor,
     /// One rank process of `run --hw` (started by the launcher, not by users).
     #[command(name = "__hw-rank", hide = true)]
@@ -188,9 +204,16 @@ fn main() -> ExitCode {
         },
         Cmd::Doctor => {
             print!("{}", scen_hw::doctor::report());
+            print!("{}", torch_cmd::doctor());
             ExitCode::SUCCESS
         }
         Cmd::HwRank { file } => run_hw_rank(&file),
+        Cmd::Export {
+            file,
+            torch: _,
+            out,
+            time_scale,
+        } => torch_cmd::export(&file, out.as_deref(), time_scale),
         Cmd::Replay {
             file,
             seed,
@@ -235,14 +258,18 @@ fn main() -> ExitCode {
             trace,
             hw,
             hw_opts,
+            torch_opts,
             graph,
             timeline,
         } => {
-            let scenario = match load(&file) {
+            let mut scenario = match load(&file) {
                 Ok(s) => s,
                 Err(code) => return code,
             };
-            let report = if hw {
+            torch_opts.scale(&mut scenario);
+            let report = if torch_opts.torch {
+                torch_opts.run(&scenario, &file)
+            } else if hw {
                 scen_hw::run(&scenario, &file, &hw_opts.options()).map_err(|e| e.to_string())
             } else {
                 scen_sim::simulate(&scenario, seed).map_err(|e| e.to_string())

@@ -407,7 +407,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             },
         };
         let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
-        let timeout_ms = timeout_ms.unwrap_or_else(|| backend::default_timeout_ms(&config));
+        let timeout_ms = timeout_ms.unwrap_or_else(|| {
+            let scale = self.env.scenario.time_scale;
+            scale.apply(backend::default_timeout_ms(&config))
+        });
         let url = init_method
             .as_ref()
             .map(|u| self.expand(u))
@@ -827,7 +830,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Some(d)
             }
         };
-        let timeout_ms = timeout_ms.unwrap_or_else(|| backend::default_timeout_ms(&config));
+        let timeout_ms = timeout_ms.unwrap_or_else(|| {
+            let scale = self.env.scenario.time_scale;
+            scale.apply(backend::default_timeout_ms(&config))
+        });
         let member = ranks.contains(&me);
         let label = handle.clone().unwrap_or_else(|| "unnamed".into());
         if local_sync && !member {

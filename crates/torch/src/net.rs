@@ -1,0 +1,98 @@
+//! Where a torch-mode run listens: the scenario's hosts and ports mapped to real ones.
+//!
+//! Scenarios name hosts (`node0`, `localhost`) and fixed ports (29500); a run on one machine maps
+//! every host to 127.0.0.1 and every port the scenario names to a free one, keeping distinct
+//! ports distinct (so a rank given the wrong MASTER_PORT still misses the store) and letting
+//! runs proceed in parallel. `scen export` uses the identity map.
+
+use scen_core::scenario::Scenario;
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+
+#[derive(Debug, Clone, Default)]
+pub struct Endpoints {
+    /// Scenario port -> real port (empty: identity).
+    pub ports: BTreeMap<u16, u16>,
+    /// Map every host to 127.0.0.1.
+    pub localhost: bool,
+}
+
+impl Endpoints {
+    /// Free ports for every port the scenario names, hosts on 127.0.0.1.
+    pub fn local(s: &Scenario) -> std::io::Result<Endpoints> {
+        let mut ports = BTreeMap::new();
+        // Hold every listener until all are picked, so the ports differ.
+        let mut held = Vec::new();
+        for p in scenario_ports(s) {
+            let l = TcpListener::bind("127.0.0.1:0")?;
+            ports.insert(p, l.local_addr()?.port());
+            held.push(l);
+        }
+        Ok(Endpoints {
+            ports,
+            localhost: true,
+        })
+    }
+
+    pub fn port(&self, p: u16) -> u16 {
+        self.ports.get(&p).copied().unwrap_or(p)
+    }
+
+    /// An environment value as the rank gets it.
+    pub fn env_value(&self, key: &str, v: &str) -> String {
+        match key {
+            "MASTER_PORT" => match v.parse::<u16>() {
+                Ok(p) => self.port(p).to_string(),
+                Err(_) => v.to_string(),
+            },
+            "MASTER_ADDR" if self.localhost => "127.0.0.1".into(),
+            _ => v.to_string(),
+        }
+    }
+
+    /// `tcp://host:port` inside a literal, mapped.
+    pub fn url(&self, s: &str) -> String {
+        let Some(rest) = s.strip_prefix("tcp://") else {
+            return s.to_string();
+        };
+        let Some((host, port)) = rest.rsplit_once(':') else {
+            return s.to_string();
+        };
+        let host = if self.localhost && !host.contains('$') {
+            "127.0.0.1"
+        } else {
+            host
+        };
+        match port.parse::<u16>() {
+            Ok(p) => format!("tcp://{host}:{}", self.port(p)),
+            Err(_) => format!("tcp://{host}:{port}"),
+        }
+    }
+}
+
+/// Every port the scenario names: MASTER_PORT values and `tcp://` init methods.
+fn scenario_ports(s: &Scenario) -> Vec<u16> {
+    let mut out: Vec<u16> = s
+        .world
+        .ranks
+        .iter()
+        .filter_map(|r| r.env.get("MASTER_PORT")?.parse().ok())
+        .collect();
+    for st in &s.steps {
+        let url = match &st.kind {
+            scen_core::scenario::StepKind::InitProcessGroup { init_method, .. } => init_method,
+            _ => continue,
+        };
+        if let Some(p) = url
+            .as_deref()
+            .and_then(|u| u.strip_prefix("tcp://"))
+            .and_then(|r| r.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse().ok())
+        {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
