@@ -263,7 +263,23 @@ fn run_in(
     let last_event = trace.events.iter().map(|e| e.t_ms).max().unwrap_or(0);
     let last_exit = ranks.iter().filter_map(|r| r.exit.as_ref().map(|x| x.t_ms)).max().unwrap_or(0);
     let end_ms = last_event.max(last_exit);
-    let verdicts = verdicts(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
+    let mut verdicts = verdicts(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
+    // Texts name the scenario's ports, not the free ones the run used.
+    for v in verdicts.iter_mut() {
+        if let RankVerdict::Failed { error, .. } = v {
+            *error = ep.unmap_ports(error);
+        }
+    }
+    for e in trace.events.iter_mut() {
+        e.text = ep.unmap_ports(&e.text);
+    }
+    if !ep.ports.is_empty() {
+        let m: Vec<String> = ep.ports.iter().map(|(a, b)| format!("{a} -> {b}")).collect();
+        notes.push(format!(
+            "ports: the scenario's ran as free local ports ({}); texts above name the scenario's",
+            m.join(", ")
+        ));
+    }
     if ranks.iter().any(|r| !matches!(r.end, Some((RankEnd::Completed, _)))) {
         if let Some(tail) = log_tail(&log_path, 4) {
             notes.push(format!("rank output (last lines): {tail}"));

@@ -50,6 +50,35 @@ impl Endpoints {
         }
     }
 
+    /// `text` with every real port (as a whole number) replaced by the scenario's.
+    pub fn unmap_ports(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let b = text.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i].is_ascii_digit() && (i == 0 || !b[i - 1].is_ascii_digit()) {
+                let mut j = i;
+                while j < b.len() && b[j].is_ascii_digit() {
+                    j += 1;
+                }
+                let num = &text[i..j];
+                let back = num.parse::<u16>().ok().and_then(|n| {
+                    self.ports.iter().find(|(_, real)| **real == n).map(|(p, _)| *p)
+                });
+                match back {
+                    Some(p) => out.push_str(&p.to_string()),
+                    None => out.push_str(num),
+                }
+                i = j;
+            } else {
+                let c = text[i..].chars().next().unwrap_or(' ');
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+        out
+    }
+
     /// `tcp://host:port` inside a literal, mapped.
     pub fn url(&self, s: &str) -> String {
         let Some(rest) = s.strip_prefix("tcp://") else {

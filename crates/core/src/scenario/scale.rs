@@ -109,5 +109,6 @@ mod tests {
         assert!(TimeScale::parse("0/2").is_err());
         assert!(TimeScale::parse("x").is_err());
         assert!(TimeScale::parse("2").unwrap().apply(5) == 10);
+
     }
 }
