@@ -52,9 +52,10 @@ pub fn init_twice() -> C10dError {
     value("trying to initialize the default process group twice!")
 }
 
-/// Using the default group before `init_process_group`.
+/// Using the default group before `init_process_group`: `_get_default_group` raises ValueError
+/// (real PyTorch 2.15; torch mode found it).
 pub fn not_initialized() -> C10dError {
-    runtime("Default process group has not been initialized, please make sure to call init_process_group.")
+    value("Default process group has not been initialized, please make sure to call init_process_group.")
 }
 
 /// R15: env:// without a variable.
@@ -89,13 +90,20 @@ pub fn client_connect_timeout(timeout_ms: u64, host: &str, port: u16) -> C10dErr
     )
 }
 
-/// R16: the server's waitForWorkers.
+/// R16: when the server's waitForWorkers gives up. It polls until the elapsed time, truncated to
+/// whole seconds, exceeds the timeout: a 1800 s timeout fails after 1801 s and says so (real
+/// PyTorch 2.15, and users' logs: "Timed out after 601 seconds" for 600 s).
+pub fn workers_timeout_elapsed_ms(timeout_ms: u64) -> u64 {
+    (timeout_ms / 1000 + 1) * 1000
+}
+
+/// R16: the server's waitForWorkers; `timeout_ms` is the store's timeout.
 pub fn workers_timeout(timeout_ms: u64, joined: i64, world_size: usize) -> C10dError {
     e(
         "DistStoreError",
         format!(
             "Timed out after {} seconds waiting for clients. {joined}/{world_size} clients joined.",
-            timeout_ms / 1000
+            workers_timeout_elapsed_ms(timeout_ms) / 1000
         ),
     )
 }

@@ -22,7 +22,7 @@ use crate::reduce::{self, ReduceOp};
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate, Expr};
 use crate::scenario::{
-    CollStep, IntArg, P2pOp, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec,
+    CollStep, IntArg, Launcher, P2pOp, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec,
     RANK_VARS,
 };
 use crate::tensor::Tensor;
@@ -422,7 +422,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )));
         }
         let deadline = self.now() + timeout_ms;
-        if rv.rank == 0 {
+        // Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE): every rank
+        // is a client and nobody waits for workers.
+        let agent_store = self.env.scenario.world.launcher == Launcher::Torchrun;
+        if rv.rank == 0 && !agent_store {
             self.start_store_server(rv.port).await?;
         }
         let store = Rc::new(
@@ -560,9 +563,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             EventKind::Info,
             format!("checked in to TCPStore {} (init/ = {n})", store.addr),
         );
-        if rv.rank != 0 {
+        if rv.rank != 0 || self.env.scenario.world.launcher == Launcher::Torchrun {
             return Ok(());
         }
+        let wait_ms = error::workers_timeout_elapsed_ms(timeout_ms);
         self.wait(Some(Wait {
             step: self.step,
             what: format!("TCPStore server waiting for {} clients", rv.world_size),
@@ -570,11 +574,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             seq: None,
             peers: vec![],
             since_ms: self.now(),
-            deadline_ms: Some(self.now() + timeout_ms),
+            deadline_ms: Some(self.now() + wait_ms),
             timeout_error: Some(error::workers_timeout(timeout_ms, n, rv.world_size).to_string()),
         }));
         let r = store
-            .wait_ge("init/", rv.world_size as i64, timeout_ms)
+            .wait_ge("init/", rv.world_size as i64, wait_ms)
             .await;
         self.wait(None);
         match r {
@@ -698,7 +702,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 continue;
             }
             let key = join_key(&prefixes, &gr.to_string());
-            let inner = error::store_wait_timeout(timeout_ms, &key);
+            // R24: a store timeout here reaches Python as the store's own DistStoreError, not
+            // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
+            let timeout = error::store_wait_timeout(timeout_ms, &key);
             let v = self
                 .store_get(
                     &key,
@@ -706,11 +712,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     missing.clone(),
                     format!("gloo connectFullMesh of group {label}: store get '{key}'"),
                     Some(label.clone()),
-                    Some(error::gloo_connect_failed(&inner.to_string())),
+                    Some(timeout.clone()),
                 )
                 .await
                 .map_err(|e| match e {
-                    StoreError::Timeout { .. } => error::gloo_connect_failed(&inner.to_string()),
+                    StoreError::Timeout { .. } => timeout.clone(),
                     other => self.store_err(other),
                 })?;
             missing.retain(|m| m != r);
