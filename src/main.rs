@@ -24,6 +24,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the size of `Run`'s options does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and print its verdict.

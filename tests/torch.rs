@@ -72,7 +72,9 @@ pub fn redact(text: &str) -> String {
         out.push_str(&rest[..i]);
         if inner.contains(".cc:") || inner.contains(".cpp:") || inner.contains(".h:") {
             // gloo's source location: not modelled.
-            rest = rest[i + j + 1..].strip_prefix(' ').unwrap_or(&rest[i + j + 1..]);
+            rest = rest[i + j + 1..]
+                .strip_prefix(' ')
+                .unwrap_or(&rest[i + j + 1..]);
             continue;
         } else {
             out.push_str(&rest[i..=i + j]);
@@ -135,7 +137,10 @@ fn documented_digests(path: &Path) -> Vec<(usize, usize)> {
         .filter_map(|l| l.strip_prefix("# torch digest: rank "))
         .filter_map(|l| {
             let (r, st) = l.split_once(" step ")?;
-            Some((r.trim().parse().ok()?, st.trim().parse::<usize>().ok()?.checked_sub(1)?))
+            Some((
+                r.trim().parse().ok()?,
+                st.trim().parse::<usize>().ok()?.checked_sub(1)?,
+            ))
         })
         .collect()
 }
@@ -223,7 +228,11 @@ fn main() {
     let python = match scen_torch::python::find(None) {
         Ok((p, _)) if p.exists() => p,
         Ok((p, _)) => {
-            assert!(!required, "SCEN_TORCH_REQUIRED=1 but {} does not exist", p.display());
+            assert!(
+                !required,
+                "SCEN_TORCH_REQUIRED=1 but {} does not exist",
+                p.display()
+            );
             println!("skip: torch parity (tests/torch.rs): {} does not exist; run scripts/install-torch-cpu.sh", p.display());
             return;
         }
@@ -253,7 +262,11 @@ fn main() {
                 let Some(p) = queue.lock().expect("queue").pop() else {
                     return;
                 };
-                let name = p.file_stem().unwrap_or_default().to_string_lossy().to_string();
+                let name = p
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .to_string();
                 let t = Instant::now();
                 let o = check(&p, &python);
                 let tag = match &o {
@@ -263,7 +276,10 @@ fn main() {
                     Outcome::Ineligible(_) => "ineligible",
                 };
                 if !matches!(o, Outcome::Ineligible(_)) {
-                    println!("torch parity {name}: {tag} ({:.1} s)", t.elapsed().as_secs_f64());
+                    println!(
+                        "torch parity {name}: {tag} ({:.1} s)",
+                        t.elapsed().as_secs_f64()
+                    );
                 }
                 results.lock().expect("results").push((name, o));
             });

@@ -7,9 +7,9 @@
 //! env overrides, late starts) act at time 0. Every action is written to the trace as it acts
 //! and remembered, so the report can say which fault a failure followed.
 
-pub use scen_core::scenario::fault::{apply_env, crash_error};
 use scen_core::scenario::fault::node_list;
 use scen_core::scenario::fault::ranks_of;
+pub use scen_core::scenario::fault::{apply_env, crash_error};
 use scen_core::scenario::{Fault, FaultKind, LinkSets, Scenario};
 
 /// Something the driver does to the network or the hosts at a time.

@@ -212,12 +212,16 @@ async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize) {
         .await;
     let running: Vec<usize> = {
         let st = probe.state.borrow();
-        (0..st.ends.len()).filter(|r| st.ends[*r].is_none()).collect()
+        (0..st.ends.len())
+            .filter(|r| st.ends[*r].is_none())
+            .collect()
     };
     for r in running {
         probe.terminate(
             r,
-            format!("SIGTERM: torchrun stopped the worker group after rank {failed} failed (signal 15)"),
+            format!(
+                "SIGTERM: torchrun stopped the worker group after rank {failed} failed (signal 15)"
+            ),
         );
     }
 }

@@ -108,10 +108,7 @@ impl SimProbe {
             .or(st.step[rank])
             .unwrap_or(0);
         st.waits[rank] = None;
-        st.ends[rank] = Some((
-            RankEnd::Failed { step, error },
-            t,
-        ));
+        st.ends[rank] = Some((RankEnd::Failed { step, error }, t));
         if let Some(tx) = st.kills[rank].take() {
             let _ = tx.send(());
         }

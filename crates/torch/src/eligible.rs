@@ -17,6 +17,16 @@ pub fn accel_device(s: &Scenario, _step: &Step) -> &'static str {
 
 /// `Err(reason)` when torch mode cannot run `s` on CPU PyTorch.
 pub fn check(s: &Scenario) -> Result<(), String> {
+    check_with(s, true)
+}
+
+/// `Err(reason)` when `s` cannot be written as a torch program at all (`scen export`: any
+/// backend and device, for the user's own GPU node).
+pub fn check_translatable(s: &Scenario) -> Result<(), String> {
+    check_with(s, false)
+}
+
+fn check_with(s: &Scenario, cpu: bool) -> Result<(), String> {
     if !s.world.services.is_empty() {
         return Err("it declares [[world.service]] (another job's TCPStore), which only the simulator provides".into());
     }
@@ -33,9 +43,36 @@ pub fn check(s: &Scenario) -> Result<(), String> {
         }
     }
     for st in &s.steps {
-        step(s, st).map_err(|why| format!("step {} ({}:{}): {why}", st.label(), s.file, st.loc.line))?;
+        let r = if cpu { step(s, st) } else { translatable(st) };
+        r.map_err(|why| format!("step {} ({}:{}): {why}", st.label(), s.file, st.loc.line))?;
     }
     Ok(())
+}
+
+/// What the translation itself cannot express.
+fn translatable(st: &Step) -> Result<(), String> {
+    match &st.kind {
+        StepKind::Collective(c)
+            if matches!(
+                c.op,
+                CollOp::AllGatherIntoTensorCoalesced | CollOp::ReduceScatterTensorCoalesced
+            ) =>
+        {
+            Err(format!(
+                "{} is not public torch.distributed API (only inside _coalescing_manager)",
+                c.op.name()
+            ))
+        }
+        StepKind::InitDistributedEnvironment { .. }
+        | StepKind::InitializeModelParallel { .. }
+        | StepKind::SpAllToAll { .. }
+        | StepKind::BroadcastPyobj { .. }
+        | StepKind::DenoiseStep { .. } => Err(format!(
+            "`{}` is an sglang step: torch mode does not run sglang yet",
+            st.kind.op_name()
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn backend_ok(s: &Scenario, b: &str) -> Result<(), String> {
@@ -58,7 +95,9 @@ fn cpu_device(s: &Scenario, st: &Step, d: &Option<String>) -> Result<(), String>
     if dev.starts_with("cpu") {
         Ok(())
     } else {
-        Err(format!("its tensor lives on `{dev}`; torch mode runs CPU tensors only"))
+        Err(format!(
+            "its tensor lives on `{dev}`; torch mode runs CPU tensors only"
+        ))
     }
 }
 
@@ -72,9 +111,10 @@ fn step(s: &Scenario, st: &Step) -> Result<(), String> {
         } => {
             match backend {
                 Some(b) => backend_ok(s, b)?,
-                None if accel_device(s, st) != "cpu" => {
-                    return Err("no backend on an accelerator platform: PyTorch would pick the device backend".into())
-                }
+                None if accel_device(s, st) != "cpu" => return Err(
+                    "no backend on an accelerator platform: PyTorch would pick the device backend"
+                        .into(),
+                ),
                 None => {}
             }
             if let Some(d) = device_id {
@@ -82,7 +122,10 @@ fn step(s: &Scenario, st: &Step) -> Result<(), String> {
                     return Err(format!("device_id `{d}` needs an accelerator"));
                 }
             }
-            if init_method.as_deref().is_some_and(|u| u.starts_with("file://")) {
+            if init_method
+                .as_deref()
+                .is_some_and(|u| u.starts_with("file://"))
+            {
                 return Err("file:// rendezvous is not modelled".into());
             }
             Ok(())

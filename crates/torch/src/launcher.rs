@@ -65,11 +65,7 @@ pub fn quiet_bound_ms(s: &Scenario) -> u64 {
 }
 
 /// Runs the scenario; see the module comment.
-pub fn launch(
-    s: &Scenario,
-    source: Option<&str>,
-    o: &TorchOptions,
-) -> Result<Report, TorchError> {
+pub fn launch(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Report, TorchError> {
     eligible::check(s).map_err(TorchError::NotEligible)?;
     let (py, _) = python::find(o.python.as_deref())?;
     if !py.exists() {
@@ -173,9 +169,7 @@ fn run_in(
         .stderr(log2)
         .process_group(0)
         .spawn()
-        .map_err(|e| {
-            TorchError::Unavailable(format!("cannot start {}: {e}", py.display()))
-        })?;
+        .map_err(|e| TorchError::Unavailable(format!("cannot start {}: {e}", py.display())))?;
     let pgid = child.id() as i32;
     let mut ranks = vec![RankState::default(); world];
     let mut trace = Trace::default();
@@ -237,8 +231,7 @@ fn run_in(
             ));
             break;
         }
-        if o
-            .max_wall_ms
+        if o.max_wall_ms
             .is_some_and(|m| begin.elapsed().as_millis() as u64 >= m)
         {
             hung = true;
@@ -261,7 +254,11 @@ fn run_in(
     }
     // Rank times count from the moment the ranks were forked (after torch's import).
     let last_event = trace.events.iter().map(|e| e.t_ms).max().unwrap_or(0);
-    let last_exit = ranks.iter().filter_map(|r| r.exit.as_ref().map(|x| x.t_ms)).max().unwrap_or(0);
+    let last_exit = ranks
+        .iter()
+        .filter_map(|r| r.exit.as_ref().map(|x| x.t_ms))
+        .max()
+        .unwrap_or(0);
     let end_ms = last_event.max(last_exit);
     let mut verdicts = verdicts(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
     // Texts name the scenario's ports, not the free ones the run used.
@@ -274,13 +271,20 @@ fn run_in(
         e.text = ep.unmap_ports(&e.text);
     }
     if !ep.ports.is_empty() {
-        let m: Vec<String> = ep.ports.iter().map(|(a, b)| format!("{a} -> {b}")).collect();
+        let m: Vec<String> = ep
+            .ports
+            .iter()
+            .map(|(a, b)| format!("{a} -> {b}"))
+            .collect();
         notes.push(format!(
             "ports: the scenario's ran as free local ports ({}); texts above name the scenario's",
             m.join(", ")
         ));
     }
-    if ranks.iter().any(|r| !matches!(r.end, Some((RankEnd::Completed, _)))) {
+    if ranks
+        .iter()
+        .any(|r| !matches!(r.end, Some((RankEnd::Completed, _))))
+    {
         if let Some(tail) = log_tail(&log_path, 4) {
             notes.push(format!("rank output (last lines): {tail}"));
         }
@@ -288,7 +292,10 @@ fn run_in(
     if !s.time_scale.is_identity() {
         notes.insert(
             0,
-            format!("time scale {}: every timeout and delay scaled", s.time_scale),
+            format!(
+                "time scale {}: every timeout and delay scaled",
+                s.time_scale
+            ),
         );
     }
     notes.insert(

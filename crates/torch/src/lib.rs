@@ -47,9 +47,10 @@ pub fn run(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Repor
     launcher::launch(s, source, o)
 }
 
-/// The program alone, for the user's own torchrun (`scen export --torch`).
+/// The program alone, for the user's own torchrun (`scen export --torch`): any backend and
+/// device (xccl on an XPU node, nccl on CUDA), not only what this machine can run.
 pub fn export(s: &Scenario, source: Option<&str>) -> Result<String, TorchError> {
-    eligible::check(s).map_err(TorchError::NotEligible)?;
+    eligible::check_translatable(s).map_err(TorchError::NotEligible)?;
     let mut with_env = s.clone();
     scen_core::scenario::fault::apply_env(&mut with_env);
     Ok(translate::program(

@@ -63,7 +63,10 @@ impl Endpoints {
                 }
                 let num = &text[i..j];
                 let back = num.parse::<u16>().ok().and_then(|n| {
-                    self.ports.iter().find(|(_, real)| **real == n).map(|(p, _)| *p)
+                    self.ports
+                        .iter()
+                        .find(|(_, real)| **real == n)
+                        .map(|(p, _)| *p)
                 });
                 match back {
                     Some(p) => out.push_str(&p.to_string()),

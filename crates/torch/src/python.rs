@@ -51,9 +51,7 @@ pub fn probe(python: &Path) -> Result<TorchInfo, TorchError> {
         .arg("-c")
         .arg(PROBE)
         .output()
-        .map_err(|e| {
-            TorchError::Unavailable(format!("cannot start {}: {e}", python.display()))
-        })?;
+        .map_err(|e| TorchError::Unavailable(format!("cannot start {}: {e}", python.display())))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().last().unwrap_or("").to_string();

@@ -70,11 +70,7 @@ pub fn program(s: &Scenario, source: Option<&str>, ep: &Endpoints) -> String {
         if let Some(c) = &cond {
             let _ = writeln!(out, "    if {c}:");
         }
-        let _ = writeln!(
-            out,
-            "{indent}with step({}, {:?}) as st:",
-            step.index, label
-        );
+        let _ = writeln!(out, "{indent}with step({}, {:?}) as st:", step.index, label);
         for l in body {
             let _ = writeln!(out, "{indent}    {l}");
         }
@@ -287,9 +283,9 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             }
             match timeout_ms {
                 Some(t) => args.push(format!("timeout=ms({t})")),
-                None => args.extend(
-                    ms_default(s, backend.as_deref()).map(|t| format!("timeout={t}")),
-                ),
+                None => {
+                    args.extend(ms_default(s, backend.as_deref()).map(|t| format!("timeout={t}")))
+                }
             }
             if let Some(r) = rank {
                 args.push(format!("rank={}", int_arg(r)));
@@ -351,7 +347,9 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
         } => {
             b.push(format!("t = {}", tensor(s, step, t, None)));
             b.push(format!("dist.send(t, {dst}, group={})", group(g)));
-            b.push(format!("st.text = \"sent \" + str(t.numel()) + \" elements to {dst}\""));
+            b.push(format!(
+                "st.text = \"sent \" + str(t.numel()) + \" elements to {dst}\""
+            ));
         }
         StepKind::Recv {
             group: g,
@@ -412,6 +410,10 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             b.push(format!("_emit(\"log\", {}, text)", step.index));
         }
         StepKind::Sleep { ms } => b.push(format!("time.sleep({ms} / 1000)")),
+        StepKind::SetDevice { device } => {
+            b.push(format!("d = torch.device({})", template(device, ep)));
+            b.push("getattr(torch, d.type).set_device(d)".into());
+        }
         other => b.push(format!(
             "raise NotImplementedError({:?})",
             format!("{} has no torch translation", other.op_name())
@@ -460,7 +462,11 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
     let shape = format!("{:?}", c.tensor.shape);
     // `shape` with dim 0 times m (a scalar becomes [m]), as scen's `times`.
     let times = format!("([{}] + {shape}[1:] if {shape} else [m])", {
-        c.tensor.shape.first().map(|d| format!("{d} * m")).unwrap_or("m".into())
+        c.tensor
+            .shape
+            .first()
+            .map(|d| format!("{d} * m"))
+            .unwrap_or("m".into())
     });
     let op = format!("op=OPS[{:?}]", c.reduce_op.name().to_lowercase());
     let asy = if c.work.is_some() {
@@ -578,7 +584,9 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
                 tensor(s, step, &c.tensor, Some((&times, "None")))
             ));
             b.push("    parts = [x.clone() for x in inp.chunk(m)]".into());
-            b.push(format!("    res = torch.zeros({shape}, dtype=DTYPES[{dt:?}])"));
+            b.push(format!(
+                "    res = torch.zeros({shape}, dtype=DTYPES[{dt:?}])"
+            ));
             b.push("else:".into());
             b.push("    parts = None".into());
             b.push(format!("    res = {}", tensor(s, step, &c.tensor, None)));
@@ -602,10 +610,19 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
             let elems = numel;
             match &c.splits {
                 Some((i, o)) => {
-                    b.push(format!("ins, outs_rows = {}, {}", splits_py(i), splits_py(o)));
+                    b.push(format!(
+                        "ins, outs_rows = {}, {}",
+                        splits_py(i),
+                        splits_py(o)
+                    ));
                     b.push(format!(
                         "inp = {}",
-                        tensor(s, step, &c.tensor, Some((&format!("[sum(ins)] + {shape}"), "None")))
+                        tensor(
+                            s,
+                            step,
+                            &c.tensor,
+                            Some((&format!("[sum(ins)] + {shape}"), "None"))
+                        )
                     ));
                     b.push(format!(
                         "res = torch.zeros([sum(outs_rows)] + {shape}, dtype=inp.dtype)"
@@ -664,7 +681,9 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
     match &c.work {
         Some(w) => {
             b.push(format!("works[{w:?}] = ({call}, finish)"));
-            b.push(format!("st.text = \"enqueued (async_op, work \\\"{w}\\\")\""));
+            b.push(format!(
+                "st.text = \"enqueued (async_op, work \\\"{w}\\\")\""
+            ));
         }
         None => {
             b.push(call);

@@ -22,8 +22,8 @@ use crate::reduce::{self, ReduceOp};
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate, Expr};
 use crate::scenario::{
-    CollStep, IntArg, Launcher, P2pOp, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec,
-    RANK_VARS,
+    CollStep, IntArg, Launcher, P2pOp, Platform, RankSpec, Scenario, Splits, Step, StepKind,
+    TensorSpec, RANK_VARS,
 };
 use crate::tensor::Tensor;
 use crate::trace::{Event, EventKind, Probe, Wait};
@@ -577,9 +577,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             deadline_ms: Some(self.now() + wait_ms),
             timeout_error: Some(error::workers_timeout(timeout_ms, n, rv.world_size).to_string()),
         }));
-        let r = store
-            .wait_ge("init/", rv.world_size as i64, wait_ms)
-            .await;
+        let r = store.wait_ge("init/", rv.world_size as i64, wait_ms).await;
         self.wait(None);
         match r {
             Ok(_) => Ok(()),

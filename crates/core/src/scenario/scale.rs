@@ -30,14 +30,12 @@ impl TimeScale {
     /// Parses `1/600`, `0.5` is not accepted (integers keep texts exact).
     pub fn parse(s: &str) -> Result<TimeScale, String> {
         let (n, d) = s.split_once('/').unwrap_or((s, "1"));
-        let num: u64 = n
-            .trim()
-            .parse()
-            .map_err(|_| format!("time scale `{s}`: expected N/D with whole numbers, e.g. 1/600"))?;
-        let den: u64 = d
-            .trim()
-            .parse()
-            .map_err(|_| format!("time scale `{s}`: expected N/D with whole numbers, e.g. 1/600"))?;
+        let num: u64 = n.trim().parse().map_err(|_| {
+            format!("time scale `{s}`: expected N/D with whole numbers, e.g. 1/600")
+        })?;
+        let den: u64 = d.trim().parse().map_err(|_| {
+            format!("time scale `{s}`: expected N/D with whole numbers, e.g. 1/600")
+        })?;
         if num == 0 || den == 0 {
             return Err(format!("time scale `{s}`: both numbers must be positive"));
         }
@@ -77,9 +75,15 @@ impl Scenario {
                 FaultKind::CrashNode { at_ms, .. } | FaultKind::Bounce { at_ms, .. } => {
                     *at_ms = scale.apply(*at_ms)
                 }
-                FaultKind::Partition { at_ms, until_ms, .. }
-                | FaultKind::Hold { at_ms, until_ms, .. }
-                | FaultKind::Loss { at_ms, until_ms, .. } => {
+                FaultKind::Partition {
+                    at_ms, until_ms, ..
+                }
+                | FaultKind::Hold {
+                    at_ms, until_ms, ..
+                }
+                | FaultKind::Loss {
+                    at_ms, until_ms, ..
+                } => {
                     *at_ms = scale.apply(*at_ms);
                     s(until_ms);
                 }
@@ -109,6 +113,5 @@ mod tests {
         assert!(TimeScale::parse("0/2").is_err());
         assert!(TimeScale::parse("x").is_err());
         assert!(TimeScale::parse("2").unwrap().apply(5) == 10);
-
     }
 }
