@@ -150,3 +150,23 @@ fn scenario_ports(s: &Scenario) -> Vec<u16> {
     out.dedup();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_map_both_ways_and_hosts_go_local() {
+        let ep = Endpoints {
+            ports: [(29500, 23456), (29501, 23457)].into_iter().collect(),
+            localhost: true,
+        };
+        assert_eq!(ep.env_value("MASTER_PORT", "29501"), "23457");
+        assert_eq!(ep.env_value("MASTER_ADDR", "node0"), "127.0.0.1");
+        assert_eq!(ep.url("tcp://node1:29500"), "tcp://127.0.0.1:23456");
+        assert_eq!(
+            ep.unmap_ports("connect to (127.0.0.1, 23457) after 123456ms"),
+            "connect to (127.0.0.1, 29501) after 123456ms"
+        );
+    }
+}
