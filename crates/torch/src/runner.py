@@ -11,6 +11,18 @@ import signal
 import sys
 import time
 
+
+
+def die_with_parent():
+    """PR_SET_PDEATHSIG: if our parent dies (scen killed, Ctrl-C), we get SIGKILL too."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+die_with_parent()
 cfg = json.load(open(sys.argv[1]))
 import torch  # noqa: E402,F401
 import torch.distributed as dist  # noqa: E402
@@ -28,6 +40,7 @@ for r in cfg["ranks"]:
     if pid == 0:
         code = 1
         try:
+            die_with_parent()
             os.environ.update(r["env"])
             os.environ["SCEN_TORCH_EPOCH_MS"] = str(epoch_ms)
             sys.argv = [cfg["program"]]
