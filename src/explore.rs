@@ -21,6 +21,8 @@ pub struct ClassSummary {
     /// The first seed's per-rank verdicts.
     pub verdict: Vec<String>,
     pub trace_hash: String,
+    /// The scenario's expectations hold for every seed in this class.
+    pub expectations_hold: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +30,11 @@ pub struct Exploration {
     pub scenario: String,
     pub file: String,
     pub seeds_run: u64,
+    /// Seeds for which the scenario's expectations do not hold (`scen explore` then exits 1).
+    pub seeds_failing: u64,
+    /// Which shards this covers (`--shard i/n`: [i]; merged: every i), of `shard_count`.
+    pub shards: Vec<u64>,
+    pub shard_count: u64,
     /// Classes ordered by their first seed.
     pub classes: Vec<ClassSummary>,
 }
@@ -35,6 +42,7 @@ pub struct Exploration {
 /// One seed's result.
 struct Outcome {
     key: String,
+    holds: bool,
     verdict: Vec<String>,
     hash: String,
 }
@@ -44,6 +52,7 @@ pub fn explore(
     text: &str,
     file: &str,
     name: &str,
+    (shard, shard_count): (u64, u64),
     seeds: &[u64],
     jobs: usize,
     tick: &(dyn Fn() + Sync),
@@ -71,6 +80,7 @@ pub fn explore(
                     let out = scen_sim::simulate(&s, Some(seeds[i]))
                         .map(|r| Outcome {
                             key: class_key(&s, &r),
+                            holds: r.expectations_hold(),
                             verdict: r
                                 .ranks
                                 .iter()
@@ -88,6 +98,7 @@ pub fn explore(
     });
     let mut classes: Vec<ClassSummary> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seeds_failing = 0;
     for (i, r) in results
         .into_inner()
         .expect("results")
@@ -95,8 +106,12 @@ pub fn explore(
         .enumerate()
     {
         let o = r.unwrap_or_else(|| Err(format!("seed {} did not run", seeds[i])))?;
+        seeds_failing += u64::from(!o.holds);
         match index.get(&o.key) {
-            Some(&c) => classes[c].count += 1,
+            Some(&c) => {
+                classes[c].count += 1;
+                classes[c].expectations_hold &= o.holds;
+            }
             None => {
                 index.insert(o.key.clone(), classes.len());
                 classes.push(ClassSummary {
@@ -105,6 +120,7 @@ pub fn explore(
                     first_seed: seeds[i],
                     verdict: o.verdict,
                     trace_hash: o.hash,
+                    expectations_hold: o.holds,
                 });
             }
         }
@@ -114,11 +130,15 @@ pub fn explore(
         scenario: scenario.name,
         file: file.to_string(),
         seeds_run: seeds.len() as u64,
+        seeds_failing,
+        shards: vec![shard],
+        shard_count,
         classes,
     })
 }
 
 /// Adds shard outputs together: counts summed, each class keeps its smallest first seed.
+/// Refuses parts of different scenarios or shard counts, and a shard given twice.
 pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
     let mut it = parts.into_iter();
     let mut acc = it.next().ok_or("nothing to merge")?;
@@ -129,11 +149,26 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
                 acc.scenario, p.scenario
             ));
         }
+        if p.shard_count != acc.shard_count {
+            return Err(format!(
+                "cannot merge shards of {} and of {} (every part must use the same --shard i/n)",
+                acc.shard_count, p.shard_count
+            ));
+        }
+        if let Some(dup) = p.shards.iter().find(|i| acc.shards.contains(i)) {
+            return Err(format!(
+                "shard {dup}/{} is given twice: its seeds would count twice",
+                acc.shard_count
+            ));
+        }
+        acc.shards.extend(&p.shards);
         acc.seeds_run += p.seeds_run;
+        acc.seeds_failing += p.seeds_failing;
         for c in p.classes {
             match acc.classes.iter_mut().find(|x| x.key == c.key) {
                 Some(x) => {
                     x.count += c.count;
+                    x.expectations_hold &= c.expectations_hold;
                     if c.first_seed < x.first_seed {
                         x.first_seed = c.first_seed;
                         x.verdict = c.verdict;
@@ -145,6 +180,7 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
         }
     }
     acc.classes.sort_by_key(|c| c.first_seed);
+    acc.shards.sort_unstable();
     Ok(acc)
 }
 
@@ -170,9 +206,28 @@ pub fn render(e: &Exploration) -> String {
             c.trace_hash,
             c.key
         ));
+        if !c.expectations_hold {
+            out.push_str("  breaks the scenario's expectations\n");
+        }
         for v in &c.verdict {
             out.push_str(&format!("    {v}\n"));
         }
+    }
+    if e.shards.len() as u64 != e.shard_count {
+        out.push_str(&format!(
+            "shards: {} of {} ({:?})\n",
+            e.shards.len(),
+            e.shard_count,
+            e.shards
+        ));
+    }
+    if e.seeds_failing == 0 {
+        out.push_str("expectations: hold for every seed\n");
+    } else {
+        out.push_str(&format!(
+            "expectations: broken by {} of {} seeds (exit 1)\n",
+            e.seeds_failing, e.seeds_run
+        ));
     }
     out
 }

@@ -420,10 +420,7 @@ fn export_to_an_unwritable_path_is_a_clear_error() {
         "/nonexistent-dir/x.dot",
     ]);
     assert_eq!(code, 2);
-    assert!(
-        err.contains("cannot write /nonexistent-dir/x.scen-tmp"),
-        "{err}"
-    );
+    assert!(err.contains("cannot write /nonexistent-dir/x.dot"), "{err}");
 }
 
 #[test]

@@ -147,6 +147,7 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
 }
 
 #[test]
+#[tracing_test::traced_test]
 fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
     let rel = "tests/hw/rank_killed_mid_all_reduce.toml";
     // With oneCCL's shm transport, so the killed ranks leave /dev/shm files to remove.
@@ -158,6 +159,8 @@ fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
     let t = Instant::now();
     let Some(r) = run_hw(rel, &o) else { return };
     let elapsed_ms = t.elapsed().as_millis() as u64;
+    // The watchdog's decisions are log lines (`scen run --hw -v`).
+    assert!(logs_contain("watchdog: --kill-rank: SIGKILL rank 1"));
     // The scenario's timeout is 10 s; every other rank must be stopped within it + 5 s.
     assert!(elapsed_ms < 15_000, "took {elapsed_ms} ms");
     match &r.ranks[1] {
@@ -190,6 +193,8 @@ fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
             .flat_map(|x| x.peers.iter())
             .any(|p| p.starts_with("rank 1, which failed") && p.contains("SIGKILL")));
         assert!(r.notes.iter().any(|n| n.starts_with("watchdog: SIGKILLed")));
+        assert!(logs_contain("watchdog: stall: no rank can make progress"));
+        assert!(logs_contain("watchdog: SIGKILLed"));
     }
     assert!(
         r.notes

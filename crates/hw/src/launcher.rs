@@ -13,11 +13,12 @@ use crate::net::unix_ms;
 use crate::probe::Msg;
 use crate::{HwError, HwOptions};
 use scen_core::diagnose::record::CallState;
+use scen_core::observe::Observed;
 use scen_core::runtime::rank::RankEnd;
 use scen_core::scenario::Scenario;
+use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Wait};
 use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
-use scen_sim::probe::Observed;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -117,7 +118,7 @@ struct RankProc {
     closed: bool,
 }
 
-/// What the launcher has heard, in the simulator's terms (so its stall analysis applies).
+/// What the launcher has heard, as core's observation (so core's stall analysis applies).
 struct State {
     obs: Observed,
     /// Ranks whose end the watchdog decided (a deadline passed inside the device library).
@@ -241,12 +242,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         });
     }
     let mut st = State {
-        obs: Observed {
-            waits: vec![None; world],
-            step: vec![None; world],
-            ends: vec![None; world],
-            ..Default::default()
-        },
+        obs: Observed::new(world),
         notes,
         forced: vec![],
         last_msg_ms: 0,
@@ -301,6 +297,13 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
                 }
                 if kill_armed.is_some_and(|at| t >= at) {
                     if let Some(p) = procs.iter().find(|p| p.rank == rank) {
+                        tracing::warn!(
+                            rank,
+                            step = step + 1,
+                            "watchdog: --kill-rank: SIGKILL rank {rank} {} ms into step {}",
+                            o.kill_delay_ms,
+                            step + 1
+                        );
                         // SAFETY: kill(2) on a child this launcher started and has not reaped.
                         unsafe { libc::kill(p.child.id() as i32, libc::SIGKILL) };
                         st.notes.push(format!(
@@ -314,12 +317,17 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             }
         }
         if local.iter().all(|r| st.obs.ends[*r].is_some()) {
+            tracing::info!(t_ms = t, "watchdog: every local rank reported its end");
             break t;
         }
         if t >= st.last_msg_ms + o.quiet_ms && stalled(s, &mut st, &local, t) {
             break t;
         }
         if o.max_wall_ms.is_some_and(|m| t >= m) {
+            tracing::warn!(
+                t_ms = t,
+                "watchdog: --max-wall-s reached: stopping every rank"
+            );
             st.notes.push(format!(
                 "stopped: the run reached the launcher's limit of {} ms",
                 t
@@ -342,6 +350,10 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
     let killed = kill_all(pgid, &mut procs);
     let removed = remove_shm(&procs);
     if killed > 0 {
+        tracing::warn!(
+            killed,
+            "watchdog: SIGKILLed {killed} rank process(es) still running"
+        );
         st.notes.push(format!(
             "watchdog: SIGKILLed the {killed} rank process(es) still running (oneCCL has no timeout of its own)"
         ));
@@ -352,6 +364,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         ));
     }
     for p in &procs {
+        forward_rank_log(p.rank, &p.log);
         let failed = !matches!(st.obs.ends[p.rank], Some((RankEnd::Completed, _)));
         if failed {
             if let Some(tail) = log_tail(&p.log, 5) {
@@ -378,14 +391,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
 fn absorb(st: &mut State, m: Msg) {
     match m {
         Msg::Hello { .. } => {}
-        Msg::Event(e) => {
-            if let (Some(r), Some(step)) = (e.rank, e.step) {
-                if r < st.obs.step.len() {
-                    st.obs.step[r] = Some(step);
-                }
-            }
-            st.obs.trace.events.push(e);
-        }
+        Msg::Event(e) => st.obs.record_event(e),
         Msg::Wait { rank, wait } => {
             if rank < st.obs.waits.len() {
                 st.obs.waits[rank] = wait;
@@ -401,13 +407,7 @@ fn absorb(st: &mut State, m: Msg) {
                 st.obs.ends[rank] = Some((end, t_ms));
             }
         }
-        Msg::Call(rec) => match st.obs.call_index.get(&rec.key()).copied() {
-            Some(i) => st.obs.calls[i] = *rec,
-            None => {
-                st.obs.call_index.insert(rec.key(), st.obs.calls.len());
-                st.obs.calls.push(*rec);
-            }
-        },
+        Msg::Call(rec) => st.obs.record_call(*rec),
         Msg::Group(rec) => st.obs.groups.push(rec),
         Msg::Note { text, .. } => {
             if !st.notes.contains(&text) {
@@ -443,13 +443,19 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
     if open.is_empty() || !open.iter().all(|r| hopeless(*r)) {
         return false;
     }
-    let stall = scen_sim::stall::analyse(s, o, t);
-    let at_stall = (o.calls.clone(), scen_sim::stall::rank_states(s, o), t);
+    let found = stall::analyse(s, o, t);
+    let at_stall = (o.calls.clone(), stall::rank_states(s, o), t);
     // Waits past their deadline: the real process raises the timeout error there (blocking
     // wait); the device library cannot, so the launcher does it for the rank.
     for r in open {
         let w = st.obs.waits[r].clone().expect("waits");
         if let (Some(d), Some(err)) = (w.deadline_ms, w.timeout_error) {
+            tracing::warn!(
+                rank = r,
+                step = w.step + 1,
+                deadline_ms = d,
+                "watchdog: rank {r} is past its deadline in a wait the device library cannot time out: raising {err:?} for it"
+            );
             st.obs.trace.events.push(Event {
                 t_ms: d,
                 rank: Some(r),
@@ -476,8 +482,13 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
         }
     }
     st.obs.first_stall_calls.get_or_insert(at_stall);
-    if let Some(stall) = stall {
+    if let Some(stall) = found {
         let ranks: Vec<String> = stall.stuck.iter().map(|x| x.rank.to_string()).collect();
+        tracing::warn!(
+            t_ms = t,
+            "watchdog: stall: no rank can make progress; stuck ranks [{}]: ending the run",
+            ranks.join(", ")
+        );
         st.notes.push(format!(
             "stall: no rank can make progress; stuck ranks [{}] (the launcher's watchdog ends the run)",
             ranks.join(", ")
@@ -486,6 +497,20 @@ fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
         st.obs.final_stall = Some(stall);
     }
     true
+}
+
+/// A rank process's own output (its log lines, with `-v` its spans) as INFO events of the
+/// launcher, so `scen run --hw -v` and `--log-file` show every rank in one place.
+fn forward_rank_log(rank: usize, path: &Path) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        tracing::info!(target: "scen_hw::rank_output", rank, "{line}");
+    }
 }
 
 fn describe_exit(s: ExitStatus) -> String {

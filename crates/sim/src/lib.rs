@@ -9,7 +9,6 @@ pub mod clock;
 pub mod faults;
 pub mod net;
 pub mod probe;
-pub mod stall;
 
 use clock::VirtualClock;
 use faults::{Action, FaultPlan};
@@ -20,6 +19,7 @@ use scen_core::c10d::store;
 use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::{Launcher, Scenario};
+use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Probe};
 use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
 use std::cell::RefCell;
@@ -39,6 +39,8 @@ pub enum SimError {
 /// Runs `scenario` with `seed` (the scenario's own seed when `None`).
 pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimError> {
     let seed = seed.unwrap_or(scenario.sim.seed);
+    let span = tracing::info_span!("sim", scenario = %scenario.name, seed);
+    let _in_sim = span.enter();
     let mut builder = turmoil::Builder::new();
     if scenario.sim.random_order {
         builder.enable_random_order();
@@ -147,7 +149,7 @@ async fn boot_node(
         let (probe, clock) = (probe.clone(), clock.clone());
         let rank = spec.rank;
         let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
-        probe.state.borrow_mut().kills[rank] = Some(kill_tx);
+        probe.kills.borrow_mut()[rank] = Some(kill_tx);
         let late = probe.plan.borrow().late[rank];
         let torchrun = s.world.launcher == Launcher::Torchrun;
         tokio::task::spawn_local(async move {
@@ -473,7 +475,7 @@ fn apply_latency(sim: &turmoil::Sim<'_>, s: &Scenario, probe: &SimProbe) {
 /// "rank 0 fails after fault #2 (...) acted at 0.500s: crash rank 3": which fault each
 /// failure or hang followed.
 fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
-    let o = probe.state.borrow();
+    let acted = probe.acted.borrow();
     let plan = probe.plan.borrow();
     let mut notes = Vec::new();
     for (r, v) in ranks.iter().enumerate() {
@@ -482,8 +484,7 @@ fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
             RankVerdict::Failed { error, t_ms, .. }
                 if error.contains(scen_core::class::CRASH_MARK) =>
             {
-                let by = o
-                    .acted
+                let by = acted
                     .iter()
                     .rev()
                     .find(|a| a.t_ms <= *t_ms && error.contains(&plan.label(a.fault)));
@@ -503,7 +504,7 @@ fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
             RankVerdict::Failed { t_ms, .. } => ("fails", *t_ms),
             RankVerdict::Hung { .. } => ("hangs", u64::MAX),
         };
-        if let Some(a) = o.acted.iter().rev().find(|a| a.t_ms <= until) {
+        if let Some(a) = acted.iter().rev().find(|a| a.t_ms <= until) {
             notes.push(format!(
                 "rank {r} {verb} after {} acted at {}: {}",
                 plan.label(a.fault),
@@ -516,6 +517,7 @@ fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
 }
 
 fn note(probe: &SimProbe, t_ms: u64, text: String) {
+    scen_core::log::mirror(EventKind::Verdict, t_ms, &text);
     probe.event(Event {
         t_ms,
         rank: None,

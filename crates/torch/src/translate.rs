@@ -740,8 +740,7 @@ mod tests {
             }
             let text = std::fs::read_to_string(&p).ok();
             let f = out.join(format!("{}.py", s.name));
-            std::fs::write(&f, program(&s, text.as_deref(), &Endpoints::default()))
-                .expect("write");
+            std::fs::write(&f, program(&s, text.as_deref(), &Endpoints::default())).expect("write");
             files.push(f);
         }
         assert!(files.len() >= 30, "only {} translatable", files.len());

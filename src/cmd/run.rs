@@ -1,0 +1,162 @@
+//! `scen run` (simulator or `--hw`), `scen replay` (one seed exactly) and the hidden rank
+//! process of hardware mode: run, write the requested exports, print the report.
+
+use crate::cli::{Format, ReplayArgs, RunArgs};
+use scen::output::write_whole;
+use scen_core::scenario::{load_file, Scenario, ScenarioError};
+use scen_core::verdict::{render_human, Report};
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn run(args: RunArgs) -> ExitCode {
+    if let Some(path) = &args.report {
+        if same_file(path, &args.file) {
+            return super::fail(format!(
+                "--report {}: that is the scenario file; give another path",
+                path.display()
+            ));
+        }
+    }
+    let mut scenario = match load(&args.file, args.format) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    args.torch_opts.scale(&mut scenario);
+    let report = if args.torch_opts.torch {
+        args.torch_opts.run(&scenario, &args.file)
+    } else if args.hw {
+        scen_hw::run(&scenario, &args.file, &args.hw_opts.options()).map_err(|e| e.to_string())
+    } else {
+        scen_sim::simulate(&scenario, args.seed).map_err(|e| e.to_string())
+    };
+    match report {
+        Ok(r) => {
+            if let Err(e) = write_exports(&scenario, &r, &args) {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(2);
+            }
+            print_report(&scenario, &r, args.format, args.trace)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+pub fn replay(args: ReplayArgs) -> ExitCode {
+    let scenario = match load(&args.file, args.format) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    match scen_sim::simulate(&scenario, Some(args.seed)) {
+        Ok(r) => {
+            let code = print_report(&scenario, &r, args.format, args.trace);
+            if let Format::Human = args.format {
+                println!(
+                    "replay: seed {}, trace hash {}, class: {}",
+                    args.seed,
+                    r.trace_hash,
+                    scen_core::class::class_key(&scenario, &r)
+                );
+            }
+            code
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+pub fn hw_rank(file: &Path) -> ExitCode {
+    match super::load(file) {
+        Ok(s) => ExitCode::from(scen_hw::rank_main(s).clamp(0, 255) as u8),
+        Err(code) => code,
+    }
+}
+
+/// Loads the scenario; on invalid input prints the error (as JSON with `--format json`) and
+/// gives exit code 2.
+fn load(file: &Path, format: Format) -> Result<Scenario, ExitCode> {
+    load_file(file).map_err(|e| {
+        match format {
+            Format::Human => eprintln!("error: {e}"),
+            Format::Json => println!("{}", invalid_input_json(&e)),
+        }
+        ExitCode::from(2)
+    })
+}
+
+/// `{"schema_version": 1, "passed": false, "error": {...}}` for invalid input.
+fn invalid_input_json(e: &ScenarioError) -> String {
+    let doc = serde_json::json!({
+        "schema_version": scen::report::SCHEMA_VERSION,
+        "passed": false,
+        "error": {
+            "kind": "invalid_input",
+            "file": e.file,
+            "line": e.line,
+            "column": e.col,
+            "message": e.message,
+            "text": e.to_string(),
+        }
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// Whether two paths name the same file (the second one exists; the first may not yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    match (canon(a), canon(b)) {
+        (Some(x), Some(y)) => x == y,
+        (None, Some(y)) => {
+            let parent = a.parent().filter(|p| !p.as_os_str().is_empty());
+            let dir = parent.map_or_else(|| canon(Path::new(".")), canon);
+            dir.zip(a.file_name()).is_some_and(|(d, n)| d.join(n) == y)
+        }
+        _ => false,
+    }
+}
+
+/// Writes `--graph`, `--timeline` and `--report` files (each whole or not at all).
+fn write_exports(s: &Scenario, r: &Report, args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.report {
+        let json = serde_json::to_string_pretty(&scen::report::build(s, r))?;
+        write_whole(path, format!("{json}\n").as_bytes())?;
+    }
+    let (graph, timeline) = (&args.graph, &args.timeline);
+    if let Some(path) = graph {
+        let dot = scen_core::diagnose::dot::render(&r.diagnosis, s.world.size(), &s.file);
+        write_whole(path, dot.as_bytes())?;
+    }
+    if let Some(path) = timeline {
+        let doc =
+            scen_core::diagnose::timeline::render(s, &r.trace, &r.calls, &r.diagnosis, r.end_ms);
+        write_whole(path, serde_json::to_string(&doc)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCode {
+    match format {
+        Format::Human => {
+            if trace {
+                print!("{}", r.trace.render());
+            }
+            print!("{}", render_human(s, r));
+        }
+        Format::Json => match serde_json::to_string_pretty(&scen::report::build(s, r)) {
+            Ok(j) => println!("{j}"),
+            Err(e) => {
+                eprintln!("error: cannot encode the report: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    }
+    if r.expectations_hold() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
