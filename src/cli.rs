@@ -22,6 +22,8 @@ pub struct Cli {
     pub log_file: Option<PathBuf>,
 }
 
+// Parsed once per process: the size of `Run`'s options does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Cmd {
     /// Run a scenario and print its verdict.
