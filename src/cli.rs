@@ -36,6 +36,9 @@ pub enum Cmd {
     /// One rank process of `run --hw` (started by the launcher, not by users).
     #[command(name = "__hw-rank", hide = true)]
     HwRank { file: PathBuf },
+    /// The cleanup guard of `run --hw` (started by the launcher, not by users).
+    #[command(name = "__hw-reaper", hide = true)]
+    HwReaper,
     /// Validate a scenario file without running it.
     Check { file: PathBuf },
     /// Re-run one seed exactly and print its verdict and trace hash.

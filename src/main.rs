@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Cmd::Check { file } => cmd::check::check(&file),
         Cmd::Doctor => cmd::check::doctor(),
         Cmd::HwRank { file } => cmd::run::hw_rank(&file),
+        Cmd::HwReaper => ExitCode::from(scen_hw::reaper::main().clamp(0, 255) as u8),
         Cmd::Replay(args) => cmd::run::replay(args),
         Cmd::Explore(args) => cmd::explore::explore(args),
         Cmd::Shrink(args) => cmd::shrink::shrink(args),

@@ -35,7 +35,12 @@ pub fn run(args: RunArgs) -> ExitCode {
                 eprintln!("error: {e:#}");
                 return ExitCode::from(2);
             }
-            print_report(&scenario, &r, args.format, args.trace)
+            let code = print_report(&scenario, &r, args.format, args.trace);
+            // A signal ended the hardware run: 128 + its number (docs/hw.md).
+            match scen_hw::signals::interrupted_by().filter(|_| args.hw) {
+                Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+                None => code,
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");

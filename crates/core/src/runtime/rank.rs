@@ -536,7 +536,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                             format!("connected to TCPStore {host}:{port} after {tries} retries"),
                         );
                     }
-                    return Ok(StoreClient::new(s, format!("{host}:{port}")));
+                    return StoreClient::open(&self.env.net, s, format!("{host}:{port}"))
+                        .await
+                        .map_err(|e| self.store_err(e));
                 }
                 Err(e) => {
                     if tries == 0 {
