@@ -55,6 +55,8 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
         .build();
     let activity = Activity::default();
     let clock = VirtualClock::default();
+    let node_of = scenario.world.ranks.iter().map(|r| r.node).collect();
+    clock.set_model(scenario.world.links, node_of);
     let plan = Rc::new(RefCell::new(FaultPlan::new(scenario)));
     let probe = SimProbe::new(
         scenario.world.size(),

@@ -109,6 +109,8 @@ pub struct World {
     pub services: Vec<Service>,
     /// How the job is started, which decides who hosts the TCPStore.
     pub launcher: Launcher,
+    /// What each message costs in virtual time (`[world.links]`, defaults otherwise).
+    pub links: crate::perf::model::TimingModel,
 }
 
 /// `[world] launcher`: plain processes (rank 0 hosts the TCPStore; the default) or torchrun
