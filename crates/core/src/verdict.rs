@@ -272,7 +272,7 @@ pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
 pub fn render_human(scenario: &Scenario, r: &Report) -> String {
     let mut out = String::new();
     // The simulator's time is virtual; the hardware mode's is wall time since its launch.
-    let (header_time, clock) = if r.mode == "hw" {
+    let (header_time, clock) = if r.mode == "hw" || r.mode == "torch" {
         ("wall clock".to_string(), "after launch")
     } else {
         (format!("seed {}, virtual epoch 0", r.seed), "virtual")

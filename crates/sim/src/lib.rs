@@ -18,7 +18,7 @@ use scen_core::c10d::store;
 
 use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnv};
-use scen_core::scenario::Scenario;
+use scen_core::scenario::{Launcher, Scenario};
 use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Probe};
 use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
@@ -131,6 +131,26 @@ async fn boot_node(
             Err(e) => return Err(format!("service on port {}: {e}", svc.port).into()),
         }
     }
+    if s.world.launcher == Launcher::Torchrun && index == 0 {
+        // torchrun's agent hosts the TCPStore (TORCHELASTIC_USE_AGENT_STORE) before any worker.
+        let port = agent_store_port(&s);
+        match net.bind(port).await {
+            Ok(l) => {
+                probe.event(Event {
+                    t_ms: clock.now_ms(),
+                    rank: None,
+                    step: None,
+                    kind: EventKind::Info,
+                    text: format!(
+                        "torchrun agent: TCPStore listening on {}:{port} (TORCHELASTIC_USE_AGENT_STORE)",
+                        net.host
+                    ),
+                });
+                tokio::task::spawn_local(store::serve(net.clone(), clock.clone(), l));
+            }
+            Err(e) => return Err(format!("torchrun agent's store on port {port}: {e}").into()),
+        }
+    }
     for spec in s.world.ranks.iter().filter(|r| r.node == index) {
         let env = RankEnv {
             net: net.clone(),
@@ -145,6 +165,7 @@ async fn boot_node(
         let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
         probe.kills.borrow_mut()[rank] = Some(kill_tx);
         let late = probe.plan.borrow().late[rank];
+        let torchrun = s.world.launcher == Launcher::Torchrun;
         tokio::task::spawn_local(async move {
             let run = async {
                 if let Some((f, delay_ms)) = late {
@@ -160,19 +181,65 @@ async fn boot_node(
             };
             tokio::select! {
                 biased;
-                _ = kill_rx => {}
+                _ = kill_rx => {
+                    if torchrun {
+                        tear_down(&probe, &clock, rank).await;
+                    }
+                }
                 end = run => {
                     let t = clock.now_ms();
-                    let mut st = probe.state.borrow_mut();
-                    st.waits[rank] = None;
-                    st.ends[rank] = Some((end, t));
+                    let failed = matches!(end, scen_core::runtime::rank::RankEnd::Failed { .. });
+                    {
+                        let mut st = probe.state.borrow_mut();
+                        st.waits[rank] = None;
+                        st.ends[rank] = Some((end, t));
+                    }
                     probe.activity.bump();
+                    if failed && torchrun {
+                        tear_down(&probe, &clock, rank).await;
+                    }
                 }
             }
         });
     }
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// torchrun's agent checks its workers every `monitor_interval` (0.1 s) and, once one has
+/// failed, stops the others (SIGTERM) and ends the job.
+const TORCHRUN_MONITOR_MS: u64 = 100;
+
+/// MASTER_PORT as the launcher gives it (rank 0's).
+fn agent_store_port(s: &Scenario) -> u16 {
+    s.world
+        .ranks
+        .first()
+        .and_then(|r| r.env.get("MASTER_PORT"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(29500)
+}
+
+/// After rank `failed` failed under torchrun: at the agent's next check, every worker still
+/// running is stopped, failed with the agent's reason.
+async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize) {
+    clock
+        .sleep_until_ms(clock.now_ms() + TORCHRUN_MONITOR_MS)
+        .await;
+    let running: Vec<usize> = {
+        let st = probe.state.borrow();
+        (0..st.ends.len())
+            .filter(|r| st.ends[*r].is_none())
+            .collect()
+    };
+    for r in running {
+        probe.terminate(
+            r,
+            format!(
+                "SIGTERM: torchrun stopped the worker group after rank {failed} failed (signal 15)"
+            ),
+        );
+    }
 }
 
 /// Steps turmoil; when nothing moves for long enough that no message can be in flight, either

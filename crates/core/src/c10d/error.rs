@@ -52,9 +52,10 @@ pub fn init_twice() -> C10dError {
     value("trying to initialize the default process group twice!")
 }
 
-/// Using the default group before `init_process_group`.
+/// Using the default group before `init_process_group`: `_get_default_group` raises ValueError
+/// (real PyTorch 2.15; torch mode found it).
 pub fn not_initialized() -> C10dError {
-    runtime("Default process group has not been initialized, please make sure to call init_process_group.")
+    value("Default process group has not been initialized, please make sure to call init_process_group.")
 }
 
 /// R15: env:// without a variable.

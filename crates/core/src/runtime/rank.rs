@@ -22,8 +22,8 @@ use crate::reduce::{self, ReduceOp};
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate, Expr};
 use crate::scenario::{
-    CollStep, IntArg, P2pOp, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec,
-    RANK_VARS,
+    CollStep, IntArg, Launcher, P2pOp, Platform, RankSpec, Scenario, Splits, Step, StepKind,
+    TensorSpec, RANK_VARS,
 };
 use crate::tensor::Tensor;
 use crate::trace::{Event, EventKind, Probe, Wait};
@@ -431,7 +431,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
         config.check_built_in()?;
-        let timeout_ms = timeout_ms.unwrap_or_else(|| backend::default_timeout_ms(&config));
+        let timeout_ms = timeout_ms.unwrap_or_else(|| {
+            let scale = self.env.scenario.time_scale;
+            scale.apply(backend::default_timeout_ms(&config))
+        });
         let url = init_method
             .as_ref()
             .map(|u| self.expand(u))
@@ -443,7 +446,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )));
         }
         let deadline = self.now() + timeout_ms;
-        if rv.rank == 0 {
+        // Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE): every rank
+        // is a client and nobody waits for workers.
+        let agent_store = self.env.scenario.world.launcher == Launcher::Torchrun;
+        if rv.rank == 0 && !agent_store {
             self.start_store_server(rv.port).await?;
         }
         let store = Rc::new(
@@ -587,7 +593,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             EventKind::Info,
             format!("checked in to TCPStore {} (init/ = {n})", store.addr),
         );
-        if rv.rank != 0 {
+        if rv.rank != 0 || self.env.scenario.world.launcher == Launcher::Torchrun {
             return Ok(());
         }
         let after_ms = error::workers_timeout_after_ms(timeout_ms);
@@ -728,7 +734,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 continue;
             }
             let key = join_key(&prefixes, &gr.to_string());
-            let inner = error::store_wait_timeout(timeout_ms, &key);
+            // R24: a store timeout here reaches Python as the store's own DistStoreError, not
+            // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
+            let timeout = error::store_wait_timeout(timeout_ms, &key);
             let v = self
                 .store_get(
                     &key,
@@ -736,11 +744,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     missing.clone(),
                     format!("gloo connectFullMesh of group {label}: store get '{key}'"),
                     Some(label.clone()),
-                    Some(error::gloo_connect_failed(&inner.to_string())),
+                    Some(timeout.clone()),
                 )
                 .await
                 .map_err(|e| match e {
-                    StoreError::Timeout { .. } => error::gloo_connect_failed(&inner.to_string()),
+                    StoreError::Timeout { .. } => timeout.clone(),
                     other => self.store_err(other),
                 })?;
             missing.retain(|m| m != r);
@@ -860,7 +868,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Some(d)
             }
         };
-        let timeout_ms = timeout_ms.unwrap_or_else(|| backend::default_timeout_ms(&config));
+        let timeout_ms = timeout_ms.unwrap_or_else(|| {
+            let scale = self.env.scenario.time_scale;
+            scale.apply(backend::default_timeout_ms(&config))
+        });
         let member = ranks.contains(&me);
         let label = handle.clone().unwrap_or_else(|| "unnamed".into());
         if local_sync && !member {

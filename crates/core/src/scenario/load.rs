@@ -256,6 +256,7 @@ impl Cx<'_> {
             expect,
             sim,
             faults,
+            time_scale: Default::default(),
         })
     }
 
@@ -380,6 +381,18 @@ impl Cx<'_> {
             .iter()
             .map(|s| self.service(s.get_ref(), n_nodes))
             .collect::<R<Vec<_>>>()?;
+        let launcher = match &w.launcher {
+            None => Launcher::Processes,
+            Some(l) => Launcher::parse(l.get_ref()).ok_or_else(|| {
+                self.at(
+                    l,
+                    format!(
+                        "unknown launcher `{}` (known: processes, torchrun)",
+                        l.get_ref()
+                    ),
+                )
+            })?,
+        };
         let links = match &w.links {
             Some(l) => self.link_costs(l.get_ref())?,
             None => Default::default(),
@@ -389,6 +402,7 @@ impl Cx<'_> {
             ranks_per_node: per_node,
             ranks,
             services,
+            launcher,
             links,
         })
     }

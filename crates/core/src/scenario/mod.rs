@@ -10,7 +10,9 @@ pub mod fault;
 pub mod load;
 pub mod model;
 pub mod raw;
+pub mod scale;
 
 pub use fault::{Fault, FaultKind, LinkSets};
 pub use load::{load_file, parse, ScenarioError};
 pub use model::*;
+pub use scale::TimeScale;

@@ -36,6 +36,8 @@ pub struct Scenario {
     pub sim: SimSettings,
     /// `[[faults]]`, in file order; the simulator applies them (see fault.rs).
     pub faults: Vec<super::fault::Fault>,
+    /// The factor every timeout and delay was scaled by (scale.rs); 1/1 as written.
+    pub time_scale: super::scale::TimeScale,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,8 +110,37 @@ pub struct World {
     pub ranks_per_node: usize,
     pub ranks: Vec<RankSpec>,
     pub services: Vec<Service>,
+    /// How the job is started, which decides who hosts the TCPStore.
+    pub launcher: Launcher,
     /// What each message costs in virtual time (`[world.links]`, defaults otherwise).
     pub links: crate::perf::model::TimingModel,
+}
+
+/// `[world] launcher`: plain processes (rank 0 hosts the TCPStore; the default) or torchrun
+/// (its agent hosts the store, TORCHELASTIC_USE_AGENT_STORE, and stops every worker when one
+/// fails).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Launcher {
+    #[default]
+    Processes,
+    Torchrun,
+}
+
+impl Launcher {
+    pub fn parse(s: &str) -> Option<Launcher> {
+        match s {
+            "processes" => Some(Launcher::Processes),
+            "torchrun" => Some(Launcher::Torchrun),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Launcher::Processes => "processes",
+            Launcher::Torchrun => "torchrun",
+        }
+    }
 }
 
 impl World {

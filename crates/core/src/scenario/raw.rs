@@ -48,6 +48,7 @@ pub struct RawWorld {
     pub devices_per_node: Option<Spanned<i64>>,
     pub master_addr: Option<Spanned<String>>,
     pub master_port: Option<Spanned<i64>>,
+    pub launcher: Option<Spanned<String>>,
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
