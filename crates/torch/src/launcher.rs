@@ -102,17 +102,16 @@ fn work_dir(o: &TorchOptions) -> std::io::Result<PathBuf> {
 }
 
 fn rank_env(s: &Scenario, ep: &Endpoints, dir: &Path, rank: usize) -> serde_json::Value {
-    let spec = &s.world.ranks[rank];
     let world = translate::world_env(s);
     let mut env = serde_json::Map::new();
     let mut put = |k: &str, v: String| {
         env.insert(k.to_string(), serde_json::Value::String(v));
     };
-    put("RANK", rank.to_string());
-    put("LOCAL_RANK", spec.local_rank.to_string());
-    put("WORLD_SIZE", s.world.size().to_string());
-    put("LOCAL_WORLD_SIZE", s.world.ranks_per_node.to_string());
-    put("GROUP_RANK", spec.node.to_string());
+    // What torchrun gives the rank; the scenario's own values (an `env` fault's WORLD_SIZE) are
+    // the program's ENV_OVERRIDES, applied by the prelude as under a plain torchrun.
+    for (k, v) in translate::torchrun_identity(s, rank) {
+        put(&k, v);
+    }
     for k in ["MASTER_ADDR", "MASTER_PORT"] {
         if let Some(v) = world.get(k) {
             put(k, ep.env_value(k, v));

@@ -113,6 +113,10 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from datetime import timedelta  # noqa: E402
 
+# torch.distributed reads TORCH_DISTRIBUTED_DEBUG once, at import. Under `scen run --torch` torch
+# was imported before this rank's environment (ENV_OVERRIDES above) was set, so read it again.
+dist.set_debug_level_from_env()
+
 DTYPES = dict(f32=torch.float32, bf16=torch.bfloat16, f16=torch.float16, f64=torch.float64,
               i64=torch.int64, i32=torch.int32, i8=torch.int8, u8=torch.uint8, bool=torch.bool)
 _TOL = dict(bf16=1e-2, f16=2e-3, f32=1e-5)

@@ -16,14 +16,22 @@ use std::fmt::Write;
 
 const PRELUDE: &str = include_str!("prelude.py");
 
-/// Variables a torchrun launch sets itself; per-rank overrides of anything else go in the program.
-const TORCHRUN_VARS: [&str; 5] = [
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-];
+/// What a torchrun launch sets for `rank` itself (its identity). A scenario or fault that gives a
+/// rank other values (a stale WORLD_SIZE) goes in the program's ENV_OVERRIDES, which the prelude
+/// applies before torch reads them, as a wrapper script exporting them would.
+pub fn torchrun_identity(s: &Scenario, rank: usize) -> BTreeMap<String, String> {
+    let spec = &s.world.ranks[rank];
+    [
+        ("RANK", rank.to_string()),
+        ("LOCAL_RANK", spec.local_rank.to_string()),
+        ("WORLD_SIZE", s.world.size().to_string()),
+        ("LOCAL_WORLD_SIZE", s.world.ranks_per_node.to_string()),
+        ("GROUP_RANK", spec.node.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
 
 /// The program for `s`. `source` is the scenario file's text (quoted per step); `ep` maps the
 /// scenario's hosts and ports to real ones (identity for `scen export`).
@@ -145,12 +153,14 @@ fn faults(s: &Scenario, ep: &Endpoints, out: &mut String) {
         table(&late)
     );
     let _ = writeln!(out, "ENV_OVERRIDES = {{");
-    let defaults = world_env(s);
+    let world = world_env(s);
     for r in &s.world.ranks {
+        let mut defaults = torchrun_identity(s, r.rank);
+        defaults.extend(world.clone());
         let vars: Vec<String> = r
             .env
             .iter()
-            .filter(|(k, v)| !TORCHRUN_VARS.contains(&k.as_str()) && defaults.get(*k) != Some(v))
+            .filter(|(k, v)| defaults.get(*k) != Some(v))
             .map(|(k, v)| format!("{k:?}: {:?}", ep.env_value(k, v)))
             .collect();
         if !vars.is_empty() {
