@@ -71,15 +71,23 @@ impl DType {
         }
     }
 
+    /// A floating dtype's (explicit mantissa bits, smallest normal exponent); None for integers.
+    /// [`DType::ulp`] is built on it (torch mode's program gets the same table).
+    pub fn float_format(self) -> Option<(i32, i32)> {
+        match self {
+            DType::BF16 => Some((7, -126)),
+            DType::F16 => Some((10, -14)),
+            DType::F32 => Some((23, -126)),
+            DType::F64 => Some((52, -1022)),
+            _ => None,
+        }
+    }
+
     /// The spacing of this dtype's values at `v` (one unit in the last place); 0 for integers.
     /// Below the smallest normal the subnormal spacing applies.
     pub fn ulp(self, v: f64) -> f64 {
-        let (mantissa_bits, min_exp) = match self {
-            DType::BF16 => (7, -126),
-            DType::F16 => (10, -14),
-            DType::F32 => (23, -126),
-            DType::F64 => (52, -1022),
-            _ => return 0.0,
+        let Some((mantissa_bits, min_exp)) = self.float_format() else {
+            return 0.0;
         };
         let e = if v == 0.0 || !v.is_finite() {
             min_exp

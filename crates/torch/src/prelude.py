@@ -119,7 +119,6 @@ dist.set_debug_level_from_env()
 
 DTYPES = dict(f32=torch.float32, bf16=torch.bfloat16, f16=torch.float16, f64=torch.float64,
               i64=torch.int64, i32=torch.int32, i8=torch.int8, u8=torch.uint8, bool=torch.bool)
-_TOL = dict(bf16=1e-2, f16=2e-3, f32=1e-5)
 OPS = dict(sum=dist.ReduceOp.SUM, min=dist.ReduceOp.MIN, max=dist.ReduceOp.MAX,
            product=dist.ReduceOp.PRODUCT, avg=dist.ReduceOp.AVG, band=dist.ReduceOp.BAND,
            bor=dist.ReduceOp.BOR, bxor=dist.ReduceOp.BXOR)
@@ -205,14 +204,15 @@ def check(st, t, dtype, expect, layout=None, extra=None):
     if expect is None:
         return
     vals = t.detach().cpu().reshape(-1).double().tolist()
-    tol = _TOL.get(dtype, 0.0)
     layout = layout or outvars()
     for i, got in enumerate(vals):
         v = dict(_VARS, **layout(i, len(vals)))
         v.update(extra or {})
         want = expect(**v)
         want_t = tensor(dtype, [1], "cpu", lambda **_: want).double().item()
-        if abs(got - want_t) > tol * max(abs(want_t), 1.0):
+        # scen's rule: exact (NaN matches NaN) unless the step allows expect_ulps ulps.
+        same = got == want_t or (math.isnan(got) and math.isnan(want_t))
+        if not same and not abs(got - want_t) <= expect.ulps * _ulp(dtype, want_t):
             raise ValueMismatch("element %d: got %s, expected %s" % (i, _format_number(got), _format_number(want_t)))
     st.text += " (values as expected)"
 
@@ -222,6 +222,26 @@ def formula(src):
     code = compile(src, "<scenario formula>", "eval")
     names = {"math": math, "abs": abs, "min": min, "max": max, "float": float}
     return lambda **v: float(eval(code, names, v))
+
+
+def expected(src, ulps):
+    """An `expect` formula; results may be `ulps` units in the last place off (0: exact)."""
+    f = formula(src)
+    f.ulps = ulps
+    return f
+
+
+def _ulp(dtype, v):
+    """One unit in the last place of `dtype` at `v` (core's DType::ulp); 0 for integers."""
+    fmt = FLOAT_FORMATS.get(dtype)
+    if fmt is None:
+        return 0.0
+    mantissa_bits, min_exp = fmt
+    if v == 0 or math.isnan(v) or math.isinf(v):
+        e = min_exp
+    else:
+        e = max(math.floor(math.log2(abs(v))), min_exp)
+    return 2.0 ** (e - mantissa_bits)
 
 
 def value(src):

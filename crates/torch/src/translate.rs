@@ -62,6 +62,7 @@ pub fn program(s: &Scenario, source: Option<&str>, ep: &Endpoints) -> String {
     }
     out.push_str("\n# ---- the scenario's faults and per-rank environment --------------------------------------\n");
     faults(s, ep, &mut out);
+    float_formats(&mut out);
     out.push_str(PRELUDE);
     out.push_str("\n\ndef main():\n    groups, works = {}, {}\n");
     out.push_str("    rank, local_rank, node = float(RANK), float(LOCAL_RANK), float(NODE)\n");
@@ -372,7 +373,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             b.push(format!(
                 "check(st, t, {:?}, {})",
                 t.dtype.name(),
-                expect_fn(expect)
+                expect_fn(expect, t.expect_ulps)
             ));
         }
         StepKind::BatchP2p {
@@ -406,7 +407,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             b.push(format!(
                 "    check(st, r, {:?}, {}, extra=dict(peer=float(peer), k=float(k)))",
                 t.dtype.name(),
-                expect_fn(expect)
+                expect_fn(expect, t.expect_ulps)
             ));
             b.push("    notes.append(\"from %d: %s\" % (peer, st.text))".into());
             b.push(format!(
@@ -451,11 +452,29 @@ fn tensor(s: &Scenario, step: &Step, t: &TensorSpec, shape: Option<(&str, &str)>
     )
 }
 
-fn expect_fn(e: &Option<scen_core::scenario::expr::Expr>) -> String {
+/// An `expect` formula with its tolerance in ulps of the dtype (0: exact), as core checks it.
+fn expect_fn(e: &Option<scen_core::scenario::expr::Expr>, ulps: u32) -> String {
     match e {
-        Some(e) => format!("formula({:?})", e.to_python()),
+        Some(e) => format!("expected({:?}, {ulps})", e.to_python()),
         None => "None".into(),
     }
+}
+
+/// core's float formats (`DType::float_format`), from which the prelude's `_ulp` computes one
+/// unit in the last place exactly as `DType::ulp` does.
+fn float_formats(out: &mut String) {
+    let items: Vec<String> = scen_core::dtype::DType::ALL
+        .iter()
+        .filter_map(|d| {
+            let (m, e) = d.float_format()?;
+            Some(format!("{:?}: ({m}, {e})", d.name()))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "FLOAT_FORMATS = {{{}}}  # dtype -> (mantissa bits, smallest normal exponent)",
+        items.join(", ")
+    );
 }
 
 fn splits_py(sp: &Splits) -> String {
@@ -487,7 +506,7 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
     b.push(format!("G = {g}"));
     b.push("m = max(dist.get_world_size(group=G), 1)".into());
     b.push("member = G is None or dist.get_rank(group=G) >= 0".into());
-    let expect = expect_fn(&c.expect);
+    let expect = expect_fn(&c.expect, c.tensor.expect_ulps);
     let root = c.root.unwrap_or(0);
     // (the call, how to finish: lines computing `res` and checking it)
     let mut fin: Vec<String> = Vec::new();
