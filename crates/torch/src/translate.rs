@@ -751,6 +751,21 @@ mod tests {
         assert!(p.contains("scaled by 1/600"));
     }
 
+    #[test]
+    fn env_faults_on_torchrun_vars_and_expect_ulps_reach_the_program() {
+        let src = format!(
+            "{}expect_ulps = 2\n\n[[faults]]\nkind = \"env\"\non = [0]\nenv = {{ WORLD_SIZE = \"3\" }}\n",
+            SRC
+        );
+        let mut s = parse(&src, "t.toml", "t").expect("parses");
+        scen_core::scenario::fault::apply_env(&mut s);
+        let p = program(&s, None, &Endpoints::default());
+        // Only rank 0's WORLD_SIZE differs from what torchrun gives; rank 1 has no overrides.
+        assert!(p.contains("    0: {\"WORLD_SIZE\": \"3\"},\n}"), "{p}");
+        assert!(p.contains("expected(\"(10.0 + i)\", 2)"), "{p}");
+        assert!(p.contains("\"bf16\": (7, -126)"));
+    }
+
     /// Every shipped scenario the translation accepts gives a program Python can compile.
     #[test]
     fn every_translatable_scenario_compiles_as_python() {
