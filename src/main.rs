@@ -1,7 +1,8 @@
 //! The `scen` command line: run a scenario in the simulator (or on hardware), validate one.
 //!
 //! Exit codes: 0 when the scenario's expectations hold, 1 when they do not, 2 on invalid input
-//! (a bad scenario file or argument) or when the requested mode cannot run.
+//! (a bad scenario file or argument) or when the requested mode cannot run, 3 on an internal
+//! error (a panic or broken invariant inside scen: no verdict, the seed and a replay command).
 
 mod explore;
 mod shrink;
@@ -12,11 +13,17 @@ use scen_core::verdict::{render_human, Report};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+const EXIT_CODES: &str = "Exit codes:\n  0  the scenario's expectations hold\n  1  they do not (the verdict says why)\n  2  invalid input (file, argument) or the requested mode cannot run\n  3  internal error in scen: no verdict; the seed and a replay command are printed";
+
+/// An internal error: a panic or a broken invariant inside scen, never a verdict.
+const EXIT_INTERNAL: u8 = 3;
+
 #[derive(Parser)]
 #[command(
     name = "scen",
     version,
-    about = "Reproduce and explain distributed-communication bugs (c10d, xccl/oneCCL) deterministically"
+    about = "Reproduce and explain distributed-communication bugs (c10d, xccl/oneCCL) deterministically",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -213,10 +220,7 @@ fn main() -> ExitCode {
                     }
                     code
                 }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(2)
-                }
+                Err(e) => sim_failed(&file, &e, format),
             }
         }
         Cmd::Explore {
@@ -245,7 +249,10 @@ fn main() -> ExitCode {
             let report = if hw {
                 scen_hw::run(&scenario, &file, &hw_opts.options()).map_err(|e| e.to_string())
             } else {
-                scen_sim::simulate(&scenario, seed).map_err(|e| e.to_string())
+                match scen_sim::simulate(&scenario, seed) {
+                    Ok(r) => Ok(r),
+                    Err(e) => return sim_failed(&file, &e, format),
+                }
             };
             match report {
                 Ok(r) => {
@@ -262,6 +269,41 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// A simulation that gave no report: an internal error (exit 3, with the seed and how to replay
+/// it) or a simulator failure (exit 2).
+fn sim_failed(file: &std::path::Path, e: &scen_sim::SimError, format: Format) -> ExitCode {
+    match e {
+        scen_sim::SimError::Internal { seed, detail } => {
+            internal_error(&file.display().to_string(), *seed, detail, format)
+        }
+        other => {
+            eprintln!("error: {other}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints an internal error: never a verdict, always the seed and the replay command.
+fn internal_error(file: &str, seed: u64, detail: &str, format: Format) -> ExitCode {
+    let replay = format!("scen replay {file} --seed {seed}");
+    match format {
+        Format::Human => eprintln!(
+            "internal error: {detail}\n  seed: {seed}\n  replay: {replay}\n  \
+             This is a defect in scen (or a limit of its simulator), not a verdict about the \
+             scenario; please report it with the scenario file."
+        ),
+        Format::Json => {
+            let doc = serde_json::json!({
+                "file": file,
+                "seed": seed,
+                "internal_error": { "detail": detail, "seed": seed, "replay": replay },
+            });
+            println!("{doc:#}");
+        }
+    }
+    ExitCode::from(EXIT_INTERNAL)
 }
 
 fn run_hw_rank(file: &std::path::Path) -> ExitCode {

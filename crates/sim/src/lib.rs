@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod faults;
+pub mod internal;
 pub mod net;
 pub mod probe;
 pub mod stall;
@@ -34,12 +35,62 @@ const MAX_VIRTUAL_MS: u64 = 30 * 24 * 3600 * 1000;
 pub enum SimError {
     #[error("the simulator failed: {0}")]
     Turmoil(String),
+    /// A defect of scen or a limit of the simulator, not a verdict about the scenario: a panic
+    /// in a simulated task or in turmoil, or a broken invariant. The run's outcome is unknown.
+    #[error("internal error with seed {seed}: {detail}")]
+    Internal { seed: u64, detail: String },
 }
 
+/// Test hook: `SCEN_TEST_PANIC_RANK=N` makes rank N's task panic when it starts, so tests can
+/// check that a panic in a simulated task ends the run as an internal error.
+const PANIC_HOOK_ENV: &str = "SCEN_TEST_PANIC_RANK";
+
 /// Runs `scenario` with `seed` (the scenario's own seed when `None`).
+///
+/// Any panic while simulating is returned as [`SimError::Internal`], never as a report.
 pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimError> {
     let seed = seed.unwrap_or(scenario.sim.seed);
+    let watch = internal::Watch::start();
+    let inject = std::env::var(PANIC_HOOK_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        simulate_inner(scenario, seed, inject, &watch)
+    }));
+    let internal = |detail: String| SimError::Internal {
+        seed,
+        detail: internal::explain(&detail),
+    };
+    match run {
+        Ok(Err(SimError::Internal { detail, .. })) => Err(internal(detail)),
+        Ok(r) => match watch.caught() {
+            Some(p) => Err(internal(p)),
+            None => r,
+        },
+        Err(_) => Err(internal(
+            watch
+                .caught()
+                .unwrap_or_else(|| "a panic in the simulator".into()),
+        )),
+    }
+}
+
+/// The connection backlog of each simulated listener and the buffer of each stream: turmoil's
+/// default (64) is less than the ranks that connect to a TCPStore at once in a large world.
+fn tcp_capacity(s: &Scenario) -> usize {
+    (s.world.size() + s.world.services.len() + 16)
+        .saturating_mul(2)
+        .max(64)
+}
+
+fn simulate_inner(
+    scenario: &Scenario,
+    seed: u64,
+    inject: Option<usize>,
+    watch: &internal::Watch,
+) -> Result<Report, SimError> {
     let mut builder = turmoil::Builder::new();
+    builder.tcp_capacity(tcp_capacity(scenario));
     if scenario.sim.random_order {
         builder.enable_random_order();
     }
@@ -78,6 +129,7 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
                 clock.clone(),
                 probe.clone(),
                 shared.clone(),
+                inject,
             )
         });
     }
@@ -85,7 +137,7 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
         probe.fault_event(f, None, None, &text);
     }
     apply_latency(&sim, scenario, &probe);
-    let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity)?;
+    let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity, watch)?;
     Ok(report(scenario, seed, &probe, end_ms))
 }
 
@@ -96,6 +148,7 @@ async fn boot_node(
     clock: VirtualClock,
     probe: SimProbe,
     s: Rc<Scenario>,
+    inject_panic: Option<usize>,
 ) -> turmoil::Result {
     for svc in s.world.services.iter().filter(|x| x.node == index) {
         match net.bind(svc.port).await {
@@ -131,6 +184,9 @@ async fn boot_node(
         let late = probe.plan.borrow().late[rank];
         tokio::task::spawn_local(async move {
             let run = async {
+                if inject_panic == Some(rank) {
+                    panic!("injected panic in rank {rank}'s task ({PANIC_HOOK_ENV})");
+                }
                 if let Some((f, delay_ms)) = late {
                     probe.fault_event(
                         f,
@@ -167,6 +223,7 @@ fn drive(
     clock: &VirtualClock,
     probe: &SimProbe,
     activity: &Activity,
+    watch: &internal::Watch,
 ) -> Result<u64, SimError> {
     // Long enough that no message can still be in flight, per-link latency faults included.
     let link_max_ms = s
@@ -188,6 +245,9 @@ fn drive(
     apply_due(sim, s, probe, 0);
     loop {
         sim.step().map_err(|e| SimError::Turmoil(e.to_string()))?;
+        if let Some(p) = watch.caught() {
+            return Err(SimError::Internal { seed: 0, detail: p });
+        }
         steps += 1;
         let now = steps + offset;
         clock.set_now(now);

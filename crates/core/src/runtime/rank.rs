@@ -427,6 +427,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await?,
         );
         self.wait_for_workers(&store, &rv, timeout_ms).await?;
+        if rv.rank >= rv.world_size {
+            // The backend is built for ranks 0..world_size: a rank outside has no place in it
+            // (gloo's context enforces rank < size; the model would have no group rank).
+            return Err(error::value(format!(
+                "Rank {} is out of range. Valid ranks are 0 to {} (world_size={})",
+                rv.rank,
+                rv.world_size.saturating_sub(1),
+                rv.world_size
+            )));
+        }
         self.world = Some(WorldPg {
             store,
             rank: rv.rank,
