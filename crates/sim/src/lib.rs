@@ -39,6 +39,10 @@ pub enum SimError {
     /// in a simulated task or in turmoil, or a broken invariant. The run's outcome is unknown.
     #[error("internal error with seed {seed}: {detail}")]
     Internal { seed: u64, detail: String },
+    /// A value computed while running (a formula, an environment variable) exceeds one of
+    /// scen's limits: bad input found late, reported like bad input.
+    #[error("the scenario exceeds a limit of scen: {0}")]
+    Limit(String),
 }
 
 /// Test hook: `SCEN_TEST_PANIC_RANK=N` makes rank N's task panic when it starts, so tests can
@@ -75,6 +79,9 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
     }
 }
 
+/// Local ports for outgoing connections (turmoil's default is 49152..=65535).
+const EPHEMERAL_PORTS: std::ops::RangeInclusive<u16> = 32768..=65535;
+
 /// The connection backlog of each simulated listener and the buffer of each stream: turmoil's
 /// default (64) is less than the ranks that connect to a TCPStore at once in a large world.
 fn tcp_capacity(s: &Scenario) -> usize {
@@ -91,6 +98,9 @@ fn simulate_inner(
 ) -> Result<Report, SimError> {
     let mut builder = turmoil::Builder::new();
     builder.tcp_capacity(tcp_capacity(scenario));
+    // turmoil keeps the local port of every refused connect, so a rank retrying for a long
+    // timeout uses one port per try: Linux's lower bound, twice turmoil's default range.
+    builder.ephemeral_ports(EPHEMERAL_PORTS);
     if scenario.sim.random_order {
         builder.enable_random_order();
     }
@@ -138,7 +148,23 @@ fn simulate_inner(
     }
     apply_latency(&sim, scenario, &probe);
     let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity, watch)?;
+    if let Some(detail) = over_limit(&probe) {
+        return Err(SimError::Limit(detail));
+    }
     Ok(report(scenario, seed, &probe, end_ms))
+}
+
+/// A rank that stopped on one of scen's limits (a value computed while running): the run
+/// cannot say what the scenario does, so it has no verdict.
+fn over_limit(probe: &SimProbe) -> Option<String> {
+    let prefix = format!("{}: ", scen_core::c10d::error::SCEN_LIMIT);
+    let st = probe.state.borrow();
+    st.ends.iter().enumerate().find_map(|(r, e)| match e {
+        Some((scen_core::runtime::rank::RankEnd::Failed { error, .. }, _)) => error
+            .strip_prefix(&prefix)
+            .map(|m| format!("rank {r}: {m}")),
+        _ => None,
+    })
 }
 
 /// A node's software: its services first (they were there before the job), then its ranks.
@@ -257,12 +283,12 @@ fn drive(
             return Ok(now);
         }
         if steps >= MAX_STEPS || now >= MAX_VIRTUAL_MS {
-            note(
-                probe,
-                now,
-                format!("stopped: the run reached the simulator's limit ({steps} steps, {now} ms)"),
-            );
-            return Ok(now);
+            // Ranks are still running: their outcome is unknown, so there is no verdict.
+            return Err(SimError::Limit(format!(
+                "the run reached the simulator's horizon ({steps} steps of at most {MAX_STEPS}, {} of at most {}) with ranks still running",
+                scen_core::trace::format_ms(now).trim(),
+                scen_core::trace::format_ms(MAX_VIRTUAL_MS).trim()
+            )));
         }
         if fired > 0 || activity.get() != last {
             last = activity.get();

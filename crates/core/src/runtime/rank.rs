@@ -413,6 +413,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .map(|u| self.expand(u))
             .unwrap_or_else(|| "env://".into());
         let rv = rendezvous::resolve(&url, rank, world_size, &self.spec.env)?;
+        if rv.world_size > crate::scenario::limits::MAX_WORLD_SIZE {
+            return Err(error::limit(format!(
+                "init_process_group world_size={} is over scen's limit of {} ranks",
+                rv.world_size,
+                crate::scenario::limits::MAX_WORLD_SIZE
+            )));
+        }
         if let Some(path) = &rv.file {
             return Err(error::runtime(format!(
                 "file://{path}: scen does not model FileStore rendezvous yet; use env:// or tcp://"

@@ -518,7 +518,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .run_algo(&name, &backend, &a2a, &mut t)
             .await?
             .unwrap_or(t);
-        let positions: Vec<Vec<usize>> = (0..w).map(|r| (r * n / w..(r + 1) * n / w).collect()).collect();
+        let positions: Vec<Vec<usize>> = (0..w)
+            .map(|r| (r * n / w..(r + 1) * n / w).collect())
+            .collect();
         let (order, _) = a2a::unpack(positions, shape, w, op).map_err(a2a_error)?;
         let out = Tensor {
             dtype,
