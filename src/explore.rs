@@ -30,6 +30,22 @@ pub struct Exploration {
     pub seeds_run: u64,
     /// Classes ordered by their first seed.
     pub classes: Vec<ClassSummary>,
+    /// Seeds whose run ended in an internal error (no verdict), by seed: never a class.
+    #[serde(default)]
+    pub internal_errors: Vec<InternalSeed>,
+}
+
+/// A seed whose simulation hit a defect of scen instead of giving a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InternalSeed {
+    pub seed: u64,
+    pub detail: String,
+}
+
+/// One seed's result: a verdict, or an internal error.
+enum SeedResult {
+    Verdict(Outcome),
+    Internal(String),
 }
 
 /// One seed's result.
@@ -50,7 +66,7 @@ pub fn explore(
 ) -> Result<Exploration, String> {
     let scenario = parse(text, file, name).map_err(|e| e.to_string())?;
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Outcome, String>>>> =
+    let results: Mutex<Vec<Option<Result<SeedResult, String>>>> =
         Mutex::new((0..seeds.len()).map(|_| None).collect());
     std::thread::scope(|sc| {
         for _ in 0..jobs.max(1) {
@@ -68,8 +84,8 @@ pub fn explore(
                     if i >= seeds.len() {
                         break;
                     }
-                    let out = scen_sim::simulate(&s, Some(seeds[i]))
-                        .map(|r| Outcome {
+                    let out = match scen_sim::simulate(&s, Some(seeds[i])) {
+                        Ok(r) => Ok(SeedResult::Verdict(Outcome {
                             key: class_key(&s, &r),
                             verdict: r
                                 .ranks
@@ -78,8 +94,12 @@ pub fn explore(
                                 .map(|(k, v)| format!("rank {k}: {}", describe_verdict(&s, v)))
                                 .collect(),
                             hash: r.trace_hash.clone(),
-                        })
-                        .map_err(|e| format!("seed {}: {e}", seeds[i]));
+                        })),
+                        Err(scen_sim::SimError::Internal { detail, .. }) => {
+                            Ok(SeedResult::Internal(detail))
+                        }
+                        Err(e) => Err(format!("seed {}: {e}", seeds[i])),
+                    };
                     results.lock().expect("results")[i] = Some(out);
                     tick();
                 }
@@ -88,13 +108,23 @@ pub fn explore(
     });
     let mut classes: Vec<ClassSummary> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut internal_errors = Vec::new();
     for (i, r) in results
         .into_inner()
         .expect("results")
         .into_iter()
         .enumerate()
     {
-        let o = r.unwrap_or_else(|| Err(format!("seed {} did not run", seeds[i])))?;
+        let o = match r.unwrap_or_else(|| Err(format!("seed {} did not run", seeds[i])))? {
+            SeedResult::Verdict(o) => o,
+            SeedResult::Internal(detail) => {
+                internal_errors.push(InternalSeed {
+                    seed: seeds[i],
+                    detail,
+                });
+                continue;
+            }
+        };
         match index.get(&o.key) {
             Some(&c) => classes[c].count += 1,
             None => {
@@ -115,6 +145,7 @@ pub fn explore(
         file: file.to_string(),
         seeds_run: seeds.len() as u64,
         classes,
+        internal_errors,
     })
 }
 
@@ -130,6 +161,7 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
             ));
         }
         acc.seeds_run += p.seeds_run;
+        acc.internal_errors.extend(p.internal_errors);
         for c in p.classes {
             match acc.classes.iter_mut().find(|x| x.key == c.key) {
                 Some(x) => {
@@ -145,6 +177,7 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
         }
     }
     acc.classes.sort_by_key(|c| c.first_seed);
+    acc.internal_errors.sort_by_key(|x| x.seed);
     Ok(acc)
 }
 
@@ -172,6 +205,23 @@ pub fn render(e: &Exploration) -> String {
         ));
         for v in &c.verdict {
             out.push_str(&format!("    {v}\n"));
+        }
+    }
+    if !e.internal_errors.is_empty() {
+        out.push_str(&format!(
+            "internal errors: {} seed{} ended in a defect of scen, not a verdict (exit 3):\n",
+            e.internal_errors.len(),
+            if e.internal_errors.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ));
+        for x in &e.internal_errors {
+            out.push_str(&format!(
+                "  seed {}: {} (`scen replay {} --seed {}`)\n",
+                x.seed, x.detail, e.file, x.seed
+            ));
         }
     }
     out

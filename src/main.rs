@@ -5,6 +5,7 @@
 //! error (a panic or broken invariant inside scen: no verdict, the seed and a replay command).
 
 mod explore;
+mod output;
 mod shrink;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -242,6 +243,14 @@ fn main() -> ExitCode {
             graph,
             timeline,
         } => {
+            let outs: Vec<(&str, &std::path::Path)> =
+                [("--graph", &graph), ("--timeline", &timeline)]
+                    .into_iter()
+                    .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+                    .collect();
+            if let Err(e) = output::check_paths(&[&file], &outs) {
+                return fail(e);
+            }
             let scenario = match load(&file) {
                 Ok(s) => s,
                 Err(code) => return code,
@@ -256,11 +265,13 @@ fn main() -> ExitCode {
             };
             match report {
                 Ok(r) => {
+                    // The verdict first: a failed export must not hide it.
+                    let code = print_report(&scenario, &r, format, trace);
                     if let Err(e) = write_exports(&scenario, &r, &graph, &timeline) {
                         eprintln!("error: {e}");
                         return ExitCode::from(2);
                     }
-                    print_report(&scenario, &r, format, trace)
+                    code
                 }
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -333,11 +344,7 @@ fn write_exports(
 }
 
 fn write_whole(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let tmp = path.with_extension("scen-tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    output::write_atomic(path, bytes).map_err(anyhow::Error::msg)
 }
 
 fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCode {
@@ -428,13 +435,22 @@ fn run_explore(
                     Err(err) => return fail(err.to_string()),
                 },
             }
-            ExitCode::SUCCESS
+            if e.internal_errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_INTERNAL)
+            }
         }
         Err(e) => fail(e),
     }
 }
 
 fn run_shrink(file: &std::path::Path, seed: u64, out: Option<PathBuf>) -> ExitCode {
+    if let Some(o) = &out {
+        if let Err(e) = output::check_paths(&[file], &[("-o", o.as_path())]) {
+            return fail(e);
+        }
+    }
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => return fail(format!("{}: cannot read the scenario: {e}", file.display())),
@@ -454,12 +470,8 @@ fn run_shrink(file: &std::path::Path, seed: u64, out: Option<PathBuf>) -> ExitCo
             );
             match out {
                 Some(path) => {
-                    // Write whole or not at all.
-                    let tmp = path.with_extension("toml.tmp");
-                    if let Err(e) =
-                        std::fs::write(&tmp, &s.text).and_then(|_| std::fs::rename(&tmp, &path))
-                    {
-                        return fail(format!("{}: {e}", path.display()));
+                    if let Err(e) = output::write_atomic(&path, s.text.as_bytes()) {
+                        return fail(e);
                     }
                     eprintln!("wrote {}", path.display());
                 }
@@ -467,7 +479,10 @@ fn run_shrink(file: &std::path::Path, seed: u64, out: Option<PathBuf>) -> ExitCo
             }
             ExitCode::SUCCESS
         }
-        Err(e) => fail(e),
+        Err(shrink::ShrinkError::Input(e)) => fail(e),
+        Err(shrink::ShrinkError::Internal { seed, detail }) => {
+            internal_error(&file.display().to_string(), seed, &detail, Format::Human)
+        }
     }
 }
 

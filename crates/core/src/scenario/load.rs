@@ -760,13 +760,15 @@ impl Cx<'_> {
                     Some(ms) if (0..=limits::MAX_DURATION_MS as i64).contains(ms.get_ref()) => {
                         *ms.get_ref() as u64
                     }
-                    Some(ms) => return Err(self.at(
-                        ms,
-                        format!(
+                    Some(ms) => {
+                        return Err(self.at(
+                            ms,
+                            format!(
                             "ms must be between 0 and {} (scen's limit for a duration, 30 days)",
                             limits::MAX_DURATION_MS
                         ),
-                    )),
+                        ))
+                    }
                     None => 0,
                 },
             },

@@ -788,7 +788,7 @@ mod tests {
             Err(A2aError::ShapeMismatch { .. })
         ));
         assert_eq!(
-            pack(&[], [0, 2, 2, 1], 0, A2aOp::HEADS_TO_SEQUENCE),
+            pack::<f32>(&[], [0, 2, 2, 1], 0, A2aOp::HEADS_TO_SEQUENCE),
             Err(A2aError::ZeroWorld)
         );
         let empty = [usize::MAX, 0, 2, 1];
@@ -798,7 +798,7 @@ mod tests {
         ));
         let empty = [1 << 40, 0, 2, 1];
         let (sent, got) = (
-            pack(&[], empty, 2, A2aOp::HEADS_TO_SEQUENCE).unwrap(),
+            pack::<f32>(&[], empty, 2, A2aOp::HEADS_TO_SEQUENCE).unwrap(),
             vec![vec![], vec![]],
         );
         assert_eq!(sent, got);
