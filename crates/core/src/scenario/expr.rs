@@ -143,6 +143,10 @@ fn lex(s: &str) -> Result<Vec<Token>, ExprError> {
                 i += 2;
             } else if "+-*/%<>!()[],".contains(c) {
                 i += 1;
+            } else if c == '=' {
+                return Err(err(i, "unexpected `=`: use `==` to compare (`rank == 0`)"));
+            } else if c == '&' || c == '|' {
+                return Err(err(i, format!("unexpected `{c}`: use `{c}{c}` (or `and`/`or`)")));
             } else {
                 // `i` is at a character boundary: only ASCII has been consumed so far.
                 let ch = s[i..].chars().next().unwrap_or(c);

@@ -264,14 +264,16 @@ impl Cx<'_> {
             return start;
         };
         let body = &src[open..];
-        let plain = open == 1
-            && body
-                .find(quote)
-                .is_some_and(|end| !body[..end].contains('\\') && !body[..end].contains('\n'));
-        if plain {
-            start + open + inner
-        } else {
-            start + open
+        let Some(end) = body.find(quote) else {
+            return start + open;
+        };
+        // Literal strings ('...') have no escapes; basic ones are exact without a backslash.
+        let exact = quote.starts_with('\'') || !body[..end].contains('\\');
+        match (exact, open) {
+            (true, 1) if !body[..end].contains('\n') => start + open + inner,
+            // A newline right after the opening delimiter is not part of the value.
+            (true, 3) => start + open + usize::from(body.starts_with('\n')) + inner,
+            _ => start + open,
         }
     }
 

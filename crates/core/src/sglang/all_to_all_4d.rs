@@ -793,7 +793,7 @@ mod tests {
         );
         let empty = [usize::MAX, 0, 2, 1];
         assert!(matches!(
-            pack(&[], empty, 2, A2aOp::HEADS_TO_SEQUENCE),
+            pack::<f32>(&[], empty, 2, A2aOp::HEADS_TO_SEQUENCE),
             Err(A2aError::ShapeTooLarge { .. })
         ));
         let empty = [1 << 40, 0, 2, 1];
@@ -810,7 +810,7 @@ mod tests {
         assert_eq!(want, got);
         let huge = [usize::MAX, 2, 2, 1];
         assert!(matches!(
-            pack(&[], huge, 2, A2aOp::HEADS_TO_SEQUENCE),
+            pack::<f32>(&[], huge, 2, A2aOp::HEADS_TO_SEQUENCE),
             Err(A2aError::ShapeMismatch { .. })
         ));
     }
