@@ -127,7 +127,13 @@ fn every_bad_input_is_refused_with_its_location_and_reason() {
             }
         }
     }
-    assert!(wrong.is_empty(), "{} of {} cases wrong:\n{}", wrong.len(), all.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        wrong.len(),
+        all.len(),
+        wrong.join("\n")
+    );
 }
 
 #[test]

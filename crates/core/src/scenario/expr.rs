@@ -146,7 +146,10 @@ fn lex(s: &str) -> Result<Vec<Token>, ExprError> {
             } else if c == '=' {
                 return Err(err(i, "unexpected `=`: use `==` to compare (`rank == 0`)"));
             } else if c == '&' || c == '|' {
-                return Err(err(i, format!("unexpected `{c}`: use `{c}{c}` (or `and`/`or`)")));
+                return Err(err(
+                    i,
+                    format!("unexpected `{c}`: use `{c}{c}` (or `and`/`or`)"),
+                ));
             } else {
                 // `i` is at a character boundary: only ASCII has been consumed so far.
                 let ch = s[i..].chars().next().unwrap_or(c);
