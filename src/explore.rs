@@ -21,6 +21,8 @@ pub struct ClassSummary {
     /// The first seed's per-rank verdicts.
     pub verdict: Vec<String>,
     pub trace_hash: String,
+    /// The scenario's expectations hold for every seed in this class.
+    pub expectations_hold: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +30,11 @@ pub struct Exploration {
     pub scenario: String,
     pub file: String,
     pub seeds_run: u64,
+    /// Seeds for which the scenario's expectations do not hold (`scen explore` then exits 1).
+    pub seeds_failing: u64,
+    /// Which shards this covers (`--shard i/n`: [i]; merged: every i), of `shard_count`.
+    pub shards: Vec<u64>,
+    pub shard_count: u64,
     /// Classes ordered by their first seed.
     pub classes: Vec<ClassSummary>,
     /// Seeds whose run ended in an internal error (no verdict), by seed: never a class.
@@ -51,6 +58,7 @@ enum SeedResult {
 /// One seed's result.
 struct Outcome {
     key: String,
+    holds: bool,
     verdict: Vec<String>,
     hash: String,
 }
@@ -60,6 +68,7 @@ pub fn explore(
     text: &str,
     file: &str,
     name: &str,
+    (shard, shard_count): (u64, u64),
     seeds: &[u64],
     jobs: usize,
     tick: &(dyn Fn() + Sync),
@@ -87,6 +96,7 @@ pub fn explore(
                     let out = match scen_sim::simulate(&s, Some(seeds[i])) {
                         Ok(r) => Ok(SeedResult::Verdict(Outcome {
                             key: class_key(&s, &r),
+                            holds: r.expectations_hold(),
                             verdict: r
                                 .ranks
                                 .iter()
@@ -109,6 +119,7 @@ pub fn explore(
     let mut classes: Vec<ClassSummary> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     let mut internal_errors = Vec::new();
+    let mut seeds_failing = 0;
     for (i, r) in results
         .into_inner()
         .expect("results")
@@ -125,8 +136,12 @@ pub fn explore(
                 continue;
             }
         };
+        seeds_failing += u64::from(!o.holds);
         match index.get(&o.key) {
-            Some(&c) => classes[c].count += 1,
+            Some(&c) => {
+                classes[c].count += 1;
+                classes[c].expectations_hold &= o.holds;
+            }
             None => {
                 index.insert(o.key.clone(), classes.len());
                 classes.push(ClassSummary {
@@ -135,6 +150,7 @@ pub fn explore(
                     first_seed: seeds[i],
                     verdict: o.verdict,
                     trace_hash: o.hash,
+                    expectations_hold: o.holds,
                 });
             }
         }
@@ -144,12 +160,16 @@ pub fn explore(
         scenario: scenario.name,
         file: file.to_string(),
         seeds_run: seeds.len() as u64,
+        seeds_failing,
+        shards: vec![shard],
+        shard_count,
         classes,
         internal_errors,
     })
 }
 
 /// Adds shard outputs together: counts summed, each class keeps its smallest first seed.
+/// Refuses parts of different scenarios or shard counts, and a shard given twice.
 pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
     let mut it = parts.into_iter();
     let mut acc = it.next().ok_or("nothing to merge")?;
@@ -160,12 +180,27 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
                 acc.scenario, p.scenario
             ));
         }
+        if p.shard_count != acc.shard_count {
+            return Err(format!(
+                "cannot merge shards of {} and of {} (every part must use the same --shard i/n)",
+                acc.shard_count, p.shard_count
+            ));
+        }
+        if let Some(dup) = p.shards.iter().find(|i| acc.shards.contains(i)) {
+            return Err(format!(
+                "shard {dup}/{} is given twice: its seeds would count twice",
+                acc.shard_count
+            ));
+        }
+        acc.shards.extend(&p.shards);
         acc.seeds_run += p.seeds_run;
         acc.internal_errors.extend(p.internal_errors);
+        acc.seeds_failing += p.seeds_failing;
         for c in p.classes {
             match acc.classes.iter_mut().find(|x| x.key == c.key) {
                 Some(x) => {
                     x.count += c.count;
+                    x.expectations_hold &= c.expectations_hold;
                     if c.first_seed < x.first_seed {
                         x.first_seed = c.first_seed;
                         x.verdict = c.verdict;
@@ -178,6 +213,7 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
     }
     acc.classes.sort_by_key(|c| c.first_seed);
     acc.internal_errors.sort_by_key(|x| x.seed);
+    acc.shards.sort_unstable();
     Ok(acc)
 }
 
@@ -203,6 +239,9 @@ pub fn render(e: &Exploration) -> String {
             c.trace_hash,
             c.key
         ));
+        if !c.expectations_hold {
+            out.push_str("  breaks the scenario's expectations\n");
+        }
         for v in &c.verdict {
             out.push_str(&format!("    {v}\n"));
         }
@@ -223,6 +262,22 @@ pub fn render(e: &Exploration) -> String {
                 x.seed, x.detail, e.file, x.seed
             ));
         }
+    }
+    if e.shards.len() as u64 != e.shard_count {
+        out.push_str(&format!(
+            "shards: {} of {} ({:?})\n",
+            e.shards.len(),
+            e.shard_count,
+            e.shards
+        ));
+    }
+    if e.seeds_failing == 0 {
+        out.push_str("expectations: hold for every seed\n");
+    } else {
+        out.push_str(&format!(
+            "expectations: broken by {} of {} seeds (exit 1)\n",
+            e.seeds_failing, e.seeds_run
+        ));
     }
     out
 }

@@ -1,4 +1,5 @@
-//! The files scen writes (`run --graph`, `run --timeline`, `shrink -o`): an output never
+//! The files scen writes (`run --graph/--timeline/--report`, `shrink -o`, `test --junit`,
+//! snapshots): an output never
 //! replaces an input or another output of the same command, and each is written whole or not
 //! at all — a temporary file beside the target, then a rename — with the temporary file
 //! removed on failure and the OS's reason printed with the path the user gave.
@@ -54,6 +55,11 @@ pub fn check_paths(inputs: &[&Path], outputs: &[(&str, &Path)]) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// [`write_atomic`] for callers that use anyhow.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_atomic(path, bytes).map_err(anyhow::Error::msg)
 }
 
 /// Writes `bytes` to `path` whole or not at all. Errors name `path` as given and the OS reason.

@@ -31,8 +31,11 @@ fn explore_json(extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["explore", RACE, "--seeds", "200", "--format", "json"];
     args.extend_from_slice(extra);
     let (code, out, err) = scen(&args);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).expect("json")
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    // Exit 1 exactly when some seed breaks the scenario's expectations (the hang class does).
+    let failing = v["seeds_failing"].as_u64().expect("seeds_failing");
+    assert_eq!(code, if failing > 0 { 1 } else { 0 }, "{err}");
+    v
 }
 
 fn class_keys(v: &serde_json::Value) -> Vec<String> {
@@ -52,6 +55,11 @@ fn explore_finds_the_order_dependent_hang_identically_for_any_jobs() {
     assert_eq!(one["seeds_run"], 200);
     let keys = class_keys(&one);
     assert!(keys.iter().any(|k| k == "completes"), "{keys:?}");
+    // Seeds of the hang class break the expectations: exit 1, and the summary says so.
+    assert!(one["seeds_failing"].as_u64().expect("count") > 0);
+    let (code, out, _) = scen(&["explore", RACE, "--seeds", "200"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("expectations: broken by"), "{out}");
     assert!(
         keys.iter()
             .any(|k| k.contains("fails in barrier") && k.contains("hangs in all_reduce")),
@@ -88,9 +96,18 @@ fn shards_merge_to_the_whole_exploration() {
     let mut args = vec!["explore", "--merge", "--format", "json"];
     args.extend(parts.iter().map(|s| s.as_str()));
     let (code, out, err) = scen(&args);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "the hang class breaks the expectations: {err}");
     let merged: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(merged, whole);
+    for key in ["classes", "seeds_run", "seeds_failing", "scenario"] {
+        assert_eq!(merged[key], whole[key], "{key}");
+    }
+    assert_eq!(merged["shards"], serde_json::json!([0, 1, 2]));
+    // A shard given twice would count its seeds twice: refused.
+    let mut twice = vec!["explore", "--merge"];
+    twice.extend([parts[0].as_str(), parts[1].as_str(), parts[0].as_str()]);
+    let (code, _, err) = scen(&twice);
+    assert_eq!(code, 2);
+    assert!(err.contains("shard 0/3 is given twice"), "{err}");
     let (code, _, err) = scen(&["explore", RACE, "--shard", "3/3"]);
     assert_eq!(code, 2);
     assert!(err.contains("--shard 3/3"), "{err}");

@@ -147,6 +147,7 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
 }
 
 #[test]
+#[tracing_test::traced_test]
 fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
     let rel = "tests/hw/rank_killed_mid_all_reduce.toml";
     // With oneCCL's shm transport, so the killed ranks leave /dev/shm files to remove.
@@ -158,6 +159,8 @@ fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
     let t = Instant::now();
     let Some(r) = run_hw(rel, &o) else { return };
     let elapsed_ms = t.elapsed().as_millis() as u64;
+    // The watchdog's decisions are log lines (`scen run --hw -v`).
+    assert!(logs_contain("watchdog: --kill-rank: SIGKILL rank 1"));
     // The scenario's timeout is 10 s; every other rank must be stopped within it + 5 s.
     assert!(elapsed_ms < 15_000, "took {elapsed_ms} ms");
     match &r.ranks[1] {
@@ -190,6 +193,8 @@ fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
             .flat_map(|x| x.peers.iter())
             .any(|p| p.starts_with("rank 1, which failed") && p.contains("SIGKILL")));
         assert!(r.notes.iter().any(|n| n.starts_with("watchdog: SIGKILLed")));
+        assert!(logs_contain("watchdog: stall: no rank can make progress"));
+        assert!(logs_contain("watchdog: SIGKILLed"));
     }
     assert!(
         r.notes
@@ -299,5 +304,255 @@ impl OutputInThread for std::process::Command {
             .stderr(std::process::Stdio::piped())
             .spawn();
         std::thread::spawn(move || child?.wait_with_output())
+    }
+}
+
+/// Rank 1 dies while the others create or use the communicator with it: the culprit is rank 1
+/// alone, and the ranks waiting in the same call with it are not a cycle.
+#[test]
+fn a_rank_dying_in_communicator_creation_is_the_only_culprit() {
+    let rel = "scenarios/five_ops_xccl_w4.toml";
+    let o = HwOptions {
+        kill_rank_at: Some((1, 1)),
+        kill_delay_ms: 150,
+        ..options()
+    };
+    let Some(r) = run_hw(rel, &o) else { return };
+    assert!(
+        matches!(&r.ranks[1], RankVerdict::Failed { error, .. } if error.contains("signal 9")),
+        "{:?}",
+        r.ranks[1]
+    );
+    if let Some(hang) = &r.diagnosis.hang {
+        assert_eq!(hang.cycle, Vec::<usize>::new(), "a false cycle");
+        for s in &hang.stuck {
+            assert_eq!(s.waits_for, vec![1], "rank {} ({})", s.rank, s.what);
+        }
+    }
+    if let Some(stall) = &r.final_stall {
+        for x in &stall.stuck {
+            assert_eq!(x.wait.peers, vec![1], "rank {}: {}", x.rank, x.wait.what);
+        }
+    }
+    assert_cleaned_up(&r);
+}
+
+/// Rank 0, the TCPStore's host, dies before the others connect: they end at once with the
+/// error c10d raises after its 30-minute connect timeout, not after waiting it out.
+#[test]
+fn a_dead_store_host_ends_the_run_at_once_with_the_connect_timeout_error() {
+    let rel = "tests/hw/store_host_dies_w3.toml";
+    let o = HwOptions {
+        kill_rank_at: Some((0, 1)),
+        kill_delay_ms: 100,
+        ..options()
+    };
+    let t = Instant::now();
+    let Some(r) = run_hw(rel, &o) else { return };
+    let elapsed_ms = t.elapsed().as_millis();
+    assert!(elapsed_ms < 15_000, "took {elapsed_ms} ms");
+    for rank in [1, 2] {
+        match &r.ranks[rank] {
+            RankVerdict::Failed { step, error, .. } => {
+                assert_eq!(*step, 1);
+                assert!(
+                    error.starts_with("DistNetworkError: The client socket has timed out after 1800000ms while trying to connect to (127.0.0.1, "),
+                    "rank {rank}: {error}"
+                );
+            }
+            other => panic!("rank {rank}: {other:?}"),
+        }
+    }
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.contains("TCPStore's host, rank 0, is dead")));
+    assert_cleaned_up(&r);
+}
+
+/// The short kill test (scripts/kill-test.sh runs the long one): a random rank SIGKILLed at a
+/// random moment, and the launcher itself SIGTERMed and SIGKILLed. Every run that can report
+/// does so within the scenario's timeout + 5 s; no process and no file is left behind.
+#[test]
+fn kill_trials_leave_nothing_behind() {
+    let rel = "tests/hw/kill_trials_w4.toml";
+    if let Err(HwError::Unavailable(why)) =
+        scen_hw::launcher::check_eligible(&load(rel), &options(), false)
+    {
+        assert!(
+            std::env::var("SCEN_HW_REQUIRED").as_deref() != Ok("1"),
+            "{why}"
+        );
+        println!("skip: kill trials: {why}");
+        return;
+    }
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    println!("kill trials: seed {seed}");
+    let mut rng = seed | 1;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    for (trial, target) in ["rank", "rank", "TERM", "KILL"].into_iter().enumerate() {
+        let delay_ms = 200 + next(2_000);
+        let shm_before = shm_names();
+        let t = Instant::now();
+        let launcher = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+            .args(["run", "--hw", rel, "--max-wall-s", "60"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("CCL_ATL_SHM", if trial % 2 == 0 { "1" } else { "0" })
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the launcher starts");
+        let ranks = wait_for_ranks(launcher.id(), 4);
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let what = match target {
+            "rank" => {
+                let victim = ranks[next(ranks.len() as u64) as usize];
+                // SAFETY: kill(2) on a rank process of the launcher this test started.
+                unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+                format!("rank pid {victim} SIGKILLed")
+            }
+            sig => {
+                let n = if sig == "TERM" {
+                    libc::SIGTERM
+                } else {
+                    libc::SIGKILL
+                };
+                // SAFETY: kill(2) on the launcher this test started.
+                unsafe { libc::kill(launcher.id() as i32, n) };
+                format!("launcher SIG{sig}ed")
+            }
+        };
+        let out = launcher.wait_with_output().expect("the launcher ends");
+        let elapsed_ms = t.elapsed().as_millis();
+        let text = String::from_utf8_lossy(&out.stdout);
+        println!(
+            "trial {trial}: {what} after {delay_ms} ms; ended after {elapsed_ms} ms, {:?}",
+            out.status
+        );
+        if target != "KILL" {
+            assert!(
+                text.contains("outcome:"),
+                "trial {trial} ({what}): no report:\n{text}"
+            );
+            assert!(
+                elapsed_ms < 15_000,
+                "trial {trial} ({what}): {elapsed_ms} ms"
+            );
+        }
+        if target == "TERM" && text.contains("interrupted") {
+            assert_eq!(out.status.code(), Some(143), "trial {trial}: {text}");
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        // Files are the trial's own by pid: other tests create and remove theirs meanwhile.
+        let ours = || -> Vec<String> {
+            shm_names()
+                .difference(&shm_before)
+                .filter(|n| ranks.iter().any(|p| n.starts_with(&format!("{p}:"))))
+                .cloned()
+                .collect()
+        };
+        while Instant::now() < deadline && (ranks.iter().any(|p| alive(*p)) || !ours().is_empty()) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let orphans: Vec<&u32> = ranks.iter().filter(|p| alive(**p)).collect();
+        assert!(
+            orphans.is_empty(),
+            "trial {trial} ({what}): orphans {orphans:?}"
+        );
+        let left = ours();
+        assert!(
+            left.is_empty(),
+            "trial {trial} ({what}): /dev/shm leftovers {left:?}"
+        );
+    }
+}
+
+fn shm_names() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A live (not zombie) process?
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// The rank processes of launcher `pid`, once `n` of them run (at most 20 s).
+fn wait_for_ranks(pid: u32, n: usize) -> Vec<u32> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let kids: Vec<u32> = std::fs::read_dir("/proc")
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                    .filter(|p| {
+                        let stat =
+                            std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                        let ppid = stat
+                            .rsplit_once(") ")
+                            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+                        let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                        ppid == Some(pid) && cmd.split(|b| *b == 0).any(|a| a == b"__hw-rank")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if kids.len() >= n || Instant::now() > deadline {
+            return kids;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// SIGINT and SIGHUP end a hardware run at once: every rank killed and marked interrupted in
+/// the printed report, exit status 128 + the signal. (No oneCCL needed: gloo ranks.)
+#[test]
+fn a_signal_ends_the_run_with_a_report_and_128_plus_its_number() {
+    let rel = "tests/hw/sleepers_gloo_w2.toml";
+    for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGHUP, "SIGHUP")] {
+        let t = Instant::now();
+        let launcher = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+            .args(["run", "--hw", rel])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the launcher starts");
+        let ranks = wait_for_ranks(launcher.id(), 2);
+        assert_eq!(ranks.len(), 2, "both ranks started");
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        // SAFETY: kill(2) on the launcher this test started.
+        unsafe { libc::kill(launcher.id() as i32, sig) };
+        let out = launcher.wait_with_output().expect("the launcher ends");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + sig),
+            "{name}:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(t.elapsed().as_secs() < 20, "{name}: {:?}", t.elapsed());
+        let marked = format!("interrupted: the launcher received {name} and killed this rank");
+        assert!(text.contains(&marked), "{name}:\n{text}");
+        assert!(text.contains("rank processes (rank=pid)"), "{text}");
+        for p in &ranks {
+            assert!(!alive(*p), "{name}: rank process {p} still runs");
+        }
     }
 }

@@ -1,147 +1,49 @@
-//! Runs every scenario in scenarios/ in the simulator: its expectations must hold, its verdict
-//! and trace must equal the insta snapshot in snapshots/, and a second run with the same seed
-//! must give a byte-identical trace. `cargo insta review` when behaviour changes on purpose.
+//! One test per scenario in scenarios/ (a libtest-mimic harness, so `cargo test missing_rank`
+//! runs that scenario and a failing run lists every failing scenario): its expectations must
+//! hold, its verdict and trace must equal its insta snapshot in snapshots/, and two runs of the
+//! same seed (its own, 0 and 7) must give byte-identical traces. The same code as `scen test`
+//! (src/suite). When behaviour changes on purpose: `scen test --review`, `cargo insta review`
+//! or INSTA_UPDATE=always.
 
-use scen_core::scenario::{load_file, Scenario};
-use scen_core::verdict::{describe_verdict, Report};
-use serde::Serialize;
-use std::path::{Path, PathBuf};
+use libtest_mimic::{Arguments, Failed, Trial};
+use scen::suite::{self, snapshot, Settings, Status};
+use std::path::Path;
 
-fn scenario_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("scenarios/ exists")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no scenarios found in {}", dir.display());
-    files
-}
-
-fn load(path: &Path) -> Scenario {
-    let rel = path
-        .strip_prefix(env!("CARGO_MANIFEST_DIR"))
-        .unwrap_or(path);
-    let mut s = load_file(path).unwrap_or_else(|e| panic!("{e}"));
-    s.file = rel.display().to_string();
-    s
-}
-
-/// What a snapshot pins: the verdict per rank, the first stall, and the whole trace.
-#[derive(Serialize)]
-struct Snapshot {
-    scenario: String,
-    description: Option<String>,
-    seed: u64,
-    verdict: Vec<String>,
-    first_stall: Vec<String>,
-    expectations_hold: bool,
-    /// Flight-recorder-like call records, one line each: group, seq, op, dtype/shape, state.
-    calls: Vec<String>,
-    /// Consistency mismatches and the wait-for graph, as `scen run` prints them.
-    diagnosis: Vec<String>,
-    trace_hash: String,
-    /// Which fault each failure followed (scenarios with `[[faults]]`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    notes: Vec<String>,
-    trace: Vec<String>,
-}
-
-fn snapshot(s: &Scenario, r: &Report) -> Snapshot {
-    let first_stall = r
-        .first_stall
-        .iter()
-        .flat_map(|st| {
-            st.stuck.iter().map(move |x| {
-                format!(
-                    "t={}ms rank {} in {}: {} <- waiting for: {}",
-                    st.t_ms,
-                    x.rank,
-                    s.steps[x.step].label(),
-                    x.wait.what,
-                    x.peers.join("; ")
-                )
-            })
+fn main() {
+    let args = Arguments::from_args();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let settings = Settings {
+        snapshots: snapshot::Location::Dir(root.join("snapshots")),
+        root: root.to_path_buf(),
+        write: suite::Write::from_insta_env(),
+        determinism_seeds: vec![0, 7],
+    };
+    let files = suite::discover(&[root.join("scenarios")], None).expect("scenarios/ exists");
+    assert!(!files.is_empty(), "no scenarios in scenarios/");
+    let trials = files
+        .into_iter()
+        .map(|file| {
+            let name = file.file_stem().unwrap().to_string_lossy().to_string();
+            let settings = settings.clone();
+            Trial::test(name, move || check(&file, &settings))
         })
         .collect();
-    Snapshot {
-        scenario: s.name.clone(),
-        description: s.description.clone(),
-        seed: r.seed,
-        verdict: r
-            .ranks
-            .iter()
-            .enumerate()
-            .map(|(i, v)| format!("rank {i}: {}", describe_verdict(s, v)))
-            .collect(),
-        first_stall,
-        expectations_hold: r.expectations_hold(),
-        calls: r.calls.iter().map(|c| c.render()).collect(),
-        diagnosis: r.diagnosis.lines(&s.file),
-        trace_hash: r.trace_hash.clone(),
-        notes: r.notes.clone(),
-        trace: r
-            .trace
-            .render()
-            .lines()
-            .map(|l| l.trim_end().to_string())
-            .collect(),
-    }
+    libtest_mimic::run(&args, trials).exit();
 }
 
-#[test]
-fn every_scenario_holds_its_expectations_and_matches_its_snapshot() {
-    for path in scenario_files() {
-        let s = load(&path);
-        let r = scen_sim::simulate(&s, None).expect("simulation runs");
-        let failed: Vec<String> = r
-            .expectations
-            .iter()
-            .filter(|e| !e.holds)
-            .map(|e| format!("rank {}: expected {}, got {}", e.rank, e.expected, e.actual))
-            .collect();
-        assert!(
-            failed.is_empty(),
-            "{}: expectations do not hold:\n{}",
-            s.file,
-            failed.join("\n")
-        );
-        insta::with_settings!({
-            snapshot_path => "../snapshots",
-            prepend_module_to_snapshot => false,
-            omit_expression => true,
-        }, {
-            insta::assert_yaml_snapshot!(s.name.clone(), snapshot(&s, &r));
-        });
-    }
-}
-
-#[test]
-fn same_seed_gives_a_byte_identical_trace() {
-    for path in scenario_files() {
-        let s = load(&path);
-        for seed in [0u64, 7] {
-            let a = scen_sim::simulate(&s, Some(seed)).expect("run a");
-            let b = scen_sim::simulate(&s, Some(seed)).expect("run b");
-            assert_eq!(
-                a.trace.render(),
-                b.trace.render(),
-                "{} seed {seed}: traces differ",
-                s.file
-            );
-            assert_eq!(a.trace_hash, b.trace_hash);
-            assert_eq!(
-                a.calls, b.calls,
-                "{} seed {seed}: call records differ",
-                s.file
-            );
-            assert_eq!(
-                a.diagnosis.lines(&s.file),
-                b.diagnosis.lines(&s.file),
-                "{} seed {seed}: diagnoses differ",
-                s.file
-            );
+fn check(file: &Path, settings: &Settings) -> Result<(), Failed> {
+    let o = suite::run_one(file, settings);
+    match o.status {
+        Status::Passed | Status::Updated => Ok(()),
+        Status::Failed | Status::Invalid => {
+            let lines: Vec<String> = o.problems.iter().map(ToString::to_string).collect();
+            let mut msg = lines.join("\n");
+            if let Some(c) = &o.snapshot {
+                let old = c.old.as_ref().map(|s| s.body.as_str()).unwrap_or("");
+                msg.push('\n');
+                msg.push_str(&snapshot::diff(old, &c.new_body));
+            }
+            Err(msg.into())
         }
     }
 }

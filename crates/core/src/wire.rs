@@ -19,6 +19,9 @@ pub enum WireError {
     /// The peer sent something that is not a valid frame.
     #[error("malformed message from peer: {0}")]
     Malformed(String),
+    /// The peer refused this connection; the text says who and why.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl From<std::io::Error> for WireError {
@@ -42,10 +45,18 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, body: &[u8]) -> Resul
 }
 
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>, WireError> {
+    read_frame_max(r, MAX_FRAME_BYTES).await
+}
+
+/// Reads a frame of at most `max_bytes`; a longer one is refused before its body is read.
+pub async fn read_frame_max<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: usize,
+) -> Result<Vec<u8>, WireError> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len).await?;
     let n = u32::from_le_bytes(len) as usize;
-    if n > MAX_FRAME_BYTES {
+    if n > max_bytes {
         return Err(WireError::Malformed(format!(
             "frame of {n} bytes exceeds the limit"
         )));

@@ -100,6 +100,9 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
     let net = TokioNet {
         host: id.host.clone(),
         bind_ip: id.bind_ip.clone(),
+        job_token: std::env::var(crate::launcher::JOB_TOKEN_ENV)
+            .ok()
+            .filter(|t| !t.is_empty()),
     };
     let env = RankEnv {
         net,

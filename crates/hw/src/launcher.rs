@@ -6,28 +6,29 @@
 //! when a run is over: every unfinished rank waits, and each wait is hopeless (a peer it waits
 //! for has ended or is inside another call) or past its deadline. Then it SIGKILLs the process
 //! group, removes the killed ranks' /dev/shm files and builds the same Report as the simulator.
+//!
+//! No path leaves a process or a file behind: SIGINT/SIGTERM/SIGHUP end the run with a report
+//! ([`signals`]); ranks die with the launcher even if it is SIGKILLed ([`procs`]), and a guard
+//! process then removes their /dev/shm files ([`reaper`]); rank logs have no name on disk.
 
 use crate::child::uses_device_backend;
 use crate::launch_env;
 use crate::net::unix_ms;
 use crate::probe::Msg;
-use crate::{HwError, HwOptions};
-use scen_core::diagnose::record::CallState;
+use crate::procs::{self, RankProc};
+use crate::watchdog::{self, State};
+use crate::{reaper, signals, HwError, HwOptions};
 use scen_core::runtime::rank::RankEnd;
 use scen_core::scenario::Scenario;
-use scen_core::trace::{Event, EventKind, Wait};
+use scen_core::trace::{Event, EventKind};
 use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
-use scen_sim::probe::Observed;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// Extra time a wait gets past its deadline before the launcher enforces it.
-const DEADLINE_GRACE_MS: u64 = 1_000;
 /// How long a rank's messages may still arrive after its process exited.
 const EXIT_SETTLE_MS: u64 = 500;
 /// How long a rank that reported its end may take to exit before it is killed.
@@ -109,23 +110,6 @@ pub fn check_eligible(s: &Scenario, o: &HwOptions, external: bool) -> Result<(),
     Ok(())
 }
 
-struct RankProc {
-    rank: usize,
-    child: Child,
-    log: PathBuf,
-    exit: Option<(ExitStatus, u64)>,
-    closed: bool,
-}
-
-/// What the launcher has heard, in the simulator's terms (so its stall analysis applies).
-struct State {
-    obs: Observed,
-    /// Ranks whose end the watchdog decided (a deadline passed inside the device library).
-    forced: Vec<usize>,
-    notes: Vec<String>,
-    last_msg_ms: u64,
-}
-
 enum Input {
     Msg(Msg),
     Closed(usize),
@@ -165,6 +149,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         ));
     }
     let local: Vec<usize> = local_ranks.iter().map(|(r, _)| *r).collect();
+    let signals = signals::Guard::arm().map_err(HwError::Io)?;
     let epoch = unix_ms();
     let io = |what: &str, e: std::io::Error| HwError::Io(format!("{what}: {e}"));
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| io("probe listener", e))?;
@@ -186,17 +171,31 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(|e| io("finding the scen binary", e))?,
     };
-    let logs = std::env::temp_dir().join(format!("scen-hw-{}-{epoch}", std::process::id()));
-    std::fs::create_dir_all(&logs).map_err(|e| io("creating the log directory", e))?;
+    // Every process of one launch shares a token the TCPStore checks (crate::store_auth);
+    // under torchrun the processes are launched apart, so only a token set for the job counts.
+    let token = match &external {
+        None => Some(job_token()),
+        Some(_) => std::env::var(JOB_TOKEN_ENV).ok(),
+    };
     let (tx, rx) = mpsc::channel::<Input>();
     spawn_acceptor(listener, tx);
+    let mut guard = match reaper::Guard::start(&exe) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            notes.push(format!(
+                "no cleanup guard ({e}): if this launcher is SIGKILLed, /dev/shm files of its ranks may stay"
+            ));
+            None
+        }
+    };
     let root = oneccl_root();
     let mut procs: Vec<RankProc> = Vec::new();
     let mut pgid: Option<i32> = None;
     for &(rank, lr) in &local_ranks {
-        let log = logs.join(format!("rank{rank}.log"));
-        let out = std::fs::File::create(&log).map_err(|e| io("creating a rank log", e))?;
-        let err = out.try_clone().map_err(|e| io("creating a rank log", e))?;
+        let log = procs::anonymous_log(&std::env::temp_dir(), &format!("scen-hw-rank{rank}"))
+            .map_err(|e| io("creating a rank log", e))?;
+        let out = log.try_clone().map_err(|e| io("creating a rank log", e))?;
+        let err = log.try_clone().map_err(|e| io("creating a rank log", e))?;
         let mut cmd = Command::new(&exe);
         cmd.arg("__hw-rank")
             .arg(file)
@@ -215,6 +214,10 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             .env("SCEN_HW_PROBE", &probe_addr)
             .env("SCEN_HW_EPOCH_MS", epoch.to_string())
             .process_group(pgid.unwrap_or(0));
+        if let Some(t) = &token {
+            cmd.env(JOB_TOKEN_ENV, t);
+        }
+        procs::die_with_parent(&mut cmd);
         for (k, v) in ONECCL_ENV {
             if std::env::var_os(k).is_none() {
                 cmd.env(k, v);
@@ -227,10 +230,14 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         let child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                kill_all(pgid, &mut procs);
+                procs::kill_all(pgid, &mut procs);
+                finish_guard(guard);
                 return Err(io(&format!("starting rank {rank} ({})", exe.display()), e));
             }
         };
+        if let Some(g) = guard.as_mut() {
+            g.watch(child.id());
+        }
         pgid.get_or_insert(child.id() as i32);
         procs.push(RankProc {
             rank,
@@ -240,26 +247,61 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             closed: false,
         });
     }
-    let mut st = State {
-        obs: Observed {
-            waits: vec![None; world],
-            step: vec![None; world],
-            ends: vec![None; world],
-            ..Default::default()
-        },
-        notes,
-        forced: vec![],
-        last_msg_ms: 0,
-    };
+    let mut st = State::new(world, notes);
+    if local.contains(&0) {
+        // With env:// (what the launcher sets), rank 0 serves the store at MASTER_PORT.
+        st.store_hosts.insert(master_port, 0);
+    }
+    let end_ms = watch(s, o, &mut st, &mut procs, &rx, &local, epoch, &signals);
+    let interrupted = signals.received();
+    drop(signals);
+    finish(&mut st, &mut procs, pgid, interrupted);
+    finish_guard(guard);
+    if local.len() < world {
+        st.notes.push(format!(
+            "this node ran ranks {local:?} only; the others' verdicts are in their own nodes' reports"
+        ));
+    }
+    Ok(report(s, st, &local, end_ms))
+}
+
+/// The environment variable that carries the job token to rank processes.
+pub const JOB_TOKEN_ENV: &str = "SCEN_HW_JOB_TOKEN";
+
+/// 128 random bits in hex, new for every launch.
+fn job_token() -> String {
+    let mut b = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if read.is_err() {
+        // Unique enough to tell launches apart: pid and time.
+        b[..4].copy_from_slice(&std::process::id().to_le_bytes());
+        b[4..12].copy_from_slice(&unix_ms().to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The launcher's loop: absorbs what ranks say, notices exits, injects the kill fault, and
+/// decides when the run is over. Returns the end time (ms since `epoch`).
+#[allow(clippy::too_many_arguments)]
+fn watch(
+    s: &Scenario,
+    o: &HwOptions,
+    st: &mut State,
+    procs: &mut [RankProc],
+    rx: &mpsc::Receiver<Input>,
+    local: &[usize],
+    epoch: u64,
+    signals: &signals::Guard,
+) -> u64 {
     let mut kill_armed: Option<u64> = None;
     let mut killed_by_hook = false;
     let now = || unix_ms().saturating_sub(epoch);
-    let end_ms = loop {
+    loop {
         let mut next = rx.recv_timeout(Duration::from_millis(20)).ok();
         while let Some(input) = next {
             st.last_msg_ms = now();
             match input {
-                Input::Msg(m) => absorb(&mut st, m),
+                Input::Msg(m) => watchdog::absorb(st, m),
                 Input::Closed(rank) => {
                     if let Some(p) = procs.iter_mut().find(|p| p.rank == rank) {
                         p.closed = true;
@@ -277,19 +319,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             }
             if let Some((status, at)) = p.exit {
                 if st.obs.ends[p.rank].is_none() && (p.closed || t >= at + EXIT_SETTLE_MS) {
-                    let step = st.obs.waits[p.rank]
-                        .as_ref()
-                        .map(|w| w.step)
-                        .or(st.obs.step[p.rank])
-                        .unwrap_or(0);
-                    st.obs.ends[p.rank] = Some((
-                        RankEnd::Failed {
-                            step,
-                            error: describe_exit(status),
-                        },
-                        t,
-                    ));
-                    st.last_msg_ms = t;
+                    st.process_died(p.rank, procs::describe_exit(status), t);
                 }
             }
         }
@@ -301,6 +331,13 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
                 }
                 if kill_armed.is_some_and(|at| t >= at) {
                     if let Some(p) = procs.iter().find(|p| p.rank == rank) {
+                        tracing::warn!(
+                            rank,
+                            step = step + 1,
+                            "watchdog: --kill-rank: SIGKILL rank {rank} {} ms into step {}",
+                            o.kill_delay_ms,
+                            step + 1
+                        );
                         // SAFETY: kill(2) on a child this launcher started and has not reaped.
                         unsafe { libc::kill(p.child.id() as i32, libc::SIGKILL) };
                         st.notes.push(format!(
@@ -313,23 +350,82 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
                 }
             }
         }
-        if local.iter().all(|r| st.obs.ends[*r].is_some()) {
-            break t;
+        if let Some(sig) = signals.received() {
+            tracing::warn!(
+                t_ms = t,
+                "launcher: {} received: ending every rank",
+                signals::name(sig)
+            );
+            interrupt(st, local, sig, t);
+            return t;
         }
-        if t >= st.last_msg_ms + o.quiet_ms && stalled(s, &mut st, &local, t) {
-            break t;
+        if local.iter().all(|r| st.obs.ends[*r].is_some()) {
+            tracing::info!(t_ms = t, "watchdog: every local rank reported its end");
+            return t;
+        }
+        if t >= st.last_msg_ms + o.quiet_ms && watchdog::stalled(s, st, local, t) {
+            return t;
         }
         if o.max_wall_ms.is_some_and(|m| t >= m) {
+            tracing::warn!(
+                t_ms = t,
+                "watchdog: --max-wall-s reached: stopping every rank"
+            );
             st.notes.push(format!(
                 "stopped: the run reached the launcher's limit of {} ms",
                 t
             ));
-            break t;
+            return t;
         }
-    };
-    // Ranks that reported their end are finalizing oneCCL and exiting: give them a moment.
-    let settle_until = now() + EXIT_WAIT_MS;
-    while now() < settle_until
+    }
+}
+
+/// A signal ends the run: every unfinished rank ends failed where it was (its open call too),
+/// saying so.
+fn interrupt(st: &mut State, local: &[usize], sig: i32, t: u64) {
+    let name = signals::name(sig);
+    st.notes.push(format!(
+        "interrupted: the launcher received {name} and ended every rank; the report shows what was seen until then (exit status {})",
+        128 + sig
+    ));
+    for &r in local {
+        if st.obs.ends[r].is_some() {
+            continue;
+        }
+        let o = &mut st.obs;
+        let (step, where_) = match (&o.waits[r], o.step[r]) {
+            (Some(w), _) => (w.step, format!(" while it waited: {}", w.what)),
+            (None, Some(step)) => (step, String::new()),
+            (None, None) => (0, " before it started any step".into()),
+        };
+        o.ends[r] = Some((
+            RankEnd::Failed {
+                step,
+                error: format!(
+                    "interrupted: the launcher received {name} and killed this rank{where_}"
+                ),
+            },
+            t,
+        ));
+        o.waits[r] = None;
+        // The call it was in ends with it.
+        watchdog::end_open_calls(o, r, t);
+        st.forced.push(r);
+    }
+}
+
+/// Lets ranks that reported their end exit, kills the rest, removes their /dev/shm files and
+/// notes what was done.
+fn finish(st: &mut State, procs: &mut [RankProc], pgid: Option<i32>, interrupted: Option<i32>) {
+    // Ranks that reported their end are finalizing oneCCL and exiting: give them a moment
+    // (not after a signal: the user asked for an end).
+    let settle_until = unix_ms()
+        + if interrupted.is_some() {
+            0
+        } else {
+            EXIT_WAIT_MS
+        };
+    while unix_ms() < settle_until
         && procs.iter_mut().any(|p| {
             st.obs.ends[p.rank].is_some()
                 && !st.forced.contains(&p.rank)
@@ -339,9 +435,14 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
     {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let killed = kill_all(pgid, &mut procs);
-    let removed = remove_shm(&procs);
+    let killed = procs::kill_all(pgid, procs);
+    let pids: Vec<u32> = procs.iter().map(|p| p.child.id()).collect();
+    let removed = procs::remove_shm(&pids);
     if killed > 0 {
+        tracing::warn!(
+            killed,
+            "watchdog: SIGKILLed {killed} rank process(es) still running"
+        );
         st.notes.push(format!(
             "watchdog: SIGKILLed the {killed} rank process(es) still running (oneCCL has no timeout of its own)"
         ));
@@ -351,10 +452,11 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             "removed {removed} /dev/shm file(s) left by rank processes"
         ));
     }
-    for p in &procs {
+    for p in procs.iter() {
+        procs::forward_rank_log(p.rank, &p.log);
         let failed = !matches!(st.obs.ends[p.rank], Some((RankEnd::Completed, _)));
         if failed {
-            if let Some(tail) = log_tail(&p.log, 5) {
+            if let Some(tail) = procs::log_tail(&p.log, 5) {
                 st.notes
                     .push(format!("rank {} output (last lines): {tail}", p.rank));
             }
@@ -366,140 +468,12 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         .collect();
     st.notes
         .push(format!("rank processes (rank=pid): {}", pids.join(" ")));
-    let _ = std::fs::remove_dir_all(&logs);
-    if local.len() < world {
-        st.notes.push(format!(
-            "this node ran ranks {local:?} only; the others' verdicts are in their own nodes' reports"
-        ));
-    }
-    Ok(report(s, st, &local, end_ms))
 }
 
-fn absorb(st: &mut State, m: Msg) {
-    match m {
-        Msg::Hello { .. } => {}
-        Msg::Event(e) => {
-            if let (Some(r), Some(step)) = (e.rank, e.step) {
-                if r < st.obs.step.len() {
-                    st.obs.step[r] = Some(step);
-                }
-            }
-            st.obs.trace.events.push(e);
-        }
-        Msg::Wait { rank, wait } => {
-            if rank < st.obs.waits.len() {
-                st.obs.waits[rank] = wait;
-            }
-        }
-        Msg::End { rank, failed, t_ms } => {
-            if rank < st.obs.ends.len() {
-                st.obs.waits[rank] = None;
-                let end = match failed {
-                    None => RankEnd::Completed,
-                    Some((step, error)) => RankEnd::Failed { step, error },
-                };
-                st.obs.ends[rank] = Some((end, t_ms));
-            }
-        }
-        Msg::Call(rec) => match st.obs.call_index.get(&rec.key()).copied() {
-            Some(i) => st.obs.calls[i] = *rec,
-            None => {
-                st.obs.call_index.insert(rec.key(), st.obs.calls.len());
-                st.obs.calls.push(*rec);
-            }
-        },
-        Msg::Group(rec) => st.obs.groups.push(rec),
-        Msg::Note { text, .. } => {
-            if !st.notes.contains(&text) {
-                st.notes.push(text);
-            }
-        }
-    }
-}
-
-/// Can nothing more happen? Every unfinished local rank waits, and each wait is hopeless: past
-/// its deadline (+ grace), or with no deadline and a peer that has ended or waits in another call.
-fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
-    let o = &st.obs;
-    let open: Vec<usize> = local
-        .iter()
-        .copied()
-        .filter(|r| o.ends[*r].is_none())
-        .collect();
-    let same_call = |a: &Wait, b: &Wait| a.group == b.group && a.seq == b.seq;
-    let hopeless = |r: usize| -> bool {
-        let Some(w) = &o.waits[r] else { return false };
-        match w.deadline_ms {
-            Some(d) => t >= d + DEADLINE_GRACE_MS,
-            None => w.peers.iter().any(|p| {
-                o.ends.get(*p).is_some_and(|e| e.is_some())
-                    || o.waits
-                        .get(*p)
-                        .and_then(|x| x.as_ref())
-                        .is_some_and(|pw| !same_call(w, pw))
-            }),
-        }
-    };
-    if open.is_empty() || !open.iter().all(|r| hopeless(*r)) {
-        return false;
-    }
-    let stall = scen_sim::stall::analyse(s, o, t);
-    let at_stall = (o.calls.clone(), scen_sim::stall::rank_states(s, o), t);
-    // Waits past their deadline: the real process raises the timeout error there (blocking
-    // wait); the device library cannot, so the launcher does it for the rank.
-    for r in open {
-        let w = st.obs.waits[r].clone().expect("waits");
-        if let (Some(d), Some(err)) = (w.deadline_ms, w.timeout_error) {
-            st.obs.trace.events.push(Event {
-                t_ms: d,
-                rank: Some(r),
-                step: Some(w.step),
-                kind: EventKind::Error,
-                text: err.clone(),
-            });
-            st.obs.ends[r] = Some((
-                RankEnd::Failed {
-                    step: w.step,
-                    error: err,
-                },
-                d,
-            ));
-            st.obs.waits[r] = None;
-            st.forced.push(r);
-            // The call the rank was in ends failed there, as its own record would have said.
-            for c in st.obs.calls.iter_mut() {
-                if c.rank == r && c.state == CallState::Started {
-                    c.state = CallState::Failed;
-                    c.t_end_ms = Some(d);
-                }
-            }
-        }
-    }
-    st.obs.first_stall_calls.get_or_insert(at_stall);
-    if let Some(stall) = stall {
-        let ranks: Vec<String> = stall.stuck.iter().map(|x| x.rank.to_string()).collect();
-        st.notes.push(format!(
-            "stall: no rank can make progress; stuck ranks [{}] (the launcher's watchdog ends the run)",
-            ranks.join(", ")
-        ));
-        st.obs.first_stall.get_or_insert_with(|| stall.clone());
-        st.obs.final_stall = Some(stall);
-    }
-    true
-}
-
-fn describe_exit(s: ExitStatus) -> String {
-    match (s.code(), s.signal()) {
-        (_, Some(sig)) => format!(
-            "the rank's process was killed by signal {sig}{}",
-            if sig == libc::SIGKILL {
-                " (SIGKILL)"
-            } else {
-                ""
-            }
-        ),
-        (Some(c), _) => format!("the rank's process exited with code {c} without reporting an end"),
-        _ => "the rank's process ended".into(),
+/// The launcher has cleaned up (or is about to fail): the guard may go.
+fn finish_guard(guard: Option<reaper::Guard>) {
+    if let Some(g) = guard {
+        g.done();
     }
 }
 
@@ -528,52 +502,6 @@ fn spawn_acceptor(listener: TcpListener, tx: mpsc::Sender<Input>) {
             });
         }
     });
-}
-
-/// SIGKILLs the process group (only this launcher's rank processes are in it) and reaps them.
-/// Returns how many were still running.
-fn kill_all(pgid: Option<i32>, procs: &mut [RankProc]) -> usize {
-    let mut running = 0;
-    for p in procs.iter_mut() {
-        if p.exit.is_none() && matches!(p.child.try_wait(), Ok(None)) {
-            running += 1;
-        }
-    }
-    if let Some(g) = pgid {
-        if running > 0 {
-            // SAFETY: kill(2) on the process group of this launcher's own children.
-            unsafe { libc::kill(-g, libc::SIGKILL) };
-        }
-    }
-    for p in procs.iter_mut() {
-        let _ = p.child.wait();
-    }
-    running
-}
-
-/// Removes `/dev/shm/<pid>:*` (oneCCL's shm transport files) of the rank processes.
-fn remove_shm(procs: &[RankProc]) -> usize {
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-        return 0;
-    };
-    let prefixes: Vec<String> = procs.iter().map(|p| format!("{}:", p.child.id())).collect();
-    let mut n = 0;
-    for e in dir.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if prefixes.iter().any(|p| name.starts_with(p)) && std::fs::remove_file(e.path()).is_ok() {
-            n += 1;
-        }
-    }
-    n
-}
-
-fn log_tail(path: &Path, lines: usize) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if all.is_empty() {
-        return None;
-    }
-    Some(all[all.len().saturating_sub(lines)..].join(" | "))
 }
 
 fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
@@ -612,103 +540,5 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
         notes: st.notes,
         calls,
         diagnosis,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use scen_core::scenario::parse;
-
-    fn scenario() -> Scenario {
-        parse(
-            "[world]\nranks_per_node = 3\nplatform = \"xpu\"\n[[step]]\nop = \"init_process_group\"\nbackend = \"xccl\"\n[[step]]\nop = \"all_reduce\"\nfill = \"1\"\n",
-            "t.toml",
-            "t",
-        )
-        .expect("parses")
-    }
-
-    fn wait(seq: u64, peers: Vec<usize>, deadline_ms: Option<u64>) -> Wait {
-        Wait {
-            step: 1,
-            what: format!("all_reduce #{seq}"),
-            group: Some("WORLD (0)".into()),
-            seq: Some(seq),
-            peers,
-            since_ms: 0,
-            deadline_ms,
-            timeout_error: deadline_ms.map(|_| "RuntimeError: timed out".into()),
-        }
-    }
-
-    fn state() -> State {
-        State {
-            obs: Observed {
-                waits: vec![None; 3],
-                step: vec![Some(1); 3],
-                ends: vec![None; 3],
-                ..Default::default()
-            },
-            notes: vec![],
-            forced: vec![],
-            last_msg_ms: 0,
-        }
-    }
-
-    #[test]
-    fn ranks_in_the_same_call_with_live_peers_are_not_a_stall() {
-        let s = scenario();
-        let mut st = state();
-        for r in 0..3 {
-            let peers = (0..3).filter(|p| *p != r).collect();
-            st.obs.waits[r] = Some(wait(2, peers, None));
-        }
-        assert!(!stalled(&s, &mut st, &[0, 1, 2], 10_000));
-    }
-
-    #[test]
-    fn a_dead_peer_makes_every_waiting_rank_hopeless() {
-        let s = scenario();
-        let mut st = state();
-        st.obs.ends[2] = Some((
-            RankEnd::Failed {
-                step: 1,
-                error: "killed".into(),
-            },
-            5,
-        ));
-        st.obs.waits[0] = Some(wait(2, vec![1, 2], None));
-        st.obs.waits[1] = Some(wait(2, vec![0, 2], None));
-        assert!(stalled(&s, &mut st, &[0, 1, 2], 10_000));
-        let stall = st.obs.final_stall.expect("a stall");
-        assert_eq!(stall.stuck.len(), 2);
-        assert!(stall.stuck[0].peers[1].starts_with("rank 2, which failed"));
-    }
-
-    #[test]
-    fn a_wait_with_a_deadline_fails_with_its_timeout_error_only_after_the_grace() {
-        let s = scenario();
-        let mut st = state();
-        st.obs.ends[2] = Some((RankEnd::Completed, 5));
-        st.obs.waits[0] = Some(wait(2, vec![1, 2], Some(1_000)));
-        st.obs.waits[1] = Some(wait(2, vec![0, 2], None));
-        assert!(!stalled(
-            &s,
-            &mut st,
-            &[0, 1, 2],
-            1_000 + DEADLINE_GRACE_MS - 1
-        ));
-        assert!(stalled(&s, &mut st, &[0, 1, 2], 1_000 + DEADLINE_GRACE_MS));
-        assert_eq!(
-            st.obs.ends[0],
-            Some((
-                RankEnd::Failed {
-                    step: 1,
-                    error: "RuntimeError: timed out".into()
-                },
-                1_000
-            ))
-        );
     }
 }

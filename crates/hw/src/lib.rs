@@ -3,8 +3,10 @@
 //! `scen run --hw FILE` launches one process per local rank ([`launcher`]), each running core's
 //! `run_rank` unchanged ([`child`]) with tokio TCP and the wall clock ([`net`]), xccl groups on
 //! real oneCCL ([`oneccl`]) and a side channel to the launcher ([`probe`]). The launcher is the
-//! watchdog oneCCL lacks and builds the simulator's kind of Report. `scen doctor` ([`doctor`])
-//! says what this machine has. See docs/hw.md.
+//! watchdog oneCCL lacks ([`watchdog`]) and builds the simulator's kind of Report. Signals end a
+//! run with a report ([`signals`]); ranks die with the launcher ([`procs`]) and a guard process
+//! cleans up after a launcher that was SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
+//! what this machine has. See docs/hw.md.
 
 pub mod child;
 pub mod doctor;
@@ -13,6 +15,10 @@ pub mod launcher;
 pub mod net;
 pub mod oneccl;
 pub mod probe;
+pub mod procs;
+pub mod reaper;
+pub mod signals;
+pub mod watchdog;
 
 use scen_core::scenario::Scenario;
 use scen_core::verdict::Report;

@@ -11,6 +11,8 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct TokioNet {
     pub host: String,
     pub bind_ip: String,
+    /// This launch's job token (SCEN_HW_JOB_TOKEN): the TCPStore refuses other jobs' processes.
+    pub job_token: Option<String>,
 }
 
 impl Net for TokioNet {
@@ -39,6 +41,10 @@ impl Net for TokioNet {
 
     fn host_name(&self) -> String {
         self.host.clone()
+    }
+
+    fn store_token(&self) -> Option<String> {
+        self.job_token.clone()
     }
 }
 

@@ -10,7 +10,6 @@ pub mod faults;
 pub mod internal;
 pub mod net;
 pub mod probe;
-pub mod stall;
 
 use clock::VirtualClock;
 use faults::{Action, FaultPlan};
@@ -21,6 +20,7 @@ use scen_core::c10d::store;
 use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::Scenario;
+use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Probe};
 use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
 use std::cell::RefCell;
@@ -96,6 +96,8 @@ fn simulate_inner(
     inject: Option<usize>,
     watch: &internal::Watch,
 ) -> Result<Report, SimError> {
+    let span = tracing::info_span!("sim", scenario = %scenario.name, seed);
+    let _in_sim = span.enter();
     let mut builder = turmoil::Builder::new();
     builder.tcp_capacity(tcp_capacity(scenario));
     // turmoil keeps the local port of every refused connect, so a rank retrying for a long
@@ -206,7 +208,7 @@ async fn boot_node(
         let (probe, clock) = (probe.clone(), clock.clone());
         let rank = spec.rank;
         let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
-        probe.state.borrow_mut().kills[rank] = Some(kill_tx);
+        probe.kills.borrow_mut()[rank] = Some(kill_tx);
         let late = probe.plan.borrow().late[rank];
         tokio::task::spawn_local(async move {
             let run = async {
@@ -492,7 +494,7 @@ fn apply_latency(sim: &turmoil::Sim<'_>, s: &Scenario, probe: &SimProbe) {
 /// "rank 0 fails after fault #2 (...) acted at 0.500s: crash rank 3": which fault each
 /// failure or hang followed.
 fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
-    let o = probe.state.borrow();
+    let acted = probe.acted.borrow();
     let plan = probe.plan.borrow();
     let mut notes = Vec::new();
     for (r, v) in ranks.iter().enumerate() {
@@ -501,8 +503,7 @@ fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
             RankVerdict::Failed { error, t_ms, .. }
                 if error.contains(scen_core::class::CRASH_MARK) =>
             {
-                let by = o
-                    .acted
+                let by = acted
                     .iter()
                     .rev()
                     .find(|a| a.t_ms <= *t_ms && error.contains(&plan.label(a.fault)));
@@ -522,7 +523,7 @@ fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
             RankVerdict::Failed { t_ms, .. } => ("fails", *t_ms),
             RankVerdict::Hung { .. } => ("hangs", u64::MAX),
         };
-        if let Some(a) = o.acted.iter().rev().find(|a| a.t_ms <= until) {
+        if let Some(a) = acted.iter().rev().find(|a| a.t_ms <= until) {
             notes.push(format!(
                 "rank {r} {verb} after {} acted at {}: {}",
                 plan.label(a.fault),
@@ -535,6 +536,7 @@ fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
 }
 
 fn note(probe: &SimProbe, t_ms: u64, text: String) {
+    scen_core::log::mirror(EventKind::Verdict, t_ms, &text);
     probe.event(Event {
         t_ms,
         rank: None,

@@ -7,43 +7,23 @@
 use crate::clock::VirtualClock;
 use crate::faults::{crash_error, Acted, FaultPlan};
 use crate::net::Activity;
-use scen_core::diagnose::hang::RankAt;
-use scen_core::diagnose::record::CallKey;
 use scen_core::diagnose::{CallRecord, GroupRecord};
+use scen_core::observe::Observed;
 use scen_core::runtime::net::Clock;
 use scen_core::runtime::rank::RankEnd;
-use scen_core::trace::{Event, EventKind, Probe, Trace, Wait};
+use scen_core::trace::{Event, EventKind, Probe, Wait};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::Rc;
 use tokio::sync::oneshot;
 
-#[derive(Default)]
-pub struct Observed {
-    pub trace: Trace,
-    pub waits: Vec<Option<Wait>>,
-    /// The step each rank is in (or last ran).
-    pub step: Vec<Option<usize>>,
-    pub ends: Vec<Option<(RankEnd, u64)>>,
-    pub first_stall: Option<scen_core::verdict::Stall>,
-    pub final_stall: Option<scen_core::verdict::Stall>,
-    /// Faults that acted, in order.
-    pub acted: Vec<Acted>,
-    /// Per rank: the switch that kills its running process.
-    pub kills: Vec<Option<oneshot::Sender<()>>>,
-    /// Call records in the order they started; `call_index` finds one by key.
-    pub calls: Vec<CallRecord>,
-    /// Every rank's counter-named `new_group` calls, in the order they were made.
-    pub groups: Vec<GroupRecord>,
-    pub call_index: BTreeMap<CallKey, usize>,
-    /// Records and rank states at the first stall: the hang diagnosis' input.
-    pub first_stall_calls: Option<(Vec<CallRecord>, Vec<RankAt>, u64)>,
-}
-
 #[derive(Clone)]
 pub struct SimProbe {
     pub state: Rc<RefCell<Observed>>,
+    /// Faults that acted, in order.
+    pub acted: Rc<RefCell<Vec<Acted>>>,
+    /// Per rank: the switch that kills its running process.
+    pub kills: Rc<RefCell<Vec<Option<oneshot::Sender<()>>>>>,
     pub activity: Activity,
     pub clock: VirtualClock,
     pub plan: Rc<RefCell<FaultPlan>>,
@@ -56,15 +36,10 @@ impl SimProbe {
         clock: VirtualClock,
         plan: Rc<RefCell<FaultPlan>>,
     ) -> Self {
-        let o = Observed {
-            waits: vec![None; ranks],
-            step: vec![None; ranks],
-            ends: vec![None; ranks],
-            kills: (0..ranks).map(|_| None).collect(),
-            ..Observed::default()
-        };
         SimProbe {
-            state: Rc::new(RefCell::new(o)),
+            state: Rc::new(RefCell::new(Observed::new(ranks))),
+            acted: Rc::default(),
+            kills: Rc::new(RefCell::new((0..ranks).map(|_| None).collect())),
             activity,
             clock,
             plan,
@@ -75,6 +50,13 @@ impl SimProbe {
     pub fn fault_event(&self, fault: usize, rank: Option<usize>, step: Option<usize>, text: &str) {
         let t_ms = self.clock.now_ms();
         let label = self.plan.borrow().label(fault);
+        tracing::info!(
+            t_ms,
+            kind = "fault",
+            rank,
+            step = step.map(|s| s + 1),
+            "{label}: {text}"
+        );
         self.event(Event {
             t_ms,
             rank,
@@ -82,7 +64,7 @@ impl SimProbe {
             kind: EventKind::Fault,
             text: format!("{label}: {text}"),
         });
-        self.state.borrow_mut().acted.push(Acted {
+        self.acted.borrow_mut().push(Acted {
             fault,
             t_ms,
             text: text.to_string(),
@@ -110,10 +92,10 @@ impl SimProbe {
             },
             t,
         ));
-        if let Some(tx) = st.kills[rank].take() {
+        drop(st);
+        if let Some(tx) = self.kills.borrow_mut()[rank].take() {
             let _ = tx.send(());
         }
-        drop(st);
         self.activity.bump();
     }
 }
@@ -121,11 +103,7 @@ impl SimProbe {
 impl Probe for SimProbe {
     fn event(&self, e: Event) {
         self.activity.bump();
-        let mut s = self.state.borrow_mut();
-        if let (Some(r), Some(step)) = (e.rank, e.step) {
-            s.step[r] = Some(step);
-        }
-        s.trace.events.push(e);
+        self.state.borrow_mut().record_event(e);
     }
 
     fn set_wait(&self, rank: usize, w: Option<Wait>) {
@@ -163,15 +141,7 @@ impl Probe for SimProbe {
 
     fn call(&self, rec: &CallRecord) {
         self.activity.bump();
-        let mut s = self.state.borrow_mut();
-        match s.call_index.get(&rec.key()).copied() {
-            Some(i) => s.calls[i] = rec.clone(),
-            None => {
-                let i = s.calls.len();
-                s.call_index.insert(rec.key(), i);
-                s.calls.push(rec.clone());
-            }
-        }
+        self.state.borrow_mut().record_call(rec.clone());
     }
 
     fn group(&self, rec: &GroupRecord) {

@@ -3,9 +3,14 @@
 //! Rank 0 serves it; every rank (rank 0 included) is a client. Blocking reads (`get`, the
 //! workers count) wait on the server up to the caller's timeout, as PyTorch's store does, and
 //! time out with PyTorch's texts. The server is a real TCP service on the [`Net`] it is given.
+//!
+//! Where the [`Net`] has a job token (hardware mode), every connection opens with a hello —
+//! magic, protocol version, token — and the server refuses, with a reply naming itself, the
+//! client and the reason, a client of another job, of an earlier run or of another protocol
+//! version; a connection that does not open with a well-formed hello of bounded size is closed.
 
 use crate::runtime::net::{Clock, Net};
-use crate::wire::{read_frame, write_frame, Dec, Enc, WireError};
+use crate::wire::{read_frame, read_frame_max, write_frame, Dec, Enc, WireError};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -16,9 +21,19 @@ const OP_GET: u8 = 2;
 const OP_ADD: u8 = 3;
 const OP_CHECK: u8 = 4;
 const OP_WAIT_GE: u8 = 5;
+const OP_HELLO: u8 = 6;
 
 const REPLY_OK: u8 = 0;
 const REPLY_TIMEOUT: u8 = 1;
+const REPLY_REFUSED: u8 = 2;
+
+/// What a hello starts with.
+pub const HELLO_MAGIC: &[u8] = b"scen-tcpstore";
+/// The store protocol this build speaks; a hello with another version is refused.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The largest hello accepted (a token is 32 hex digits): a stranger cannot make the server
+/// allocate more before it has proven to be of this job.
+pub const MAX_HELLO_BYTES: usize = 4096;
 
 /// How a store operation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -71,17 +86,72 @@ pub async fn serve<N: Net, C: Clock>(net: N, clock: C, listener: N::Listener) {
     let state = Rc::new(StoreState::default());
     // Connections live in a JoinSet: aborting the server closes them all, as a dying process does.
     let mut conns = tokio::task::JoinSet::new();
+    let token = net.store_token();
+    let me = format!("{}:{}", net.host_name(), net.local_port(&listener));
     loop {
-        let Ok((stream, _peer)) = net.accept(&listener).await else {
+        let Ok((mut stream, peer)) = net.accept(&listener).await else {
             continue;
         };
         let state = state.clone();
         let clock = clock.clone();
+        let (token, me) = (token.clone(), me.clone());
         conns.spawn_local(async move {
+            if let Some(t) = &token {
+                if greet(&mut stream, t, &me, &peer).await.is_err() {
+                    return;
+                }
+            }
             let _ = serve_conn(stream, state, clock).await;
         });
         while conns.try_join_next().is_some() {}
     }
+}
+
+/// The server's side of the hello: `Ok` lets the connection in; on `Err` it is closed (after a
+/// refusal reply if the peer spoke the protocol far enough to read one).
+async fn greet<S>(stream: &mut S, token: &str, me: &str, peer: &str) -> Result<(), WireError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let hello = read_frame_max(stream, MAX_HELLO_BYTES).await?;
+    let why = match parse_hello(&hello) {
+        Err(e) => format!("it did not open with a scen TCPStore hello ({e})"),
+        Ok((v, _)) if v != PROTOCOL_VERSION => format!(
+            "it speaks store protocol version {v}, this store version {PROTOCOL_VERSION} (another scen build)"
+        ),
+        Ok((_, t)) if t != token => {
+            "it belongs to another job or an earlier run (its job token differs from this run's)"
+                .to_string()
+        }
+        Ok(_) => {
+            write_frame(stream, &Enc::default().u8(REPLY_OK).done()).await?;
+            return Ok(());
+        }
+    };
+    let text = format!("the TCPStore at {me} refused the connection from {peer}: {why}");
+    let reply = Enc::default().u8(REPLY_REFUSED).str(&text).done();
+    let _ = write_frame(stream, &reply).await;
+    Err(WireError::Refused(text))
+}
+
+fn parse_hello(body: &[u8]) -> Result<(u32, String), WireError> {
+    let mut d = Dec::new(body);
+    if d.u8()? != OP_HELLO || d.bytes()? != HELLO_MAGIC {
+        return Err(WireError::Malformed("no hello magic".into()));
+    }
+    let version = d.u64()?;
+    let version = u32::try_from(version).unwrap_or(u32::MAX);
+    Ok((version, d.str()?))
+}
+
+/// A hello frame's body.
+pub fn hello(version: u32, token: &str) -> Vec<u8> {
+    Enc::default()
+        .u8(OP_HELLO)
+        .bytes(HELLO_MAGIC)
+        .u64(u64::from(version))
+        .str(token)
+        .done()
 }
 
 async fn serve_conn<S, C>(mut stream: S, state: Rc<StoreState>, clock: C) -> Result<(), WireError>
@@ -185,6 +255,20 @@ impl<N: Net> StoreClient<N> {
             conn: Mutex::new(stream),
             addr,
         }
+    }
+
+    /// A client over a connected `stream`; with a job token (`Net::store_token`), after the
+    /// hello the server accepted. A refusal is `WireError::Refused` with the server's text.
+    pub async fn open(net: &N, mut stream: N::Stream, addr: String) -> Result<Self, StoreError> {
+        if let Some(token) = net.store_token() {
+            write_frame(&mut stream, &hello(PROTOCOL_VERSION, &token)).await?;
+            let reply = read_frame_max(&mut stream, MAX_HELLO_BYTES).await?;
+            let mut d = Dec::new(&reply);
+            if d.u8()? != REPLY_OK {
+                return Err(WireError::Refused(d.str()?).into());
+            }
+        }
+        Ok(StoreClient::new(stream, addr))
     }
 
     async fn call(&self, req: Vec<u8>) -> Result<Vec<u8>, StoreError> {

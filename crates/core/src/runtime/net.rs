@@ -26,6 +26,12 @@ pub trait Net: Clone + 'static {
     fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>>;
     /// This node's host name as peers reach it.
     fn host_name(&self) -> String;
+    /// The job token TCPStore connections open with (`c10d::store`): hardware mode gives every
+    /// launch its own, so a process of another job or of an earlier run is refused. `None`
+    /// (the simulator, where every process belongs to the run): no handshake.
+    fn store_token(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Time as the model sees it, in milliseconds since the run started.

@@ -170,7 +170,8 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         group_generation: 0,
         works: BTreeMap::new(),
     };
-    let end = p.run().await;
+    let span = tracing::info_span!("rank", rank = p.env.proc_rank);
+    let end = tracing::Instrument::instrument(p.run(), span).await;
     if let Some(d) = p.env.device.clone() {
         let _ = d.shutdown().await;
     }
@@ -193,12 +194,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     fn event(&self, kind: EventKind, text: impl Into<String>) {
+        let text = text.into();
+        crate::log::mirror(kind, self.now(), &text);
         self.env.probe.event(Event {
             t_ms: self.now(),
             rank: Some(self.env.proc_rank),
             step: Some(self.step),
             kind,
-            text: text.into(),
+            text,
         });
     }
 
@@ -221,12 +224,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 continue;
             }
             self.step = step.index;
-            self.event(EventKind::Start, describe(step));
+            let span = match &step.id {
+                Some(id) => tracing::info_span!("step", step = step.index + 1, id = %id),
+                None => tracing::info_span!("step", step = step.index + 1),
+            };
+            span.in_scope(|| self.event(EventKind::Start, describe(step)));
             self.env
                 .probe
                 .step_gate(self.env.proc_rank, step.index)
                 .await;
-            match self.exec(step).await {
+            let result = tracing::Instrument::instrument(self.exec(step), span.clone()).await;
+            let _in_step = span.enter();
+            match result {
                 Ok(note) => self.event(EventKind::Done, note),
                 Err(e) => {
                     self.wait(None);
@@ -538,7 +547,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                             format!("connected to TCPStore {host}:{port} after {tries} retries"),
                         );
                     }
-                    return Ok(StoreClient::new(s, format!("{host}:{port}")));
+                    return StoreClient::open(&self.env.net, s, format!("{host}:{port}"))
+                        .await
+                        .map_err(|e| self.store_err(e));
                 }
                 Err(e) => {
                     if tries == 0 {
@@ -1299,7 +1310,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let device = self.env.device.clone().filter(|_| backend != "gloo");
         let comm = self.comm_ref(name, &members, me, None);
         let since_ms = self.now();
-        Ok(async move {
+        let span =
+            tracing::info_span!("call", group = %pg.name, label = %pg.label, seq, op = %info.op);
+        span.in_scope(|| tracing::debug!(t_ms = since_ms, "call started"));
+        let fut = async move {
             if let Some(d) = device {
                 let r = device_ops::run_on_device(
                     &*d, &comm, &coll, &mut t, &info, &probe, &members, since_ms,
@@ -1335,7 +1349,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     .clone()
                     .unwrap_or_else(|| error::runtime(e.to_string()))),
             }
-        })
+        };
+        Ok(tracing::Instrument::instrument(fut, span))
     }
 
     fn check_values(

@@ -4,11 +4,11 @@
 //! doing (finished, failed, stuck elsewhere, or never reached the step) — the "who is to blame"
 //! that real runs only give after a 30-minute timeout, if at all.
 
-use crate::probe::Observed;
-use scen_core::diagnose::hang::RankAt;
-use scen_core::runtime::rank::RankEnd;
-use scen_core::scenario::Scenario;
-use scen_core::verdict::{Stall, Stuck};
+use crate::diagnose::hang::RankAt;
+use crate::observe::Observed;
+use crate::runtime::rank::RankEnd;
+use crate::scenario::Scenario;
+use crate::verdict::{Stall, Stuck};
 
 /// Builds the stall report; `None` when some unfinished rank is not blocked in a wait.
 pub fn analyse(s: &Scenario, o: &Observed, t_ms: u64) -> Option<Stall> {

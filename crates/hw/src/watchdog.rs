@@ -1,0 +1,414 @@
+//! The watchdog oneCCL lacks: decides from what the ranks reported when nothing more can
+//! happen, and what each unfinished rank's end is then.
+//!
+//! A run is over when every unfinished rank waits and each wait is hopeless: past its deadline
+//! (+ grace); or with no deadline and a peer that has ended or waits in another call; or a
+//! connect to a TCPStore whose host process is dead (c10d would retry until its timeout, 30 min
+//! by default, and then raise the connect-timeout error: the launcher raises it at once). A
+//! rank whose process died inside a call is that call's culprit: its peers still in the same
+//! call are victims, not something the others wait for.
+
+use crate::probe::Msg;
+use scen_core::diagnose::record::CallState;
+use scen_core::observe::Observed;
+use scen_core::runtime::rank::RankEnd;
+use scen_core::scenario::Scenario;
+use scen_core::stall;
+use scen_core::trace::{Event, EventKind, Wait};
+use std::collections::BTreeMap;
+
+/// Extra time a wait gets past its deadline before the launcher enforces it.
+pub const DEADLINE_GRACE_MS: u64 = 1_000;
+
+/// What a rank's wait record says while it connects to a TCPStore (core's text).
+const STORE_CONNECT: &str = "connect to TCPStore ";
+/// What a rank's event says when it starts a TCPStore server (core's text).
+const STORE_LISTENING: &str = "TCPStore server listening on port ";
+
+/// What the launcher has heard, as core's observation (so core's stall analysis applies).
+pub struct State {
+    pub obs: Observed,
+    /// Ranks whose end the watchdog decided (a deadline passed inside the device library).
+    pub forced: Vec<usize>,
+    /// Ranks whose process died (the launcher saw its exit) without reporting an end.
+    pub died: Vec<usize>,
+    /// TCPStore servers: port -> the rank whose process serves it.
+    pub store_hosts: BTreeMap<u16, usize>,
+    pub notes: Vec<String>,
+    pub last_msg_ms: u64,
+}
+
+impl State {
+    pub fn new(world: usize, notes: Vec<String>) -> State {
+        State {
+            obs: Observed::new(world),
+            forced: vec![],
+            died: vec![],
+            store_hosts: BTreeMap::new(),
+            notes,
+            last_msg_ms: 0,
+        }
+    }
+
+    /// A rank's process ended at `t_ms` without reporting how its program ended.
+    pub fn process_died(&mut self, rank: usize, error: String, t_ms: u64) {
+        let o = &mut self.obs;
+        let step = o.waits[rank]
+            .as_ref()
+            .map(|w| w.step)
+            .or(o.step[rank])
+            .unwrap_or(0);
+        o.ends[rank] = Some((RankEnd::Failed { step, error }, t_ms));
+        self.died.push(rank);
+        // The call it was in ended with it.
+        end_open_calls(o, rank, t_ms);
+        self.last_msg_ms = t_ms;
+    }
+}
+
+pub fn end_open_calls(o: &mut Observed, rank: usize, t_ms: u64) {
+    for c in o.calls.iter_mut() {
+        if c.rank == rank && c.state == CallState::Started {
+            c.state = CallState::Failed;
+            c.t_end_ms = Some(t_ms);
+        }
+    }
+}
+
+pub fn absorb(st: &mut State, m: Msg) {
+    match m {
+        Msg::Hello { .. } => {}
+        Msg::Event(e) => {
+            if let (Some(r), Some(port)) = (e.rank, e.text.strip_prefix(STORE_LISTENING)) {
+                if let Ok(port) = port.trim().parse() {
+                    st.store_hosts.insert(port, r);
+                }
+            }
+            st.obs.record_event(e)
+        }
+        Msg::Wait { rank, wait } => {
+            if rank < st.obs.waits.len() {
+                st.obs.waits[rank] = wait;
+            }
+        }
+        Msg::End { rank, failed, t_ms } => {
+            if rank < st.obs.ends.len() {
+                st.obs.waits[rank] = None;
+                let end = match failed {
+                    None => RankEnd::Completed,
+                    Some((step, error)) => RankEnd::Failed { step, error },
+                };
+                st.obs.ends[rank] = Some((end, t_ms));
+            }
+        }
+        Msg::Call(rec) => st.obs.record_call(*rec),
+        Msg::Group(rec) => st.obs.groups.push(rec),
+        Msg::Note { text, .. } => {
+            if !st.notes.contains(&text) {
+                st.notes.push(text);
+            }
+        }
+    }
+}
+
+/// Can nothing more happen? Every unfinished local rank waits, and each wait is hopeless
+/// (module comment). If so, ends the ranks whose wait raises an error then, and records the stall.
+pub fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
+    let open: Vec<usize> = local
+        .iter()
+        .copied()
+        .filter(|r| st.obs.ends[*r].is_none())
+        .collect();
+    if open.is_empty() || !open.iter().all(|r| hopeless(st, *r, t)) {
+        return false;
+    }
+    blame_the_dead(st, &open);
+    let o = &st.obs;
+    let found = stall::analyse(s, o, t);
+    let at_stall = (o.calls.clone(), stall::rank_states(s, o), t);
+    // Waits past their deadline: the real process raises the timeout error there (blocking
+    // wait); the device library cannot, so the launcher does it for the rank.
+    for r in open {
+        let w = st.obs.waits[r].clone().expect("waits");
+        let (Some(d), Some(err)) = (w.deadline_ms, w.timeout_error.clone()) else {
+            continue;
+        };
+        let at_ms = match dead_store_host(st, &w) {
+            Some(host) if t < d => {
+                tracing::warn!(
+                    rank = r,
+                    step = w.step + 1,
+                    "watchdog: rank {r} connects to the TCPStore of dead rank {host}: raising {err:?} for it now"
+                );
+                st.notes.push(format!(
+                    "rank {r}: its TCPStore's host, rank {host}, is dead: c10d would retry the connect until its timeout expired and then raise {err:?}; the launcher raised it now"
+                ));
+                t
+            }
+            _ => {
+                tracing::warn!(
+                    rank = r,
+                    step = w.step + 1,
+                    deadline_ms = d,
+                    "watchdog: rank {r} is past its deadline in a wait the device library cannot time out: raising {err:?} for it"
+                );
+                d
+            }
+        };
+        st.obs.trace.events.push(Event {
+            t_ms: at_ms,
+            rank: Some(r),
+            step: Some(w.step),
+            kind: EventKind::Error,
+            text: err.clone(),
+        });
+        st.obs.ends[r] = Some((
+            RankEnd::Failed {
+                step: w.step,
+                error: err,
+            },
+            at_ms,
+        ));
+        st.obs.waits[r] = None;
+        st.forced.push(r);
+        // The call the rank was in ends failed there, as its own record would have said.
+        end_open_calls(&mut st.obs, r, at_ms);
+    }
+    st.obs.first_stall_calls.get_or_insert(at_stall);
+    if let Some(stall) = found {
+        let ranks: Vec<String> = stall.stuck.iter().map(|x| x.rank.to_string()).collect();
+        tracing::warn!(
+            t_ms = t,
+            "watchdog: stall: no rank can make progress; stuck ranks [{}]: ending the run",
+            ranks.join(", ")
+        );
+        st.notes.push(format!(
+            "stall: no rank can make progress; stuck ranks [{}] (the launcher's watchdog ends the run)",
+            ranks.join(", ")
+        ));
+        st.obs.first_stall.get_or_insert_with(|| stall.clone());
+        st.obs.final_stall = Some(stall);
+    }
+    true
+}
+
+fn same_call(a: &Wait, b: &Wait) -> bool {
+    a.group == b.group && a.seq == b.seq
+}
+
+/// Can rank `r`'s wait never end by itself before its deadline?
+fn hopeless(st: &State, r: usize, t: u64) -> bool {
+    let o = &st.obs;
+    let Some(w) = &o.waits[r] else { return false };
+    match w.deadline_ms {
+        Some(d) => t >= d + DEADLINE_GRACE_MS || dead_store_host(st, w).is_some(),
+        None => w.peers.iter().any(|p| {
+            o.ends.get(*p).is_some_and(|e| e.is_some())
+                || o.waits
+                    .get(*p)
+                    .and_then(|x| x.as_ref())
+                    .is_some_and(|pw| !same_call(w, pw))
+        }),
+    }
+}
+
+/// For a wait connecting to a TCPStore: the rank that served it, if its process has died.
+fn dead_store_host(st: &State, w: &Wait) -> Option<usize> {
+    let addr = w.what.strip_prefix(STORE_CONNECT)?;
+    let port: u16 = addr.rsplit_once(':')?.1.trim().parse().ok()?;
+    let host = *st.store_hosts.get(&port)?;
+    st.died.contains(&host).then_some(host)
+}
+
+/// A rank whose process died inside a call is what its peers in that call wait for; the peers
+/// still waiting in the same call with them are not (they would go on if it had not died).
+fn blame_the_dead(st: &mut State, open: &[usize]) {
+    let o = &st.obs;
+    let mut narrowed = Vec::new();
+    for &r in open {
+        let Some(w) = &o.waits[r] else { continue };
+        if !w.peers.iter().any(|p| st.died.contains(p)) {
+            continue;
+        }
+        let co_waiting = |p: usize| {
+            o.ends.get(p).is_some_and(|e| e.is_none())
+                && o.waits
+                    .get(p)
+                    .and_then(|x| x.as_ref())
+                    .is_some_and(|pw| same_call(w, pw))
+        };
+        let (with_me, peers): (Vec<usize>, Vec<usize>) =
+            w.peers.iter().copied().partition(|p| co_waiting(*p));
+        if !with_me.is_empty() {
+            narrowed.push((r, peers, with_me));
+        }
+    }
+    for (r, peers, with_me) in narrowed {
+        if let Some(w) = st.obs.waits[r].as_mut() {
+            w.what = format!(
+                "{} (ranks {with_me:?} wait in it too; it cannot finish without rank(s) {peers:?})",
+                w.what
+            );
+            w.peers = peers;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scen_core::scenario::parse;
+
+    fn scenario() -> Scenario {
+        parse(
+            "[world]\nranks_per_node = 3\nplatform = \"xpu\"\n[[step]]\nop = \"init_process_group\"\nbackend = \"xccl\"\n[[step]]\nop = \"all_reduce\"\nfill = \"1\"\n",
+            "t.toml",
+            "t",
+        )
+        .expect("parses")
+    }
+
+    fn wait(seq: u64, peers: Vec<usize>, deadline_ms: Option<u64>) -> Wait {
+        Wait {
+            step: 1,
+            what: format!("all_reduce #{seq}"),
+            group: Some("WORLD (0)".into()),
+            seq: Some(seq),
+            peers,
+            since_ms: 0,
+            deadline_ms,
+            timeout_error: deadline_ms.map(|_| "RuntimeError: timed out".into()),
+        }
+    }
+
+    fn state() -> State {
+        let mut st = State::new(3, vec![]);
+        st.obs.step = vec![Some(1); 3];
+        st
+    }
+
+    #[test]
+    fn ranks_in_the_same_call_with_live_peers_are_not_a_stall() {
+        let s = scenario();
+        let mut st = state();
+        for r in 0..3 {
+            let peers = (0..3).filter(|p| *p != r).collect();
+            st.obs.waits[r] = Some(wait(2, peers, None));
+        }
+        assert!(!stalled(&s, &mut st, &[0, 1, 2], 10_000));
+    }
+
+    #[test]
+    fn a_dead_peer_makes_every_waiting_rank_hopeless() {
+        let s = scenario();
+        let mut st = state();
+        st.obs.ends[2] = Some((
+            RankEnd::Failed {
+                step: 1,
+                error: "killed".into(),
+            },
+            5,
+        ));
+        st.obs.waits[0] = Some(wait(2, vec![1, 2], None));
+        st.obs.waits[1] = Some(wait(2, vec![0, 2], None));
+        assert!(stalled(&s, &mut st, &[0, 1, 2], 10_000));
+        let stall = st.obs.final_stall.expect("a stall");
+        assert_eq!(stall.stuck.len(), 2);
+        assert!(stall.stuck[0].peers[1].starts_with("rank 2, which failed"));
+    }
+
+    #[test]
+    fn a_wait_with_a_deadline_fails_with_its_timeout_error_only_after_the_grace() {
+        let s = scenario();
+        let mut st = state();
+        st.obs.ends[2] = Some((RankEnd::Completed, 5));
+        st.obs.waits[0] = Some(wait(2, vec![1, 2], Some(1_000)));
+        st.obs.waits[1] = Some(wait(2, vec![0, 2], None));
+        assert!(!stalled(
+            &s,
+            &mut st,
+            &[0, 1, 2],
+            1_000 + DEADLINE_GRACE_MS - 1
+        ));
+        assert!(stalled(&s, &mut st, &[0, 1, 2], 1_000 + DEADLINE_GRACE_MS));
+        assert_eq!(
+            st.obs.ends[0],
+            Some((
+                RankEnd::Failed {
+                    step: 1,
+                    error: "RuntimeError: timed out".into()
+                },
+                1_000
+            ))
+        );
+    }
+
+    #[test]
+    fn a_rank_that_died_in_a_call_is_the_culprit_not_its_fellow_waiters() {
+        let s = scenario();
+        let mut st = state();
+        for r in 0..3 {
+            let peers = (0..3).filter(|p| *p != r).collect();
+            st.obs.waits[r] = Some(wait(2, peers, None));
+        }
+        st.process_died(1, "killed by signal 9".into(), 50);
+        assert!(stalled(&s, &mut st, &[0, 1, 2], 10_000));
+        let stall = st.obs.final_stall.expect("a stall");
+        for x in &stall.stuck {
+            assert_eq!(x.wait.peers, vec![1], "rank {}", x.rank);
+            assert_eq!(x.peers.len(), 1);
+            assert!(
+                x.peers[0].starts_with("rank 1, which failed"),
+                "{:?}",
+                x.peers
+            );
+        }
+        let (_, ranks, _) = st.obs.first_stall_calls.expect("rank states at the stall");
+        let hang = scen_core::diagnose::hang::analyse(&[], &ranks, 10_000).expect("a hang");
+        assert_eq!(
+            hang.cycle,
+            Vec::<usize>::new(),
+            "no cycle among the waiters"
+        );
+    }
+
+    #[test]
+    fn a_connect_to_a_dead_store_host_ends_at_once_with_the_connect_timeout_error() {
+        let s = scenario();
+        let mut st = state();
+        st.store_hosts.insert(29_500, 0);
+        st.process_died(0, "killed by signal 9".into(), 40);
+        for r in 1..3 {
+            let mut w = wait(0, vec![], Some(1_800_000));
+            w.what = "connect to TCPStore 127.0.0.1:29500".into();
+            w.group = None;
+            w.timeout_error = Some("DistNetworkError: The client socket has timed out after 1800000ms while trying to connect to (127.0.0.1, 29500).".into());
+            st.obs.waits[r] = Some(w);
+        }
+        assert!(stalled(&s, &mut st, &[0, 1, 2], 2_000));
+        for r in 1..3 {
+            match &st.obs.ends[r] {
+                Some((RankEnd::Failed { error, .. }, t_ms)) => {
+                    assert!(error.contains("client socket has timed out"), "{error}");
+                    assert_eq!(*t_ms, 2_000);
+                }
+                other => panic!("rank {r}: {other:?}"),
+            }
+        }
+        assert!(st.notes.iter().any(|n| n.contains("rank 0, is dead")));
+    }
+
+    #[test]
+    fn a_connect_to_a_live_store_host_waits_for_its_deadline() {
+        let s = scenario();
+        let mut st = state();
+        st.store_hosts.insert(29_500, 0);
+        st.obs.waits[0] = Some(wait(2, vec![1, 2], None));
+        for r in 1..3 {
+            let mut w = wait(0, vec![], Some(1_800_000));
+            w.what = "connect to TCPStore 127.0.0.1:29500".into();
+            st.obs.waits[r] = Some(w);
+        }
+        assert!(!stalled(&s, &mut st, &[0, 1, 2], 2_000));
+    }
+}

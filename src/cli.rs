@@ -1,0 +1,212 @@
+//! The command line's shape (clap derive): one variant per subcommand, each holding its own
+//! argument struct, so adding a subcommand is one variant here and one match arm in main.rs.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+const EXIT_CODES: &str = "Exit codes:\n  0  the scenario's expectations hold\n  1  they do not (the verdict says why)\n  2  invalid input (file, argument, output path, a limit of scen) or the requested mode cannot run\n  3  internal error in scen: no verdict; the seed and a replay command are printed";
+
+#[derive(Parser)]
+#[command(
+    name = "scen",
+    version,
+    about = "Reproduce and explain distributed-communication bugs (c10d, xccl/oneCCL) deterministically",
+    after_help = EXIT_CODES
+)]
+
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+    /// Log what every rank does (spans: rank, step, call with group and seq) to stderr:
+    /// -v info, -vv debug, -vvv trace. RUST_LOG (e.g. `scen_core=debug`) overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Also write the log to this file (at -v's level, info by default).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub log_file: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Run a scenario and print its verdict.
+    Run(RunArgs),
+    /// Run every scenario under the paths and compare each with its expectations and snapshot.
+    Test(TestArgs),
+    /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
+    Doctor,
+    /// One rank process of `run --hw` (started by the launcher, not by users).
+    #[command(name = "__hw-rank", hide = true)]
+    HwRank { file: PathBuf },
+    /// The cleanup guard of `run --hw` (started by the launcher, not by users).
+    #[command(name = "__hw-reaper", hide = true)]
+    HwReaper,
+    /// Validate a scenario file without running it.
+    Check { file: PathBuf },
+    /// Re-run one seed exactly and print its verdict and trace hash.
+    Replay(ReplayArgs),
+    /// Run many seeds and group the outcomes into verdict classes.
+    Explore(ExploreArgs),
+    /// Remove faults, steps, nodes and ranks while a failing seed keeps its verdict class.
+    Shrink(ShrinkArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    pub file: PathBuf,
+    /// Simulation seed (default: the scenario's `[sim] seed`, else 0).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+    /// Also print the full trace (human format).
+    #[arg(long)]
+    pub trace: bool,
+    /// Run on real hardware (oneCCL) instead of the simulator.
+    #[arg(long)]
+    pub hw: bool,
+    /// Write the wait-for graph of the first stall as Graphviz DOT to this file.
+    #[arg(long, value_name = "OUT.dot")]
+    pub graph: Option<PathBuf>,
+    /// Write the run as a Chrome/Perfetto trace (Trace Event Format JSON) to this file.
+    #[arg(long, value_name = "OUT.json")]
+    pub timeline: Option<PathBuf>,
+    /// Also write the JSON report (schema v1, docs/report.md) to this file; the terminal gets
+    /// the `--format` output as usual.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub hw_opts: HwArgs,
+}
+
+#[derive(clap::Args)]
+pub struct TestArgs {
+    /// Scenario files or directories (searched recursively for *.toml); default: scenarios/.
+    pub paths: Vec<PathBuf>,
+    /// Run only the scenarios whose name contains this text.
+    #[arg(short = 'k', long = "filter", value_name = "PATTERN")]
+    pub pattern: Option<String>,
+    /// Write the new snapshot of every scenario whose snapshot differs or is missing.
+    #[arg(long, conflicts_with = "review")]
+    pub update: bool,
+    /// Show each changed snapshot as a diff and ask accept/reject/skip (needs a terminal).
+    #[arg(long)]
+    pub review: bool,
+    /// Also write the results as JUnit XML to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Scenarios run in parallel (each simulation is single-threaded).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Where snapshots live: a directory, or `beside` (NAME.snap next to NAME.toml).
+    /// Default: `snapshots` in scen.toml's `[test]`, else snapshots/ beside the scenario directory.
+    #[arg(long, value_name = "DIR|beside")]
+    pub snapshots: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct ReplayArgs {
+    pub file: PathBuf,
+    #[arg(long)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+    /// Also print the full trace (human format).
+    #[arg(long)]
+    pub trace: bool,
+}
+
+#[derive(clap::Args)]
+pub struct ExploreArgs {
+    /// The scenario (or, with --merge, shard outputs in JSON).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// How many seeds: 0..N.
+    #[arg(long, default_value_t = 100)]
+    pub seeds: u64,
+    /// Worker threads (each simulation is single-threaded).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Run only the seeds s with s % n == i.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Combine `--format json` outputs of shards.
+    #[arg(long)]
+    pub merge: bool,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+}
+
+#[derive(clap::Args)]
+pub struct ShrinkArgs {
+    pub file: PathBuf,
+    #[arg(long)]
+    pub seed: u64,
+    /// Where to write the shrunk scenario (default: print it).
+    #[arg(short = 'o', long = "out")]
+    pub out: Option<PathBuf>,
+}
+
+/// torchrun-style options of `run --hw`.
+#[derive(clap::Args)]
+pub struct HwArgs {
+    /// Processes on this node (must equal the scenario's ranks_per_node).
+    #[arg(long, requires = "hw")]
+    pub nproc_per_node: Option<usize>,
+    /// Machines in the job (must equal the scenario's node count).
+    #[arg(long, requires = "hw")]
+    pub nnodes: Option<usize>,
+    /// This machine's index in 0..nnodes.
+    #[arg(long, requires = "hw")]
+    pub node_rank: Option<usize>,
+    /// Where rank 0's TCPStore listens (default 127.0.0.1).
+    #[arg(long, requires = "hw")]
+    pub master_addr: Option<String>,
+    /// Its port (default: a free port).
+    #[arg(long, requires = "hw")]
+    pub master_port: Option<u16>,
+    /// Fail unless Level Zero finds an Intel GPU (no host-buffer stand-in for xpu tensors).
+    #[arg(long, requires = "hw")]
+    pub require_xpu: bool,
+    /// Fault injection: SIGKILL rank R once it has started step S (1-based), as `R:S`.
+    #[arg(long, requires = "hw", value_parser = parse_kill)]
+    pub kill_rank: Option<(usize, usize)>,
+    /// A hard limit on the run's wall time in seconds (the watchdog then kills every rank).
+    #[arg(long, requires = "hw")]
+    pub max_wall_s: Option<u64>,
+}
+
+fn parse_kill(s: &str) -> Result<(usize, usize), String> {
+    let (r, st) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected RANK:STEP, got `{s}`"))?;
+    let r = r.parse().map_err(|_| format!("`{r}` is not a rank"))?;
+    let st: usize = st
+        .parse()
+        .map_err(|_| format!("`{st}` is not a step number"))?;
+    if st == 0 {
+        return Err("steps are numbered from 1".into());
+    }
+    Ok((r, st - 1))
+}
+
+impl HwArgs {
+    pub fn options(&self) -> scen_hw::HwOptions {
+        scen_hw::HwOptions {
+            nproc_per_node: self.nproc_per_node,
+            nnodes: self.nnodes,
+            node_rank: self.node_rank,
+            master_addr: self.master_addr.clone(),
+            master_port: self.master_port,
+            require_xpu: self.require_xpu,
+            kill_rank_at: self.kill_rank,
+            max_wall_ms: self.max_wall_s.map(|s| s * 1000),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}

@@ -1,0 +1,156 @@
+//! `scen run` (simulator or `--hw`), `scen replay` (one seed exactly) and the hidden rank
+//! process of hardware mode: run, write the requested exports, print the report.
+
+use crate::cli::{Format, ReplayArgs, RunArgs};
+use scen::output::write_whole;
+use scen_core::scenario::{load_file, Scenario, ScenarioError};
+use scen_core::verdict::{render_human, Report};
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn run(args: RunArgs) -> ExitCode {
+    let outs: Vec<(&str, &Path)> = [
+        ("--report", &args.report),
+        ("--graph", &args.graph),
+        ("--timeline", &args.timeline),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+    .collect();
+    if let Err(e) = scen::output::check_paths(&[&args.file], &outs) {
+        return super::fail(e);
+    }
+    let scenario = match load(&args.file, args.format) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let report = if args.hw {
+        scen_hw::run(&scenario, &args.file, &args.hw_opts.options()).map_err(|e| e.to_string())
+    } else {
+        match scen_sim::simulate(&scenario, args.seed) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                return super::sim_failed(&args.file, &e, matches!(args.format, Format::Json))
+            }
+        }
+    };
+    match report {
+        Ok(r) => {
+            // The verdict first: a failed export must not hide it.
+            let code = print_report(&scenario, &r, args.format, args.trace);
+            if let Err(e) = write_exports(&scenario, &r, &args) {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(2);
+            }
+            // A signal ended the hardware run: 128 + its number (docs/hw.md).
+            match scen_hw::signals::interrupted_by().filter(|_| args.hw) {
+                Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+                None => code,
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+pub fn replay(args: ReplayArgs) -> ExitCode {
+    let scenario = match load(&args.file, args.format) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    match scen_sim::simulate(&scenario, Some(args.seed)) {
+        Ok(r) => {
+            let code = print_report(&scenario, &r, args.format, args.trace);
+            if let Format::Human = args.format {
+                println!(
+                    "replay: seed {}, trace hash {}, class: {}",
+                    args.seed,
+                    r.trace_hash,
+                    scen_core::class::class_key(&scenario, &r)
+                );
+            }
+            code
+        }
+        Err(e) => super::sim_failed(&args.file, &e, matches!(args.format, Format::Json)),
+    }
+}
+
+pub fn hw_rank(file: &Path) -> ExitCode {
+    match super::load(file) {
+        Ok(s) => ExitCode::from(scen_hw::rank_main(s).clamp(0, 255) as u8),
+        Err(code) => code,
+    }
+}
+
+/// Loads the scenario; on invalid input prints the error (as JSON with `--format json`) and
+/// gives exit code 2.
+fn load(file: &Path, format: Format) -> Result<Scenario, ExitCode> {
+    load_file(file).map_err(|e| {
+        match format {
+            Format::Human => eprintln!("error: {e}"),
+            Format::Json => println!("{}", invalid_input_json(&e)),
+        }
+        ExitCode::from(2)
+    })
+}
+
+/// `{"schema_version": 1, "passed": false, "error": {...}}` for invalid input.
+fn invalid_input_json(e: &ScenarioError) -> String {
+    let doc = serde_json::json!({
+        "schema_version": scen::report::SCHEMA_VERSION,
+        "passed": false,
+        "error": {
+            "kind": "invalid_input",
+            "file": e.file,
+            "line": e.line,
+            "column": e.col,
+            "message": e.message,
+            "text": e.to_string(),
+        }
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// Writes `--graph`, `--timeline` and `--report` files (each whole or not at all).
+fn write_exports(s: &Scenario, r: &Report, args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.report {
+        let json = serde_json::to_string_pretty(&scen::report::build(s, r))?;
+        write_whole(path, format!("{json}\n").as_bytes())?;
+    }
+    let (graph, timeline) = (&args.graph, &args.timeline);
+    if let Some(path) = graph {
+        let dot = scen_core::diagnose::dot::render(&r.diagnosis, s.world.size(), &s.file);
+        write_whole(path, dot.as_bytes())?;
+    }
+    if let Some(path) = timeline {
+        let doc =
+            scen_core::diagnose::timeline::render(s, &r.trace, &r.calls, &r.diagnosis, r.end_ms);
+        write_whole(path, serde_json::to_string(&doc)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCode {
+    match format {
+        Format::Human => {
+            if trace {
+                print!("{}", r.trace.render());
+            }
+            print!("{}", render_human(s, r));
+        }
+        Format::Json => match serde_json::to_string_pretty(&scen::report::build(s, r)) {
+            Ok(j) => println!("{j}"),
+            Err(e) => {
+                eprintln!("error: cannot encode the report: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    }
+    if r.expectations_hold() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

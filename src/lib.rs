@@ -1,0 +1,9 @@
+//! The `scen` command's library: what the subcommands do beyond printing, kept here so the
+//! repository's own tests (tests/*.rs) call the same code as the binary.
+
+pub mod explore;
+pub mod logging;
+pub mod output;
+pub mod report;
+pub mod shrink;
+pub mod suite;

@@ -1,0 +1,39 @@
+//! `scen test --junit FILE`: the results as JUnit XML (quick-junit writes it), one test case
+//! per scenario, for CI systems that show test reports.
+
+use super::{Outcome, Status};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+/// The JUnit XML document for a suite run.
+pub fn render(outcomes: &[Outcome]) -> anyhow::Result<String> {
+    let mut suite = TestSuite::new("scen");
+    for o in outcomes {
+        let status = match o.status {
+            Status::Passed | Status::Updated => TestCaseStatus::success(),
+            Status::Failed | Status::Invalid => {
+                let kind = if o.status == Status::Invalid {
+                    NonSuccessKind::Error
+                } else {
+                    NonSuccessKind::Failure
+                };
+                let mut s = TestCaseStatus::non_success(kind);
+                let lines: Vec<String> = o.problems.iter().map(ToString::to_string).collect();
+                s.set_message(lines.first().cloned().unwrap_or_default());
+                let mut description = lines.join("\n");
+                if let Some(c) = &o.snapshot {
+                    let old = c.old.as_ref().map(|o| o.body.as_str()).unwrap_or("");
+                    description.push('\n');
+                    description.push_str(&super::snapshot::diff(old, &c.new_body));
+                }
+                s.set_description(description);
+                s
+            }
+        };
+        let mut case = TestCase::new(o.name.clone(), status);
+        case.set_classname(o.file.display().to_string());
+        suite.add_test_case(case);
+    }
+    let mut report = Report::new("scen test");
+    report.add_test_suite(suite);
+    Ok(report.to_string()?)
+}
