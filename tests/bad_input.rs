@@ -98,6 +98,9 @@ fn cases() -> Vec<Case> {
         case("denoise layers over the work limit", format!("{W2}[[step]]\nop = \"init_distributed_environment\"\n[[step]]\nop = \"initialize_model_parallel\"\nulysses = 2\n[[step]]\nop = \"denoise_step\"\nlayers = 1048576\n"), "10:6", "denoise_step work too large"),
         case("sglang op before model parallel", format!("{W2}[[step]]\nop = \"all_to_all_4d\"\n"), "5:6", "add an initialize_model_parallel step"),
         case("unknown sglang version", format!("{W2}[[step]]\nop = \"init_distributed_environment\"\nversion = \"v9\"\n"), "6:11", "unknown sglang version `v9`"),
+        // Faults (found by the fuzzer: a factor near i64::MAX overflowed the clock).
+        case("slow factor over the limit", format!("{W2}[[faults]]\nkind = \"slow\"\non = [1]\nfactor = 9223372036854775807.0\n"), "7:10", "factor must be a number between 1.0 and 1000000"),
+        case("fault time over 30 days", format!("{W2}[[faults]]\nkind = \"late_start\"\non = [1]\ndelay_ms = 9223372036854775807\n"), "7:12", "scen's limit for a duration"),
         // Simulation settings and expectations.
         case("latency min > max", format!("{W2}[sim]\nlatency_ms = [5, 1]\n"), "5:14", "needs min <= max"),
         case("latency over 30 days (was 65 s of ticks)", format!("{W2}[sim]\nlatency_ms = [9223372036854775807, 9223372036854775807]\n"), "5:14", "scen's limit for a duration"),
