@@ -42,7 +42,7 @@ pub fn check_paths(inputs: &[&Path], outputs: &[(&str, &Path)]) -> Result<(), St
     for (i, (flag, out)) in outputs.iter().enumerate() {
         if let Some(input) = inputs.iter().find(|inp| same_file(inp, out)) {
             return Err(format!(
-                "{flag} {}: that is the input {}; refusing to overwrite it (choose another output path)",
+                "{flag} {}: that is the scenario file {}; refusing to overwrite it (choose another output path)",
                 out.display(),
                 input.display()
             ));
