@@ -32,6 +32,12 @@ pub enum Cmd {
     Run(RunArgs),
     /// Run every scenario under the paths and compare each with its expectations and snapshot.
     Test(TestArgs),
+    /// nccl-tests-style collective benchmark: predicted by the timing model, or measured on real
+    /// oneCCL with --hw; --pattern, --calibrate, --compare (docs/bench.md).
+    Bench(crate::cmd::bench::BenchArgs),
+    /// One rank process of `bench --hw` (started by the bench launcher, not by users).
+    #[command(name = "__bench-rank", hide = true)]
+    BenchRank,
     /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
     Doctor,
     /// One rank process of `run --hw` (started by the launcher, not by users).
@@ -48,6 +54,33 @@ pub enum Cmd {
     Explore(ExploreArgs),
     /// Remove faults, steps, nodes and ranks while a failing seed keeps its verdict class.
     Shrink(ShrinkArgs),
+    /// Read a job's PyTorch flight-recorder dumps: diagnose them, write a replay scenario.
+    #[command(name = "import-fr")]
+    ImportFr(ImportFrArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ImportFrArgs {
+    /// The directory of per-rank dumps (pickle or JSON, one file per rank).
+    pub dir: PathBuf,
+    /// Where to write the replay scenario.
+    #[arg(short = 'o', long = "out")]
+    pub out: Option<PathBuf>,
+    /// Import even when some ranks of the job have no dump.
+    #[arg(long)]
+    pub allow_incomplete_ranks: bool,
+}
+
+/// `run --export-fr DIR [--fr-format pickle|json]`.
+#[derive(clap::Args)]
+pub struct FrArgs {
+    /// Write one PyTorch flight-recorder dump per rank into DIR (in hw mode the watchdog
+    /// writes them at a hang).
+    #[arg(long, value_name = "DIR")]
+    pub export_fr: Option<PathBuf>,
+    /// The dumps' encoding (torchfrtrace reads pickle).
+    #[arg(long, value_enum, default_value = "pickle", requires = "export_fr")]
+    pub fr_format: crate::cmd::fr::FrFormat,
 }
 
 #[derive(clap::Args)]
@@ -74,6 +107,8 @@ pub struct RunArgs {
     /// the `--format` output as usual.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub fr: FrArgs,
     #[command(flatten)]
     pub hw_opts: HwArgs,
 }

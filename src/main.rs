@@ -22,10 +22,13 @@ fn main() -> ExitCode {
         Cmd::Test(args) => cmd::test::test(args),
         Cmd::Check { file } => cmd::check::check(&file),
         Cmd::Doctor => cmd::check::doctor(),
+        Cmd::Bench(args) => cmd::bench::run(args),
+        Cmd::BenchRank => ExitCode::from(scen_hw::bench::rank::rank_main().clamp(0, 255) as u8),
         Cmd::HwRank { file } => cmd::run::hw_rank(&file),
         Cmd::HwReaper => ExitCode::from(scen_hw::reaper::main().clamp(0, 255) as u8),
         Cmd::Replay(args) => cmd::run::replay(args),
         Cmd::Explore(args) => cmd::explore::explore(args),
         Cmd::Shrink(args) => cmd::shrink::shrink(args),
+        Cmd::ImportFr(a) => cmd::fr::import_cmd(&a.dir, a.out.as_deref(), a.allow_incomplete_ranks),
     }
 }

@@ -1,8 +1,10 @@
 //! One module per subcommand: argument handling, printing and exit codes. What the commands
 //! compute lives in the library (src/lib.rs) and the crates.
 
+pub mod bench;
 pub mod check;
 pub mod explore;
+pub mod fr;
 pub mod run;
 pub mod shrink;
 pub mod test;

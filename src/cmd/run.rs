@@ -25,7 +25,9 @@ pub fn run(args: RunArgs) -> ExitCode {
         Err(code) => return code,
     };
     let report = if args.hw {
-        scen_hw::run(&scenario, &args.file, &args.hw_opts.options()).map_err(|e| e.to_string())
+        let mut opts = args.hw_opts.options();
+        opts.fr_dump_dir = args.fr.export_fr.clone();
+        scen_hw::run(&scenario, &args.file, &opts).map_err(|e| e.to_string())
     } else {
         match scen_sim::simulate(&scenario, args.seed) {
             Ok(r) => Ok(r),
@@ -41,6 +43,15 @@ pub fn run(args: RunArgs) -> ExitCode {
             if let Err(e) = write_exports(&scenario, &r, &args) {
                 eprintln!("error: {e:#}");
                 return ExitCode::from(2);
+            }
+            // In hw mode the watchdog already wrote the dumps at the hang.
+            let fr_dir = args.fr.export_fr.as_deref();
+            if let Some(dir) = fr_dir.filter(|_| !args.hw || r.first_stall.is_none()) {
+                let world = scenario.world.size();
+                if let Err(e) = super::fr::export_run(dir, args.fr.fr_format, world, &r.calls) {
+                    eprintln!("error: {e:#}");
+                    return ExitCode::from(2);
+                }
             }
             // A signal ended the hardware run: 128 + its number (docs/hw.md).
             match scen_hw::signals::interrupted_by().filter(|_| args.hw) {

@@ -35,7 +35,7 @@ const EXIT_SETTLE_MS: u64 = 500;
 const EXIT_WAIT_MS: u64 = 3_000;
 
 /// The env oneccl-env.sh sets; used for ranks where the launcher's own env does not say.
-const ONECCL_ENV: [(&str, &str); 10] = [
+pub(crate) const ONECCL_ENV: [(&str, &str); 10] = [
     ("CCL_PLUGIN", "ONECCL_LEGACY_CPU"),
     ("CCL_KVS_IFACE", "lo"),
     ("FI_PROVIDER", "tcp"),
@@ -364,6 +364,7 @@ fn watch(
             return t;
         }
         if t >= st.last_msg_ms + o.quiet_ms && watchdog::stalled(s, st, local, t) {
+            crate::fr_dump::on_stall(s, &st.obs, o, &mut st.notes);
             return t;
         }
         if o.max_wall_ms.is_some_and(|m| t >= m) {

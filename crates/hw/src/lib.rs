@@ -8,8 +8,10 @@
 //! cleans up after a launcher that was SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
 //! what this machine has. See docs/hw.md.
 
+pub mod bench;
 pub mod child;
 pub mod doctor;
+pub mod fr_dump;
 pub mod launch_env;
 pub mod launcher;
 pub mod net;
@@ -46,6 +48,8 @@ pub struct HwOptions {
     pub max_wall_ms: Option<u64>,
     /// Extra environment for the rank processes (wins over the oneCCL defaults).
     pub rank_env: Vec<(String, String)>,
+    /// Where the watchdog writes flight-recorder dumps when it declares a hang ([`fr_dump`]).
+    pub fr_dump_dir: Option<PathBuf>,
 }
 
 impl Default for HwOptions {
@@ -63,6 +67,7 @@ impl Default for HwOptions {
             quiet_ms: 1_000,
             max_wall_ms: None,
             rank_env: Vec::new(),
+            fr_dump_dir: None,
         }
     }
 }

@@ -56,7 +56,7 @@ fn to_c10d(e: sys::OnecclError) -> C10dError {
     error::runtime(format!("oneCCL: {e}"))
 }
 
-fn dtype(d: DType) -> sys::OnecclDataType {
+pub(crate) fn dtype(d: DType) -> sys::OnecclDataType {
     match d {
         DType::F32 => sys::ONECCL_FLOAT32,
         DType::BF16 => sys::ONECCL_BFLOAT16,
@@ -72,7 +72,7 @@ fn dtype(d: DType) -> sys::OnecclDataType {
 /// The oneCCL op for `op` on `d`. Bools travel as uint8 0/1, where SUM/MAX is logical or and
 /// PRODUCT/MIN logical and (torch's bool reduction; a uint8 SUM would give 2). oneCCL has no
 /// bitwise ops (c10d's XCCL refuses them before they get here, R36).
-fn red_op(d: DType, op: ReduceOp) -> Result<sys::OnecclRedOp, C10dError> {
+pub(crate) fn red_op(d: DType, op: ReduceOp) -> Result<sys::OnecclRedOp, C10dError> {
     let bitwise = || error::runtime(format!("oneCCL has no {} reduction", op.name()));
     if d == DType::Bool {
         return match op {

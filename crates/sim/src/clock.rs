@@ -4,7 +4,12 @@
 //! 30-minute c10d timeout. Ranks wait on this clock instead; when the simulator sees that
 //! nothing can happen but a timer, it jumps straight to the earliest deadline. Timers fire in
 //! (deadline, registration) order, so runs stay deterministic.
+//!
+//! It also charges the timing model (core's `perf::model`): each message costs its sender
+//! alpha + bytes/beta on its link class. The clock counts milliseconds, so each rank carries the
+//! sub-millisecond remainder forward and sleeps whole milliseconds once they add up.
 
+use scen_core::perf::model::{LinkClass, TimingModel};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,6 +21,10 @@ struct State {
     now_ms: Cell<u64>,
     seq: Cell<u64>,
     timers: RefCell<BTreeMap<(u64, u64), oneshot::Sender<()>>>,
+    /// The timing model and each rank's node; `None`: messages are free.
+    model: RefCell<Option<(TimingModel, Vec<usize>)>>,
+    /// Per rank: microseconds charged but not yet slept.
+    debt_us: RefCell<Vec<f64>>,
 }
 
 /// Cheap to clone; every rank on every node shares one.
@@ -25,6 +34,30 @@ pub struct VirtualClock {
 }
 
 impl VirtualClock {
+    /// Charges `model` from now on; `node_of[r]` is rank r's node.
+    pub fn set_model(&self, model: TimingModel, node_of: Vec<usize>) {
+        *self.state.debt_us.borrow_mut() = vec![0.0; node_of.len()];
+        *self.state.model.borrow_mut() = Some((model, node_of));
+    }
+
+    /// Adds a message's cost to `rank`'s debt; returns the whole milliseconds to sleep now.
+    fn debit(&self, rank: usize, peer: usize, device: bool, bytes: usize) -> u64 {
+        let m = self.state.model.borrow();
+        let Some((model, node_of)) = m.as_ref() else {
+            return 0;
+        };
+        let same_node = node_of.get(rank) == node_of.get(peer);
+        let us = model.message_us(LinkClass::of(device, same_node), bytes);
+        let mut debt = self.state.debt_us.borrow_mut();
+        let Some(d) = debt.get_mut(rank) else {
+            return 0;
+        };
+        *d += us;
+        let ms = (*d / 1000.0).floor();
+        *d -= ms * 1000.0;
+        ms as u64
+    }
+
     pub fn set_now(&self, t_ms: u64) {
         self.state.now_ms.set(t_ms);
     }
@@ -77,6 +110,22 @@ impl scen_core::runtime::net::Clock for VirtualClock {
         async move {
             if let Some(rx) = rx {
                 let _ = rx.await;
+            }
+        }
+    }
+
+    fn charge(
+        &self,
+        rank: usize,
+        peer: usize,
+        device: bool,
+        bytes: usize,
+    ) -> impl Future<Output = ()> {
+        let ms = self.debit(rank, peer, device, bytes);
+        let wait = (ms > 0).then(|| self.sleep_until_ms(self.now_ms() + ms));
+        async move {
+            if let Some(w) = wait {
+                w.await;
             }
         }
     }

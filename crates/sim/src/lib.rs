@@ -116,6 +116,8 @@ fn simulate_inner(
         .build();
     let activity = Activity::default();
     let clock = VirtualClock::default();
+    let node_of = scenario.world.ranks.iter().map(|r| r.node).collect();
+    clock.set_model(scenario.world.links, node_of);
     let plan = Rc::new(RefCell::new(FaultPlan::new(scenario)));
     let probe = SimProbe::new(
         scenario.world.size(),

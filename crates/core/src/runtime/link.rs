@@ -24,6 +24,8 @@ pub struct CallInfo {
     pub timeout: Option<(u64, C10dError)>,
     /// gloo sees a peer's exit as a closed connection; oneCCL/NCCL keep waiting.
     pub peer_exit_is_error: bool,
+    /// A device group's call (xccl/nccl) rather than a host (gloo) one: its link class.
+    pub device: bool,
 }
 
 pub struct FabricLink<'a, N: Net, C: Clock, P: Probe> {
@@ -88,6 +90,8 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 
     async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
         let peer = self.members[to];
+        let (me, device) = (self.info.proc_rank, self.info.device);
+        self.clock.charge(me, peer, device, data.len()).await;
         match self.fabric.send(peer, &self.tag, &data).await {
             Err(FabricError::PeerClosed(_) | FabricError::Unreachable { .. })
                 if !self.info.peer_exit_is_error =>

@@ -39,4 +39,16 @@ pub trait Clock: Clone + 'static {
     fn now_ms(&self) -> u64;
     /// Completes once `now_ms() >= t_ms`.
     fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()>;
+    /// The time rank `rank` spends sending `bytes` to rank `peer` (a device group's message when
+    /// `device`). The simulator charges its timing model here (`perf::model`); real modes pay
+    /// real time and do nothing.
+    fn charge(
+        &self,
+        _rank: usize,
+        _peer: usize,
+        _device: bool,
+        _bytes: usize,
+    ) -> impl Future<Output = ()> {
+        std::future::ready(())
+    }
 }

@@ -1300,6 +1300,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             op: coll.name().to_string(),
             timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
             peer_exit_is_error: backend == "gloo",
+            device: backend != "gloo",
         };
         let fabric = self.fabric.clone();
         let clock = self.env.clock.clone();
@@ -1521,6 +1522,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
         }
         if send {
+            let me = self.env.proc_rank;
+            let device = backend != "gloo";
+            self.env.clock.charge(me, peer, device, t.data.len()).await;
             let r = self.fabric.send(peer, &tag, &t.data).await;
             self.call_end(call, r.is_ok());
             r.map_err(|e| error::runtime(e.to_string()))?;

@@ -481,12 +481,49 @@ impl Cx<'_> {
             .iter()
             .map(|s| self.service(s.get_ref(), n_nodes))
             .collect::<R<Vec<_>>>()?;
+        let links = match &w.links {
+            Some(l) => self.link_costs(l.get_ref())?,
+            None => Default::default(),
+        };
         Ok(World {
             nodes,
             ranks_per_node: per_node,
             ranks,
             services,
+            links,
         })
+    }
+
+    /// `[world.links]`: per class `alpha_us` (>= 0) and `beta_gbps` (> 0), defaults elsewhere.
+    fn link_costs(&self, raw: &super::raw::RawLinks) -> R<crate::perf::model::TimingModel> {
+        use crate::perf::model::{LinkClass, TimingModel};
+        let mut m = TimingModel::default();
+        let classes = [
+            (LinkClass::Intra, &raw.intra),
+            (LinkClass::Inter, &raw.inter),
+            (LinkClass::Host, &raw.host),
+            (LinkClass::Store, &raw.store),
+        ];
+        for (class, c) in classes {
+            let Some(c) = c else { continue };
+            let cost = m.cost_mut(class);
+            if let Some(a) = &c.get_ref().alpha_us {
+                if !(a.get_ref().is_finite() && *a.get_ref() >= 0.0) {
+                    return Err(self.at(
+                        a,
+                        "alpha_us must be a number >= 0 (microseconds per message)",
+                    ));
+                }
+                cost.alpha_us = *a.get_ref();
+            }
+            if let Some(b) = &c.get_ref().beta_gbps {
+                if !(b.get_ref().is_finite() && *b.get_ref() > 0.0) {
+                    return Err(self.at(b, "beta_gbps must be a number > 0 (GB/s)"));
+                }
+                cost.beta_gbps = *b.get_ref();
+            }
+        }
+        Ok(m)
     }
 
     fn host(&self, a: &Spanned<String>, n_nodes: usize) -> R<String> {

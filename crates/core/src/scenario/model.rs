@@ -105,6 +105,8 @@ pub struct World {
     pub ranks_per_node: usize,
     pub ranks: Vec<RankSpec>,
     pub services: Vec<Service>,
+    /// What each message costs in virtual time (`[world.links]`, defaults otherwise).
+    pub links: crate::perf::model::TimingModel,
 }
 
 impl World {

@@ -56,6 +56,24 @@ pub struct RawWorld {
     pub rank: Vec<Spanned<RawRankEnv>>,
     #[serde(default)]
     pub service: Vec<Spanned<RawService>>,
+    /// The timing model's link costs (crates/core/src/perf/model.rs).
+    pub links: Option<Spanned<RawLinks>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLinks {
+    pub intra: Option<Spanned<RawLinkCost>>,
+    pub inter: Option<Spanned<RawLinkCost>>,
+    pub host: Option<Spanned<RawLinkCost>>,
+    pub store: Option<Spanned<RawLinkCost>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLinkCost {
+    pub alpha_us: Option<Spanned<f64>>,
+    pub beta_gbps: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,13 @@
+//! PyTorch's flight recorder (c10d.md R33): its per-rank dump format ([`model`]), a job's dumps
+//! turned into scen's call records, diagnosis and a replay scenario ([`import`]), and a run's
+//! call records written as the dumps a real job in the same state would leave ([`export`]),
+//! which PyTorch's own `torchfrtrace` reads. Pure data and conversion: reading directories and
+//! running tools is the binary's and the tests' business.
+
+pub mod export;
+pub mod import;
+pub mod model;
+mod replay;
+
+pub use import::{import, Import, ImportError, Job};
+pub use model::{Dump, Entry, ParseError, PgConfig, PgStatus};

@@ -1,0 +1,71 @@
+//! What `scen bench --format json` writes and `scen bench --compare` reads: one row per op and
+//! size, with the measured (hw), raw-baseline and predicted (sim) columns that were asked for.
+
+use super::BenchOp;
+use serde::{Deserialize, Serialize};
+
+/// One measured or predicted column of a row.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Mean microseconds per call over the timed iterations (or the prediction).
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchRow {
+    pub op: BenchOp,
+    /// nccl-tests' size: bytes of the larger buffer.
+    pub size_bytes: usize,
+    /// Elements of each rank's send buffer.
+    pub count: usize,
+    pub dtype: String,
+    /// The reduction (`sum`), or `-` for ops without one.
+    pub redop: String,
+    /// Measured through scen's hw path (`scen bench --hw`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw: Option<Timing>,
+    /// Measured by the raw loop in the same processes (`--raw`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Timing>,
+    /// The timing model's prediction (`scen bench` without --hw, or with --sim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<Timing>,
+    /// Elements that differed from the expected result, summed over ranks (hw only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrong: Option<u64>,
+}
+
+impl BenchRow {
+    /// The time `--compare` uses: measured if there is one, else the prediction.
+    pub fn time_us(&self) -> Option<f64> {
+        self.hw.or(self.sim).map(|t| t.time_us)
+    }
+}
+
+/// One `scen bench` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// `scen bench` schema version.
+    pub schema: u32,
+    /// What ran: `oneccl` (device path), `gloo` (scen's host path), or `sim`.
+    pub path: String,
+    pub ranks: usize,
+    pub nodes: usize,
+    pub warmup: usize,
+    pub iters: usize,
+    /// Environment given with --env (and the oneCCL settings in effect).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// The timing model the sim column used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The simulator is deterministic; the seed is printed for the record.
+    pub seed: u64,
+    pub rows: Vec<BenchRow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+pub const SCHEMA: u32 = 1;

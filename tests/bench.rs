@@ -1,0 +1,183 @@
+//! `scen bench` end to end through the binary: the simulator's prediction (deterministic,
+//! nccl-tests columns), patterns, --compare, bad arguments, the gloo host path on real processes
+//! and sockets, and real oneCCL (skipped visibly without it; SCEN_HW_REQUIRED=1 makes that a
+//! failure, as in tests/hw.rs). No timing is asserted: targets are measured by scripts/bench.sh.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn scen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args(args)
+        .output()
+        .expect("scen runs")
+}
+
+fn json(o: &Output) -> Value {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("json")
+}
+
+#[test]
+fn sim_bench_predicts_every_size_with_bus_bandwidth_and_is_deterministic() {
+    let args = [
+        "bench",
+        "--op",
+        "all_reduce,all_to_all",
+        "--sizes",
+        "4K:1M",
+        "--ranks",
+        "4",
+        "--format",
+        "json",
+    ];
+    let a = json(&scen(&args));
+    assert_eq!(a, json(&scen(&args)), "same input, same prediction");
+    let rows = a["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 9);
+    for r in rows {
+        let sim = &r["sim"];
+        let (alg, bus) = (
+            sim["algbw_gbps"].as_f64().unwrap(),
+            sim["busbw_gbps"].as_f64().unwrap(),
+        );
+        let factor = if r["op"] == "all_reduce" { 1.5 } else { 0.75 };
+        assert!((bus - alg * factor).abs() < 1e-9, "{r}");
+        assert!(sim["time_us"].as_f64().unwrap() > 0.0);
+        assert!(r.get("hw").is_none());
+    }
+    // Bigger messages take longer.
+    let t = |i: usize| rows[i]["sim"]["time_us"].as_f64().unwrap();
+    assert!(t(8) > t(0));
+}
+
+#[test]
+fn human_table_has_the_nccl_tests_columns_and_patterns_report_per_step() {
+    let o = scen(&["bench", "--sizes", "1M"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(
+        out.contains("size") && out.contains("count") && out.contains("redop"),
+        "{out}"
+    );
+    assert!(out.contains("sim_bus"), "{out}");
+    let o = scen(&["bench", "--pattern", "wan-ulysses", "--ulysses", "2"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("per denoise step"), "{out}");
+    assert!(
+        out.contains("all_to_all_4D qkv [3, seq, heads, head_dim]"),
+        "{out}"
+    );
+}
+
+#[test]
+fn compare_prints_buckets_and_a_verdict() {
+    let dir = std::env::temp_dir().join(format!("scen-bench-cmp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let slow = dir.join("slow.toml");
+    std::fs::write(&slow, "[links.intra]\nalpha_us = 10.0\nbeta_gbps = 10.0\n").unwrap();
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    let base = ["bench", "--sizes", "64K:64M", "--format", "json"];
+    let oa = scen(&[&base[..], &["--model", slow.to_str().unwrap()]].concat());
+    std::fs::write(&a, &oa.stdout).unwrap();
+    std::fs::write(&b, scen(&base).stdout).unwrap();
+    let o = scen(&[
+        "bench",
+        "--compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    for want in ["<1 MiB", "1-10 MiB", ">10 MiB", "verdict:", "faster than"] {
+        assert!(out.contains(want), "missing {want}: {out}");
+    }
+    std::fs::write(&a, "{ not json").unwrap();
+    let o = scen(&[
+        "bench",
+        "--compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a.json:1:"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_arguments_exit_2_with_a_reason() {
+    for (args, want) in [
+        (vec!["bench", "--sizes", "64M:4K"], "end is below the start"),
+        (vec!["bench", "--op", "gossip"], "unknown op"),
+        (
+            vec!["bench", "--pattern", "wan-ulysses", "--ulysses", "3"],
+            "not divisible",
+        ),
+        (vec!["bench", "--hw", "--env", "NOEQUALS"], "KEY=VALUE"),
+    ] {
+        let o = scen(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+fn check_hw_rows(v: &Value, raw: bool) {
+    for r in v["rows"].as_array().unwrap() {
+        assert_eq!(r["wrong"], 0, "{r}");
+        assert!(r["hw"]["time_us"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r.get("raw").is_some(), raw, "{r}");
+    }
+}
+
+#[test]
+fn gloo_host_path_runs_every_op_on_real_processes_with_correct_values() {
+    let o = scen(&[
+        "bench", "--hw", "--path", "gloo", "--op", "all", "--sizes", "4K,64K", "--ranks", "3",
+        "--warmup", "1", "--iters", "2", "--format", "json",
+    ]);
+    let v = json(&o);
+    assert_eq!(v["path"], "gloo");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 12);
+    check_hw_rows(&v, false);
+}
+
+#[test]
+fn oneccl_bench_with_raw_baseline_gets_correct_values() {
+    let o = scen(&[
+        "bench",
+        "--hw",
+        "--raw",
+        "--op",
+        "all_reduce,all_gather,all_to_all,broadcast",
+        "--sizes",
+        "4K,64K",
+        "--nproc-per-node",
+        "2",
+        "--warmup",
+        "1",
+        "--iters",
+        "3",
+        "--format",
+        "json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.code() == Some(2) && err.contains("hardware mode unavailable") {
+        assert!(
+            std::env::var("SCEN_HW_REQUIRED").as_deref() != Ok("1"),
+            "SCEN_HW_REQUIRED=1 but {err}"
+        );
+        println!("skip: scen bench --hw on oneCCL: {err}");
+        return;
+    }
+    let v = json(&o);
+    assert_eq!(v["path"], "oneccl");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 8);
+    check_hw_rows(&v, true);
+}
