@@ -26,6 +26,8 @@ pub struct Cli {
     pub log_file: Option<PathBuf>,
 }
 
+// Parsed once per process: the size of `Run`'s options does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Cmd {
     /// Run a scenario and print its verdict.
@@ -38,7 +40,8 @@ pub enum Cmd {
     /// One rank process of `bench --hw` (started by the bench launcher, not by users).
     #[command(name = "__bench-rank", hide = true)]
     BenchRank,
-    /// What this machine has for `run --hw`: Level Zero devices, oneCCL, the relevant env.
+    /// What this machine has for `run --hw` and `run --torch`: Level Zero devices, oneCCL,
+    /// torch (version, backends), the relevant env.
     Doctor,
     /// One rank process of `run --hw` (started by the launcher, not by users).
     #[command(name = "__hw-rank", hide = true)]
@@ -57,6 +60,22 @@ pub enum Cmd {
     /// Read a job's PyTorch flight-recorder dumps: diagnose them, write a replay scenario.
     #[command(name = "import-fr")]
     ImportFr(ImportFrArgs),
+    /// Write a scenario's program as a Python file for torchrun (`--torch`; docs/torch.md).
+    Export(ExportArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    pub file: PathBuf,
+    /// The torch.distributed program (the only export there is).
+    #[arg(long, required = true)]
+    pub torch: bool,
+    /// Where to write it (default: print it).
+    #[arg(short = 'o', long = "out")]
+    pub out: Option<PathBuf>,
+    /// Scale every timeout and delay by N/D.
+    #[arg(long, value_name = "N/D", value_parser = scen_core::scenario::TimeScale::parse)]
+    pub time_scale: Option<scen_core::scenario::TimeScale>,
 }
 
 #[derive(clap::Args)]
@@ -111,6 +130,8 @@ pub struct RunArgs {
     pub fr: FrArgs,
     #[command(flatten)]
     pub hw_opts: HwArgs,
+    #[command(flatten)]
+    pub torch_opts: crate::torch_cmd::TorchArgs,
 }
 
 #[derive(clap::Args)]

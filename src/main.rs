@@ -6,6 +6,7 @@
 
 mod cli;
 mod cmd;
+mod torch_cmd;
 
 use clap::Parser;
 use cli::{Cli, Cmd};
@@ -30,5 +31,6 @@ fn main() -> ExitCode {
         Cmd::Explore(args) => cmd::explore::explore(args),
         Cmd::Shrink(args) => cmd::shrink::shrink(args),
         Cmd::ImportFr(a) => cmd::fr::import_cmd(&a.dir, a.out.as_deref(), a.allow_incomplete_ranks),
+        Cmd::Export(args) => torch_cmd::export(&args.file, args.out.as_deref(), args.time_scale),
     }
 }

@@ -19,7 +19,7 @@ pub struct ReportV1 {
     pub schema_version: u32,
     pub scenario: String,
     pub file: String,
-    /// `sim` or `hw` (and later modes).
+    /// `sim`, `hw` or `torch`.
     pub mode: String,
     pub seed: u64,
     /// Every expectation holds (the exit code of `scen run` is 0 exactly then).

@@ -23,5 +23,6 @@ pub fn check(file: &Path) -> ExitCode {
 
 pub fn doctor() -> ExitCode {
     print!("{}", scen_hw::doctor::report());
+    print!("{}", crate::torch_cmd::doctor());
     ExitCode::SUCCESS
 }

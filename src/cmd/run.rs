@@ -20,11 +20,14 @@ pub fn run(args: RunArgs) -> ExitCode {
     if let Err(e) = scen::output::check_paths(&[&args.file], &outs) {
         return super::fail(e);
     }
-    let scenario = match load(&args.file, args.format) {
+    let mut scenario = match load(&args.file, args.format) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let report = if args.hw {
+    args.torch_opts.scale(&mut scenario);
+    let report = if args.torch_opts.torch {
+        args.torch_opts.run(&scenario, &args.file)
+    } else if args.hw {
         let mut opts = args.hw_opts.options();
         opts.fr_dump_dir = args.fr.export_fr.clone();
         scen_hw::run(&scenario, &args.file, &opts).map_err(|e| e.to_string())

@@ -71,6 +71,24 @@ impl DType {
         }
     }
 
+    /// The spacing of this dtype's values at `v` (one unit in the last place); 0 for integers.
+    /// Below the smallest normal the subnormal spacing applies.
+    pub fn ulp(self, v: f64) -> f64 {
+        let (mantissa_bits, min_exp) = match self {
+            DType::BF16 => (7, -126),
+            DType::F16 => (10, -14),
+            DType::F32 => (23, -126),
+            DType::F64 => (52, -1022),
+            _ => return 0.0,
+        };
+        let e = if v == 0.0 || !v.is_finite() {
+            min_exp
+        } else {
+            (v.abs().log2().floor() as i32).max(min_exp)
+        };
+        2f64.powi(e - mantissa_bits)
+    }
+
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::BF16 | DType::F16 | DType::F64)
     }
@@ -121,5 +139,19 @@ impl FromStr for DType {
             "bool" => DType::Bool,
             other => return Err(format!("unknown dtype `{other}`")),
         })
+    }
+}
+
+#[cfg(test)]
+mod ulp_tests {
+    use super::*;
+
+    #[test]
+    fn ulp_is_the_spacing_of_the_dtype_at_the_value() {
+        assert_eq!(DType::BF16.ulp(1.0), 1.0 / 128.0);
+        assert_eq!(DType::BF16.ulp(3.0), 2.0 / 128.0);
+        assert_eq!(DType::F16.ulp(1.0), 1.0 / 1024.0);
+        assert_eq!(DType::F32.ulp(1.0), f64::from(f32::EPSILON));
+        assert_eq!(DType::I32.ulp(5.0), 0.0);
     }
 }

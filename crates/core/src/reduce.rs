@@ -99,9 +99,10 @@ pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpErr
     Ok(())
 }
 
-/// Gloo (ProcessGroupGloo.cpp, `postReduce`): AVG is SUM then a division by the group size,
-/// truncating for integers; a bool tensor cannot hold the float quotient, so the in-place
-/// division raises torch's cast error. Every other dtype/op pair of the nine dtypes and five
+/// Gloo (ProcessGroupGloo.cpp, `postReduce`): AVG is SUM then an in-place true division by the
+/// group size; an integral tensor (bool included) cannot hold the float quotient, so the division
+/// raises torch's cast error (real PyTorch 2.15: `result type Float can't be cast to the desired
+/// output type Long` for i64; docs/torch.md). Every other dtype/op pair of the nine dtypes and five
 /// ops is served (bool SUM is gloo::sum<bool>, a logical or). The error comes *after* the
 /// reduction ran (the caller raises it once the data has moved).
 ///
@@ -113,10 +114,13 @@ pub fn check_gloo(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpErr
             message: format!("Cannot use ReduceOp.{} with non-integral dtype", o.name()),
         });
     }
-    if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
+    if !dtype.is_float() && op == Some(ReduceOp::Avg) {
         return Err(BackendOpError {
             kind: "RuntimeError",
-            message: "result type Float can't be cast to the desired output type Bool".into(),
+            message: format!(
+                "result type Float can't be cast to the desired output type {}",
+                dtype.torch_name()
+            ),
         });
     }
     Ok(())
@@ -232,7 +236,7 @@ mod tests {
     }
 
     #[test]
-    fn gloo_refuses_bool_avg_and_bitwise_floats() {
+    fn gloo_refuses_integral_avg_and_bitwise_floats() {
         for d in DTYPES {
             for op in OPS {
                 let r = check_gloo(d, Some(op));
@@ -244,10 +248,13 @@ mod tests {
                             op.name()
                         )
                     );
-                } else if d == DType::Bool && op == ReduceOp::Avg {
+                } else if !d.is_float() && op == ReduceOp::Avg {
                     assert_eq!(
                         r.expect_err("refused").to_string(),
-                        "RuntimeError: result type Float can't be cast to the desired output type Bool"
+                        format!(
+                            "RuntimeError: result type Float can't be cast to the desired output type {}",
+                            d.torch_name()
+                        )
                     );
                 } else {
                     assert_eq!(r, Ok(()), "{d:?} {op:?}");

@@ -14,6 +14,7 @@ use crate::verdict::{Stall, Stuck};
 pub fn analyse(s: &Scenario, o: &Observed, t_ms: u64) -> Option<Stall> {
     let mut stuck = Vec::new();
     let mut others = Vec::new();
+    let states = rank_states(s, o);
     for r in 0..o.ends.len() {
         if o.ends[r].is_some() {
             continue;
@@ -23,7 +24,11 @@ pub fn analyse(s: &Scenario, o: &Observed, t_ms: u64) -> Option<Stall> {
                 rank: r,
                 step: w.step,
                 wait: w.clone(),
-                peers: w.peers.iter().map(|p| peer_state(s, o, *p)).collect(),
+                peers: crate::diagnose::hang::store_clients_missing(w, &states)
+                    .unwrap_or_else(|| w.peers.clone())
+                    .iter()
+                    .map(|p| peer_state(s, o, *p))
+                    .collect(),
             }),
             None => others.push(format!("rank {r}: not blocked (sleeping or between steps)")),
         }

@@ -6,7 +6,7 @@ use crate::diagnose::hang::RankAt;
 use crate::diagnose::{CallRecord, Diagnosis, GroupRecord};
 use crate::runtime::rank::RankEnd;
 use crate::scenario::{ExpectedOutcome, Scenario};
-use crate::trace::{format_ms, Trace, Wait};
+use crate::trace::{format_ms, EventKind, Trace, Wait};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -134,6 +134,38 @@ impl Report {
     }
 }
 
+/// Starts the trace line a rank writes when a step's `expect` cannot apply to it (a call on a
+/// group it is not in is a no-op, R27); [`expect_notes`] turns those lines into report notes.
+pub const EXPECT_NOT_APPLIED: &str = "expect does not apply";
+
+/// One note per step whose `expect` did not apply on some ranks: `expect of #3 all_reduce
+/// "tp" (file:22) does not apply on ranks 2, 3: not members of its group (no-op, R27)`.
+pub fn expect_notes(scenario: &Scenario, trace: &Trace) -> Vec<String> {
+    let mut by_step: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for e in &trace.events {
+        if let (Some(r), Some(s)) = (e.rank, e.step) {
+            if e.kind == EventKind::Info && e.text.starts_with(EXPECT_NOT_APPLIED) {
+                by_step.entry(s).or_default().push(r);
+            }
+        }
+    }
+    by_step
+        .into_iter()
+        .map(|(s, ranks)| {
+            let step = &scenario.steps[s];
+            format!(
+                "expect of {} ({}:{}) does not apply on rank{} {}: not a member of its group, \
+                 the call is a no-op there (R27)",
+                step.label(),
+                scenario.file,
+                step.loc.line,
+                if ranks.len() == 1 { "" } else { "s" },
+                ranges(&ranks)
+            )
+        })
+        .collect()
+}
+
 /// Checks every rank against the scenario's `[[expect]]` (last matching entry wins; none = completes).
 pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<ExpectationCheck> {
     let world = &scenario.world;
@@ -240,7 +272,7 @@ pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
 pub fn render_human(scenario: &Scenario, r: &Report) -> String {
     let mut out = String::new();
     // The simulator's time is virtual; the hardware mode's is wall time since its launch.
-    let (header_time, clock) = if r.mode == "hw" {
+    let (header_time, clock) = if r.mode == "hw" || r.mode == "torch" {
         ("wall clock".to_string(), "after launch")
     } else {
         (format!("seed {}, virtual epoch 0", r.seed), "virtual")

@@ -526,6 +526,9 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
     }
     let (diagnosis, calls) =
         diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
+    let diagnosis = diagnosis.with_env(&s.world.ranks);
+    let mut notes = st.notes;
+    notes.extend(scen_core::verdict::expect_notes(s, &o.trace));
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),
@@ -538,7 +541,7 @@ fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
         trace_hash: format!("{:016x}", o.trace.hash()),
         trace: o.trace.clone(),
         expectations,
-        notes: st.notes,
+        notes,
         calls,
         diagnosis,
     }

@@ -7,10 +7,10 @@
 //! env overrides, late starts) act at time 0. Every action is written to the trace as it acts
 //! and remembered, so the report can say which fault a failure followed.
 
-use scen_core::class::CRASH_MARK;
-use scen_core::scenario::expr::interpolate;
 use scen_core::scenario::fault::node_list;
-use scen_core::scenario::{Fault, FaultKind, LinkSets, Scenario, RANK_VARS};
+use scen_core::scenario::fault::ranks_of;
+pub use scen_core::scenario::fault::{apply_env, crash_error};
+use scen_core::scenario::{Fault, FaultKind, LinkSets, Scenario};
 
 /// Something the driver does to the network or the hosts at a time.
 #[derive(Debug, Clone)]
@@ -52,15 +52,6 @@ pub struct FaultPlan {
     pub late: Vec<Option<(usize, u64)>>,
     /// Timed actions not yet applied, earliest last (popped from the end).
     pending: Vec<Timed>,
-}
-
-fn ranks_of(s: &Scenario, on: &scen_core::scenario::Selector) -> Vec<usize> {
-    s.world
-        .ranks
-        .iter()
-        .filter(|r| on.matches(r, &s.world))
-        .map(|r| r.rank)
-        .collect()
 }
 
 fn rank_list(r: &[usize]) -> String {
@@ -252,45 +243,6 @@ impl FaultPlan {
         }
         out
     }
-}
-
-/// Applies `env` faults to the scenario's rank environments (the same templates and layering
-/// as `[[world.rank]] env`, on top of every layer); returns (fault, text) for the trace.
-pub fn apply_env(s: &mut Scenario) -> Vec<(usize, String)> {
-    let mut notes = Vec::new();
-    let faults = s.faults.clone();
-    for f in &faults {
-        let FaultKind::Env { on, vars } = &f.kind else {
-            continue;
-        };
-        let ranks = ranks_of(s, on);
-        for r in &ranks {
-            let spec = s.world.ranks[*r].clone();
-            let world = s.world.clone();
-            for (k, template) in vars {
-                let v = interpolate(template, &RANK_VARS, &|name| {
-                    scen_core::scenario::rank_var(name, &spec, &world)
-                })
-                .unwrap_or_else(|_| template.clone());
-                s.world.ranks[*r].env.insert(k.clone(), v);
-            }
-        }
-        let set: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        notes.push((
-            f.index,
-            format!(
-                "environment override on rank {}: {}",
-                rank_list(&ranks),
-                set.join(" ")
-            ),
-        ));
-    }
-    notes
-}
-
-/// The error text of a killed rank.
-pub fn crash_error(label: &str) -> String {
-    format!("SIGKILL: {CRASH_MARK} {label}")
 }
 
 /// Every (x, y) node pair of a link set, each unordered pair once, x != y.

@@ -19,7 +19,7 @@ use scen_core::c10d::store;
 
 use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnv};
-use scen_core::scenario::Scenario;
+use scen_core::scenario::{Launcher, Scenario};
 use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Probe};
 use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
@@ -128,6 +128,7 @@ fn simulate_inner(
     let mut with_env = scenario.clone();
     let env_notes = faults::apply_env(&mut with_env);
     let shared = Rc::new(with_env);
+    let shared_env = shared.clone();
     for node in &scenario.world.nodes {
         let net = SimNet {
             host: node.name.clone(),
@@ -155,7 +156,9 @@ fn simulate_inner(
     if let Some(detail) = over_limit(&probe) {
         return Err(SimError::Limit(detail));
     }
-    Ok(report(scenario, seed, &probe, end_ms))
+    let mut r = report(scenario, seed, &probe, end_ms);
+    r.diagnosis = std::mem::take(&mut r.diagnosis).with_env(&shared_env.world.ranks);
+    Ok(r)
 }
 
 /// A rank that stopped on one of scen's limits (a value computed while running): the run
@@ -189,13 +192,42 @@ async fn boot_node(
                     step: None,
                     kind: EventKind::Info,
                     text: format!(
-                        "{}: TCPStore (world_size={}) already listening on {}:{}",
-                        svc.label, svc.world_size, net.host, svc.port
+                        "{}: TCPStore (world_size={}) already listening on {}:{} with {} keys",
+                        svc.label,
+                        svc.world_size,
+                        net.host,
+                        svc.port,
+                        svc.keys.len()
+                    ),
+                });
+                let keys = svc
+                    .keys
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                    .collect();
+                tokio::task::spawn_local(store::serve_with(net.clone(), clock.clone(), l, keys));
+            }
+            Err(e) => return Err(format!("service on port {}: {e}", svc.port).into()),
+        }
+    }
+    if s.world.launcher == Launcher::Torchrun && index == 0 {
+        // torchrun's agent hosts the TCPStore (TORCHELASTIC_USE_AGENT_STORE) before any worker.
+        let port = agent_store_port(&s);
+        match net.bind(port).await {
+            Ok(l) => {
+                probe.event(Event {
+                    t_ms: clock.now_ms(),
+                    rank: None,
+                    step: None,
+                    kind: EventKind::Info,
+                    text: format!(
+                        "torchrun agent: TCPStore listening on {}:{port} (TORCHELASTIC_USE_AGENT_STORE)",
+                        net.host
                     ),
                 });
                 tokio::task::spawn_local(store::serve(net.clone(), clock.clone(), l));
             }
-            Err(e) => return Err(format!("service on port {}: {e}", svc.port).into()),
+            Err(e) => return Err(format!("torchrun agent's store on port {port}: {e}").into()),
         }
     }
     for spec in s.world.ranks.iter().filter(|r| r.node == index) {
@@ -212,6 +244,7 @@ async fn boot_node(
         let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
         probe.kills.borrow_mut()[rank] = Some(kill_tx);
         let late = probe.plan.borrow().late[rank];
+        let torchrun = s.world.launcher == Launcher::Torchrun;
         tokio::task::spawn_local(async move {
             let run = async {
                 if inject_panic == Some(rank) {
@@ -230,19 +263,65 @@ async fn boot_node(
             };
             tokio::select! {
                 biased;
-                _ = kill_rx => {}
+                _ = kill_rx => {
+                    if torchrun {
+                        tear_down(&probe, &clock, rank).await;
+                    }
+                }
                 end = run => {
                     let t = clock.now_ms();
-                    let mut st = probe.state.borrow_mut();
-                    st.waits[rank] = None;
-                    st.ends[rank] = Some((end, t));
+                    let failed = matches!(end, scen_core::runtime::rank::RankEnd::Failed { .. });
+                    {
+                        let mut st = probe.state.borrow_mut();
+                        st.waits[rank] = None;
+                        st.ends[rank] = Some((end, t));
+                    }
                     probe.activity.bump();
+                    if failed && torchrun {
+                        tear_down(&probe, &clock, rank).await;
+                    }
                 }
             }
         });
     }
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// torchrun's agent checks its workers every `monitor_interval` (0.1 s) and, once one has
+/// failed, stops the others (SIGTERM) and ends the job.
+const TORCHRUN_MONITOR_MS: u64 = 100;
+
+/// MASTER_PORT as the launcher gives it (rank 0's).
+fn agent_store_port(s: &Scenario) -> u16 {
+    s.world
+        .ranks
+        .first()
+        .and_then(|r| r.env.get("MASTER_PORT"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(29500)
+}
+
+/// After rank `failed` failed under torchrun: at the agent's next check, every worker still
+/// running is stopped, failed with the agent's reason.
+async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize) {
+    clock
+        .sleep_until_ms(clock.now_ms() + TORCHRUN_MONITOR_MS)
+        .await;
+    let running: Vec<usize> = {
+        let st = probe.state.borrow();
+        (0..st.ends.len())
+            .filter(|r| st.ends[*r].is_none())
+            .collect()
+    };
+    for r in running {
+        probe.terminate(
+            r,
+            format!(
+                "SIGTERM: torchrun stopped the worker group after rank {failed} failed (signal 15)"
+            ),
+        );
+    }
 }
 
 /// Steps turmoil; when nothing moves for long enough that no message can be in flight, either
@@ -555,8 +634,9 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
         .collect();
     let expectations = check_expectations(s, &ranks);
     drop(o);
-    let notes = attribution(probe, &ranks);
+    let mut notes = attribution(probe, &ranks);
     let o = probe.state.borrow();
+    notes.extend(scen_core::verdict::expect_notes(s, &o.trace));
     let (diagnosis, calls) =
         diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
     Report {

@@ -73,8 +73,13 @@ impl SimProbe {
 
     /// Kills a rank's process: it ends now, failed, and its task is dropped (sockets close).
     pub fn kill(&self, rank: usize, fault: usize) {
-        let t = self.clock.now_ms();
         let label = self.plan.borrow().label(fault);
+        self.terminate(rank, crash_error(&label));
+    }
+
+    /// Ends a rank's process now, failed with `error`, dropping its task (sockets close).
+    pub fn terminate(&self, rank: usize, error: String) {
+        let t = self.clock.now_ms();
         let mut st = self.state.borrow_mut();
         if st.ends[rank].is_some() {
             return;
@@ -85,13 +90,7 @@ impl SimProbe {
             .or(st.step[rank])
             .unwrap_or(0);
         st.waits[rank] = None;
-        st.ends[rank] = Some((
-            RankEnd::Failed {
-                step,
-                error: crash_error(&label),
-            },
-            t,
-        ));
+        st.ends[rank] = Some((RankEnd::Failed { step, error }, t));
         drop(st);
         if let Some(tx) = self.kills.borrow_mut()[rank].take() {
             let _ = tx.send(());

@@ -80,6 +80,43 @@ impl BackendConfig {
         })
     }
 
+    /// The backend names PyTorch 2.15 accepts, checked where `_new_process_group_helper` checks
+    /// them (after the rendezvous, members only). Texts from real torch 2.15 (docs/diagnosis.md):
+    /// a bare name not in `Backend.backend_type_map` fails `AssertionError: Unknown backend type
+    /// mpi2` (lower-cased), a `device:backend` pair with an unregistered backend `AssertionError:
+    /// Unknown c10d backend type XCLL` (upper-cased).
+    pub fn check_known(&self) -> Result<(), C10dError> {
+        let s = &self.original;
+        if !s.contains(':') && !s.contains(',') {
+            if KNOWN.contains(&s.as_str()) {
+                return Ok(());
+            }
+            return Err(error::assertion(format!("Unknown backend type {s}")));
+        }
+        for pair in s.split(',') {
+            let b = pair.split(':').nth(1).unwrap_or_default();
+            if !KNOWN[1..].contains(&b) {
+                return Err(error::assertion(format!(
+                    "Unknown c10d backend type {}",
+                    b.to_ascii_uppercase()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// pip wheels of PyTorch 2.15 are built without MPI: `_create_mpi_process_group` raises this
+    /// before any rendezvous (measured with real torch 2.15, docs/diagnosis.md).
+    pub fn check_built_in(&self) -> Result<(), C10dError> {
+        if self.backends().contains(&"mpi") {
+            return Err(error::runtime(
+                "Distributed package doesn't have MPI built in. MPI is only included if you \
+                 build PyTorch from source on a host that has MPI installed.",
+            ));
+        }
+        Ok(())
+    }
+
     /// R4: the backend serving `device`, or the c10d error.
     pub fn backend_for(&self, device: &str) -> Result<&str, C10dError> {
         self.map
@@ -118,6 +155,36 @@ pub fn default_timeout_ms(config: &BackendConfig) -> u64 {
 /// R11/R34: only NCCL (and Gloo in 2.15) support splitting and eager init; XCCL does not.
 pub fn supports_splitting(backend: &str) -> bool {
     matches!(backend, "nccl" | "gloo")
+}
+
+/// The devices a process sees on a node with `physical` GPUs. Level Zero's `ZE_AFFINITY_MASK`
+/// (a comma-separated list of root devices `N` or sub-devices `N.M`) hides the others and
+/// renumbers the visible ones from 0, so `torch.xpu.device_count()` is the number of valid
+/// entries; entries past the node's devices are ignored and an unset or empty mask shows all
+/// (Level Zero spec, "Affinity Mask"). scen counts a sub-device entry as one device, as the
+/// default FLAT hierarchy exposes sub-devices as devices [inf for COMPOSITE mode].
+pub fn visible_devices(physical: usize, ze_affinity_mask: Option<&str>) -> usize {
+    let Some(mask) = ze_affinity_mask.map(str::trim).filter(|m| !m.is_empty()) else {
+        return physical;
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for entry in mask.split(',').map(str::trim) {
+        let root = entry.split('.').next().unwrap_or_default();
+        let valid = root.parse::<usize>().is_ok_and(|r| r < physical)
+            && entry.split('.').skip(1).all(|s| s.parse::<usize>().is_ok());
+        if valid && !seen.contains(&entry) {
+            seen.push(entry);
+        }
+    }
+    seen.len()
+}
+
+/// `torch.xpu.set_device(i)` past the visible devices: c10/xpu/XPUFunctions.h
+/// `check_device_index` (read from the source; no XPU here to run it).
+pub fn xpu_device_out_of_range(index: usize, count: usize) -> C10dError {
+    error::runtime(format!(
+        "device is out of range, device is {index}, total number of device is {count}."
+    ))
 }
 
 /// A torch.device: type and optional index.
@@ -168,6 +235,44 @@ mod tests {
         assert!(BackendConfig::parse("cpu-gloo,xpu", None).is_err());
         let u = BackendConfig::parse("undefined", Some("xpu")).unwrap();
         assert_eq!(u.describe(), "xpu:xccl");
+    }
+
+    #[test]
+    fn unknown_backend_names_fail_as_torch_2_15_does() {
+        let e = |s: &str| {
+            BackendConfig::parse(s, Some("cpu"))
+                .unwrap()
+                .check_known()
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(e("mpi2"), "AssertionError: Unknown backend type mpi2");
+        assert_eq!(e("XCLL"), "AssertionError: Unknown backend type xcll");
+        assert_eq!(
+            e("cpu:gloo,xpu:xcll"),
+            "AssertionError: Unknown c10d backend type XCLL"
+        );
+        for ok in ["gloo", "undefined", "cpu:gloo,xpu:xccl", "fake"] {
+            let c = BackendConfig::parse(ok, Some("xpu")).unwrap();
+            assert!(c.check_known().is_ok(), "{ok}");
+        }
+        let mpi = BackendConfig::parse("mpi", Some("cpu")).unwrap();
+        assert!(mpi
+            .check_built_in()
+            .unwrap_err()
+            .to_string()
+            .starts_with("RuntimeError: Distributed package doesn't have MPI built in."));
+    }
+
+    #[test]
+    fn ze_affinity_mask_restricts_and_renumbers_devices() {
+        assert_eq!(visible_devices(4, None), 4);
+        assert_eq!(visible_devices(4, Some("")), 4);
+        assert_eq!(visible_devices(4, Some("2")), 1);
+        assert_eq!(visible_devices(4, Some("0,3")), 2);
+        assert_eq!(visible_devices(2, Some("0,3")), 1);
+        assert_eq!(visible_devices(4, Some("0.0,0.1")), 2);
+        assert_eq!(visible_devices(4, Some("x,1")), 1);
     }
 
     #[test]

@@ -61,9 +61,10 @@ pub fn init_twice() -> C10dError {
     value("trying to initialize the default process group twice!")
 }
 
-/// Using the default group before `init_process_group`.
+/// Using the default group before `init_process_group`: `_get_default_group` raises ValueError
+/// (real PyTorch 2.15; torch mode found it).
 pub fn not_initialized() -> C10dError {
-    runtime("Default process group has not been initialized, please make sure to call init_process_group.")
+    value("Default process group has not been initialized, please make sure to call init_process_group.")
 }
 
 /// R15: env:// without a variable.
@@ -98,13 +99,20 @@ pub fn client_connect_timeout(timeout_ms: u64, host: &str, port: u16) -> C10dErr
     )
 }
 
-/// R16: the server's waitForWorkers.
-pub fn workers_timeout(timeout_ms: u64, joined: i64, world_size: usize) -> C10dError {
+/// R16: the server's waitForWorkers gives up at the first poll where the whole seconds
+/// elapsed exceed the timeout, so a 30 s timeout fires after 31 s and says so (real torch 2.15:
+/// a 5 s timeout printed "Timed out after 6 seconds"; logs in the wild show 601, 1801).
+pub fn workers_timeout_after_ms(timeout_ms: u64) -> u64 {
+    (timeout_ms / 1000 + 1) * 1000
+}
+
+/// R16: the server's waitForWorkers, `elapsed_ms` from [`workers_timeout_after_ms`].
+pub fn workers_timeout(elapsed_ms: u64, joined: i64, world_size: usize) -> C10dError {
     e(
         "DistStoreError",
         format!(
             "Timed out after {} seconds waiting for clients. {joined}/{world_size} clients joined.",
-            timeout_ms / 1000
+            elapsed_ms / 1000
         ),
     )
 }

@@ -83,7 +83,20 @@ impl StoreState {
 
 /// Serves the store on `listener` until the task is dropped. Each connection gets its own task.
 pub async fn serve<N: Net, C: Clock>(net: N, clock: C, listener: N::Listener) {
-    let state = Rc::new(StoreState::default());
+    serve_with(net, clock, listener, BTreeMap::new()).await
+}
+
+/// [`serve`] a store that already holds `keys` (another job's store, running before this one).
+pub async fn serve_with<N: Net, C: Clock>(
+    net: N,
+    clock: C,
+    listener: N::Listener,
+    keys: BTreeMap<String, Vec<u8>>,
+) {
+    let state = Rc::new(StoreState {
+        keys: RefCell::new(keys),
+        changed: Notify::new(),
+    });
     // Connections live in a JoinSet: aborting the server closes them all, as a dying process does.
     let mut conns = tokio::task::JoinSet::new();
     let token = net.store_token();

@@ -27,6 +27,8 @@ pub enum Consequence {
     /// A send nobody receives: lost without a trace when small; large sends on device
     /// backends block (oneccl.md §4: send before recv deadlocks at >= 16-64 KiB).
     LostOrHangs,
+    /// The receiving process aborts (gloo's `EnforceNotMet` is thrown where nothing catches it).
+    Aborts,
 }
 
 impl Consequence {
@@ -37,6 +39,7 @@ impl Consequence {
             Consequence::CorruptsSilently => "corrupts silently",
             Consequence::CorruptsOrHangs => "corrupts or hangs",
             Consequence::LostOrHangs => "loses the message or hangs",
+            Consequence::Aborts => "aborts the receiving process",
         }
     }
 }
@@ -52,6 +55,9 @@ pub enum MismatchKind {
     P2pSize,
     /// A send or recv whose counterpart was never posted.
     P2pUnmatched,
+    /// all_to_all: a sender's `input_split_sizes[j]` differs from receiver `j`'s
+    /// `output_split_sizes[i]`. `a` is the rank the disagreements point at.
+    Splits,
 }
 
 /// One side of a mismatch: who ran what where.
@@ -65,7 +71,7 @@ pub struct Side {
 }
 
 impl Side {
-    fn of(r: &CallRecord) -> Side {
+    pub(crate) fn of(r: &CallRecord) -> Side {
         Side {
             rank: r.rank,
             call: r.call_name(),
@@ -114,6 +120,18 @@ impl Mismatch {
             MismatchKind::Count => "collective count mismatch",
             MismatchKind::P2pSize => "send/recv size mismatch",
             MismatchKind::P2pUnmatched => "unmatched point-to-point",
+            MismatchKind::Splits => {
+                return format!(
+                    "all_to_all split sizes disagree on group {} ({}) in {} ({file}:{}): rank {}'s \
+                     splits do not match its peers': {}",
+                    self.group_label,
+                    self.group,
+                    self.a.call,
+                    self.a.line,
+                    self.a.rank,
+                    self.aspects.join("; ")
+                )
+            }
         };
         let mut s = format!(
             "{head} on group {} ({}): {}",
@@ -168,8 +186,22 @@ pub fn aspects(a: &Fingerprint, b: &Fingerprint) -> Vec<String> {
     if a.dtype != b.dtype {
         v.push(format!("dtype: {} vs {}", a.dtype, b.dtype));
     }
-    if a.shape != b.shape {
-        v.push(format!("shape: {:?} vs {:?}", a.shape, b.shape));
+    match (&a.splits, &b.splits) {
+        // Uneven splits make the input shapes differ legally (DETAIL does not compare
+        // all_to_all shapes either, R32); the rows must have one size.
+        (Some(x), Some(y)) => {
+            if x.row_elems != y.row_elems {
+                v.push(format!(
+                    "row size: {} vs {} elements",
+                    x.row_elems, y.row_elems
+                ));
+            }
+        }
+        _ => {
+            if a.shape != b.shape {
+                v.push(format!("shape: {:?} vs {:?}", a.shape, b.shape));
+            }
+        }
     }
     if a.root != b.root {
         v.push(format!("root: {} vs {}", optn(&a.root), optn(&b.root)));
@@ -191,7 +223,13 @@ pub fn collective_consequence(
     b: &Fingerprint,
 ) -> (Consequence, String) {
     let gloo = backend == "gloo";
-    if a.op != b.op || a.nbytes != b.nbytes {
+    let size_differs = match (&a.splits, &b.splits) {
+        (Some(x), Some(y)) => {
+            x.row_elems * a.nbytes / a.numel().max(1) != y.row_elems * b.nbytes / b.numel().max(1)
+        }
+        _ => a.nbytes != b.nbytes,
+    };
+    if a.op != b.op || size_differs {
         return if gloo {
             (
                 Consequence::Errors,
@@ -275,7 +313,7 @@ fn check_collectives(recs: &[&CallRecord], finished: &[bool]) -> Option<Mismatch
     for (seq, by_rank) in &at {
         let (_, reference) = by_rank.iter().next().expect("non-empty");
         for r in by_rank.values() {
-            if r.fp != reference.fp {
+            if !aspects(&reference.fp, &r.fp).is_empty() {
                 let (consequence, why) = collective_consequence(&r.backend, &reference.fp, &r.fp);
                 return Some(Mismatch {
                     kind: MismatchKind::Fingerprint,
@@ -291,6 +329,9 @@ fn check_collectives(recs: &[&CallRecord], finished: &[bool]) -> Option<Mismatch
                     why,
                 });
             }
+        }
+        if let Some(m) = super::splits::check(members, by_rank) {
+            return Some(m);
         }
         let absent = members
             .iter()
@@ -441,6 +482,7 @@ mod tests {
                 nbytes: numel * w,
                 root: None,
                 reduce_op: Some("SUM".into()),
+                splits: None,
             },
             step: seq as usize,
             line: 10 + seq as usize + 100 * rank,
@@ -448,6 +490,60 @@ mod tests {
             t_start_ms: 0,
             t_end_ms: Some(1),
         }
+    }
+
+    /// An all_to_all_single record of `rank` in a world of 3 with these split sizes (rows of 2).
+    fn a2a(rank: usize, send: [usize; 3], recv: [usize; 3]) -> CallRecord {
+        let rows: usize = send.iter().sum();
+        let mut r = rec(rank, 1, "all_to_all_single", "f32", rows * 2);
+        r.group_ranks = vec![0, 1, 2];
+        r.fp.shape = vec![rows, 2];
+        r.fp.reduce_op = None;
+        r.fp.splits = Some(crate::diagnose::Splits {
+            send_rows: send.to_vec(),
+            recv_rows: recv.to_vec(),
+            row_elems: 2,
+        });
+        r
+    }
+
+    #[test]
+    fn uneven_splits_every_rank_agrees_on_are_legal() {
+        // Rank r sends r + j + 1 rows to j: input shapes [6, 2], [9, 2], [12, 2].
+        let v = vec![
+            a2a(0, [1, 2, 3], [1, 2, 3]),
+            a2a(1, [2, 3, 4], [2, 3, 4]),
+            a2a(2, [3, 4, 5], [3, 4, 5]),
+        ];
+        assert_eq!(check(&v, &[true; 3]), vec![]);
+    }
+
+    #[test]
+    fn a_rank_whose_splits_disagree_is_the_one_blamed() {
+        // Rank 2 expects 2 rows from rank 0, which sends it 1: a tie, the receiver is blamed.
+        let v = vec![
+            a2a(0, [1, 1, 1], [1, 1, 1]),
+            a2a(1, [1, 1, 1], [1, 1, 1]),
+            a2a(2, [1, 1, 1], [2, 1, 1]),
+        ];
+        let m = check(&v, &[true, true, false]);
+        assert_eq!((m[0].kind, m[0].a.rank), (MismatchKind::Splits, 2));
+        assert_eq!(m[0].consequence, Consequence::Hangs);
+        assert!(m[0]
+            .render("f.toml")
+            .contains("rank 2's splits do not match"));
+        // Rank 1 sends 2 rows to both peers, which expect 1: rank 1 is in every disagreement.
+        let v = vec![
+            a2a(0, [1, 1, 1], [1, 1, 1]),
+            a2a(1, [2, 1, 2], [1, 1, 1]),
+            a2a(2, [1, 1, 1], [1, 1, 1]),
+        ];
+        let m = check(&v, &[true; 3]);
+        assert_eq!(m[0].a.rank, 1);
+        assert_eq!(m[0].aspects.len(), 2);
+        let mut gloo = v.clone();
+        gloo.iter_mut().for_each(|r| r.backend = "gloo".into());
+        assert_eq!(check(&gloo, &[true; 3])[0].consequence, Consequence::Aborts);
     }
 
     #[test]

@@ -52,6 +52,15 @@ pub struct CallAt {
     pub seq: u64,
     /// `all_reduce #2 on WORLD`, `recv #1 2->3 on WORLD`.
     pub name: String,
+    /// `(src, dst)` of a p2p call: a send and its recv are one call.
+    pub pair: Option<(usize, usize)>,
+}
+
+impl CallAt {
+    /// The same call: one collective (group, seq) or one p2p transfer (group, src, dst, seq).
+    fn same_call(&self, other: &CallAt) -> bool {
+        (&self.group, self.seq, self.pair) == (&other.group, other.seq, other.pair)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -109,7 +118,12 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
             wait,
         } = at
         {
-            stuck.push(stuck_rank(records, &index, r, *step, *line, label, wait));
+            let mut s = stuck_rank(records, &index, r, *step, *line, label, wait);
+            if let Some(missing) = store_clients_missing(wait, ranks) {
+                s.never_joined = missing.clone();
+                s.waits_for = missing;
+            }
+            stuck.push(s);
         }
     }
     if stuck.is_empty() {
@@ -124,6 +138,33 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
         cycle,
         absent,
     })
+}
+
+/// How the store host's wait for its clients (`waitForWorkers`, R16) starts its wait text.
+pub const STORE_WORKERS_WAIT: &str = "TCPStore server waiting for";
+/// How a rank's wait to connect to the store starts its wait text.
+pub const STORE_CONNECT_WAIT: &str = "connect to TCPStore";
+
+/// For the store host's wait for its clients: the awaited ranks that have not checked in.
+/// The real store only counts ("3/4 clients joined"); scen knows who: a rank still
+/// connecting (to this store or, with a wrong MASTER_PORT/ADDR, another address), one that
+/// failed in that step, or one that was never launched.
+pub fn store_clients_missing(wait: &Wait, ranks: &[RankAt]) -> Option<Vec<usize>> {
+    if !wait.what.starts_with(STORE_WORKERS_WAIT) {
+        return None;
+    }
+    let missing = wait
+        .peers
+        .iter()
+        .copied()
+        .filter(|p| match ranks.get(*p) {
+            None => true,
+            Some(RankAt::Stuck { wait: w, .. }) => w.what.starts_with(STORE_CONNECT_WAIT),
+            Some(RankAt::Failed { step, .. }) => *step <= wait.step,
+            Some(_) => false,
+        })
+        .collect();
+    Some(missing)
 }
 
 /// The never-joined members of every stuck call, once each, with their last call there.
@@ -201,6 +242,7 @@ fn stuck_rank(
         group_label: open.group_label.clone(),
         seq: open.seq,
         name: open.call_name(),
+        pair: open.endpoints(),
     });
     // The same call on member `m`: its collective at this seq, or the other side of the p2p.
     let key_of = |m: usize| -> CallKey {
@@ -237,10 +279,35 @@ fn stuck_rank(
 }
 
 /// The first cycle found by a depth-first search in rank order, as a rank path.
+///
+/// Only waits between different calls count: inside one collective every member waits for
+/// its algorithm's neighbours (a ring's predecessor, a tree's parent), which would close a
+/// "cycle" around the ring although no rank waits for another call. The ranks stuck in one
+/// call are therefore one node: each gets the out-edges of all of them that leave the call. A
+/// call stuck on its own (a lost message, a size mismatch, a dead peer) has no cycle; the rest
+/// of the report names why it is stuck.
 fn find_cycle(stuck: &[StuckRank]) -> Vec<usize> {
+    let call_of: BTreeMap<usize, &CallAt> = stuck
+        .iter()
+        .filter_map(|s| s.call.as_ref().map(|c| (s.rank, c)))
+        .collect();
+    let same = |a: usize, b: usize| match (call_of.get(&a), call_of.get(&b)) {
+        (Some(x), Some(y)) => x.same_call(y),
+        _ => a == b,
+    };
     let edges: BTreeMap<usize, Vec<usize>> = stuck
         .iter()
-        .map(|s| (s.rank, s.waits_for.clone()))
+        .map(|s| {
+            let mut to: Vec<usize> = stuck
+                .iter()
+                .filter(|o| same(s.rank, o.rank))
+                .flat_map(|o| o.waits_for.iter().copied())
+                .filter(|m| !same(s.rank, *m))
+                .collect();
+            to.sort();
+            to.dedup();
+            (s.rank, to)
+        })
         .collect();
     let mut done: BTreeSet<usize> = BTreeSet::new();
     for start in edges.keys() {
@@ -335,6 +402,7 @@ mod graph_tests {
                 nbytes: 16,
                 root: None,
                 reduce_op: Some("SUM".into()),
+                splits: None,
             },
             step: 1,
             line: 7,
@@ -374,6 +442,31 @@ mod graph_tests {
         let h = analyse(&recs, &ranks, 5).expect("hang");
         assert_eq!(h.stuck[0].never_joined, vec![2, 3]);
         assert_eq!(h.stuck[0].joined_not_finished, vec![0, 1]);
+        assert_eq!(h.cycle, vec![0, 2, 0]);
+    }
+
+    #[test]
+    fn ring_waits_inside_one_collective_are_no_cycle() {
+        // All four joined all_reduce #1 on A; each waits for its ring predecessor's chunk.
+        let recs: Vec<CallRecord> = (0..4).map(|r| started(r, "A", 1)).collect();
+        let ranks: Vec<RankAt> = (0..4).map(|r| stuck((r + 3) % 4)).collect();
+        let h = analyse(&recs, &ranks, 5).expect("hang");
+        assert!(h.stuck.iter().all(|s| s.never_joined.is_empty()));
+        assert_eq!(h.stuck[0].waits_for, vec![3]);
+        assert!(h.cycle.is_empty(), "{:?}", h.cycle);
+    }
+
+    #[test]
+    fn calls_waiting_for_each_other_are_a_cycle_even_through_ring_neighbours() {
+        // Ranks 0,1 in A #2 wait for 2,3; ranks 2,3 in A #1 wait (ring) for 1 and 2.
+        let recs = vec![
+            started(0, "A", 2),
+            started(1, "A", 2),
+            started(2, "A", 1),
+            started(3, "A", 1),
+        ];
+        let ranks = vec![stuck(3), stuck(0), stuck(1), stuck(2)];
+        let h = analyse(&recs, &ranks, 5).expect("hang");
         assert_eq!(h.cycle, vec![0, 2, 0]);
     }
 

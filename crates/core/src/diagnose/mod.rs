@@ -8,12 +8,14 @@
 
 pub mod check;
 pub mod dot;
+pub mod env;
 pub mod groups;
 pub mod hang;
 pub mod record;
 pub mod report;
+pub mod splits;
 pub mod timeline;
 
 pub use groups::{GroupDivergence, GroupRecord};
-pub use record::{CallKind, CallRecord, CallState, Fingerprint};
+pub use record::{CallKind, CallRecord, CallState, Fingerprint, Splits};
 pub use report::Diagnosis;

@@ -49,6 +49,23 @@ pub struct Fingerprint {
     pub root: Option<usize>,
     /// `SUM`, `MAX`, ... for reductions.
     pub reduce_op: Option<String>,
+    /// all_to_all: rows this rank sends to and receives from each member. Uneven splits are
+    /// legal (the input shapes then differ between ranks); what must agree is each sender's
+    /// `input_split_sizes[j]` with receiver `j`'s `output_split_sizes[i]` (checked by
+    /// [`super::check`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub splits: Option<Splits>,
+}
+
+/// The split sizes of one all_to_all call on one rank, in rows, by group rank.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Splits {
+    /// `input_split_sizes`: rows sent to each member.
+    pub send_rows: Vec<usize>,
+    /// `output_split_sizes`: rows expected from each member.
+    pub recv_rows: Vec<usize>,
+    /// Elements per row (the product of the shape past dim 0).
+    pub row_elems: usize,
 }
 
 impl Fingerprint {

@@ -4,6 +4,7 @@
 //! screen.
 
 use super::check::{self, Mismatch};
+use super::env::{self, EnvDifference};
 use super::groups::{self, GroupDivergence, GroupRecord};
 use super::hang::{self, ranges, Hang, RankAt};
 use super::record::CallRecord;
@@ -12,6 +13,9 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Diagnosis {
+    /// Rendezvous variables (MASTER_ADDR, MASTER_PORT, WORLD_SIZE) that differ between ranks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvDifference>,
     /// The first `new_group` call whose name means different groups on different ranks.
     pub groups: Option<GroupDivergence>,
     /// First divergence per group, then send/recv pairing problems.
@@ -29,6 +33,7 @@ impl Diagnosis {
         stall: Option<(&[CallRecord], &[RankAt], u64)>,
     ) -> Diagnosis {
         Diagnosis {
+            env: vec![],
             groups: None,
             mismatches: check::check(records, finished),
             hang: stall.and_then(|(recs, ranks, t)| hang::analyse(recs, ranks, t)),
@@ -41,13 +46,22 @@ impl Diagnosis {
         self
     }
 
+    /// Adds the rendezvous-environment check over every rank's environment as it ran.
+    pub fn with_env(mut self, ranks: &[crate::scenario::RankSpec]) -> Diagnosis {
+        self.env = env::check(ranks);
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.groups.is_none() && self.mismatches.is_empty() && self.hang.is_none()
+        self.env.is_empty()
+            && self.groups.is_none()
+            && self.mismatches.is_empty()
+            && self.hang.is_none()
     }
 
     /// The human lines (no trailing newlines), grouped by identical state.
     pub fn lines(&self, file: &str) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
+        let mut out: Vec<String> = self.env.iter().map(|e| e.render()).collect();
         if let Some(g) = &self.groups {
             out.extend(g.lines(file));
         }
@@ -107,7 +121,25 @@ fn hang_lines(h: &Hang, file: &str) -> Vec<String> {
                     line.push_str(&format!("; {why}"));
                 }
             }
-            None => line.push_str(&format!(": {}", s.what)),
+            None => {
+                line.push_str(&format!(": {}", s.what));
+                if !s.never_joined.is_empty() {
+                    let launched = h.ranks.len();
+                    let (here, absent): (Vec<usize>, Vec<usize>) =
+                        s.never_joined.iter().partition(|r| **r < launched);
+                    let mut parts = Vec::new();
+                    if !here.is_empty() {
+                        parts.push(format!("not joined: {}", ranges(&here)));
+                    }
+                    if !absent.is_empty() {
+                        parts.push(format!(
+                            "never launched: {} (only {launched} processes run)",
+                            ranges(&absent)
+                        ));
+                    }
+                    line.push_str(&format!(" [{}]", parts.join("; ")));
+                }
+            }
         }
         let timeout = match &h.ranks[s.rank] {
             RankAt::Stuck { wait, .. } => match wait.deadline_ms {

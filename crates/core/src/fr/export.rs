@@ -369,6 +369,7 @@ mod tests {
                 nbytes: 12,
                 root: None,
                 reduce_op: Some("SUM".into()),
+                splits: None,
             },
             step: 1,
             line: 1,

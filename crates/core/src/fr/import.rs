@@ -378,6 +378,7 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
     let done: Vec<bool> = (0..p.world).map(|r| p.finished.contains(&r)).collect();
     let t_ms = records.iter().map(|c| c.t_start_ms).max().unwrap_or(0);
     let diagnosis = Diagnosis {
+        env: vec![],
         groups: None,
         mismatches: check::check(&records, &done),
         hang: hang::analyse(&records, &ranks, t_ms),
@@ -447,6 +448,7 @@ fn records(job: &Job, p: &Plan, at: &At) -> Vec<CallRecord> {
                     nbytes: numel * esize,
                     root: None,
                     reduce_op: None,
+                    splits: a2a_splits(&c.call.op, &c.call.shape),
                 },
                 step,
                 line,
@@ -457,6 +459,16 @@ fn records(job: &Job, p: &Plan, at: &At) -> Vec<CallRecord> {
         }
     }
     records
+}
+
+/// An all_to_all entry's sizes legally differ between ranks (uneven splits); a dump has no
+/// split sizes, so only the row size is compared (the FR analyser's `UNDECIDED`, R33).
+fn a2a_splits(op: &str, shape: &[usize]) -> Option<crate::diagnose::Splits> {
+    (op.starts_with("all_to_all") || op.starts_with("alltoall")).then(|| crate::diagnose::Splits {
+        send_rows: vec![],
+        recv_rows: vec![],
+        row_elems: shape.iter().skip(1).product(),
+    })
 }
 
 /// Where each rank is at the dump: stuck in its open call, finished, or unknown (no dump).

@@ -97,6 +97,54 @@ impl Expr {
     pub fn source(&self) -> &str {
         &self.source
     }
+
+    /// The same formula as a Python expression over float variables of the same names, with
+    /// the same values as [`Expr::eval`] (comparisons and logic give 1.0 / 0.0). Torch mode
+    /// writes fills, checks and conditions into its generated program with this.
+    pub fn to_python(&self) -> String {
+        python(&self.node)
+    }
+}
+
+fn python(node: &Node) -> String {
+    match node {
+        Node::Num(v) => format!("{v:?}"),
+        Node::Var(name) => name.clone(),
+        Node::Neg(inner) => format!("(-{})", python(inner)),
+        Node::Not(inner) => format!("float({} == 0)", python(inner)),
+        Node::In(lhs, items) => {
+            let list: Vec<String> = items.iter().map(python).collect();
+            format!("float({} in ({},))", python(lhs), list.join(", "))
+        }
+        Node::Call(name, args) => {
+            let list: Vec<String> = args.iter().map(python).collect();
+            match name.as_str() {
+                "floor" => format!("float(math.floor({}))", list[0]),
+                "abs" => format!("abs({})", list[0]),
+                _ => format!("float({name}({}))", list.join(", ")),
+            }
+        }
+        Node::Bin(op, a, b) => {
+            let (a, b) = (python(a), python(b));
+            match op {
+                BinOp::Add => format!("({a} + {b})"),
+                BinOp::Sub => format!("({a} - {b})"),
+                BinOp::Mul => format!("({a} * {b})"),
+                BinOp::Div => format!("({a} / {b})"),
+                BinOp::FloorDiv => format!("float(math.floor({a} / {b}))"),
+                BinOp::Rem => format!("({a} % abs({b}))"),
+                BinOp::Pow => format!("({a} ** {b})"),
+                BinOp::Eq => format!("float({a} == {b})"),
+                BinOp::Ne => format!("float({a} != {b})"),
+                BinOp::Lt => format!("float({a} < {b})"),
+                BinOp::Le => format!("float({a} <= {b})"),
+                BinOp::Gt => format!("float({a} > {b})"),
+                BinOp::Ge => format!("float({a} >= {b})"),
+                BinOp::And => format!("float({a} != 0 and {b} != 0)"),
+                BinOp::Or => format!("float({a} != 0 or {b} != 0)"),
+            }
+        }
+    }
 }
 
 /// Limits that keep parsing and evaluation (both recursive) far from the stack's end.

@@ -3,7 +3,9 @@
 //! The model never applies a fault itself: the simulator does (crates/sim, fault plan). This
 //! module only says what each fault is and how reports name it, so the text is written once.
 
-use super::model::{Loc, Selector};
+use super::expr::interpolate;
+use super::model::{Loc, Scenario, Selector, RANK_VARS};
+use crate::class::CRASH_MARK;
 
 /// One `[[faults]]` entry.
 #[derive(Debug, Clone)]
@@ -119,4 +121,60 @@ pub fn node_list(nodes: &[usize]) -> String {
         .map(|n| format!("node{n}"))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The ranks a selector picks, in rank order.
+pub fn ranks_of(s: &Scenario, on: &Selector) -> Vec<usize> {
+    s.world
+        .ranks
+        .iter()
+        .filter(|r| on.matches(r, &s.world))
+        .map(|r| r.rank)
+        .collect()
+}
+
+fn rank_list(r: &[usize]) -> String {
+    r.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Applies `env` faults to the scenario's rank environments (the same templates and layering
+/// as `[[world.rank]] env`, on top of every layer); returns (fault, text) for the trace.
+pub fn apply_env(s: &mut Scenario) -> Vec<(usize, String)> {
+    let mut notes = Vec::new();
+    let faults = s.faults.clone();
+    for f in &faults {
+        let FaultKind::Env { on, vars } = &f.kind else {
+            continue;
+        };
+        let ranks = ranks_of(s, on);
+        for r in &ranks {
+            let spec = s.world.ranks[*r].clone();
+            let world = s.world.clone();
+            for (k, template) in vars {
+                let v = interpolate(template, &RANK_VARS, &|name| {
+                    super::model::rank_var(name, &spec, &world)
+                })
+                .unwrap_or_else(|_| template.clone());
+                s.world.ranks[*r].env.insert(k.clone(), v);
+            }
+        }
+        let set: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        notes.push((
+            f.index,
+            format!(
+                "environment override on rank {}: {}",
+                rank_list(&ranks),
+                set.join(" ")
+            ),
+        ));
+    }
+    notes
+}
+
+/// The error text of a killed rank.
+pub fn crash_error(label: &str) -> String {
+    format!("SIGKILL: {CRASH_MARK} {label}")
 }

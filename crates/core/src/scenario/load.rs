@@ -139,7 +139,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         if c.splits() {
             v.extend(["input_split_sizes", "output_split_sizes"]);
         }
-        v.extend(["expect", "async_op", "work"]);
+        v.extend(["expect", "expect_ulps", "async_op", "work"]);
         return Some(v);
     }
     Some(match op {
@@ -162,9 +162,9 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "destroy_process_group" | "barrier" => vec!["group"],
         "set_device" => vec!["device"],
         "wait" => vec!["work"],
-        "batch_isend_irecv" => tensor(&["ops", "expect"]),
+        "batch_isend_irecv" => tensor(&["ops", "expect", "expect_ulps"]),
         "send" => tensor(&["dst"]),
-        "recv" => tensor(&["src", "expect"]),
+        "recv" => tensor(&["src", "expect", "expect_ulps"]),
         "log" => vec!["message"],
         "sleep" => vec!["ms"],
         other => return sglang::op_fields(other),
@@ -334,6 +334,7 @@ impl Cx<'_> {
             expect,
             sim,
             faults,
+            time_scale: Default::default(),
         })
     }
 
@@ -481,6 +482,18 @@ impl Cx<'_> {
             .iter()
             .map(|s| self.service(s.get_ref(), n_nodes))
             .collect::<R<Vec<_>>>()?;
+        let launcher = match &w.launcher {
+            None => Launcher::Processes,
+            Some(l) => Launcher::parse(l.get_ref()).ok_or_else(|| {
+                self.at(
+                    l,
+                    format!(
+                        "unknown launcher `{}` (known: processes, torchrun)",
+                        l.get_ref()
+                    ),
+                )
+            })?,
+        };
         let links = match &w.links {
             Some(l) => self.link_costs(l.get_ref())?,
             None => Default::default(),
@@ -490,6 +503,7 @@ impl Cx<'_> {
             ranks_per_node: per_node,
             ranks,
             services,
+            launcher,
             links,
         })
     }
@@ -567,6 +581,7 @@ impl Cx<'_> {
             port: port as u16,
             world_size: ws as usize,
             label: s.label.clone().unwrap_or_else(|| "another job".into()),
+            keys: s.keys.clone(),
         })
     }
 
@@ -1127,11 +1142,22 @@ impl Cx<'_> {
             Some(f) => self.expr(f, fill_vars)?,
             None => Expr::parse("rank", &ELEM_VARS).expect("default fill parses"),
         };
+        let expect_ulps = match &r.expect_ulps {
+            Some(u) if (0..=1 << 20).contains(u.get_ref()) => *u.get_ref() as u32,
+            Some(u) => {
+                return Err(self.at(
+                    u,
+                    format!("expect_ulps {} out of range (0 to 2^20)", u.get_ref()),
+                ))
+            }
+            None => 0,
+        };
         Ok(TensorSpec {
             dtype,
             shape,
             device,
             fill,
+            expect_ulps,
         })
     }
 

@@ -11,7 +11,9 @@ pub mod limits;
 pub mod load;
 pub mod model;
 pub mod raw;
+pub mod scale;
 
 pub use fault::{Fault, FaultKind, LinkSets};
 pub use load::{load_file, parse, ScenarioError};
 pub use model::*;
+pub use scale::TimeScale;

@@ -36,6 +36,8 @@ pub struct Scenario {
     pub sim: SimSettings,
     /// `[[faults]]`, in file order; the simulator applies them (see fault.rs).
     pub faults: Vec<super::fault::Fault>,
+    /// The factor every timeout and delay was scaled by (scale.rs); 1/1 as written.
+    pub time_scale: super::scale::TimeScale,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +99,9 @@ pub struct Service {
     pub port: u16,
     pub world_size: usize,
     pub label: String,
+    /// Keys the other job's store already holds when this job starts (its `init/` counter,
+    /// its groups' keys), so a client that joins it by mistake sees what it really would.
+    pub keys: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -105,8 +110,37 @@ pub struct World {
     pub ranks_per_node: usize,
     pub ranks: Vec<RankSpec>,
     pub services: Vec<Service>,
+    /// How the job is started, which decides who hosts the TCPStore.
+    pub launcher: Launcher,
     /// What each message costs in virtual time (`[world.links]`, defaults otherwise).
     pub links: crate::perf::model::TimingModel,
+}
+
+/// `[world] launcher`: plain processes (rank 0 hosts the TCPStore; the default) or torchrun
+/// (its agent hosts the store, TORCHELASTIC_USE_AGENT_STORE, and stops every worker when one
+/// fails).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Launcher {
+    #[default]
+    Processes,
+    Torchrun,
+}
+
+impl Launcher {
+    pub fn parse(s: &str) -> Option<Launcher> {
+        match s {
+            "processes" => Some(Launcher::Processes),
+            "torchrun" => Some(Launcher::Torchrun),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Launcher::Processes => "processes",
+            Launcher::Torchrun => "torchrun",
+        }
+    }
 }
 
 impl World {
@@ -194,6 +228,9 @@ pub struct TensorSpec {
     /// `None` means the platform's accelerator (`xpu` on an xpu node, `cpu` on a cpu node).
     pub device: Option<String>,
     pub fill: Expr,
+    /// How far a result may be from `expect` (cast to `dtype`), in units in the last place of
+    /// `dtype` at the expected value: 0 (the default) means exact. Integers are always exact.
+    pub expect_ulps: u32,
 }
 
 #[derive(Debug, Clone)]

@@ -48,6 +48,7 @@ pub struct RawWorld {
     pub devices_per_node: Option<Spanned<i64>>,
     pub master_addr: Option<Spanned<String>>,
     pub master_port: Option<Spanned<i64>>,
+    pub launcher: Option<Spanned<String>>,
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
@@ -103,6 +104,9 @@ pub struct RawService {
     pub port: Spanned<i64>,
     pub world_size: Spanned<i64>,
     pub label: Option<String>,
+    /// The other job's keys already in its store (`"init/" = "2"`, its group keys).
+    #[serde(default)]
+    pub keys: BTreeMap<String, String>,
 }
 
 /// `on = [0, 2]`, `on = 3` or `on = "rank % 2 == 0"`.
@@ -174,6 +178,7 @@ pub struct RawStep {
     pub src: Option<Spanned<i64>>,
     pub dst: Option<Spanned<i64>>,
     pub expect: Option<Spanned<String>>,
+    pub expect_ulps: Option<Spanned<i64>>,
     pub count: Option<Spanned<i64>>,
     pub input_split_sizes: Option<Spanned<RawSplits>>,
     pub output_split_sizes: Option<Spanned<RawSplits>>,

@@ -3,7 +3,7 @@
 
 use super::{wait_out_peer_exit, Net, Probe, Proc};
 use crate::c10d::error::C10dError;
-use crate::diagnose::{CallKind, CallRecord, CallState, Fingerprint};
+use crate::diagnose::{CallKind, CallRecord, CallState, Fingerprint, Splits};
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Algo, Coll};
 use crate::runtime::fabric::FabricError;
@@ -25,6 +25,8 @@ pub(super) struct CallSpec<'a> {
     pub reduce_op: Option<ReduceOp>,
     /// p2p: the other side, global rank.
     pub peer: Option<usize>,
+    /// all_to_all: rows to and from each member.
+    pub splits: Option<Splits>,
 }
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
@@ -51,6 +53,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 nbytes: c.tensor.data.len(),
                 root: c.root,
                 reduce_op: c.reduce_op.map(|o| o.name().to_string()),
+                splits: c.splits,
             },
             step: self.step,
             line: self.env.scenario.steps[self.step].loc.line,
@@ -130,6 +133,18 @@ pub(super) fn spec_of<'a>(
         Algo::AllReduce(op) | Algo::ReduceScatter { op, .. } => (None, Some(*op)),
         Algo::AllGather { .. } | Algo::AllToAll { .. } | Algo::Barrier => (None, None),
     };
+    let splits = match &coll.algo {
+        Algo::AllToAll {
+            send_rows,
+            recv_rows,
+            row_elems,
+        } => Some(Splits {
+            send_rows: send_rows.clone(),
+            recv_rows: recv_rows.clone(),
+            row_elems: *row_elems,
+        }),
+        _ => None,
+    };
     CallSpec {
         group,
         backend,
@@ -140,5 +155,6 @@ pub(super) fn spec_of<'a>(
         root,
         reduce_op,
         peer: None,
+        splits,
     }
 }

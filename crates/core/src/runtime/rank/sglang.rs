@@ -89,6 +89,7 @@ fn spec(dtype: DType, shape: Vec<usize>, device: &str, fill: &str) -> TensorSpec
         shape,
         device: Some(device.to_string()),
         fill: Expr::parse(fill, &vars).expect("model-built fill parses"),
+        expect_ulps: 0,
     }
 }
 

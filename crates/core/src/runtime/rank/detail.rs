@@ -1,0 +1,394 @@
+//! `TORCH_DISTRIBUTED_DEBUG=DETAIL` (R32): before every collective on a gloo, nccl, xccl or ucc
+//! group, the `ProcessGroupWrapper` runs a monitored barrier and compares the members'
+//! `CollectiveFingerPrint`s, so a mismatch becomes an error instead of a hang. The texts are
+//! real torch 2.15 on gloo (docs/diagnosis.md has the commands), where they differ from the spec:
+//! shapes print as `4vs 8` (space-joined, no brackets); a member that never arrives fails the
+//! group's rank 0 with `[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 5000 ms` (the
+//! wrapper's "Monitored Barrier encountered error" wrapping does not apply: gloo throws a
+//! `c10::Error`, not a `std::runtime_error`); fingerprints of different serialized lengths are
+//! compared by length first, so the other rank prints as `OpType=<the op whose number is that
+//! length>` (e.g. barrier vs all_reduce: `OpType=GATHER` / `OpType=REDUCE`).
+//!
+//! The exchange goes through the world's store (the real wrapper uses a helper gloo group on
+//! the same store), so a member that never arrives is a real wait with the group's timeout.
+
+use super::{error, Clock, Net, Probe, Proc, Res};
+use crate::c10d::collective::CollOp;
+use crate::c10d::store::StoreError;
+use crate::scenario::CollStep;
+use crate::tensor::Tensor;
+
+/// One rank's `CollectiveFingerPrint`: op type, the wrapper's sequence number, and each
+/// checked tensor's dtype, device type and shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct FingerPrint {
+    pub op: i64,
+    pub seq: u64,
+    pub tensors: Vec<(String, String, Vec<usize>)>,
+}
+
+/// c10d `OpType` numbers (`Types.hpp`), which the length-mismatch text depends on.
+const OP_TYPES: [&str; 20] = [
+    "BROADCAST",
+    "ALLREDUCE",
+    "ALLREDUCE_COALESCED",
+    "REDUCE",
+    "ALLGATHER",
+    "_ALLGATHER_BASE",
+    "ALLGATHER_COALESCED",
+    "GATHER",
+    "SCATTER",
+    "REDUCE_SCATTER",
+    "ALLTOALL_BASE",
+    "ALLTOALL",
+    "SEND",
+    "RECV",
+    "RECVANYSOURCE",
+    "BARRIER",
+    "_REDUCE_SCATTER_BASE",
+    "COALESCED",
+    "_ALLREDUCE_SPARSE",
+    "REDUCE_SCATTER_TENSOR_COALESCED",
+];
+
+fn op_name(code: i64) -> &'static str {
+    usize::try_from(code)
+        .ok()
+        .and_then(|c| OP_TYPES.get(c))
+        .copied()
+        .unwrap_or("UNKNOWN")
+}
+
+fn op_code(name: &str) -> i64 {
+    OP_TYPES.iter().position(|n| *n == name).unwrap_or(100) as i64
+}
+
+/// How `c10::str` prints a device type in the fingerprint (measured for cpu; other device
+/// types by the same pattern [inf]).
+fn device_text(dev: &str) -> String {
+    format!(
+        "TensorOptions(dtype=float (default), device={dev}, layout=Strided (default), \
+         requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))"
+    )
+}
+
+impl FingerPrint {
+    /// What the wrapper checks for `c` (ProcessGroupWrapper.cpp): the op type and which
+    /// tensors; all_to_all and the coalesced ops pass none ("alltoall supports uneven split").
+    pub fn of(c: &CollStep, input: &Tensor, dev: &str, seq: u64) -> Option<FingerPrint> {
+        let t = |shape: &[usize]| {
+            vec![(
+                input.dtype.torch_name().to_string(),
+                dev.to_string(),
+                shape.to_vec(),
+            )]
+        };
+        let (op, tensors) = match c.op {
+            CollOp::AllReduce => ("ALLREDUCE", t(&input.shape)),
+            CollOp::Broadcast => ("BROADCAST", t(&input.shape)),
+            CollOp::Reduce => ("REDUCE", t(&input.shape)),
+            CollOp::Gather => ("GATHER", t(&input.shape)),
+            CollOp::AllGather => ("ALLGATHER", t(&input.shape)),
+            CollOp::AllGatherIntoTensor => ("_ALLGATHER_BASE", t(&input.shape)),
+            CollOp::Scatter => ("SCATTER", t(&c.tensor.shape)),
+            CollOp::ReduceScatter => ("REDUCE_SCATTER", t(&c.tensor.shape)),
+            CollOp::AllToAllSingle => ("ALLTOALL_BASE", vec![]),
+            CollOp::AllToAll => ("ALLTOALL", vec![]),
+            CollOp::AllReduceCoalesced => ("ALLREDUCE_COALESCED", vec![]),
+            CollOp::AllGatherCoalesced | CollOp::AllGatherIntoTensorCoalesced => {
+                ("ALLGATHER_COALESCED", vec![])
+            }
+            CollOp::ReduceScatterTensorCoalesced => ("REDUCE_SCATTER_TENSOR_COALESCED", vec![]),
+            // Two tensors (input, output): their printed form was not measured; not modelled.
+            CollOp::ReduceScatterTensor => return None,
+        };
+        Some(FingerPrint {
+            op: op_code(op),
+            seq,
+            tensors,
+        })
+    }
+
+    /// The length of the serialized int64 tensor the wrapper all-gathers first.
+    fn serialized_len(&self) -> usize {
+        3 + 2 * self.tensors.len() + self.tensors.iter().map(|t| 1 + t.2.len()).sum::<usize>()
+    }
+
+    /// `op;seq;dtype,device,d0 d1|...` for the store.
+    pub fn encode(&self) -> String {
+        let ts: Vec<String> = self
+            .tensors
+            .iter()
+            .map(|(d, v, s)| {
+                let dims: Vec<String> = s.iter().map(|x| x.to_string()).collect();
+                format!("{d},{v},{}", dims.join(" "))
+            })
+            .collect();
+        format!("{};{};{}", self.op, self.seq, ts.join("|"))
+    }
+
+    pub fn decode(s: &str) -> Option<FingerPrint> {
+        let mut it = s.splitn(3, ';');
+        let op = it.next()?.parse().ok()?;
+        let seq = it.next()?.parse().ok()?;
+        let rest = it.next()?;
+        let mut tensors = Vec::new();
+        for t in rest.split('|').filter(|t| !t.is_empty()) {
+            let mut f = t.splitn(3, ',');
+            let (d, v, s) = (f.next()?, f.next()?, f.next()?);
+            let dims = s
+                .split(' ')
+                .filter(|x| !x.is_empty())
+                .map(|x| x.parse().ok())
+                .collect::<Option<Vec<usize>>>()?;
+            tensors.push((d.to_string(), v.to_string(), dims));
+        }
+        Some(FingerPrint { op, seq, tensors })
+    }
+
+    fn sizes(&self) -> Vec<String> {
+        self.tensors
+            .first()
+            .map(|t| t.2.iter().map(|d| d.to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    fn dtypes(&self) -> Vec<String> {
+        self.tensors.iter().map(|t| t.0.clone()).collect()
+    }
+
+    fn devices(&self) -> Vec<String> {
+        self.tensors.iter().map(|t| device_text(&t.1)).collect()
+    }
+
+    /// `CollectiveFingerPrint(...)` as `operator<<` prints it (no comma before `OpType` when
+    /// there are no tensors: real).
+    fn text(&self) -> String {
+        if self.tensors.is_empty() {
+            return format!(
+                "CollectiveFingerPrint(SequenceNumber={}OpType={})",
+                self.seq,
+                op_name(self.op)
+            );
+        }
+        format!(
+            "CollectiveFingerPrint(SequenceNumber={}, OpType={}, TensorShape=[{}], TensorDtypes={}, \
+             TensorDeviceTypes={})",
+            self.seq,
+            op_name(self.op),
+            self.sizes().join(", "),
+            self.dtypes().join(" "),
+            self.devices().join(" ")
+        )
+    }
+
+    /// `compute_collective_diff`: `Collectives differ in the following aspects: ...`.
+    fn diff(&self, other: &FingerPrint) -> Option<String> {
+        let mut s = String::from("Collectives differ in the following aspects: ");
+        let mut found = false;
+        if self.seq != other.seq {
+            found = true;
+            s.push_str(&format!("\t Sequence number: {}vs {}", self.seq, other.seq));
+        }
+        if op_name(self.op) != op_name(other.op) {
+            found = true;
+            s.push_str(&format!(
+                "  Op type: {}vs {}",
+                op_name(self.op),
+                op_name(other.op)
+            ));
+        }
+        for (what, mine, theirs) in [
+            ("shapes", self.sizes(), other.sizes()),
+            ("dtypes", self.dtypes(), other.dtypes()),
+            ("devices", self.devices(), other.devices()),
+        ] {
+            if mine != theirs {
+                found = true;
+                s.push_str(&format!(
+                    "  Tensor Tensor {what}: {}vs {}",
+                    mine.join(" "),
+                    theirs.join(" ")
+                ));
+            }
+        }
+        found.then_some(s)
+    }
+
+    /// The error this rank (group rank `me`) raises given every member's fingerprint in group
+    /// rank order, if any differs (`verify_tensors`: lengths first, then contents).
+    pub fn verify(&self, me: usize, all: &[FingerPrint]) -> Option<String> {
+        for (r, other) in all.iter().enumerate() {
+            let seen = if other.serialized_len() != self.serialized_len() {
+                // The shape check all-gathers one-element tensors [len]; deserialising that
+                // reads the length as the op type.
+                FingerPrint {
+                    op: other.serialized_len() as i64,
+                    seq: 0,
+                    tensors: vec![],
+                }
+            } else if other != self {
+                other.clone()
+            } else {
+                continue;
+            };
+            let mut msg = format!(
+                "Detected mismatch between collectives on ranks. Rank {me} is running collective: \
+                 {}, but Rank {r} is running collective: {}.",
+                self.text(),
+                seen.text()
+            );
+            if let Some(d) = self.diff(&seen) {
+                msg.push_str(&d);
+            }
+            return Some(msg);
+        }
+        None
+    }
+}
+
+/// Whether the wrapper is on for this rank and backend (R32: gloo, nccl, xccl, ucc).
+pub(super) fn enabled(env: &std::collections::BTreeMap<String, String>, backend: &str) -> bool {
+    env.get("TORCH_DISTRIBUTED_DEBUG").map(|s| s.as_str()) == Some("DETAIL")
+        && matches!(backend, "gloo" | "nccl" | "xccl" | "ucc")
+}
+
+impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    /// The wrapper's checks before collective `fp` on group `name`: a monitored barrier
+    /// (every member checks in with the group's rank 0, which answers once all did), then
+    /// every member's fingerprint compared with this rank's.
+    pub(super) async fn detail_checks(&self, name: &str, fp: FingerPrint) -> Res<()> {
+        let pg = &self.pgs[name];
+        let (ranks, timeout_ms) = (pg.ranks.clone(), pg.timeout_ms);
+        let me = pg
+            .group_rank(self.world()?.rank)
+            .ok_or_else(|| error::runtime("not a member"))?;
+        let store = self.world()?.store.clone();
+        let key = |g: usize| format!("pg_wrapper:{name}/detail/{}/{g}", fp.seq);
+        let ack = format!("pg_wrapper:{name}/detail/{}/ack", fp.seq);
+        store
+            .set(&key(me), fp.encode().as_bytes())
+            .await
+            .map_err(|e| self.store_err(e))?;
+        let deadline = self.now() + timeout_ms;
+        if me == 0 {
+            for g in 1..ranks.len() {
+                let left = deadline.saturating_sub(self.now()).max(1);
+                let r = self
+                    .store_get(
+                        &key(g),
+                        Some(left),
+                        vec![ranks[g]],
+                        format!(
+                            "DETAIL monitoredBarrier before collective #{} on group {name}",
+                            fp.seq + 1
+                        ),
+                        Some(name.to_string()),
+                        None,
+                    )
+                    .await;
+                match r {
+                    Ok(_) => {}
+                    Err(StoreError::Timeout { .. }) => {
+                        let mut missing = Vec::new();
+                        for g in 1..ranks.len() {
+                            if !store.check(&key(g)).await.unwrap_or(false) {
+                                missing.push(g.to_string());
+                            }
+                        }
+                        return Err(error::runtime(format!(
+                            "[Rank 0]: Ranks {} failed to pass monitoredBarrier in {timeout_ms} ms",
+                            missing.join(", ")
+                        )));
+                    }
+                    Err(e) => return Err(self.store_err(e)),
+                }
+            }
+            store.set(&ack, b"1").await.map_err(|e| self.store_err(e))?;
+        } else {
+            let r = self
+                .store_get(
+                    &ack,
+                    Some(timeout_ms),
+                    vec![ranks[0]],
+                    format!(
+                        "DETAIL monitoredBarrier before collective #{} on group {name}",
+                        fp.seq + 1
+                    ),
+                    Some(name.to_string()),
+                    None,
+                )
+                .await;
+            match r {
+                Ok(_) => {}
+                Err(StoreError::Timeout { .. }) => {
+                    return Err(error::runtime(format!(
+                    "Rank {me} successfully reached monitoredBarrier, but received errors while \
+                         waiting for send/recv from rank 0. Please check rank 0 logs for faulty \
+                         rank.\n Original exception: \n[/__w/pytorch/pytorch/third_party/gloo/gloo/\
+                         transport/tcp/unbound_buffer.cc:129] Timed out waiting {timeout_ms}ms for \
+                         send operation to complete"
+                )))
+                }
+                Err(e) => return Err(self.store_err(e)),
+            }
+        }
+        let mut all = Vec::with_capacity(ranks.len());
+        for g in 0..ranks.len() {
+            let v = store
+                .get(&key(g), timeout_ms)
+                .await
+                .map_err(|e| self.store_err(e))?;
+            let text = String::from_utf8_lossy(&v);
+            all.push(FingerPrint::decode(&text).ok_or_else(|| {
+                error::runtime(format!("malformed DETAIL fingerprint from group rank {g}"))
+            })?);
+        }
+        match fp.verify(me, &all) {
+            Some(msg) => Err(error::runtime(msg)),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(op: &str, seq: u64, shape: &[usize]) -> FingerPrint {
+        FingerPrint {
+            op: op_code(op),
+            seq,
+            tensors: vec![("Float".into(), "cpu".into(), shape.to_vec())],
+        }
+    }
+
+    const CPU: &str = "TensorOptions(dtype=float (default), device=cpu, layout=Strided (default), requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))";
+
+    /// Texts of `TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --nproc-per-node 2` on gloo, torch 2.15.
+    #[test]
+    fn texts_match_real_torch_2_15() {
+        let a = fp("ALLREDUCE", 0, &[2, 3]);
+        let b = fp("ALLREDUCE", 0, &[3, 2]);
+        assert_eq!(
+            a.verify(0, &[a.clone(), b.clone()]).unwrap(),
+            format!("Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[2, 3], TensorDtypes=Float, TensorDeviceTypes={CPU}), but Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[3, 2], TensorDtypes=Float, TensorDeviceTypes={CPU}).Collectives differ in the following aspects:   Tensor Tensor shapes: 2 3vs 3 2")
+        );
+        let barrier = FingerPrint {
+            op: op_code("BARRIER"),
+            seq: 0,
+            tensors: vec![],
+        };
+        let ar = fp("ALLREDUCE", 0, &[4]);
+        assert_eq!(
+            barrier.verify(0, &[barrier.clone(), ar.clone()]).unwrap(),
+            "Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=BARRIER), but Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=GATHER).Collectives differ in the following aspects:   Op type: BARRIERvs GATHER"
+        );
+        assert_eq!(
+            ar.verify(1, &[barrier.clone(), ar.clone()]).unwrap(),
+            format!("Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, TensorDeviceTypes={CPU}), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE).Collectives differ in the following aspects:   Op type: ALLREDUCEvs REDUCE  Tensor Tensor shapes: 4vs   Tensor Tensor dtypes: Floatvs   Tensor Tensor devices: {CPU}vs ")
+        );
+        assert!(ar.verify(0, &[ar.clone(), ar.clone()]).is_none());
+        assert_eq!(FingerPrint::decode(&a.encode()), Some(a));
+    }
+}

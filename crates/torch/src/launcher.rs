@@ -1,0 +1,503 @@
+//! The launcher of `scen run --torch`: writes the program, starts the ranks through runner.py
+//! (one real process per rank, torchrun's environment; with `launcher = "torchrun"` the runner
+//! also hosts the store and tears the group down as torchrun's agent does), reads each rank's
+//! progress lines, and is the watchdog: when no rank has reported anything for a bounded time,
+//! it SIGKILLs the process group and reports the unfinished ranks as hanging where they were.
+
+use crate::net::Endpoints;
+use crate::{eligible, python, translate, TorchError, TorchOptions};
+use scen_core::runtime::rank::RankEnd;
+use scen_core::scenario::fault::{apply_env, crash_error, ranks_of};
+use scen_core::scenario::{FaultKind, Launcher, Scenario, StepKind};
+use scen_core::trace::{Event, EventKind, Trace};
+use scen_core::verdict::{check_expectations, diagnose_run, RankVerdict, Report};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RUNNER: &str = include_str!("runner.py");
+/// Added to the scenario's longest timeout: real stores and gloo report a little late.
+const QUIET_GRACE_MS: u64 = 8_000;
+/// The time it takes the runner to import torch before any rank starts (not progress-bound).
+const START_LIMIT_MS: u64 = 180_000;
+
+/// What the launcher knows about one rank.
+#[derive(Default, Clone)]
+struct RankState {
+    offset: u64,
+    partial: String,
+    started: bool,
+    step: Option<usize>,
+    step_text: String,
+    end: Option<(RankEnd, u64)>,
+    exit: Option<Exit>,
+}
+
+#[derive(Clone, Debug)]
+struct Exit {
+    signal: Option<i32>,
+    code: Option<i32>,
+    t_ms: u64,
+    by_agent: bool,
+}
+
+/// The longest time a rank may legitimately be silent: a timeout, a sleep, a late start.
+pub fn quiet_bound_ms(s: &Scenario) -> u64 {
+    let default = s.time_scale.apply(1_800_000);
+    let mut max = default;
+    for st in &s.steps {
+        let t = match &st.kind {
+            StepKind::InitProcessGroup { timeout_ms, .. }
+            | StepKind::NewGroup { timeout_ms, .. } => timeout_ms.unwrap_or(default),
+            StepKind::Sleep { ms } => *ms,
+            _ => 0,
+        };
+        max = max.max(t);
+    }
+    for f in &s.faults {
+        if let FaultKind::LateStart { delay_ms, .. } = f.kind {
+            max = max.max(delay_ms);
+        }
+    }
+    max + QUIET_GRACE_MS
+}
+
+/// Runs the scenario; see the module comment.
+pub fn launch(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Report, TorchError> {
+    eligible::check(s).map_err(TorchError::NotEligible)?;
+    let (py, _) = python::find(o.python.as_deref())?;
+    if !py.exists() {
+        return Err(TorchError::Unavailable(format!(
+            "{} does not exist",
+            py.display()
+        )));
+    }
+    let mut sc = s.clone();
+    apply_env(&mut sc);
+    let io = |what: &str, e: std::io::Error| TorchError::Io(format!("{what}: {e}"));
+    let ep = Endpoints::local(&sc).map_err(|e| io("picking ports", e))?;
+    let dir = work_dir(o).map_err(|e| io("creating the run directory", e))?;
+    let result = run_in(&sc, source, o, &py, &ep, &dir);
+    if o.keep_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn work_dir(o: &TorchOptions) -> std::io::Result<PathBuf> {
+    let dir = match &o.keep_dir {
+        Some(d) => d.clone(),
+        None => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            std::env::temp_dir().join(format!("scen-torch-{}-{nanos}", std::process::id()))
+        }
+    };
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn rank_env(s: &Scenario, ep: &Endpoints, dir: &Path, rank: usize) -> serde_json::Value {
+    let spec = &s.world.ranks[rank];
+    let world = translate::world_env(s);
+    let mut env = serde_json::Map::new();
+    let mut put = |k: &str, v: String| {
+        env.insert(k.to_string(), serde_json::Value::String(v));
+    };
+    put("RANK", rank.to_string());
+    put("LOCAL_RANK", spec.local_rank.to_string());
+    put("WORLD_SIZE", s.world.size().to_string());
+    put("LOCAL_WORLD_SIZE", s.world.ranks_per_node.to_string());
+    put("GROUP_RANK", spec.node.to_string());
+    for k in ["MASTER_ADDR", "MASTER_PORT"] {
+        if let Some(v) = world.get(k) {
+            put(k, ep.env_value(k, v));
+        }
+    }
+    put("SCEN_TORCH_PROGRESS", dir.display().to_string());
+    put("OMP_NUM_THREADS", "1".into());
+    if s.world.launcher == Launcher::Torchrun {
+        put("TORCHELASTIC_USE_AGENT_STORE", "True".into());
+        put("TORCHELASTIC_RESTART_COUNT", "0".into());
+        put("TORCHELASTIC_RUN_ID", "scen".into());
+    }
+    serde_json::Value::Object(env)
+}
+
+fn run_in(
+    s: &Scenario,
+    source: Option<&str>,
+    o: &TorchOptions,
+    py: &Path,
+    ep: &Endpoints,
+    dir: &Path,
+) -> Result<Report, TorchError> {
+    let io = |what: &str, e: std::io::Error| TorchError::Io(format!("{what}: {e}"));
+    let world = s.world.size();
+    let prog = dir.join(format!("{}.py", s.name));
+    std::fs::write(&prog, translate::program(s, source, ep))
+        .map_err(|e| io("writing the program", e))?;
+    let runner = dir.join("scen_runner.py");
+    std::fs::write(&runner, RUNNER).map_err(|e| io("writing the runner", e))?;
+    let exits = dir.join("exits.jsonl");
+    let torchrun = s.world.launcher == Launcher::Torchrun;
+    let master_port = translate::world_env(s)
+        .get("MASTER_PORT")
+        .and_then(|p| p.parse::<u16>().ok())
+        .map(|p| ep.port(p));
+    let cfg = serde_json::json!({
+        "program": prog.display().to_string(),
+        "exits": exits.display().to_string(),
+        "ranks": (0..world).map(|r| serde_json::json!({"rank": r, "env": rank_env(s, ep, dir, r)})).collect::<Vec<_>>(),
+        "agent_store": if torchrun { serde_json::json!({"port": master_port, "world_size": world}) } else { serde_json::Value::Null },
+        "teardown": torchrun,
+    });
+    let cfg_path = dir.join("config.json");
+    std::fs::write(&cfg_path, cfg.to_string()).map_err(|e| io("writing the config", e))?;
+    let log_path = dir.join("runner.log");
+    let log = std::fs::File::create(&log_path).map_err(|e| io("creating the log", e))?;
+    let log2 = log.try_clone().map_err(|e| io("creating the log", e))?;
+    let mut child = Command::new(py)
+        .arg(&runner)
+        .arg(&cfg_path)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| TorchError::Unavailable(format!("cannot start {}: {e}", py.display())))?;
+    let pgid = child.id() as i32;
+    let mut ranks = vec![RankState::default(); world];
+    let mut trace = Trace::default();
+    let mut notes: Vec<String> = Vec::new();
+    let quiet_ms = o.quiet_ms.unwrap_or_else(|| quiet_bound_ms(s));
+    let begin = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut exits_offset = 0u64;
+    let mut runner_done = false;
+    let mut hung = false;
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let mut progressed = false;
+        for (r, st) in ranks.iter_mut().enumerate() {
+            for line in read_lines(&dir.join(format!("rank{r}.jsonl")), st) {
+                progressed = true;
+                absorb(s, r, st, &line, &mut trace);
+            }
+        }
+        let mut tmp = RankState {
+            offset: exits_offset,
+            ..Default::default()
+        };
+        for line in read_lines(&exits, &mut tmp) {
+            progressed = true;
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                let r = v["rank"].as_u64().unwrap_or(0) as usize;
+                if let Some(st) = ranks.get_mut(r) {
+                    st.exit = Some(Exit {
+                        signal: v["signal"].as_i64().map(|x| x as i32),
+                        code: v["code"].as_i64().map(|x| x as i32),
+                        t_ms: v["t"].as_u64().unwrap_or(0),
+                        by_agent: v["by_agent"].as_bool().unwrap_or(false),
+                    });
+                }
+            }
+        }
+        exits_offset = tmp.offset;
+        if progressed {
+            last_progress = Instant::now();
+        }
+        if !runner_done {
+            if let Ok(Some(_)) = child.try_wait() {
+                runner_done = true;
+                // Lines written just before the exit: one more pass.
+                continue;
+            }
+        }
+        if runner_done {
+            break;
+        }
+        let any_started = ranks.iter().any(|r| r.started);
+        let silent = last_progress.elapsed().as_millis() as u64;
+        if (any_started && silent >= quiet_ms) || (!any_started && silent >= START_LIMIT_MS) {
+            hung = true;
+            notes.push(format!(
+                "watchdog: no rank reported progress for {} ms (bound {quiet_ms} ms: the scenario's longest timeout or delay + {QUIET_GRACE_MS} ms); SIGKILLed the process group",
+                silent
+            ));
+            break;
+        }
+        if o.max_wall_ms
+            .is_some_and(|m| begin.elapsed().as_millis() as u64 >= m)
+        {
+            hung = true;
+            notes.push(format!(
+                "stopped: the run reached the limit of {} ms; SIGKILLed the process group",
+                o.max_wall_ms.unwrap_or(0)
+            ));
+            break;
+        }
+    }
+    // SAFETY: kill(2) on the process group of the runner this launcher started (its ranks).
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = child.wait();
+    if !ranks.iter().any(|r| r.started) {
+        let tail = log_tail(&log_path, 6).unwrap_or_default();
+        return Err(TorchError::Unavailable(format!(
+            "no rank started under {}: {tail}",
+            py.display()
+        )));
+    }
+    // Rank times count from the moment the ranks were forked (after torch's import).
+    let last_event = trace.events.iter().map(|e| e.t_ms).max().unwrap_or(0);
+    let last_exit = ranks
+        .iter()
+        .filter_map(|r| r.exit.as_ref().map(|x| x.t_ms))
+        .max()
+        .unwrap_or(0);
+    let end_ms = last_event.max(last_exit);
+    let mut verdicts = verdicts(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
+    // Texts name the scenario's ports, not the free ones the run used.
+    for v in verdicts.iter_mut() {
+        if let RankVerdict::Failed { error, .. } = v {
+            *error = ep.unmap_ports(error);
+        }
+    }
+    for e in trace.events.iter_mut() {
+        e.text = ep.unmap_ports(&e.text);
+    }
+    if !ep.ports.is_empty() {
+        let m: Vec<String> = ep
+            .ports
+            .iter()
+            .map(|(a, b)| format!("{a} -> {b}"))
+            .collect();
+        notes.push(format!(
+            "ports: the scenario's ran as free local ports ({}); texts above name the scenario's",
+            m.join(", ")
+        ));
+    }
+    if ranks
+        .iter()
+        .any(|r| !matches!(r.end, Some((RankEnd::Completed, _))))
+    {
+        if let Some(tail) = log_tail(&log_path, 4) {
+            notes.push(format!("rank output (last lines): {tail}"));
+        }
+    }
+    if !s.time_scale.is_identity() {
+        notes.insert(
+            0,
+            format!(
+                "time scale {}: every timeout and delay scaled",
+                s.time_scale
+            ),
+        );
+    }
+    notes.insert(
+        0,
+        format!(
+            "launched as {} (gloo on CPU, {})",
+            match s.world.launcher {
+                Launcher::Torchrun => "torchrun: the agent hosts the TCPStore",
+                Launcher::Processes => "plain processes: rank 0 hosts the TCPStore",
+            },
+            py.display()
+        ),
+    );
+    Ok(report(s, verdicts, trace, notes, end_ms))
+}
+
+/// New complete lines of a progress file since the last read.
+fn read_lines(path: &Path, st: &mut RankState) -> Vec<String> {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return vec![];
+    };
+    if f.seek(SeekFrom::Start(st.offset)).is_err() {
+        return vec![];
+    }
+    let mut buf = String::new();
+    if f.read_to_string(&mut buf).is_err() {
+        return vec![];
+    }
+    st.offset += buf.len() as u64;
+    st.partial.push_str(&buf);
+    let mut out = Vec::new();
+    while let Some(i) = st.partial.find('\n') {
+        out.push(st.partial[..i].to_string());
+        st.partial.drain(..=i);
+    }
+    out
+}
+
+fn absorb(s: &Scenario, rank: usize, st: &mut RankState, line: &str, trace: &mut Trace) {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+        return;
+    };
+    let ev = v["ev"].as_str().unwrap_or("");
+    let step = v["step"].as_u64().map(|x| x as usize);
+    let t = v["t"].as_u64().unwrap_or(0);
+    let text = v["text"].as_str().unwrap_or("").to_string();
+    let push = |trace: &mut Trace, kind: EventKind, text: String| {
+        trace.events.push(Event {
+            t_ms: t,
+            rank: Some(rank),
+            step,
+            kind,
+            text,
+        })
+    };
+    match ev {
+        "hello" => st.started = true,
+        "start" => {
+            st.started = true;
+            st.step = step;
+            st.step_text = step
+                .and_then(|i| s.steps.get(i))
+                .map(|x| x.label())
+                .unwrap_or_default();
+            push(trace, EventKind::Start, text);
+        }
+        "done" => push(trace, EventKind::Done, text),
+        "log" => push(trace, EventKind::Log, text),
+        "crash" => push(trace, EventKind::Fault, text),
+        "fail" => {
+            push(trace, EventKind::Error, text.clone());
+            st.end = Some((
+                RankEnd::Failed {
+                    step: step.unwrap_or(0),
+                    error: text,
+                },
+                t,
+            ));
+        }
+        "end" => st.end = Some((RankEnd::Completed, t)),
+        _ => {}
+    }
+}
+
+/// The crash fault that killed `rank` with SIGKILL, if the scenario has one for it.
+fn crash_label(s: &Scenario, rank: usize) -> Option<String> {
+    s.faults.iter().find_map(|f| match &f.kind {
+        FaultKind::Crash { on, .. } if ranks_of(s, on).contains(&rank) => Some(f.label(&s.file)),
+        _ => None,
+    })
+}
+
+fn verdicts(
+    s: &Scenario,
+    ranks: &mut [RankState],
+    trace: &mut Trace,
+    notes: &mut Vec<String>,
+    hung: bool,
+    end_ms: u64,
+) -> Vec<RankVerdict> {
+    let failed_first = ranks
+        .iter()
+        .enumerate()
+        .filter_map(|(r, st)| match &st.end {
+            Some((RankEnd::Failed { .. }, t)) => Some((*t, r)),
+            _ => None,
+        })
+        .min();
+    let mut out = Vec::new();
+    let mut hanging = Vec::new();
+    for (r, st) in ranks.iter_mut().enumerate() {
+        let step = st.step.unwrap_or(0);
+        if st.end.is_none() {
+            if let Some(x) = &st.exit {
+                let error = match (x.signal, x.by_agent) {
+                    (Some(9), _) if crash_label(s, r).is_some() => {
+                        crash_error(&crash_label(s, r).unwrap_or_default())
+                    }
+                    (Some(sig), true) => format!(
+                        "SIGTERM: torchrun stopped the worker group after rank {} failed (signal {sig})",
+                        failed_first.map(|(_, f)| f).unwrap_or(0)
+                    ),
+                    (Some(sig), false) => format!("the rank's process was killed by signal {sig}"),
+                    (None, _) => format!(
+                        "the rank's process exited with code {} without reporting an end",
+                        x.code.unwrap_or(-1)
+                    ),
+                };
+                trace.events.push(Event {
+                    t_ms: x.t_ms,
+                    rank: Some(r),
+                    step: Some(step),
+                    kind: EventKind::Error,
+                    text: error.clone(),
+                });
+                st.end = Some((RankEnd::Failed { step, error }, x.t_ms));
+            }
+        }
+        out.push(match &st.end {
+            Some((RankEnd::Completed, t)) => RankVerdict::Completed { t_ms: *t },
+            Some((RankEnd::Failed { step, error }, t)) => RankVerdict::Failed {
+                step: *step,
+                error: error.clone(),
+                t_ms: *t,
+            },
+            None => {
+                hanging.push(format!("rank {r} in {}", st.step_text));
+                RankVerdict::Hung { step, wait: None }
+            }
+        });
+    }
+    if hung && !hanging.is_empty() {
+        notes.push(format!(
+            "hanging when the watchdog ended the run at {end_ms} ms: {}",
+            hanging.join("; ")
+        ));
+    }
+    out
+}
+
+fn log_tail(path: &Path, lines: usize) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if all.is_empty() {
+        return None;
+    }
+    Some(all[all.len().saturating_sub(lines)..].join(" | "))
+}
+
+fn report(
+    s: &Scenario,
+    ranks: Vec<RankVerdict>,
+    mut trace: Trace,
+    notes: Vec<String>,
+    end_ms: u64,
+) -> Report {
+    trace.events.sort_by_key(|e| e.t_ms);
+    for n in &notes {
+        trace.events.push(Event {
+            t_ms: end_ms,
+            rank: None,
+            step: None,
+            kind: EventKind::Verdict,
+            text: n.clone(),
+        });
+    }
+    let expectations = check_expectations(s, &ranks);
+    let (diagnosis, calls) = diagnose_run(&ranks, &[], &[], None);
+    Report {
+        scenario: s.name.clone(),
+        file: s.file.clone(),
+        mode: "torch".into(),
+        seed: s.sim.seed,
+        ranks,
+        first_stall: None,
+        final_stall: None,
+        end_ms,
+        trace_hash: format!("{:016x}", trace.hash()),
+        trace,
+        expectations,
+        notes,
+        calls,
+        diagnosis,
+    }
+}

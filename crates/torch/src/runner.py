@@ -1,0 +1,86 @@
+# scen torch-mode runner: starts the ranks of one run as real processes with torchrun's
+# environment. torch is imported once here and each rank is forked from this process, so all
+# ranks start together (as the simulator's do) instead of spread over seconds of imports.
+# With launcher = "torchrun" it also plays torchrun's agent: it hosts the TCPStore
+# (TORCHELASTIC_USE_AGENT_STORE) and tears the other ranks down when one fails.
+# Usage: python runner.py CONFIG.json   (written by `scen run --torch`; not for users)
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+
+
+
+def die_with_parent():
+    """PR_SET_PDEATHSIG: if our parent dies (scen killed, Ctrl-C), we get SIGKILL too."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+die_with_parent()
+cfg = json.load(open(sys.argv[1]))
+import torch  # noqa: E402,F401
+import torch.distributed as dist  # noqa: E402
+
+exits = open(cfg["exits"], "a", buffering=1)
+store = None
+if cfg.get("agent_store"):
+    a = cfg["agent_store"]
+    store = dist.TCPStore("127.0.0.1", a["port"], a["world_size"], is_master=True,
+                          wait_for_workers=False, timeout=__import__("datetime").timedelta(seconds=3600))
+epoch_ms = int(time.time() * 1000)
+children = {}
+for r in cfg["ranks"]:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            die_with_parent()
+            os.environ.update(r["env"])
+            os.environ["SCEN_TORCH_EPOCH_MS"] = str(epoch_ms)
+            sys.argv = [cfg["program"]]
+            runpy.run_path(cfg["program"], run_name="__main__")
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    children[pid] = r["rank"]
+
+
+def record(rank, status, by_agent=False):
+    line = dict(rank=rank, t=int(time.time() * 1000) - epoch_ms, by_agent=by_agent)
+    if os.WIFSIGNALED(status):
+        line["signal"] = os.WTERMSIG(status)
+    else:
+        line["code"] = os.WEXITSTATUS(status)
+    exits.write(json.dumps(line) + "\n")
+
+
+torn_down = set()
+while children:
+    try:
+        pid, status = os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+    rank = children.pop(pid, None)
+    if rank is None:
+        continue
+    record(rank, status, by_agent=pid in torn_down)
+    failed = os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0
+    if failed and cfg.get("teardown") and not torn_down:
+        # torchrun's agent: one worker failed, so the group is stopped (SIGTERM to the rest).
+        for p in children:
+            torn_down.add(p)
+            try:
+                os.kill(p, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
