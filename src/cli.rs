@@ -4,11 +4,15 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+/// `scen --help`'s exit codes (README.md has the table per subcommand).
+const EXIT_CODES: &str = "Exit codes:\n  0  the scenario's expectations hold\n  1  they do not (the verdict says why)\n  2  invalid input (file, argument, output path, a limit of scen) or the requested mode cannot run\n  3  internal error in scen: no verdict; the seed and a replay command are printed";
+
 #[derive(Parser)]
 #[command(
     name = "scen",
     version,
-    about = "Reproduce and explain distributed-communication bugs (c10d, xccl/oneCCL) deterministically"
+    about = "Reproduce and explain distributed-communication bugs (c10d, xccl/oneCCL) deterministically",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -37,6 +37,22 @@ pub struct Exploration {
     pub shard_count: u64,
     /// Classes ordered by their first seed.
     pub classes: Vec<ClassSummary>,
+    /// Seeds whose run ended in an internal error (no verdict), by seed: never a class.
+    #[serde(default)]
+    pub internal_errors: Vec<InternalSeed>,
+}
+
+/// A seed whose simulation hit a defect of scen instead of giving a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InternalSeed {
+    pub seed: u64,
+    pub detail: String,
+}
+
+/// One seed's result: a verdict, or an internal error.
+enum SeedResult {
+    Verdict(Outcome),
+    Internal(String),
 }
 
 /// One seed's result.
@@ -59,7 +75,7 @@ pub fn explore(
 ) -> Result<Exploration, String> {
     let scenario = parse(text, file, name).map_err(|e| e.to_string())?;
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Outcome, String>>>> =
+    let results: Mutex<Vec<Option<Result<SeedResult, String>>>> =
         Mutex::new((0..seeds.len()).map(|_| None).collect());
     std::thread::scope(|sc| {
         for _ in 0..jobs.max(1) {
@@ -77,8 +93,8 @@ pub fn explore(
                     if i >= seeds.len() {
                         break;
                     }
-                    let out = scen_sim::simulate(&s, Some(seeds[i]))
-                        .map(|r| Outcome {
+                    let out = match scen_sim::simulate(&s, Some(seeds[i])) {
+                        Ok(r) => Ok(SeedResult::Verdict(Outcome {
                             key: class_key(&s, &r),
                             holds: r.expectations_hold(),
                             verdict: r
@@ -88,8 +104,12 @@ pub fn explore(
                                 .map(|(k, v)| format!("rank {k}: {}", describe_verdict(&s, v)))
                                 .collect(),
                             hash: r.trace_hash.clone(),
-                        })
-                        .map_err(|e| format!("seed {}: {e}", seeds[i]));
+                        })),
+                        Err(scen_sim::SimError::Internal { detail, .. }) => {
+                            Ok(SeedResult::Internal(detail))
+                        }
+                        Err(e) => Err(format!("seed {}: {e}", seeds[i])),
+                    };
                     results.lock().expect("results")[i] = Some(out);
                     tick();
                 }
@@ -98,6 +118,7 @@ pub fn explore(
     });
     let mut classes: Vec<ClassSummary> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut internal_errors = Vec::new();
     let mut seeds_failing = 0;
     for (i, r) in results
         .into_inner()
@@ -105,7 +126,16 @@ pub fn explore(
         .into_iter()
         .enumerate()
     {
-        let o = r.unwrap_or_else(|| Err(format!("seed {} did not run", seeds[i])))?;
+        let o = match r.unwrap_or_else(|| Err(format!("seed {} did not run", seeds[i])))? {
+            SeedResult::Verdict(o) => o,
+            SeedResult::Internal(detail) => {
+                internal_errors.push(InternalSeed {
+                    seed: seeds[i],
+                    detail,
+                });
+                continue;
+            }
+        };
         seeds_failing += u64::from(!o.holds);
         match index.get(&o.key) {
             Some(&c) => {
@@ -134,6 +164,7 @@ pub fn explore(
         shards: vec![shard],
         shard_count,
         classes,
+        internal_errors,
     })
 }
 
@@ -163,6 +194,7 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
         }
         acc.shards.extend(&p.shards);
         acc.seeds_run += p.seeds_run;
+        acc.internal_errors.extend(p.internal_errors);
         acc.seeds_failing += p.seeds_failing;
         for c in p.classes {
             match acc.classes.iter_mut().find(|x| x.key == c.key) {
@@ -180,6 +212,7 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
         }
     }
     acc.classes.sort_by_key(|c| c.first_seed);
+    acc.internal_errors.sort_by_key(|x| x.seed);
     acc.shards.sort_unstable();
     Ok(acc)
 }
@@ -211,6 +244,23 @@ pub fn render(e: &Exploration) -> String {
         }
         for v in &c.verdict {
             out.push_str(&format!("    {v}\n"));
+        }
+    }
+    if !e.internal_errors.is_empty() {
+        out.push_str(&format!(
+            "internal errors: {} seed{} ended in a defect of scen, not a verdict (exit 3):\n",
+            e.internal_errors.len(),
+            if e.internal_errors.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ));
+        for x in &e.internal_errors {
+            out.push_str(&format!(
+                "  seed {}: {} (`scen replay {} --seed {}`)\n",
+                x.seed, x.detail, e.file, x.seed
+            ));
         }
     }
     if e.shards.len() as u64 != e.shard_count {

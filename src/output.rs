@@ -1,18 +1,153 @@
-//! Output files written whole or not at all: a temporary file beside the target, then a rename,
-//! so an interrupted run never leaves a half-written report, graph or snapshot.
+//! The files scen writes (`run --graph/--timeline/--report`, `shrink -o`, `test --junit`,
+//! snapshots): an output never
+//! replaces an input or another output of the same command, and each is written whole or not
+//! at all — a temporary file beside the target, then a rename — with the temporary file
+//! removed on failure and the OS's reason printed with the path the user gave.
 
-use anyhow::Context;
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to `path` atomically (temp file in the same directory, then rename).
-pub fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(format!(".scen-tmp-{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    if let Err(e) = std::fs::rename(&tmp, path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+/// The same file, whether or not `out` exists yet: by device and inode when both exist (hard
+/// links, `./a` vs `a`), else by canonical directory and file name.
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.dev() == y.dev() && x.ino() == y.ino();
+        }
+    }
+    match (resolve(a), resolve(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// `p` with its directory made canonical (the file itself may not exist).
+fn resolve(p: &Path) -> Option<PathBuf> {
+    if let Ok(c) = p.canonicalize() {
+        return Some(c);
+    }
+    let name = p.file_name()?;
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.canonicalize().ok()?,
+        _ => std::env::current_dir().ok()?,
+    };
+    Some(dir.join(name))
+}
+
+/// Refuses an output that is one of the inputs or that another output also names.
+/// `outputs` are (flag, path) pairs, e.g. ("--graph", "g.dot").
+pub fn check_paths(inputs: &[&Path], outputs: &[(&str, &Path)]) -> Result<(), String> {
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        if let Some(input) = inputs.iter().find(|inp| same_file(inp, out)) {
+            return Err(format!(
+                "{flag} {}: that is the scenario file {}; refusing to overwrite it (choose another output path)",
+                out.display(),
+                input.display()
+            ));
+        }
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, o)| same_file(o, out)) {
+            return Err(format!(
+                "{flag} {} names the same file as {other}: each output needs its own path",
+                out.display()
+            ));
+        }
     }
     Ok(())
+}
+
+/// [`write_atomic`] for callers that use anyhow.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_atomic(path, bytes).map_err(anyhow::Error::msg)
+}
+
+/// Writes `bytes` to `path` whole or not at all. Errors name `path` as given and the OS reason.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let fail = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
+    if path.is_dir() {
+        return Err(format!(
+            "cannot write {}: it is a directory (give a file path)",
+            path.display()
+        ));
+    }
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("cannot write {}: not a file path", path.display()))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(
+        ".{}.scen-tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail("write", e));
+    }
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail("write", e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("scen-output-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn an_output_on_an_input_or_on_another_output_is_refused() {
+        let d = scratch("same");
+        let input = d.join("a.toml");
+        std::fs::write(&input, "x").unwrap();
+        let dotted = d.join(".").join("a.toml");
+        let e = check_paths(&[&input], &[("--graph", &dotted)]).unwrap_err();
+        assert!(
+            e.contains("--graph") && e.contains("refusing to overwrite"),
+            "{e}"
+        );
+        let g = d.join("g.dot");
+        let e = check_paths(&[&input], &[("--graph", &g), ("--timeline", &g)]).unwrap_err();
+        assert!(
+            e.contains("--timeline") && e.contains("same file as --graph"),
+            "{e}"
+        );
+        assert!(check_paths(&[&input], &[("--graph", &g)]).is_ok());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_failed_write_names_the_path_and_the_reason_and_leaves_nothing() {
+        let d = scratch("fail");
+        let e = write_atomic(&d, b"x").unwrap_err();
+        assert!(e.contains("is a directory"), "{e}");
+        let missing = d.join("nope").join("g.dot");
+        let e = write_atomic(&missing, b"x").unwrap_err();
+        assert!(e.contains(&missing.display().to_string()), "{e}");
+        assert!(e.contains("No such file"), "{e}");
+        let ok = d.join("g.dot");
+        write_atomic(&ok, b"hello").unwrap();
+        assert_eq!(std::fs::read(&ok).unwrap(), b"hello");
+        let left: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+        assert_eq!(left.len(), 1, "only g.dot remains");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

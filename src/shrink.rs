@@ -51,26 +51,57 @@ fn world_int(doc: &Table, key: &str) -> i64 {
 }
 
 /// Shrinks `text` (the scenario at `file`) for `seed`.
-pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, String> {
+/// Why shrinking could not start or finish.
+#[derive(Debug)]
+pub enum ShrinkError {
+    /// Bad input or nothing to shrink (exit 2).
+    Input(String),
+    /// The original run ended in an internal error (exit 3): there is no class to keep.
+    Internal { seed: u64, detail: String },
+}
+
+impl From<String> for ShrinkError {
+    fn from(s: String) -> Self {
+        ShrinkError::Input(s)
+    }
+}
+
+impl From<&str> for ShrinkError {
+    fn from(s: &str) -> Self {
+        ShrinkError::Input(s.to_string())
+    }
+}
+
+pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, ShrinkError> {
+    // The shrunk file pins its seed in `[sim] seed`, a TOML integer (64-bit signed).
+    let Ok(seed_value) = i64::try_from(seed) else {
+        return Err(ShrinkError::Input(format!(
+            "--seed {seed} is above {}, the largest seed a scenario file can hold (`[sim] seed` is a TOML integer); shrink a seed up to that",
+            i64::MAX
+        )));
+    };
     let s0 = parse(text, file, name).map_err(|e| e.to_string())?;
-    let r0 = scen_sim::simulate(&s0, Some(seed)).map_err(|e| e.to_string())?;
+    let r0 = scen_sim::simulate(&s0, Some(seed)).map_err(|e| match e {
+        scen_sim::SimError::Internal { seed, detail } => ShrinkError::Internal { seed, detail },
+        other => ShrinkError::Input(other.to_string()),
+    })?;
     let class = class_key(&s0, &r0);
     if r0
         .ranks
         .iter()
         .all(|v| matches!(v, RankVerdict::Completed { .. }))
     {
-        return Err(format!(
+        return Err(ShrinkError::Input(format!(
             "{file} with seed {seed}: every rank completes; there is no failure to shrink"
-        ));
+        )));
     }
     let mut doc: Table = text.parse().map_err(|e| format!("{file}: {e}"))?;
     let same =
         |d: &Table| run(d, file, name, seed).is_some_and(|(s, r)| class_key(&s, &r) == class);
     if !same(&doc) {
-        return Err(format!(
+        return Err(ShrinkError::Input(format!(
             "{file}: the scenario does not reproduce its class once rewritten (please report)"
-        ));
+        )));
     }
     let mut removed = Vec::new();
     loop {
@@ -129,7 +160,7 @@ pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, S
         .entry("sim")
         .or_insert_with(|| Value::Table(Table::new()));
     if let Some(t) = sim.as_table_mut() {
-        t.insert("seed".into(), Value::Integer(seed as i64));
+        t.insert("seed".into(), Value::Integer(seed_value));
     }
     let mut body = toml::to_string(&doc).map_err(|e| e.to_string())?;
     body.push_str(&expectations(&r));

@@ -279,7 +279,10 @@ fn fault_errors_are_located() {
     let e = err(&format!(
         "{WORLD2}[[faults]]\nkind = \"slow\"\non = [0]\nfactor = 0.5\n"
     ));
-    assert!(e.contains("factor must be a number >= 1.0"), "{e}");
+    assert!(
+        e.contains("factor must be a number between 1.0 and 1000000"),
+        "{e}"
+    );
     let e = err(&format!("{WORLD2}[[faults]]\nkind = \"crash\"\non = [0]\n"));
     assert!(e.contains("exactly one of `at_step` and `at_ms`"), "{e}");
     let e = err("[world]\nranks_per_node = 2\n\n[[faults]]\nkind = \"hold\"\n");

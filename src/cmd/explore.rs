@@ -26,7 +26,9 @@ pub fn explore(args: ExploreArgs) -> ExitCode {
             Err(err) => return fail(err.to_string()),
         },
     }
-    if e.seeds_failing > 0 {
+    if !e.internal_errors.is_empty() {
+        ExitCode::from(super::EXIT_INTERNAL)
+    } else if e.seeds_failing > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -21,6 +21,42 @@ pub fn load(file: &Path) -> Result<Scenario, ExitCode> {
     })
 }
 
+/// An internal error: a panic or a broken invariant inside scen, never a verdict.
+pub const EXIT_INTERNAL: u8 = 3;
+
+/// Prints an internal error: never a verdict, always the seed and the replay command
+/// (`--format json`: an object with an `internal_error` field).
+pub fn internal_error(file: &str, seed: u64, detail: &str, json: bool) -> ExitCode {
+    let replay = format!("scen replay {file} --seed {seed}");
+    if json {
+        let doc = serde_json::json!({
+            "schema_version": scen::report::SCHEMA_VERSION,
+            "passed": false,
+            "file": file,
+            "seed": seed,
+            "internal_error": { "detail": detail, "seed": seed, "replay": replay },
+        });
+        println!("{doc:#}");
+    } else {
+        eprintln!(
+            "internal error: {detail}\n  seed: {seed}\n  replay: {replay}\n  \
+             This is a defect in scen (or a limit of its simulator), not a verdict about the \
+             scenario; please report it with the scenario file."
+        );
+    }
+    ExitCode::from(EXIT_INTERNAL)
+}
+
+/// A simulation that gave no report: an internal error (exit 3) or bad input found late (2).
+pub fn sim_failed(file: &Path, e: &scen_sim::SimError, json: bool) -> ExitCode {
+    match e {
+        scen_sim::SimError::Internal { seed, detail } => {
+            internal_error(&file.display().to_string(), *seed, detail, json)
+        }
+        other => fail(other.to_string()),
+    }
+}
+
 /// Prints `error: msg` and gives exit code 2 (invalid input).
 pub fn fail(msg: String) -> ExitCode {
     eprintln!("error: {msg}");

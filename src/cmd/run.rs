@@ -9,13 +9,16 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(args: RunArgs) -> ExitCode {
-    if let Some(path) = &args.report {
-        if same_file(path, &args.file) {
-            return super::fail(format!(
-                "--report {}: that is the scenario file; give another path",
-                path.display()
-            ));
-        }
+    let outs: Vec<(&str, &Path)> = [
+        ("--report", &args.report),
+        ("--graph", &args.graph),
+        ("--timeline", &args.timeline),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+    .collect();
+    if let Err(e) = scen::output::check_paths(&[&args.file], &outs) {
+        return super::fail(e);
     }
     let mut scenario = match load(&args.file, args.format) {
         Ok(s) => s,
@@ -29,10 +32,17 @@ pub fn run(args: RunArgs) -> ExitCode {
         opts.fr_dump_dir = args.fr.export_fr.clone();
         scen_hw::run(&scenario, &args.file, &opts).map_err(|e| e.to_string())
     } else {
-        scen_sim::simulate(&scenario, args.seed).map_err(|e| e.to_string())
+        match scen_sim::simulate(&scenario, args.seed) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                return super::sim_failed(&args.file, &e, matches!(args.format, Format::Json))
+            }
+        }
     };
     match report {
         Ok(r) => {
+            // The verdict first: a failed export must not hide it.
+            let code = print_report(&scenario, &r, args.format, args.trace);
             if let Err(e) = write_exports(&scenario, &r, &args) {
                 eprintln!("error: {e:#}");
                 return ExitCode::from(2);
@@ -46,7 +56,6 @@ pub fn run(args: RunArgs) -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
-            let code = print_report(&scenario, &r, args.format, args.trace);
             // A signal ended the hardware run: 128 + its number (docs/hw.md).
             match scen_hw::signals::interrupted_by().filter(|_| args.hw) {
                 Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
@@ -78,10 +87,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
             }
             code
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => super::sim_failed(&args.file, &e, matches!(args.format, Format::Json)),
     }
 }
 
@@ -119,20 +125,6 @@ fn invalid_input_json(e: &ScenarioError) -> String {
         }
     });
     serde_json::to_string_pretty(&doc).unwrap_or_default()
-}
-
-/// Whether two paths name the same file (the second one exists; the first may not yet).
-fn same_file(a: &Path, b: &Path) -> bool {
-    let canon = |p: &Path| std::fs::canonicalize(p).ok();
-    match (canon(a), canon(b)) {
-        (Some(x), Some(y)) => x == y,
-        (None, Some(y)) => {
-            let parent = a.parent().filter(|p| !p.as_os_str().is_empty());
-            let dir = parent.map_or_else(|| canon(Path::new(".")), canon);
-            dir.zip(a.file_name()).is_some_and(|(d, n)| d.join(n) == y)
-        }
-        _ => false,
-    }
 }
 
 /// Writes `--graph`, `--timeline` and `--report` files (each whole or not at all).

@@ -7,13 +7,21 @@ use std::process::ExitCode;
 
 pub fn shrink(args: ShrinkArgs) -> ExitCode {
     let file = &args.file;
+    if let Some(o) = &args.out {
+        if let Err(e) = scen::output::check_paths(&[file], &[("-o", o.as_path())]) {
+            return fail(e);
+        }
+    }
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => return fail(format!("{}: cannot read the scenario: {e}", file.display())),
     };
     let s = match scen::shrink::shrink(&text, &file.display().to_string(), &stem(file), args.seed) {
         Ok(s) => s,
-        Err(e) => return fail(e),
+        Err(scen::shrink::ShrinkError::Input(e)) => return fail(e),
+        Err(scen::shrink::ShrinkError::Internal { seed, detail }) => {
+            return super::internal_error(&file.display().to_string(), seed, &detail, false)
+        }
     };
     for r in &s.removed {
         eprintln!("removed: {r}");

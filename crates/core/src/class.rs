@@ -3,7 +3,8 @@
 //!
 //! A class is the sorted set of distinct per-rank outcomes, each named without rank numbers,
 //! times, ports or step positions: `completes`, `fails in all_reduce "ar": RuntimeError`,
-//! `hangs in barrier: recv`, `crashed`. Rank-agnostic and position-agnostic on purpose: a
+//! `hangs in barrier: recv`, `crashed`. A failure's class keeps its exception type and its
+//! text with numbers removed (see [`error_shape`]). Rank-agnostic and position-agnostic on purpose: a
 //! shrinker that removes ranks or earlier steps keeps the class when the failure stays the same.
 
 use crate::scenario::Scenario;
@@ -26,8 +27,7 @@ pub fn rank_class(s: &Scenario, v: &RankVerdict) -> String {
         RankVerdict::Completed { .. } => "completes".into(),
         RankVerdict::Failed { error, .. } if error.contains(CRASH_MARK) => "crashed".into(),
         RankVerdict::Failed { step: i, error, .. } => {
-            let kind = error.split(':').next().unwrap_or("").trim();
-            format!("fails in {}: {kind}", step(*i))
+            format!("fails in {}: {}", step(*i), error_shape(error))
         }
         RankVerdict::Hung { step: i, wait } => {
             let what = wait
@@ -37,6 +37,32 @@ pub fn rank_class(s: &Scenario, v: &RankVerdict) -> String {
             format!("hangs in {}: {what}", step(*i))
         }
     }
+}
+
+/// An error's exception type and text with numbers (ranks, ports, times, sizes) replaced by
+/// `N`, cut to its first line and 120 characters: "Connection closed by peer" and "Default
+/// process group has not been initialized" are different failures even when both are
+/// RuntimeErrors in the same op.
+pub fn error_shape(error: &str) -> String {
+    let first = error.lines().next().unwrap_or("").trim();
+    let mut out = String::new();
+    let mut in_number = false;
+    for c in first.chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                out.push('N');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            out.push(c);
+        }
+        if out.chars().count() >= 120 {
+            out.push('…');
+            break;
+        }
+    }
+    out
 }
 
 /// The kind of wait, without numbers: "recv", "send", "store get", "connect to TCPStore".

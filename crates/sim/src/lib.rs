@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod faults;
+pub mod internal;
 pub mod net;
 pub mod probe;
 
@@ -34,14 +35,74 @@ const MAX_VIRTUAL_MS: u64 = 30 * 24 * 3600 * 1000;
 pub enum SimError {
     #[error("the simulator failed: {0}")]
     Turmoil(String),
+    /// A defect of scen or a limit of the simulator, not a verdict about the scenario: a panic
+    /// in a simulated task or in turmoil, or a broken invariant. The run's outcome is unknown.
+    #[error("internal error with seed {seed}: {detail}")]
+    Internal { seed: u64, detail: String },
+    /// A value computed while running (a formula, an environment variable) exceeds one of
+    /// scen's limits: bad input found late, reported like bad input.
+    #[error("the scenario exceeds a limit of scen: {0}")]
+    Limit(String),
 }
 
+/// Test hook: `SCEN_TEST_PANIC_RANK=N` makes rank N's task panic when it starts, so tests can
+/// check that a panic in a simulated task ends the run as an internal error.
+const PANIC_HOOK_ENV: &str = "SCEN_TEST_PANIC_RANK";
+
 /// Runs `scenario` with `seed` (the scenario's own seed when `None`).
+///
+/// Any panic while simulating is returned as [`SimError::Internal`], never as a report.
 pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimError> {
     let seed = seed.unwrap_or(scenario.sim.seed);
+    let watch = internal::Watch::start();
+    let inject = std::env::var(PANIC_HOOK_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        simulate_inner(scenario, seed, inject, &watch)
+    }));
+    let internal = |detail: String| SimError::Internal {
+        seed,
+        detail: internal::explain(&detail),
+    };
+    match run {
+        Ok(Err(SimError::Internal { detail, .. })) => Err(internal(detail)),
+        Ok(r) => match watch.caught() {
+            Some(p) => Err(internal(p)),
+            None => r,
+        },
+        Err(_) => Err(internal(
+            watch
+                .caught()
+                .unwrap_or_else(|| "a panic in the simulator".into()),
+        )),
+    }
+}
+
+/// Local ports for outgoing connections (turmoil's default is 49152..=65535).
+const EPHEMERAL_PORTS: std::ops::RangeInclusive<u16> = 32768..=65535;
+
+/// The connection backlog of each simulated listener and the buffer of each stream: turmoil's
+/// default (64) is less than the ranks that connect to a TCPStore at once in a large world.
+fn tcp_capacity(s: &Scenario) -> usize {
+    (s.world.size() + s.world.services.len() + 16)
+        .saturating_mul(2)
+        .max(64)
+}
+
+fn simulate_inner(
+    scenario: &Scenario,
+    seed: u64,
+    inject: Option<usize>,
+    watch: &internal::Watch,
+) -> Result<Report, SimError> {
     let span = tracing::info_span!("sim", scenario = %scenario.name, seed);
     let _in_sim = span.enter();
     let mut builder = turmoil::Builder::new();
+    builder.tcp_capacity(tcp_capacity(scenario));
+    // turmoil keeps the local port of every refused connect, so a rank retrying for a long
+    // timeout uses one port per try: Linux's lower bound, twice turmoil's default range.
+    builder.ephemeral_ports(EPHEMERAL_PORTS);
     if scenario.sim.random_order {
         builder.enable_random_order();
     }
@@ -83,6 +144,7 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
                 clock.clone(),
                 probe.clone(),
                 shared.clone(),
+                inject,
             )
         });
     }
@@ -90,10 +152,26 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
         probe.fault_event(f, None, None, &text);
     }
     apply_latency(&sim, scenario, &probe);
-    let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity)?;
+    let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity, watch)?;
+    if let Some(detail) = over_limit(&probe) {
+        return Err(SimError::Limit(detail));
+    }
     let mut r = report(scenario, seed, &probe, end_ms);
     r.diagnosis = std::mem::take(&mut r.diagnosis).with_env(&shared_env.world.ranks);
     Ok(r)
+}
+
+/// A rank that stopped on one of scen's limits (a value computed while running): the run
+/// cannot say what the scenario does, so it has no verdict.
+fn over_limit(probe: &SimProbe) -> Option<String> {
+    let prefix = format!("{}: ", scen_core::c10d::error::SCEN_LIMIT);
+    let st = probe.state.borrow();
+    st.ends.iter().enumerate().find_map(|(r, e)| match e {
+        Some((scen_core::runtime::rank::RankEnd::Failed { error, .. }, _)) => error
+            .strip_prefix(&prefix)
+            .map(|m| format!("rank {r}: {m}")),
+        _ => None,
+    })
 }
 
 /// A node's software: its services first (they were there before the job), then its ranks.
@@ -103,6 +181,7 @@ async fn boot_node(
     clock: VirtualClock,
     probe: SimProbe,
     s: Rc<Scenario>,
+    inject_panic: Option<usize>,
 ) -> turmoil::Result {
     for svc in s.world.services.iter().filter(|x| x.node == index) {
         match net.bind(svc.port).await {
@@ -168,6 +247,9 @@ async fn boot_node(
         let torchrun = s.world.launcher == Launcher::Torchrun;
         tokio::task::spawn_local(async move {
             let run = async {
+                if inject_panic == Some(rank) {
+                    panic!("injected panic in rank {rank}'s task ({PANIC_HOOK_ENV})");
+                }
                 if let Some((f, delay_ms)) = late {
                     probe.fault_event(
                         f,
@@ -250,6 +332,7 @@ fn drive(
     clock: &VirtualClock,
     probe: &SimProbe,
     activity: &Activity,
+    watch: &internal::Watch,
 ) -> Result<u64, SimError> {
     // Long enough that no message can still be in flight, per-link latency faults included.
     let link_max_ms = s
@@ -271,6 +354,9 @@ fn drive(
     apply_due(sim, s, probe, 0);
     loop {
         sim.step().map_err(|e| SimError::Turmoil(e.to_string()))?;
+        if let Some(p) = watch.caught() {
+            return Err(SimError::Internal { seed: 0, detail: p });
+        }
         steps += 1;
         let now = steps + offset;
         clock.set_now(now);
@@ -280,12 +366,12 @@ fn drive(
             return Ok(now);
         }
         if steps >= MAX_STEPS || now >= MAX_VIRTUAL_MS {
-            note(
-                probe,
-                now,
-                format!("stopped: the run reached the simulator's limit ({steps} steps, {now} ms)"),
-            );
-            return Ok(now);
+            // Ranks are still running: their outcome is unknown, so there is no verdict.
+            return Err(SimError::Limit(format!(
+                "the run reached the simulator's horizon ({steps} steps of at most {MAX_STEPS}, {} of at most {}) with ranks still running",
+                scen_core::trace::format_ms(now).trim(),
+                scen_core::trace::format_ms(MAX_VIRTUAL_MS).trim()
+            )));
         }
         if fired > 0 || activity.get() != last {
             last = activity.get();

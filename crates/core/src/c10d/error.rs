@@ -30,6 +30,15 @@ fn e(kind: &'static str, message: impl Into<String>) -> C10dError {
 pub fn runtime(message: impl Into<String>) -> C10dError {
     e("RuntimeError", message)
 }
+/// The kind of [`limit`] errors.
+pub const SCEN_LIMIT: &str = "ScenLimit";
+
+/// Not a PyTorch error: a value computed while running (a formula, an env var) exceeds one of
+/// scen's limits (scenario::limits). The simulator ends the run with this as an input error.
+pub fn limit(message: impl Into<String>) -> C10dError {
+    e(SCEN_LIMIT, message)
+}
+
 pub fn value(message: impl Into<String>) -> C10dError {
     e("ValueError", message)
 }

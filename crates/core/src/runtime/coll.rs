@@ -356,7 +356,23 @@ pub(crate) fn eval_splits(
                 .collect()),
         }
     };
-    Ok(Some((eval(i)?, eval(o)?)))
+    let (i, o) = (eval(i)?, eval(o)?);
+    let row: u64 = c.tensor.shape.iter().map(|d| *d as u64).product();
+    let esz = c.tensor.dtype.size_bytes() as u64;
+    for (what, s) in [("input_split_sizes", &i), ("output_split_sizes", &o)] {
+        let rows = s.iter().fold(0u64, |a, x| a.saturating_add(*x as u64));
+        let bytes = rows.saturating_mul(row).saturating_mul(esz);
+        if bytes > crate::scenario::limits::MAX_TENSOR_BYTES_PER_RANK {
+            return Err(error::limit(format!(
+                "{what} {s:?} make a {} tensor on this rank, over scen's limit of {} per rank",
+                crate::scenario::limits::human_bytes(bytes),
+                crate::scenario::limits::human_bytes(
+                    crate::scenario::limits::MAX_TENSOR_BYTES_PER_RANK
+                )
+            )));
+        }
+    }
+    Ok(Some((i, o)))
 }
 
 /// The call's input buffer on this rank and the algorithm to run on it.

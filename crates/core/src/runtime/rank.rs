@@ -440,6 +440,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .map(|u| self.expand(u))
             .unwrap_or_else(|| "env://".into());
         let rv = rendezvous::resolve(&url, rank, world_size, &self.spec.env)?;
+        if rv.world_size > crate::scenario::limits::MAX_WORLD_SIZE {
+            return Err(error::limit(format!(
+                "init_process_group world_size={} is over scen's limit of {} ranks",
+                rv.world_size,
+                crate::scenario::limits::MAX_WORLD_SIZE
+            )));
+        }
         if let Some(path) = &rv.file {
             return Err(error::runtime(format!(
                 "file://{path}: scen does not model FileStore rendezvous yet; use env:// or tcp://"
@@ -458,6 +465,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         );
         self.wait_for_workers(&store, &rv, timeout_ms).await?;
         config.check_known()?;
+        if rv.rank >= rv.world_size {
+            // The backend is built for ranks 0..world_size: a rank outside has no place in it
+            // (gloo's context enforces rank < size; the model would have no group rank).
+            return Err(error::value(format!(
+                "Rank {} is out of range. Valid ranks are 0 to {} (world_size={})",
+                rv.rank,
+                rv.world_size.saturating_sub(1),
+                rv.world_size
+            )));
+        }
         self.world = Some(WorldPg {
             store,
             rank: rv.rank,

@@ -62,10 +62,17 @@ impl Expr {
     /// Parses `source`; every variable must be one of `vars`.
     pub fn parse(source: &str, vars: &[&str]) -> Result<Expr, ExprError> {
         let tokens = lex(source)?;
+        if let Some(t) = tokens.get(MAX_TOKENS) {
+            return Err(err(
+                t.offset,
+                format!("formula too long: more than {MAX_TOKENS} tokens (scen's limit)"),
+            ));
+        }
         let mut p = Parser {
             tokens,
             pos: 0,
             vars,
+            depth: 0,
         };
         let node = p.or()?;
         if let Some(t) = p.tokens.get(p.pos) {
@@ -140,6 +147,11 @@ fn python(node: &Node) -> String {
     }
 }
 
+/// Limits that keep parsing and evaluation (both recursive) far from the stack's end.
+pub const MAX_TOKENS: usize = 1000;
+/// Nesting of parentheses, lists and prefix operators.
+pub const MAX_DEPTH: usize = 64;
+
 fn err(offset: usize, message: impl Into<String>) -> ExprError {
     ExprError {
         offset,
@@ -179,8 +191,17 @@ fn lex(s: &str) -> Result<Vec<Token>, ExprError> {
                 i += 2;
             } else if "+-*/%<>!()[],".contains(c) {
                 i += 1;
+            } else if c == '=' {
+                return Err(err(i, "unexpected `=`: use `==` to compare (`rank == 0`)"));
+            } else if c == '&' || c == '|' {
+                return Err(err(
+                    i,
+                    format!("unexpected `{c}`: use `{c}{c}` (or `and`/`or`)"),
+                ));
             } else {
-                return Err(err(i, format!("unexpected character `{c}`")));
+                // `i` is at a character boundary: only ASCII has been consumed so far.
+                let ch = s[i..].chars().next().unwrap_or(c);
+                return Err(err(i, format!("unexpected character `{ch}`")));
             }
         }
         out.push(Token {
@@ -195,9 +216,28 @@ struct Parser<'a> {
     tokens: Vec<Token>,
     pos: usize,
     vars: &'a [&'a str],
+    /// Current nesting (parentheses, lists, prefix operators).
+    depth: usize,
 }
 
 impl Parser<'_> {
+    /// Runs `f` one nesting level deeper, refusing past [`MAX_DEPTH`].
+    fn nested<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, ExprError>,
+    ) -> Result<T, ExprError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(err(
+                self.offset(),
+                format!("formula nested too deeply: more than {MAX_DEPTH} levels (scen's limit)"),
+            ));
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
+    }
+
     fn peek(&self) -> Option<&str> {
         self.tokens.get(self.pos).map(|t| t.text.as_str())
     }
@@ -259,7 +299,7 @@ impl Parser<'_> {
 
     fn not(&mut self) -> Result<Node, ExprError> {
         if self.eat("!") || self.eat("not") {
-            return Ok(Node::Not(Box::new(self.not()?)));
+            return Ok(Node::Not(Box::new(self.nested(Self::not)?)));
         }
         self.cmp()
     }
@@ -268,7 +308,7 @@ impl Parser<'_> {
         let lhs = self.add()?;
         if self.eat("in") {
             self.expect("[")?;
-            let items = self.list("]")?;
+            let items = self.nested(|p| p.list("]"))?;
             return Ok(Node::In(Box::new(lhs), items));
         }
         let ops = [
@@ -320,11 +360,11 @@ impl Parser<'_> {
 
     fn unary(&mut self) -> Result<Node, ExprError> {
         if self.eat("-") {
-            return Ok(Node::Neg(Box::new(self.unary()?)));
+            return Ok(Node::Neg(Box::new(self.nested(Self::unary)?)));
         }
         let base = self.atom()?;
         if self.eat("**") {
-            let exp = self.unary()?;
+            let exp = self.nested(Self::unary)?;
             return Ok(Node::Bin(BinOp::Pow, Box::new(base), Box::new(exp)));
         }
         Ok(base)
@@ -338,7 +378,7 @@ impl Parser<'_> {
         self.pos += 1;
         let first = tok.text.chars().next().unwrap_or(' ');
         if tok.text == "(" {
-            let inner = self.or()?;
+            let inner = self.nested(Self::or)?;
             self.expect(")")?;
             return Ok(inner);
         }
@@ -373,7 +413,7 @@ impl Parser<'_> {
                     ),
                 ));
             }
-            let args = self.list(")")?;
+            let args = self.nested(|p| p.list(")"))?;
             let arity_ok = match tok.text.as_str() {
                 "abs" | "floor" => args.len() == 1,
                 _ => !args.is_empty(),

@@ -7,6 +7,7 @@
 
 use super::env::{build_rank_envs, EnvLayer};
 use super::expr::{interpolate, Expr};
+use super::limits::{self, human_bytes};
 use super::model::*;
 use super::raw::*;
 use crate::c10d::collective::{CollOp, Layout};
@@ -32,17 +33,60 @@ pub struct ScenarioError {
 /// Reads and validates a scenario file from disk.
 pub fn load_file(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let cannot = |line, col, message: String| ScenarioError {
         file: file.clone(),
-        line: 0,
-        col: 0,
-        message: format!("cannot read the scenario: {e}"),
-    })?;
+        line,
+        col,
+        message,
+    };
+    let bytes =
+        std::fs::read(path).map_err(|e| cannot(0, 0, format!("cannot read the scenario: {e}")))?;
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            // Locate the first bad byte in the valid prefix.
+            let at = e.utf8_error().valid_up_to();
+            let valid = std::str::from_utf8(&e.as_bytes()[..at]).unwrap_or("");
+            let loc = Locator::new(valid).loc(valid, at);
+            return Err(cannot(
+                loc.line,
+                loc.col,
+                format!("not valid UTF-8: byte offset {at} (0x{:02x}) does not start a UTF-8 character; scenario files are UTF-8 text", e.as_bytes()[at]),
+            ));
+        }
+    };
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| "scenario".into());
     parse(&text, &file, &name)
+}
+
+/// Byte offset -> line:col (columns count characters), in O(log lines) per lookup so loading is
+/// linear in the file's size however many steps it has.
+struct Locator {
+    line_starts: Vec<usize>,
+}
+
+impl Locator {
+    fn new(text: &str) -> Locator {
+        let mut line_starts = vec![0];
+        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        Locator { line_starts }
+    }
+
+    fn loc(&self, text: &str, offset: usize) -> Loc {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line_starts.partition_point(|s| *s <= offset).max(1);
+        let start = self.line_starts[line - 1];
+        Loc {
+            line,
+            col: text[start..offset].chars().count() + 1,
+        }
+    }
 }
 
 /// Parses scenario text; `file` names it in errors, `default_name` is used when it has none.
@@ -51,6 +95,8 @@ pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, Sce
         text,
         file,
         works: RefCell::new(Vec::new()),
+        lines: Locator::new(text),
+        denoise_work: std::cell::Cell::new(0),
     };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
         let at = e.span().map(|s| s.start).unwrap_or(0);
@@ -64,6 +110,9 @@ struct Cx<'a> {
     file: &'a str,
     /// Work handles named by `async_op = true` steps so far (for `wait`).
     works: RefCell<Vec<String>>,
+    lines: Locator,
+    /// denoise_step work so far (layers x elements), against [`limits::MAX_DENOISE_WORK`].
+    denoise_work: std::cell::Cell<u64>,
 }
 
 type R<T> = Result<T, ScenarioError>;
@@ -199,15 +248,33 @@ const BATCH_VARS: [&str; 9] = [
 
 impl Cx<'_> {
     fn loc(&self, offset: usize) -> Loc {
-        let before = &self.text[..offset.min(self.text.len())];
-        let line = before.matches('\n').count() + 1;
-        let col = before
-            .rsplit('\n')
-            .next()
-            .map(|l| l.chars().count())
-            .unwrap_or(0)
-            + 1;
-        Loc { line, col }
+        self.lines.loc(self.text, offset)
+    }
+
+    /// The source offset of byte `inner` of the string value whose literal starts at `start`.
+    /// Exact for plain one-line strings; for strings with escapes or multi-line strings (whose
+    /// value differs from the source) the literal's first character.
+    fn in_str(&self, start: usize, inner: usize) -> usize {
+        let src = self.text.get(start..).unwrap_or("");
+        let (open, quote) = if src.starts_with("\"\"\"") || src.starts_with("'''") {
+            (3, &src[..3])
+        } else if src.starts_with('"') || src.starts_with('\'') {
+            (1, &src[..1])
+        } else {
+            return start;
+        };
+        let body = &src[open..];
+        let Some(end) = body.find(quote) else {
+            return start + open;
+        };
+        // Literal strings ('...') have no escapes; basic ones are exact without a backslash.
+        let exact = quote.starts_with('\'') || !body[..end].contains('\\');
+        match (exact, open) {
+            (true, 1) if !body[..end].contains('\n') => start + open + inner,
+            // A newline right after the opening delimiter is not part of the value.
+            (true, 3) => start + open + usize::from(body.starts_with('\n')) + inner,
+            _ => start + open,
+        }
     }
 
     fn err(&self, offset: usize, message: impl Into<String>) -> ScenarioError {
@@ -226,6 +293,17 @@ impl Cx<'_> {
 
     fn scenario(&self, raw: RawScenario, default_name: &str) -> R<Scenario> {
         let world = self.world(raw.world)?;
+        if raw.step.len() > limits::MAX_STEPS {
+            let at = raw.step[limits::MAX_STEPS].span().start;
+            return Err(self.err(
+                at,
+                format!(
+                    "too many steps: {} (scen's limit is {} steps per scenario)",
+                    raw.step.len(),
+                    limits::MAX_STEPS
+                ),
+            ));
+        }
         let mut steps = Vec::new();
         let mut handles: Vec<String> = Vec::new();
         for (index, s) in raw.step.into_iter().enumerate() {
@@ -266,6 +344,15 @@ impl Cx<'_> {
                 let [lo, hi] = *l.get_ref();
                 if lo > hi {
                     return Err(self.at(&l, "latency_ms = [min, max] needs min <= max"));
+                }
+                if hi > limits::MAX_DURATION_MS {
+                    return Err(self.at(
+                        &l,
+                        format!(
+                            "latency_ms {hi} is over scen's limit for a duration ({} ms, 30 days)",
+                            limits::MAX_DURATION_MS
+                        ),
+                    ));
                 }
                 (lo, hi)
             }
@@ -359,6 +446,20 @@ impl Cx<'_> {
             None => 29500,
         };
         let world_size = n_nodes * per_node;
+        if world_size > limits::MAX_WORLD_SIZE {
+            let at = w
+                .ranks_per_node
+                .as_ref()
+                .or(w.nodes.as_ref())
+                .map_or(0, |v| v.span().start);
+            return Err(self.err(
+                at,
+                format!(
+                    "world too large: {n_nodes} nodes x {per_node} ranks = {world_size} ranks (scen's limit is {} ranks)",
+                    limits::MAX_WORLD_SIZE
+                ),
+            ));
+        }
         let global = self.env_layer(&w.env, Selector::All)?;
         let mut rank_layers = Vec::new();
         for re in &w.rank {
@@ -488,8 +589,12 @@ impl Cx<'_> {
         let mut vars = Vec::new();
         for (k, v) in env {
             // Check templates now so a typo is reported at its place, not per rank later.
-            interpolate(v.get_ref(), &RANK_VARS, &|_| 0.0)
-                .map_err(|e| self.err(v.span().start + 1 + e.offset, format!("in `{k}`: {e}")))?;
+            interpolate(v.get_ref(), &RANK_VARS, &|_| 0.0).map_err(|e| {
+                self.err(
+                    self.in_str(v.span().start, e.offset),
+                    format!("in `{k}`: {e}"),
+                )
+            })?;
             vars.push((k.clone(), v.get_ref().clone(), v.span().start));
         }
         Ok(EnvLayer { on, vars })
@@ -522,13 +627,13 @@ impl Cx<'_> {
             )),
             RawSelector::Expr(src) => Expr::parse(src, &RANK_VARS)
                 .map(Selector::Expr)
-                .map_err(|e| self.err(at + 1 + e.offset, e.message)),
+                .map_err(|e| self.err(self.in_str(at, e.offset), e.message)),
         }
     }
 
     fn expr(&self, s: &Spanned<String>, vars: &[&str]) -> R<Expr> {
         Expr::parse(s.get_ref(), vars)
-            .map_err(|e| self.err(s.span().start + 1 + e.offset, e.message))
+            .map_err(|e| self.err(self.in_str(s.span().start, e.offset), e.message))
     }
 
     fn present_fields(r: &RawStep) -> Vec<(&'static str, usize)> {
@@ -685,19 +790,20 @@ impl Cx<'_> {
             "send" => StepKind::Send {
                 group,
                 tensor: self.tensor(r)?,
-                dst: self.peer(&r.dst, "dst", ws)?,
+                dst: self.peer(&r.dst, "dst", ws, op_at)?,
             },
             "recv" => StepKind::Recv {
                 group,
                 tensor: self.tensor(r)?,
-                src: self.peer(&r.src, "src", ws)?,
+                src: self.peer(&r.src, "src", ws, op_at)?,
                 expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
             },
             "log" => StepKind::Log {
                 message: match &r.message {
                     Some(m) => {
-                        interpolate(m.get_ref(), &RANK_VARS, &|_| 0.0)
-                            .map_err(|e| self.err(m.span().start + 1 + e.offset, e.message))?;
+                        interpolate(m.get_ref(), &RANK_VARS, &|_| 0.0).map_err(|e| {
+                            self.err(self.in_str(m.span().start, e.offset), e.message)
+                        })?;
                         m.get_ref().clone()
                     }
                     None => String::new(),
@@ -705,8 +811,18 @@ impl Cx<'_> {
             },
             "sleep" => StepKind::Sleep {
                 ms: match &r.ms {
-                    Some(ms) if *ms.get_ref() >= 0 => *ms.get_ref() as u64,
-                    Some(ms) => return Err(self.at(ms, "ms must be >= 0")),
+                    Some(ms) if (0..=limits::MAX_DURATION_MS as i64).contains(ms.get_ref()) => {
+                        *ms.get_ref() as u64
+                    }
+                    Some(ms) => {
+                        return Err(self.at(
+                            ms,
+                            format!(
+                            "ms must be between 0 and {} (scen's limit for a duration, 30 days)",
+                            limits::MAX_DURATION_MS
+                        ),
+                        ))
+                    }
                     None => 0,
                 },
             },
@@ -766,6 +882,7 @@ impl Cx<'_> {
             // With split sizes, `shape` is one row's shape: scalar rows unless given.
             tensor.shape = vec![];
         }
+        self.check_coll_bytes(op, &tensor, count, &splits, ws, op_at)?;
         let expect_vars: &[&str] = match op.layout() {
             Layout::Flat => &ELEM_VARS,
             Layout::Tensors => &TENSORS_VARS,
@@ -801,6 +918,49 @@ impl Cx<'_> {
         })
     }
 
+    /// Refuses a collective whose tensors exceed [`limits::MAX_TENSOR_BYTES_PER_RANK`] or
+    /// [`limits::MAX_TENSOR_BYTES_TOTAL`] (split-size formulas are checked when they run).
+    fn check_coll_bytes(
+        &self,
+        op: CollOp,
+        tensor: &TensorSpec,
+        count: usize,
+        splits: &Option<(Splits, Splits)>,
+        ws: usize,
+        op_at: usize,
+    ) -> R<()> {
+        let row: u64 = tensor.shape.iter().map(|d| *d as u64).product();
+        let elements = match splits {
+            Some((Splits::List(i), Splits::List(o))) => {
+                let rows = i.iter().sum::<usize>().max(o.iter().sum::<usize>()) as u64;
+                // Input and output are each one list: the fan below counts ws chunks.
+                rows.saturating_mul(row) / (ws as u64).max(1)
+            }
+            _ => row,
+        };
+        let esz = tensor.dtype.size_bytes() as u64;
+        let per_rank = limits::coll_bytes_per_rank(op, elements, esz, count as u64, ws as u64);
+        let total = per_rank.saturating_mul(ws as u64);
+        let (what, value, limit) = if per_rank > limits::MAX_TENSOR_BYTES_PER_RANK {
+            ("per rank", per_rank, limits::MAX_TENSOR_BYTES_PER_RANK)
+        } else if total > limits::MAX_TENSOR_BYTES_TOTAL {
+            ("over all ranks", total, limits::MAX_TENSOR_BYTES_TOTAL)
+        } else {
+            return Ok(());
+        };
+        Err(self.err(
+            op_at,
+            format!(
+                "{} needs about {} of tensors {what} ({count} x {:?} {}, world {ws}): over scen's limit of {} {what}",
+                op.name(),
+                human_bytes(value),
+                tensor.shape,
+                tensor.dtype.name(),
+                human_bytes(limit)
+            ),
+        ))
+    }
+
     fn required_rank(
         &self,
         v: &Option<Spanned<i64>>,
@@ -830,7 +990,7 @@ impl Cx<'_> {
                 .map(Splits::List),
             RawSplits::Expr(src) => Expr::parse(src, &SPLIT_VARS)
                 .map(Splits::Expr)
-                .map_err(|e| self.err(s.span().start + 1 + e.offset, e.message)),
+                .map_err(|e| self.err(self.in_str(s.span().start, e.offset), e.message)),
         }
     }
 
@@ -881,10 +1041,11 @@ impl Cx<'_> {
                     RawIntOrExpr::Int(i) => {
                         IntArg::Int(self.rank_in_range(*i, o.peer.span().start, ws)? as i64)
                     }
-                    RawIntOrExpr::Expr(src) => IntArg::Expr(
-                        Expr::parse(src, &RANK_VARS)
-                            .map_err(|e| self.err(o.peer.span().start + 1 + e.offset, e.message))?,
-                    ),
+                    RawIntOrExpr::Expr(src) => {
+                        IntArg::Expr(Expr::parse(src, &RANK_VARS).map_err(|e| {
+                            self.err(self.in_str(o.peer.span().start, e.offset), e.message)
+                        })?)
+                    }
                 };
                 Ok(P2pOp { send, peer })
             })
@@ -907,10 +1068,10 @@ impl Cx<'_> {
         }
     }
 
-    fn peer(&self, v: &Option<Spanned<i64>>, what: &str, ws: usize) -> R<usize> {
+    fn peer(&self, v: &Option<Spanned<i64>>, what: &str, ws: usize, op_at: usize) -> R<usize> {
         match v {
             Some(s) => self.rank_in_range(*s.get_ref(), s.span().start, ws),
-            None => Err(self.err(0, format!("`{what}` is required"))),
+            None => Err(self.err(op_at, format!("`{what}` is required"))),
         }
     }
 
@@ -949,12 +1110,21 @@ impl Cx<'_> {
                 .collect::<R<Vec<_>>>()?,
             None => vec![4],
         };
-        let numel: usize = shape.iter().product();
-        if numel > 1 << 28 {
-            return Err(self.at(
-                r.shape.as_ref().expect("shape"),
-                "tensor too large (over 2^28 elements)",
-            ));
+        let numel = shape
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(*d as u64))
+            .filter(|n| *n <= limits::MAX_TENSOR_ELEMENTS);
+        if numel.is_none() {
+            if let Some(s) = &r.shape {
+                return Err(self.at(
+                    s,
+                    format!(
+                        "tensor too large: {:?} has more than 2^28 elements (scen's limit is {} elements per tensor)",
+                        s.get_ref(),
+                        limits::MAX_TENSOR_ELEMENTS
+                    ),
+                ));
+            }
         }
         let device = match &r.device {
             Some(d) if ["xpu", "cuda", "cpu"].contains(&d.get_ref().as_str()) => {
@@ -993,10 +1163,19 @@ impl Cx<'_> {
 
     fn timeout(&self, t: &Option<Spanned<f64>>) -> R<Option<u64>> {
         match t {
-            Some(s) if *s.get_ref() > 0.0 && s.get_ref().is_finite() => {
+            Some(s)
+                if *s.get_ref() > 0.0
+                    && *s.get_ref() * 1000.0 <= limits::MAX_DURATION_MS as f64 =>
+            {
                 Ok(Some((*s.get_ref() * 1000.0).round() as u64))
             }
-            Some(s) => Err(self.at(s, "timeout_s must be a positive number of seconds")),
+            Some(s) => Err(self.at(
+                s,
+                format!(
+                    "timeout_s must be a positive number of seconds up to {} (scen's limit for a duration, 30 days)",
+                    limits::MAX_DURATION_MS / 1000
+                ),
+            )),
             None => Ok(None),
         }
     }
@@ -1009,7 +1188,7 @@ impl Cx<'_> {
                 let inner = src.trim().trim_start_matches('{').trim_end_matches('}');
                 IntArg::Expr(
                     Expr::parse(inner, &RANK_VARS)
-                        .map_err(|e| self.err(v.span().start + 1 + e.offset, e.message))?,
+                        .map_err(|e| self.err(self.in_str(v.span().start, e.offset), e.message))?,
                 )
             }
         }))
@@ -1037,7 +1216,7 @@ impl Cx<'_> {
             ));
         }
         interpolate(s, &RANK_VARS, &|_| 0.0)
-            .map_err(|e| self.err(d.span().start + 1 + e.offset, e.message))?;
+            .map_err(|e| self.err(self.in_str(d.span().start, e.offset), e.message))?;
         Ok(Some(s.clone()))
     }
 

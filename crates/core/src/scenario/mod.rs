@@ -7,6 +7,7 @@
 pub mod env;
 pub mod expr;
 pub mod fault;
+pub mod limits;
 pub mod load;
 pub mod model;
 pub mod raw;

@@ -172,12 +172,12 @@ pub fn output_shape(shape: [usize; 4], world: usize, op: A2aOp) -> Result<[usize
 
 /// The per-destination send chunks of this rank's `all_to_all_single`:
 /// element `j` goes to group rank `j` (world 1: the input itself).
-pub fn pack(
-    input: &[f32],
+pub fn pack<T: Copy>(
+    input: &[T],
     shape: [usize; 4],
     world: usize,
     op: A2aOp,
-) -> Result<Vec<Vec<f32>>, A2aError> {
+) -> Result<Vec<Vec<T>>, A2aError> {
     check_len(input.len(), shape)?;
     let recipe = Recipe::resolve(shape, world, op)?;
     if !issues_collective(world) {
@@ -193,19 +193,19 @@ pub fn pack(
 /// Reassembles what this rank received (`received[i]` from group rank `i`)
 /// into its output tensor and shape. `shape` is the per-rank *input* shape
 /// (identical on all ranks).
-pub fn unpack(
-    received: Vec<Vec<f32>>,
+pub fn unpack<T: Copy>(
+    received: Vec<Vec<T>>,
     shape: [usize; 4],
     world: usize,
     op: A2aOp,
-) -> Result<(Vec<f32>, [usize; 4]), A2aError> {
+) -> Result<(Vec<T>, [usize; 4]), A2aError> {
     let recipe = Recipe::resolve(shape, world, op)?;
     check_rank_count(received.len(), world)?;
     let numel = check_len(received.iter().map(Vec::len).sum(), shape)?;
     if received.iter().any(|c| c.len() * world != numel) {
         return Err(chunk_mismatch(shape, numel, &received, world));
     }
-    let flat: Vec<f32> = received.into_iter().flatten().collect();
+    let flat: Vec<T> = received.into_iter().flatten().collect();
     if !issues_collective(world) {
         return Ok((flat, shape));
     }
@@ -476,10 +476,10 @@ fn check_rank_count(actual: usize, world: usize) -> Result<(), A2aError> {
     }
 }
 
-fn chunk_mismatch(
+fn chunk_mismatch<T>(
     shape: [usize; 4],
     numel: usize,
-    received: &[Vec<f32>],
+    received: &[Vec<T>],
     world: usize,
 ) -> A2aError {
     let bad = received
@@ -502,7 +502,7 @@ fn row_major_strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// `data.view(shape).permute(perm).contiguous()`.
-fn permute(data: &[f32], shape: &[usize], perm: &[usize]) -> (Vec<f32>, Vec<usize>) {
+fn permute<T: Copy>(data: &[T], shape: &[usize], perm: &[usize]) -> (Vec<T>, Vec<usize>) {
     let src_strides = row_major_strides(shape);
     let out_shape: Vec<usize> = perm.iter().map(|p| shape[*p]).collect();
     let gather_strides: Vec<usize> = perm.iter().map(|p| src_strides[*p]).collect();
@@ -788,17 +788,17 @@ mod tests {
             Err(A2aError::ShapeMismatch { .. })
         ));
         assert_eq!(
-            pack(&[], [0, 2, 2, 1], 0, A2aOp::HEADS_TO_SEQUENCE),
+            pack::<f32>(&[], [0, 2, 2, 1], 0, A2aOp::HEADS_TO_SEQUENCE),
             Err(A2aError::ZeroWorld)
         );
         let empty = [usize::MAX, 0, 2, 1];
         assert!(matches!(
-            pack(&[], empty, 2, A2aOp::HEADS_TO_SEQUENCE),
+            pack::<f32>(&[], empty, 2, A2aOp::HEADS_TO_SEQUENCE),
             Err(A2aError::ShapeTooLarge { .. })
         ));
         let empty = [1 << 40, 0, 2, 1];
         let (sent, got) = (
-            pack(&[], empty, 2, A2aOp::HEADS_TO_SEQUENCE).unwrap(),
+            pack::<f32>(&[], empty, 2, A2aOp::HEADS_TO_SEQUENCE).unwrap(),
             vec![vec![], vec![]],
         );
         assert_eq!(sent, got);
@@ -810,7 +810,7 @@ mod tests {
         assert_eq!(want, got);
         let huge = [usize::MAX, 2, 2, 1];
         assert!(matches!(
-            pack(&[], huge, 2, A2aOp::HEADS_TO_SEQUENCE),
+            pack::<f32>(&[], huge, 2, A2aOp::HEADS_TO_SEQUENCE),
             Err(A2aError::ShapeMismatch { .. })
         ));
     }

@@ -487,12 +487,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         self.check_dtype(&backend, dtype, None)?;
         let n = input.numel();
-        let index: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        // Element indexes (not f32: exact past 2^24 elements).
+        let index: Vec<usize> = (0..n).collect();
         let chunks = a2a::pack(&index, shape, w, op).map_err(a2a_error)?;
         let esz = dtype.size_bytes();
-        let gather = |src: &[u8], idx: &[f32]| -> Vec<u8> {
+        let gather = |src: &[u8], idx: &[usize]| -> Vec<u8> {
             idx.iter()
-                .flat_map(|k| src[*k as usize * esz..(*k as usize + 1) * esz].to_vec())
+                .flat_map(|k| src[*k * esz..(*k + 1) * esz].to_vec())
                 .collect()
         };
         let sends: Vec<u8> = chunks.iter().flat_map(|c| gather(&input.data, c)).collect();
@@ -518,8 +519,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .run_algo(&name, &backend, &a2a, &mut t)
             .await?
             .unwrap_or(t);
-        let positions: Vec<Vec<f32>> = (0..w)
-            .map(|r| (r * n / w..(r + 1) * n / w).map(|k| k as f32).collect())
+        let positions: Vec<Vec<usize>> = (0..w)
+            .map(|r| (r * n / w..(r + 1) * n / w).collect())
             .collect();
         let (order, _) = a2a::unpack(positions, shape, w, op).map_err(a2a_error)?;
         let out = Tensor {

@@ -1,11 +1,16 @@
 //! `[[faults]]` validation: which fields belong to which kind, ranges, and node/rank/step
 //! references, each error naming file:line:col like the rest of load.rs.
 
+use crate::scenario::limits;
+
 use super::{Cx, R};
 use crate::scenario::fault::{Fault, FaultKind, LinkSets};
 use crate::scenario::model::{Selector, Step, World};
 use crate::scenario::raw::RawFault;
 use toml::Spanned;
+
+/// A slow fault's largest factor: with step_ms up to 30 days, times stay far from overflow.
+const MAX_SLOW_FACTOR: f64 = 1_000_000.0;
 
 const KINDS: &str =
     "crash, crash_node, bounce, partition, hold, loss, latency, slow, late_start, env";
@@ -191,8 +196,13 @@ impl Cx<'_> {
             "slow" => FaultKind::Slow {
                 on: on()?,
                 factor: match &f.factor {
-                    Some(x) if *x.get_ref() >= 1.0 && x.get_ref().is_finite() => *x.get_ref(),
-                    Some(x) => return Err(self.at(x, "factor must be a number >= 1.0")),
+                    Some(x) if (1.0..=MAX_SLOW_FACTOR).contains(x.get_ref()) => *x.get_ref(),
+                    Some(x) => {
+                        return Err(self.at(
+                            x,
+                            format!("factor must be a number between 1.0 and {MAX_SLOW_FACTOR} (scen's limit)"),
+                        ))
+                    }
                     None => return Err(self.at(kind, "a slow fault needs `factor`")),
                 },
                 step_ms: self.ms(&f.step_ms, "step_ms")?.unwrap_or(1000),
@@ -220,8 +230,16 @@ impl Cx<'_> {
     fn ms(&self, v: &Option<Spanned<i64>>, what: &str) -> R<Option<u64>> {
         match v {
             None => Ok(None),
-            Some(s) if *s.get_ref() >= 0 => Ok(Some(*s.get_ref() as u64)),
-            Some(s) => Err(self.at(s, format!("{what} must be >= 0"))),
+            Some(s) if (0..=limits::MAX_DURATION_MS as i64).contains(s.get_ref()) => {
+                Ok(Some(*s.get_ref() as u64))
+            }
+            Some(s) => Err(self.at(
+                s,
+                format!(
+                    "{what} must be between 0 and {} (scen's limit for a duration, 30 days)",
+                    limits::MAX_DURATION_MS
+                ),
+            )),
         }
     }
 

@@ -9,6 +9,7 @@ use super::super::model::*;
 use super::super::raw::RawStep;
 use super::{Cx, R};
 use crate::dtype::DType;
+use crate::scenario::limits;
 use toml::Spanned;
 
 /// Coordinators whose device group a rank can name by kind, and `<kind>_cpu` for the gloo group.
@@ -147,18 +148,55 @@ impl Cx<'_> {
             "broadcast_pyobj" => StepKind::BroadcastPyobj {
                 payload_bytes: self.count(&r.payload_bytes, 64, 0, "payload_bytes")?,
             },
-            _ => StepKind::DenoiseStep {
-                model: DenoiseModel {
+            _ => {
+                let model = DenoiseModel {
                     batch: self.count(&r.batch, 1, 1, "batch")?,
                     seq: self.count(&r.seq, 64, 1, "seq")?,
                     heads: self.count(&r.heads, 12, 1, "heads")?,
                     head_dim: self.count(&r.head_dim, 8, 1, "head_dim")?,
                     layers: self.count(&r.layers, 2, 0, "layers")?,
-                },
-                dtype: self.dtype_or(&r.dtype, DType::BF16)?,
-                payload_bytes: self.count(&r.payload_bytes, 64, 0, "payload_bytes")?,
-            },
+                };
+                self.check_denoise(&model, r)?;
+                StepKind::DenoiseStep {
+                    model,
+                    dtype: self.dtype_or(&r.dtype, DType::BF16)?,
+                    payload_bytes: self.count(&r.payload_bytes, 64, 0, "payload_bytes")?,
+                }
+            }
         })
+    }
+
+    /// A denoise step's activation and the program's total denoise work stay within
+    /// [`limits::MAX_DENOISE_ELEMENTS`] and [`limits::MAX_DENOISE_WORK`].
+    fn check_denoise(&self, m: &DenoiseModel, r: &RawStep) -> R<()> {
+        let at = r.op.as_ref().map_or(0, |o| o.span().start);
+        let elements = [m.batch, m.seq, m.heads, m.head_dim]
+            .iter()
+            .fold(1u64, |a, d| a.saturating_mul(*d as u64));
+        if elements > limits::MAX_DENOISE_ELEMENTS {
+            return Err(self.err(
+                at,
+                format!(
+                    "denoise_step activation too large: batch x seq x heads x head_dim = {elements} elements (scen's limit is {})",
+                    limits::MAX_DENOISE_ELEMENTS
+                ),
+            ));
+        }
+        let work = self
+            .denoise_work
+            .get()
+            .saturating_add(elements.saturating_mul(m.layers.max(1) as u64));
+        if work > limits::MAX_DENOISE_WORK {
+            return Err(self.err(
+                at,
+                format!(
+                    "denoise_step work too large: layers x activation elements over the program reach {work} (scen's limit is {}); use fewer layers or smaller dimensions",
+                    limits::MAX_DENOISE_WORK
+                ),
+            ));
+        }
+        self.denoise_work.set(work);
+        Ok(())
     }
 
     fn initialize_model_parallel(&self, r: &RawStep) -> R<StepKind> {
