@@ -154,7 +154,8 @@ pub struct TestArgs {
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
     /// Where snapshots live: a directory, or `beside` (NAME.snap next to NAME.toml).
-    /// Default: `snapshots` in scen.toml's `[test]`, else snapshots/ beside the scenario directory.
+    /// Default: `[test] snapshots` of the nearest scen.toml above the first path (then above the
+    /// current directory), else ./snapshots.
     #[arg(long, value_name = "DIR|beside")]
     pub snapshots: Option<String>,
 }

@@ -199,3 +199,23 @@ fn review_on_a_terminal_rejects_and_accepts() {
     assert_eq!(code, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_project_scen_toml_is_found_from_the_scenario_path_not_only_the_cwd() {
+    let dir = project("elsewhere");
+    std::fs::write(dir.join("scen.toml"), "[test]\nsnapshots = \"snaps\"\n").unwrap();
+    let (code, out, _) = scen_in(&dir, &["test", "suite", "--update"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(dir.join("snaps/missing_rank_all_reduce.snap").is_file());
+    // From another directory, with an absolute path: the same snapshots, the same relative
+    // scenario paths inside them, so everything passes and nothing is written where we stand.
+    let other = std::env::temp_dir().join(format!("scen-suite-other-{}", std::process::id()));
+    std::fs::create_dir_all(&other).unwrap();
+    let abs = dir.join("suite");
+    let (code, out, _) = scen_in(&other, &["test", abs.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
+    assert!(!other.join("snapshots").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&other);
+}

@@ -26,7 +26,11 @@ pub fn test(args: TestArgs) -> ExitCode {
         args.paths.clone()
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let (snapshots, root) = match suite::locate_snapshots(args.snapshots.as_deref(), &cwd) {
+    let (snapshots, root) = match suite::locate_snapshots(
+        args.snapshots.as_deref(),
+        paths.first().map(PathBuf::as_path),
+        &cwd,
+    ) {
         Ok(x) => x,
         Err(e) => return fail(e.to_string()),
     };

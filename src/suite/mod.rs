@@ -3,7 +3,8 @@
 //! same seed gives the same trace, and say per scenario what passed or failed.
 //!
 //! Snapshots are insta-compatible (see [`snapshot`]); where they live comes from `--snapshots`,
-//! else `[test] snapshots` in a `scen.toml` (searched from the current directory upwards),
+//! else `[test] snapshots` in a `scen.toml` (searched upwards from the first scenario path, then
+//! from the current directory),
 //! else `snapshots/` in the current directory.
 
 pub mod junit;
@@ -175,15 +176,35 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), SuiteError> {
 }
 
 /// The snapshot location: `flag`, else `[test] snapshots` of the nearest `scen.toml` at or
-/// above `cwd`, else `cwd/snapshots`. Also gives the root that paths are relative to.
-pub fn locate_snapshots(flag: Option<&str>, cwd: &Path) -> Result<(Location, PathBuf), SuiteError> {
+/// above the first scenario path (so `scen test /repo/scenarios` from anywhere finds the
+/// repo's snapshots, as cargo finds a manifest), else at or above `cwd`, else `cwd/snapshots`.
+/// Also gives the root that paths are relative to.
+pub fn locate_snapshots(
+    flag: Option<&str>,
+    first_path: Option<&Path>,
+    cwd: &Path,
+) -> Result<(Location, PathBuf), SuiteError> {
     if let Some(f) = flag {
         return Ok((Location::parse(f, cwd), cwd.to_path_buf()));
     }
-    for dir in cwd.ancestors() {
-        let cfg = dir.join("scen.toml");
-        if cfg.is_file() {
-            return Ok((config_location(&cfg, dir)?, dir.to_path_buf()));
+    let from_path = first_path.map(|p| {
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            cwd.join(p)
+        };
+        if p.is_dir() {
+            p
+        } else {
+            p.parent().map(Path::to_path_buf).unwrap_or(p)
+        }
+    });
+    for start in from_path.iter().map(PathBuf::as_path).chain([cwd]) {
+        for dir in start.ancestors() {
+            let cfg = dir.join("scen.toml");
+            if cfg.is_file() {
+                return Ok((config_location(&cfg, dir)?, dir.to_path_buf()));
+            }
         }
     }
     Ok((Location::Dir(cwd.join("snapshots")), cwd.to_path_buf()))
