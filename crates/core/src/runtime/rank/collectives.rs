@@ -1,0 +1,399 @@
+//! Collectives: tensors, per-op timeouts, dtype/device checks, the call itself through core's
+//! algorithms or the device library, async works, result checks and barrier (R26-R32).
+
+use super::*;
+use crate::c10d::collective::CollOp;
+use crate::c10d::error::{self, C10dError};
+use crate::dtype::DType;
+use crate::reduce::{self, ReduceOp};
+use crate::runtime::coll::{self, AsyncProbe, CallShape, Coll, OutVars};
+use crate::runtime::link::{CallInfo, FabricLink};
+use crate::runtime::net::{Clock, Net};
+use crate::scenario::expr::{format_number, Expr};
+use crate::scenario::{CollStep, TensorSpec};
+use crate::tensor::Tensor;
+use crate::trace::{EventKind, Probe};
+
+impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    /// The tensor a step creates on this rank.
+    pub(super) fn make_tensor(&self, spec: &TensorSpec) -> (Tensor, String) {
+        let n = spec.shape.iter().product::<usize>();
+        let t = Tensor::from_fn(spec.dtype, spec.shape.clone(), |i| {
+            spec.fill.eval(&|v| match v {
+                "i" => i as f64,
+                "n" => n as f64,
+                other => self.var(other),
+            })
+        });
+        let dev = spec
+            .device
+            .clone()
+            .unwrap_or_else(|| self.accel().to_string());
+        (t, dev)
+    }
+
+    /// The timeout rule of a backend for one call (R29, R31).
+    pub(super) fn op_timeout(
+        &self,
+        backend: &str,
+        pg: &Pg,
+        seq: u64,
+        op: &str,
+        numel: usize,
+    ) -> Option<(u64, C10dError)> {
+        let deadline = self.now() + pg.timeout_ms;
+        match backend {
+            "gloo" => Some((deadline, error::gloo_recv_timeout(pg.timeout_ms))),
+            "nccl" => Some((
+                deadline,
+                error::nccl_watchdog(
+                    self.world.as_ref().map(|w| w.rank).unwrap_or(0),
+                    seq,
+                    op,
+                    numel,
+                    pg.timeout_ms,
+                ),
+            )),
+            _ if self
+                .spec
+                .env
+                .get("TORCH_XCCL_BLOCKING_WAIT")
+                .map(|s| s.as_str())
+                == Some("1") =>
+            {
+                Some((deadline, error::xccl_work_timeout(pg.timeout_ms)))
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn check_dtype(&self, backend: &str, dtype: DType, op: Option<ReduceOp>) -> Res<()> {
+        let r = match backend {
+            "gloo" => reduce::check_gloo(dtype, op),
+            _ => reduce::check_xccl(dtype, op),
+        };
+        r.map_err(|e| C10dError {
+            kind: e.kind,
+            message: e.message,
+        })
+    }
+
+    /// R37: XCCL serves XPU tensors only (reachable when a group maps another device type to
+    /// xccl, e.g. `backend = "cpu:xccl,xpu:xccl"`).
+    pub(super) fn check_device(&self, backend: &str, dev: &str) -> Res<()> {
+        if backend == "xccl" && dev != "xpu" {
+            return Err(error::value("Tensors must be XPU and dense"));
+        }
+        Ok(())
+    }
+
+    pub(super) async fn collective(&mut self, c: &CollStep) -> Res<String> {
+        let op = c.op.name();
+        let Some(name) = self.resolve_group(&c.group)? else {
+            if let Some(w) = &c.work {
+                self.works.insert(w.clone(), Work::None);
+            }
+            return self.non_member(op, &c.expect);
+        };
+        let dev = c
+            .tensor
+            .device
+            .clone()
+            .unwrap_or_else(|| self.accel().to_string());
+        let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
+        self.check_device(&backend, &dev)?;
+        let reduce_op = c.op.reduces().then_some(c.reduce_op);
+        let post_error = if backend == "gloo" {
+            self.check_dtype(&backend, c.tensor.dtype, reduce_op).err()
+        } else {
+            self.check_dtype(&backend, c.tensor.dtype, reduce_op)?;
+            None
+        };
+        let me = self.world()?.rank;
+        let pg = &self.pgs[&name];
+        let (members, me_g) = (pg.ranks.len(), pg.group_rank(me).expect("member"));
+        let root = match c.root {
+            Some(r) => Some(pg.group_rank(r).ok_or_else(|| {
+                error::value(format!("Global rank {r} is not part of group {}", pg.label))
+            })?),
+            None => None,
+        };
+        let call = CallShape {
+            members,
+            me: me_g,
+            root,
+            splits: coll::eval_splits(c, members, &|v| self.var(v))?,
+            post_error,
+        };
+        let (t, coll) = coll::build(c, &call, &|v| self.var(v))?;
+        if detail::enabled(&self.spec.env, &backend) {
+            if let Some(fp) = detail::FingerPrint::of(c, &t, &dev, self.pgs[&name].seq) {
+                self.detail_checks(&name, fp).await?;
+            }
+        }
+        if backend != "gloo" {
+            self.ensure_comm(&name, &dev, &backend, None).await?;
+        }
+        if let Some(w) = &c.work {
+            let probe = AsyncProbe {
+                inner: self.env.probe.clone(),
+                state: Default::default(),
+            };
+            let fut = self.call_future(&name, &backend, &coll, t, probe.clone())?;
+            let handle = tokio::task::spawn_local(fut);
+            self.works.insert(
+                w.clone(),
+                Work::Pending {
+                    handle,
+                    step: Box::new(c.clone()),
+                    call,
+                    probe,
+                },
+            );
+            return Ok(format!("enqueued (async_op, work \"{w}\")"));
+        }
+        let mut t = t;
+        let out = self.run_algo(&name, &backend, &coll, &mut t).await?;
+        self.coll_result(c, &call, t, out)
+    }
+
+    /// R27: a call on a group this rank is not in warns and does nothing. Its `expect` does not
+    /// apply here, which the report says (a note) rather than counting it as checked.
+    pub(super) fn non_member(&self, op: &str, expect: &Option<Expr>) -> Res<String> {
+        let r = self.world()?.rank;
+        self.event(
+            EventKind::Warn,
+            format!("Running {op} on global rank {r} which does not belong to the given group."),
+        );
+        if expect.is_some() {
+            self.event(
+                EventKind::Info,
+                format!(
+                    "{} on rank {r}: not a member of the group, the call is a no-op (R27)",
+                    crate::verdict::EXPECT_NOT_APPLIED
+                ),
+            );
+            return Ok("not a member: no-op; its expect does not apply".into());
+        }
+        Ok("not a member: no-op".into())
+    }
+
+    /// `work.wait()`: blocks until the async call finishes and checks its result.
+    pub(super) async fn wait_work(&mut self, work: &str) -> Res<String> {
+        match self.works.remove(work) {
+            None => Err(error::runtime(format!(
+                "work `{work}` was never started on this rank (its async_op step did not run here)"
+            ))),
+            Some(Work::None) => Err(C10dError {
+                kind: "AttributeError",
+                message: "'NoneType' object has no attribute 'wait'".into(),
+            }),
+            Some(Work::Pending {
+                handle,
+                step,
+                call,
+                probe,
+            }) => {
+                probe.start_waiting(self.env.proc_rank, self.step);
+                let r = handle.await;
+                self.wait(None);
+                let (t, out) =
+                    r.map_err(|e| error::runtime(format!("work `{work}` was lost: {e}")))??;
+                self.coll_result(&step, &call, t, out)
+            }
+        }
+    }
+
+    /// The call's output on this rank, checked against the step's `expect`.
+    pub(super) fn coll_result(
+        &self,
+        c: &CollStep,
+        call: &CallShape,
+        t: Tensor,
+        out: Option<Tensor>,
+    ) -> Res<String> {
+        if let Some(e) = &call.post_error {
+            return Err(e.clone());
+        }
+        let is_root = call.root == Some(call.me);
+        if matches!(c.op, CollOp::Reduce | CollOp::Gather) && !is_root {
+            let what = if c.op == CollOp::Reduce {
+                "not dst: tensor unchanged"
+            } else {
+                "not dst: sent"
+            };
+            let vals = t.to_f64_vec();
+            return Ok(format!("{} ({what})", summarize(&vals, t.digest())));
+        }
+        let out = out.unwrap_or(t);
+        let vars = coll::out_vars(c, call, out.numel());
+        self.check_values(&c.tensor, &c.expect, &out, &vars)
+    }
+
+    pub(super) async fn run_algo(
+        &mut self,
+        name: &str,
+        backend: &str,
+        coll: &Coll,
+        t: &mut Tensor,
+    ) -> Res<Option<Tensor>> {
+        let probe = self.env.probe.clone();
+        let fut = self.call_future(name, backend, coll, t.clone(), probe)?;
+        let (done, out) = fut.await?;
+        *t = done;
+        Ok(out)
+    }
+
+    /// One collective call as a future that owns what it needs, so an `async_op` call can run
+    /// as its own task while the program goes on.
+    pub(super) fn call_future<Q: Probe>(
+        &mut self,
+        name: &str,
+        backend: &str,
+        coll: &Coll,
+        mut t: Tensor,
+        probe: Q,
+    ) -> Res<impl std::future::Future<Output = CallResult> + 'static> {
+        let me = self.world()?.rank;
+        let pg = self.pgs.get_mut(name).expect("pg");
+        pg.seq += 1;
+        let seq = pg.seq;
+        let pg = &self.pgs[name];
+        let call = self.call_begin(calls::spec_of(coll, name, backend, seq, &t, &pg.ranks));
+        let pg = &self.pgs[name];
+        let info = CallInfo {
+            proc_rank: self.env.proc_rank,
+            step: self.step,
+            group: format!("{} ({})", pg.label, pg.name),
+            seq,
+            op: coll.name().to_string(),
+            timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
+            peer_exit_is_error: backend == "gloo",
+            device: backend != "gloo",
+        };
+        let fabric = self.fabric.clone();
+        let clock = self.env.clock.clone();
+        let members = pg.ranks.clone();
+        let me_g = pg.group_rank(me).expect("member");
+        let tag = format!("{}/{backend}/{seq}", pg.name);
+        let coll = coll.clone();
+        let device = self.env.device.clone().filter(|_| backend != "gloo");
+        let comm = self.comm_ref(name, &members, me, None);
+        let since_ms = self.now();
+        let span =
+            tracing::info_span!("call", group = %pg.name, label = %pg.label, seq, op = %info.op);
+        span.in_scope(|| tracing::debug!(t_ms = since_ms, "call started"));
+        let fut = async move {
+            if let Some(d) = device {
+                let r = device_ops::run_on_device(
+                    &*d, &comm, &coll, &mut t, &info, &probe, &members, since_ms,
+                )
+                .await;
+                calls::end_record(&probe, &clock, call, r.is_ok());
+                return r.map(|out| (t, out));
+            }
+            let link = FabricLink {
+                fabric: &fabric,
+                clock: &clock,
+                probe: &probe,
+                members: &members,
+                me: me_g,
+                tag,
+                info,
+                error: Default::default(),
+            };
+            let r = match coll.run(&coll::OnLink(&link), &mut t).await {
+                Err(crate::algo::CollectiveError::Mismatch(why))
+                    if !link.info.peer_exit_is_error =>
+                {
+                    Err(link.wait_out_mismatch(&why).await)
+                }
+                r => r,
+            };
+            calls::end_record(&probe, &clock, call, r.is_ok());
+            match r {
+                Ok(out) => Ok((t, out)),
+                Err(e) => Err(link
+                    .error
+                    .borrow()
+                    .clone()
+                    .unwrap_or_else(|| error::runtime(e.to_string()))),
+            }
+        };
+        Ok(tracing::Instrument::instrument(fut, span))
+    }
+
+    pub(super) fn check_values(
+        &self,
+        spec: &TensorSpec,
+        expect: &Option<Expr>,
+        out: &Tensor,
+        vars: &OutVars,
+    ) -> Res<String> {
+        let vals = out.to_f64_vec();
+        let summary = summarize(&vals, out.digest());
+        let Some(expect) = expect else {
+            return Ok(summary);
+        };
+        for (i, got) in vals.iter().enumerate() {
+            let want = expect.eval(&|v| vars.get(i, v).unwrap_or_else(|| self.var(v)));
+            let want_cast = Tensor::from_fn(spec.dtype, vec![1], |_| want).get_f64(0);
+            let tol = f64::from(spec.expect_ulps) * spec.dtype.ulp(want_cast);
+            let same = *got == want_cast || (got.is_nan() && want_cast.is_nan());
+            let within = (got - want_cast).abs() <= tol;
+            if !same && !within {
+                self.event(
+                    EventKind::Error,
+                    format!(
+                        "value mismatch at element {i}: got {}, expected {} ({})",
+                        format_number(*got),
+                        format_number(want_cast),
+                        expect
+                    ),
+                );
+                return Err(C10dError {
+                    kind: "ValueMismatch",
+                    message: format!(
+                        "element {i}: got {}, expected {}",
+                        format_number(*got),
+                        format_number(want_cast)
+                    ),
+                });
+            }
+        }
+        Ok(format!("{summary} (values as expected)"))
+    }
+
+    pub(super) async fn barrier(&mut self, group: &Option<String>) -> Res<String> {
+        let Some(name) = self.resolve_group(group)? else {
+            let r = self.world()?.rank;
+            self.event(
+                EventKind::Warn,
+                format!(
+                    "Running barrier on global rank {r} which does not belong to the given group."
+                ),
+            );
+            return Ok("not a member: no-op".into());
+        };
+        // R6: device_ids, bound device, CPU for CPU-only groups, else the accelerator.
+        let pg = &self.pgs[&name];
+        let bound = self.world()?.bound.clone();
+        let dev = if let Some(b) = bound {
+            b.ty
+        } else if pg.config.map.keys().all(|d| d == "cpu") || self.accel() == "cpu" {
+            "cpu".to_string()
+        } else if pg.config.map.contains_key(self.accel()) {
+            self.accel().to_string()
+        } else {
+            "cpu".to_string()
+        };
+        let backend = pg.config.backend_for(&dev)?.to_string();
+        if backend != "gloo" {
+            self.ensure_comm(&name, &dev, &backend, None).await?;
+        }
+        let mut t = Tensor::from_fn(DType::F32, vec![1], |_| 0.0);
+        self.run_algo(&name, &backend, &Coll::barrier(), &mut t)
+            .await?;
+        Ok(format!("passed ({dev}:{backend})"))
+    }
+}

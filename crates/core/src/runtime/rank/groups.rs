@@ -1,0 +1,279 @@
+//! Groups: new_group (names, members, the local-sync path), destroy, group handles and
+//! the lazy device communicators (c10d.md R18-R25).
+
+use super::*;
+use crate::c10d::backend::{self, BackendConfig};
+use crate::c10d::error;
+use crate::c10d::naming;
+use crate::c10d::store::{join_key, StoreError};
+use crate::runtime::net::{Clock, Net};
+use crate::trace::{EventKind, Probe};
+
+impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn new_group(
+        &mut self,
+        ranks: &Option<Vec<usize>>,
+        backend_arg: &Option<String>,
+        local_sync: bool,
+        device_id: &Option<String>,
+        timeout_ms: Option<u64>,
+        handle: &Option<String>,
+    ) -> Res<String> {
+        let (me, ws, default_config, bound, default_timeout) = {
+            let w = self.world()?;
+            (
+                w.rank,
+                w.world_size,
+                w.config.clone(),
+                w.bound.clone(),
+                w.timeout_ms,
+            )
+        };
+        let _ = default_timeout;
+        let mut ranks: Vec<usize> = ranks.clone().unwrap_or_else(|| (0..ws).collect());
+        ranks.sort();
+        if ranks.windows(2).any(|w| w[0] == w[1]) {
+            return Err(error::value(format!(
+                "ranks list must not contain duplicate entries, got {ranks:?}"
+            )));
+        }
+        if ranks.len() > ws {
+            return Err(error::value("the new group's world size should be less or equal to the world size set by init_process_group"));
+        }
+        if let Some(bad) = ranks.iter().find(|r| **r >= ws) {
+            return Err(error::value(format!(
+                "Rank {bad} is out of range. Valid ranks are 0 to {} (world_size={ws})",
+                ws - 1
+            )));
+        }
+        let backend_s = backend_arg
+            .as_ref()
+            .map(|b| self.expand(b))
+            .unwrap_or(default_config.original.clone());
+        let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
+        let device = match device_id {
+            None => bound.clone(),
+            Some(d) => {
+                let d = self.device(d)?;
+                if bound.as_ref().is_some_and(|b| *b != d) {
+                    return Err(error::mismatched_bound_device());
+                }
+                Some(d)
+            }
+        };
+        let timeout_ms = timeout_ms.unwrap_or_else(|| {
+            let scale = self.env.scenario.time_scale;
+            scale.apply(backend::default_timeout_ms(&config))
+        });
+        let member = ranks.contains(&me);
+        let label = handle.clone().unwrap_or_else(|| "unnamed".into());
+        if local_sync && !member {
+            self.set_handle(handle, Handle::NonMember);
+            return Ok(format!(
+                "not a member of {ranks:?} (local synchronization: no name taken)"
+            ));
+        }
+        let name = if local_sync {
+            naming::hashed_name(&ranks, self.group_count)
+        } else {
+            self.env.probe.group(&GroupRecord {
+                rank: me,
+                generation: self.group_generation,
+                index: self.group_count,
+                ranks: ranks.clone(),
+                backend: config.original.clone(),
+                label: label.clone(),
+                step: self.step,
+                line: self.env.scenario.steps[self.step].loc.line,
+            });
+            naming::counter_name(self.group_count)
+        };
+        self.group_count += 1;
+        if !member {
+            self.set_handle(handle, Handle::NonMember);
+            if barrier_after_init(&self.spec) {
+                self.store_barrier(&name, ws, timeout_ms).await?;
+            }
+            return Ok(format!(
+                "group \"{name}\" {ranks:?}: not a member (NON_GROUP_MEMBER)"
+            ));
+        }
+        config.check_built_in()?;
+        config.check_known()?;
+        let prefixes = vec![
+            "default_pg".to_string(),
+            "0/".to_string(),
+            format!("{name}/"),
+        ];
+        let pg = self.make_pg(
+            name.clone(),
+            label,
+            ranks.clone(),
+            config,
+            timeout_ms,
+            prefixes,
+        );
+        let describe = pg.config.describe();
+        self.pgs.insert(name.clone(), pg);
+        self.set_handle(handle, Handle::Member(name.clone()));
+        self.construct_backends(&name).await?;
+        self.post_construct(&name, &device).await?;
+        if barrier_after_init(&self.spec) {
+            let n = if local_sync { ranks.len() } else { ws };
+            self.store_barrier(&name, n, timeout_ms).await?;
+        }
+        Ok(format!("group \"{name}\" {ranks:?} backends {describe}"))
+    }
+
+    pub(super) fn set_handle(&mut self, handle: &Option<String>, h: Handle) {
+        if let Some(name) = handle {
+            self.handles.insert(name.clone(), h);
+        }
+    }
+
+    /// R13.
+    pub(super) fn destroy(&mut self, group: &Option<String>) -> Res<String> {
+        match group {
+            None => {
+                self.world.take().ok_or_else(error::not_initialized)?;
+                let n = self.pgs.len();
+                self.pgs.clear();
+                self.handles.clear();
+                self.group_count = 0;
+                self.group_generation += 1;
+                Ok(format!("destroyed {n} groups; group counter reset to 0"))
+            }
+            Some(h) => match self.handles.get(h).cloned() {
+                Some(Handle::NonMember) => Ok("NON_GROUP_MEMBER: nothing to destroy".into()),
+                Some(Handle::Member(name)) => {
+                    self.pgs.remove(&name);
+                    self.handles.remove(h);
+                    Ok(format!("destroyed group \"{name}\""))
+                }
+                None => Err(error::value("Invalid process group specified")),
+            },
+        }
+    }
+
+    /// Resolves a step's group: `Ok(None)` for a non-member (R27).
+    pub(super) fn resolve_group(&self, group: &Option<String>) -> Res<Option<String>> {
+        self.world()?;
+        match group {
+            None => Ok(Some("0".into())),
+            Some(h) => match self.handles.get(h) {
+                Some(Handle::Member(name)) if self.pgs.contains_key(name) => Ok(Some(name.clone())),
+                Some(Handle::Member(_)) => Err(error::value("Invalid process group specified")),
+                Some(Handle::NonMember) => Ok(None),
+                None => Err(error::runtime(format!(
+                    "group `{h}` was never created on this rank (its new_group step did not run here)"
+                ))),
+            },
+        }
+    }
+
+    /// R24/R38: the device communicator, created lazily through a store key.
+    pub(super) async fn ensure_comm(
+        &mut self,
+        name: &str,
+        dev: &str,
+        backend: &str,
+        pair: Option<(usize, usize)>,
+    ) -> Res<()> {
+        let comm_key = match pair {
+            Some((a, b)) => format!("{dev}:{a}:{b}"),
+            None => dev.to_string(),
+        };
+        if self.pgs[name].comms.contains_key(&comm_key) {
+            return Ok(());
+        }
+        let me = self.world()?.rank;
+        let pg = self.pgs.get_mut(name).expect("pg");
+        let counter = pg.store_counter.entry(dev.to_string()).or_insert(0);
+        let local_key = counter.to_string();
+        *counter += 1;
+        let mut prefixes = pg.prefixes.clone();
+        prefixes.push(format!("{dev}/"));
+        let key = join_key(&prefixes, &local_key);
+        let members: Vec<usize> = match pair {
+            Some((a, b)) => vec![a.min(b), a.max(b)],
+            None => pg.ranks.clone(),
+        };
+        let (timeout_ms, label) = (pg.timeout_ms, format!("{} ({})", pg.label, pg.name));
+        let store = self.world()?.store.clone();
+        let device = self.env.device.clone();
+        let uid = if members[0] == me {
+            let uid = match &device {
+                Some(d) => d.unique_id()?,
+                None => format!("{backend}-uid:{key}").into_bytes(),
+            };
+            store.set(&key, &uid).await.map_err(|e| self.store_err(e))?;
+            uid
+        } else {
+            let inner = error::store_wait_timeout(timeout_ms, &key).to_string();
+            let err = error::unique_id_timeout(backend, me, &local_key, &inner);
+            self.store_get(
+                &key,
+                Some(timeout_ms),
+                vec![members[0]],
+                format!("{backend} communicator of group {label}: store get unique id '{key}' from rank {}", members[0]),
+                Some(label.clone()),
+                Some(err.clone()),
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::Timeout { .. } => err.clone(),
+                other => self.store_err(other),
+            })?
+        };
+        if let Some(d) = device {
+            let comm = self.comm_ref(name, &members, me, pair);
+            self.init_device_comm(&*d, &comm, &uid, &members, &label)
+                .await?;
+            self.pgs
+                .get_mut(name)
+                .expect("pg")
+                .comms
+                .insert(comm_key, ());
+            return Ok(());
+        }
+        // The library's own bootstrap: every member must join; oneCCL/NCCL init never times out.
+        let pos = members.iter().position(|m| *m == me).expect("member");
+        store
+            .set(
+                &format!("{key}/addr/{pos}"),
+                self.fabric.address().as_bytes(),
+            )
+            .await
+            .map_err(|e| self.store_err(e))?;
+        // Every member must join this communicator, even one whose address gloo already knows.
+        for (i, m) in members.iter().enumerate() {
+            if *m == me {
+                continue;
+            }
+            let k = format!("{key}/addr/{i}");
+            let v = self
+                .store_get(
+                    &k,
+                    None,
+                    vec![*m],
+                    format!("{backend} communicator init of group {label}: waiting for rank {m} to join"),
+                    Some(label.clone()),
+                    None,
+                )
+                .await
+                .map_err(|e| self.store_err(e))?;
+            self.fabric.learn(*m, &String::from_utf8_lossy(&v));
+        }
+        self.pgs
+            .get_mut(name)
+            .expect("pg")
+            .comms
+            .insert(comm_key, ());
+        self.event(
+            EventKind::Info,
+            format!("{backend} communicator ready for group {label} (store key {key})"),
+        );
+        Ok(())
+    }
+}

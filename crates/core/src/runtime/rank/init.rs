@@ -1,0 +1,449 @@
+//! Rendezvous and the default group: init_process_group, the TCPStore (served or joined),
+//! waitForWorkers, backend construction and the store-based barrier (c10d.md R7-R17).
+
+use super::*;
+use crate::c10d::backend::{self, BackendConfig, Device};
+use crate::c10d::error::{self, C10dError};
+use crate::c10d::rendezvous;
+use crate::c10d::store::{self, join_key, StoreClient, StoreError};
+use crate::runtime::net::{Clock, Net};
+use crate::scenario::Launcher;
+use crate::trace::{EventKind, Probe, Wait};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    pub(super) async fn init_process_group(
+        &mut self,
+        backend: &Option<String>,
+        init_method: &Option<String>,
+        device_id: &Option<String>,
+        timeout_ms: Option<u64>,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+    ) -> Res<String> {
+        if self.world.is_some() {
+            return Err(error::init_twice());
+        }
+        let device = device_id.as_ref().map(|d| self.device(d)).transpose()?;
+        if let Some(d) = &device {
+            self.check_device_id(d)?;
+        }
+        let backend_s = match backend {
+            Some(b) => self.expand(b),
+            None => match &device {
+                Some(d) => backend::default_backend_for(&d.ty)
+                    .unwrap_or("undefined")
+                    .to_string(),
+                None => "undefined".to_string(),
+            },
+        };
+        let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
+        config.check_built_in()?;
+        let timeout_ms = timeout_ms.unwrap_or_else(|| {
+            let scale = self.env.scenario.time_scale;
+            scale.apply(backend::default_timeout_ms(&config))
+        });
+        let url = init_method
+            .as_ref()
+            .map(|u| self.expand(u))
+            .unwrap_or_else(|| "env://".into());
+        let rv = rendezvous::resolve(&url, rank, world_size, &self.spec.env)?;
+        if rv.world_size > crate::scenario::limits::MAX_WORLD_SIZE {
+            return Err(error::limit(format!(
+                "init_process_group world_size={} is over scen's limit of {} ranks",
+                rv.world_size,
+                crate::scenario::limits::MAX_WORLD_SIZE
+            )));
+        }
+        if let Some(path) = &rv.file {
+            return Err(error::runtime(format!(
+                "file://{path}: scen does not model FileStore rendezvous yet; use env:// or tcp://"
+            )));
+        }
+        let deadline = self.now() + timeout_ms;
+        // Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE): every rank
+        // is a client and nobody waits for workers.
+        let agent_store = self.env.scenario.world.launcher == Launcher::Torchrun;
+        if rv.rank == 0 && !agent_store {
+            self.start_store_server(rv.port).await?;
+        }
+        let store = Rc::new(
+            self.connect_store(&rv.host, rv.port, timeout_ms, deadline)
+                .await?,
+        );
+        self.wait_for_workers(&store, &rv, timeout_ms).await?;
+        config.check_known()?;
+        if rv.rank >= rv.world_size {
+            // The backend is built for ranks 0..world_size: a rank outside has no place in it
+            // (gloo's context enforces rank < size; the model would have no group rank).
+            return Err(error::value(format!(
+                "Rank {} is out of range. Valid ranks are 0 to {} (world_size={})",
+                rv.rank,
+                rv.world_size.saturating_sub(1),
+                rv.world_size
+            )));
+        }
+        self.world = Some(WorldPg {
+            store,
+            rank: rv.rank,
+            world_size: rv.world_size,
+            config: config.clone(),
+            bound: device.clone(),
+            timeout_ms,
+        });
+        self.group_count = 1;
+        let ranks: Vec<usize> = (0..rv.world_size).collect();
+        let pg = self.make_pg(
+            "0".into(),
+            "WORLD".into(),
+            ranks,
+            config,
+            timeout_ms,
+            vec!["default_pg".into(), "0/".into()],
+        );
+        self.pgs.insert("0".into(), pg);
+        self.construct_backends("0").await?;
+        self.post_construct("0", &device).await?;
+        if self
+            .spec
+            .env
+            .get("TORCH_DIST_INIT_BARRIER")
+            .map(|s| s.as_str())
+            == Some("1")
+        {
+            self.store_barrier("0", rv.world_size, timeout_ms).await?;
+        }
+        Ok(format!(
+            "default group \"0\" rank {}/{} backends {} store {}:{} timeout {}ms{}",
+            rv.rank,
+            rv.world_size,
+            self.pgs["0"].config.describe(),
+            rv.host,
+            rv.port,
+            timeout_ms,
+            device.map(|d| format!(" bound to {d}")).unwrap_or_default()
+        ))
+    }
+
+    pub(super) async fn start_store_server(&mut self, port: u16) -> Res<()> {
+        let listener = self.env.net.bind(port).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                error::eaddrinuse(port)
+            } else {
+                error::runtime(format!(
+                    "TCPStore server failed to listen on port {port}: {e}"
+                ))
+            }
+        })?;
+        let (net, clock) = (self.env.net.clone(), self.env.clock.clone());
+        self.tasks
+            .push(tokio::task::spawn_local(store::serve(net, clock, listener)));
+        self.event(
+            EventKind::Info,
+            format!("TCPStore server listening on port {port}"),
+        );
+        Ok(())
+    }
+
+    /// R16: connect with exponential backoff until the deadline.
+    pub(super) async fn connect_store(
+        &self,
+        host: &str,
+        port: u16,
+        timeout_ms: u64,
+        deadline: u64,
+    ) -> Res<StoreClient<N>> {
+        let mut delay_ms = 100u64;
+        let mut tries = 0u64;
+        loop {
+            self.wait(Some(Wait {
+                step: self.step,
+                what: format!(
+                    "{} {host}:{port}",
+                    crate::diagnose::hang::STORE_CONNECT_WAIT
+                ),
+                group: None,
+                seq: None,
+                peers: vec![],
+                since_ms: self.now(),
+                deadline_ms: Some(deadline),
+                timeout_error: Some(
+                    error::client_connect_timeout(timeout_ms, host, port).to_string(),
+                ),
+            }));
+            match self.env.net.connect(host, port).await {
+                Ok(s) => {
+                    self.wait(None);
+                    if tries > 0 {
+                        self.event(
+                            EventKind::Info,
+                            format!("connected to TCPStore {host}:{port} after {tries} retries"),
+                        );
+                    }
+                    return StoreClient::open(&self.env.net, s, format!("{host}:{port}"))
+                        .await
+                        .map_err(|e| self.store_err(e));
+                }
+                Err(e) => {
+                    if tries == 0 {
+                        self.event(
+                            EventKind::Warn,
+                            format!(
+                                "TCP client failed to connect/validate to host {host}:{port} - retrying (try=0, timeout={timeout_ms}ms, delay={delay_ms}ms): {e}"
+                            ),
+                        );
+                    }
+                    tries += 1;
+                    if self.now() + delay_ms >= deadline {
+                        self.env.clock.sleep_until_ms(deadline).await;
+                        self.wait(None);
+                        return Err(error::client_connect_timeout(timeout_ms, host, port));
+                    }
+                    self.env.clock.sleep_until_ms(self.now() + delay_ms).await;
+                    delay_ms = (delay_ms * 2).min(5_000);
+                }
+            }
+        }
+    }
+
+    /// R16 waitForWorkers: everyone counts in; the server's rank waits for all.
+    pub(super) async fn wait_for_workers(
+        &self,
+        store: &StoreClient<N>,
+        rv: &rendezvous::Rendezvous,
+        timeout_ms: u64,
+    ) -> Res<()> {
+        let n = store.add("init/", 1).await.map_err(|e| self.store_err(e))?;
+        self.event(
+            EventKind::Info,
+            format!("checked in to TCPStore {} (init/ = {n})", store.addr),
+        );
+        if rv.rank != 0 || self.env.scenario.world.launcher == Launcher::Torchrun {
+            return Ok(());
+        }
+        let after_ms = error::workers_timeout_after_ms(timeout_ms);
+        self.wait(Some(Wait {
+            step: self.step,
+            what: format!(
+                "{} {} clients",
+                crate::diagnose::hang::STORE_WORKERS_WAIT,
+                rv.world_size
+            ),
+            group: None,
+            seq: None,
+            peers: (1..rv.world_size).collect(),
+            since_ms: self.now(),
+            deadline_ms: Some(self.now() + after_ms),
+            timeout_error: Some(error::workers_timeout(after_ms, n, rv.world_size).to_string()),
+        }));
+        let r = store.wait_ge("init/", rv.world_size as i64, after_ms).await;
+        self.wait(None);
+        match r {
+            Ok(_) => Ok(()),
+            Err(StoreError::Timeout { value, .. }) => {
+                Err(error::workers_timeout(after_ms, value, rv.world_size))
+            }
+            Err(e) => Err(self.store_err(e)),
+        }
+    }
+
+    pub(super) fn store_err(&self, e: StoreError) -> C10dError {
+        match e {
+            StoreError::Timeout {
+                key, timeout_ms, ..
+            } => error::store_wait_timeout(timeout_ms, &key),
+            StoreError::Wire(w) => C10dError {
+                kind: "DistNetworkError",
+                message: format!("TCPStore connection failed: {w}"),
+            },
+        }
+    }
+
+    pub(super) fn world(&self) -> Res<&WorldPg<N>> {
+        self.world.as_ref().ok_or_else(error::not_initialized)
+    }
+
+    pub(super) fn make_pg(
+        &self,
+        name: String,
+        label: String,
+        ranks: Vec<usize>,
+        config: BackendConfig,
+        timeout_ms: u64,
+        prefixes: Vec<String>,
+    ) -> Pg {
+        Pg {
+            name,
+            label,
+            ranks,
+            config,
+            timeout_ms,
+            prefixes,
+            seq: 0,
+            p2p_seq: BTreeMap::new(),
+            store_counter: BTreeMap::new(),
+            comms: BTreeMap::new(),
+        }
+    }
+
+    /// Store get with a wait record naming the ranks that should have set the key.
+    pub(super) async fn store_get(
+        &self,
+        key: &str,
+        timeout_ms: Option<u64>,
+        peers: Vec<usize>,
+        what: String,
+        group: Option<String>,
+        timeout_error: Option<C10dError>,
+    ) -> Result<Vec<u8>, StoreError> {
+        let store = self.world.as_ref().expect("world").store.clone();
+        let t = timeout_ms.unwrap_or(store::NO_TIMEOUT);
+        self.wait(Some(Wait {
+            step: self.step,
+            what,
+            group,
+            seq: None,
+            peers,
+            since_ms: self.now(),
+            deadline_ms: timeout_ms.map(|t| self.now() + t),
+            timeout_error: timeout_error.map(|e| e.to_string()),
+        }));
+        let r = store.get(key, t).await;
+        self.wait(None);
+        r
+    }
+
+    /// R24 gloo: connectFullMesh over the group's prefix store, blocking among members.
+    pub(super) async fn construct_backends(&mut self, name: &str) -> Res<()> {
+        let pg = &self.pgs[name];
+        if !pg.config.backends().contains(&"gloo") {
+            return Ok(());
+        }
+        let me = self.world()?.rank;
+        let grank = pg.group_rank(me).expect("member");
+        let dev = pg
+            .config
+            .map
+            .iter()
+            .find(|(_, b)| b.as_str() == "gloo")
+            .map(|(d, _)| d.clone())
+            .expect("gloo");
+        let mut prefixes = pg.prefixes.clone();
+        prefixes.push(format!("{dev}/"));
+        let (ranks, timeout_ms, label) = (
+            pg.ranks.clone(),
+            pg.timeout_ms,
+            format!("{} ({})", pg.label, pg.name),
+        );
+        let store = self.world()?.store.clone();
+        store
+            .set(
+                &join_key(&prefixes, &grank.to_string()),
+                self.fabric.address().as_bytes(),
+            )
+            .await
+            .map_err(|e| self.store_err(e))?;
+        let mut missing = Vec::new();
+        for (gr, r) in ranks.iter().enumerate() {
+            if *r != me
+                && !store
+                    .check(&join_key(&prefixes, &gr.to_string()))
+                    .await
+                    .map_err(|e| self.store_err(e))?
+            {
+                missing.push(*r);
+            }
+        }
+        for (gr, r) in ranks.iter().enumerate() {
+            if *r == me {
+                continue;
+            }
+            let key = join_key(&prefixes, &gr.to_string());
+            // R24: a store timeout here reaches Python as the store's own DistStoreError, not
+            // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
+            let timeout = error::store_wait_timeout(timeout_ms, &key);
+            let v = self
+                .store_get(
+                    &key,
+                    Some(timeout_ms),
+                    missing.clone(),
+                    format!("gloo connectFullMesh of group {label}: store get '{key}'"),
+                    Some(label.clone()),
+                    Some(timeout.clone()),
+                )
+                .await
+                .map_err(|e| match e {
+                    StoreError::Timeout { .. } => timeout.clone(),
+                    other => self.store_err(other),
+                })?;
+            missing.retain(|m| m != r);
+            self.fabric.learn(*r, &String::from_utf8_lossy(&v));
+        }
+        self.event(
+            EventKind::Info,
+            format!(
+                "gloo full mesh connected for group {label} ({} ranks)",
+                ranks.len()
+            ),
+        );
+        Ok(())
+    }
+
+    /// R11/R22.4: `if device_id and pg._get_backend(device_id).supports_splitting: eager connect`.
+    pub(super) async fn post_construct(&mut self, name: &str, device: &Option<Device>) -> Res<()> {
+        let Some(d) = device else { return Ok(()) };
+        let b = self.pgs[name].config.backend_for(&d.ty)?.to_string();
+        if backend::supports_splitting(&b) && b == "nccl" {
+            self.ensure_comm(name, &d.ty, &b, None).await?;
+            self.event(
+                EventKind::Info,
+                format!("eager NCCL communicator init for group {name} on {d}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// R17.
+    pub(super) async fn store_barrier(
+        &self,
+        name: &str,
+        world_size: usize,
+        timeout_ms: u64,
+    ) -> Res<()> {
+        let w = self.world()?;
+        let store = w.store.clone();
+        let rank = w.rank;
+        let key = format!("store_based_barrier_key:{name}");
+        let full = join_key(&["default_pg".to_string()], &key);
+        let n = store.add(&full, 1).await.map_err(|e| self.store_err(e))?;
+        let last = format!("{full}:last_worker");
+        if n as usize >= world_size {
+            store
+                .set(&last, b"1")
+                .await
+                .map_err(|e| self.store_err(e))?;
+        }
+        let inner = error::store_wait_timeout(timeout_ms, &last).to_string();
+        let r = self
+            .store_get(
+                &last,
+                Some(timeout_ms),
+                vec![],
+                format!("store based barrier for group {name} ({n}/{world_size} joined when this rank arrived)"),
+                Some(name.to_string()),
+                Some(error::store_barrier_timeout(rank, name, world_size, n, timeout_ms, &inner)),
+            )
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(StoreError::Timeout { .. }) => {
+                let joined = store.add(&full, 0).await.unwrap_or(n);
+                Err(error::store_barrier_timeout(
+                    rank, name, world_size, joined, timeout_ms, &inner,
+                ))
+            }
+            Err(e) => Err(self.store_err(e)),
+        }
+    }
+}
