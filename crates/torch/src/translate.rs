@@ -434,6 +434,26 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
 }
 
 /// A tensor of the step's spec, `shape` given as a Python expression (default the spec's).
+/// The `ts` list of a coalesced call: one flat tensor filled as the simulator fills it, cut
+/// into `n` tensors of `shape` (`numel` elements each).
+fn coalesced_inputs(
+    s: &Scenario,
+    step: &Step,
+    t: &TensorSpec,
+    n: usize,
+    numel: usize,
+    shape: &str,
+) -> [String; 2] {
+    let per = numel.to_string();
+    [
+        format!(
+            "flat = {}",
+            tensor(s, step, t, Some((&format!("[{}]", n * numel), &per)))
+        ),
+        format!("ts = [x.clone().reshape({shape}) for x in flat.chunk({n})]"),
+    ]
+}
+
 fn tensor(s: &Scenario, step: &Step, t: &TensorSpec, shape: Option<(&str, &str)>) -> String {
     let dev = t
         .device
@@ -533,18 +553,7 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
         }
         CollOp::AllReduceCoalesced => {
             let n = c.count;
-            b.push(format!(
-                "flat = {}",
-                tensor(
-                    s,
-                    step,
-                    &c.tensor,
-                    Some((&format!("[{}]", n * numel), &numel.to_string()))
-                )
-            ));
-            b.push(format!(
-                "ts = [x.clone().reshape({shape}) for x in flat.chunk({n})]"
-            ));
+            b.extend(coalesced_inputs(s, step, &c.tensor, n, numel, &shape));
             call = format!("dist.all_reduce_coalesced(ts, {op}, group=G{asy})");
             fin.push("res = torch.cat([x.reshape(-1) for x in ts])".into());
             fin.push(format!(
@@ -585,18 +594,7 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
         }
         CollOp::AllGatherCoalesced => {
             let n = c.count;
-            b.push(format!(
-                "flat = {}",
-                tensor(
-                    s,
-                    step,
-                    &c.tensor,
-                    Some((&format!("[{}]", n * numel), &numel.to_string()))
-                )
-            ));
-            b.push(format!(
-                "ts = [x.clone().reshape({shape}) for x in flat.chunk({n})]"
-            ));
+            b.extend(coalesced_inputs(s, step, &c.tensor, n, numel, &shape));
             b.push("outs = [[torch.empty_like(x) for x in ts] for _ in range(m)]".into());
             call = format!("dist.all_gather_coalesced(outs, ts, group=G{asy})");
             fin.push(format!(
