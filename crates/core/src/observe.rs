@@ -6,7 +6,7 @@
 
 use crate::diagnose::hang::RankAt;
 use crate::diagnose::record::CallKey;
-use crate::diagnose::{CallRecord, GroupRecord};
+use crate::diagnose::{CallRecord, GroupLog};
 use crate::runtime::rank::RankEnd;
 use crate::trace::{Event, Trace, Wait};
 use crate::verdict::Stall;
@@ -24,7 +24,7 @@ pub struct Observed {
     /// Call records in the order they started; `call_index` finds one by key.
     pub calls: Vec<CallRecord>,
     /// Every rank's counter-named `new_group` calls, in the order they were made.
-    pub groups: Vec<GroupRecord>,
+    pub groups: GroupLog,
     pub call_index: BTreeMap<CallKey, usize>,
     /// Records and rank states at the first stall: the hang diagnosis' input.
     pub first_stall_calls: Option<(Vec<CallRecord>, Vec<RankAt>, u64)>,

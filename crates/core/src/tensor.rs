@@ -29,6 +29,18 @@ impl Tensor {
         Tensor { dtype, shape, data }
     }
 
+    /// Every element `v` (encoded once, copied: a constant fill of a large tensor).
+    pub fn filled(dtype: DType, shape: Vec<usize>, v: f64) -> Tensor {
+        let n: usize = shape.iter().product();
+        let mut one = vec![0u8; dtype.size_bytes()];
+        dtype.encode(v, &mut one);
+        Tensor {
+            dtype,
+            shape,
+            data: one.repeat(n),
+        }
+    }
+
     pub fn get_f64(&self, i: usize) -> f64 {
         let w = self.dtype.size_bytes();
         self.dtype.decode(&self.data[i * w..(i + 1) * w])

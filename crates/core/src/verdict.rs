@@ -3,7 +3,7 @@
 
 use crate::diagnose::hang::ranges;
 use crate::diagnose::hang::RankAt;
-use crate::diagnose::{CallRecord, Diagnosis, GroupRecord};
+use crate::diagnose::{CallRecord, Diagnosis, GroupLog};
 use crate::runtime::rank::RankEnd;
 use crate::scenario::{ExpectedOutcome, Scenario};
 use crate::trace::{format_ms, EventKind, Trace, Wait};
@@ -64,7 +64,7 @@ pub fn rank_verdict(
 pub fn diagnose_run(
     ranks: &[RankVerdict],
     calls: &[CallRecord],
-    groups: &[GroupRecord],
+    groups: &GroupLog,
     stall: Option<&(Vec<CallRecord>, Vec<RankAt>, u64)>,
 ) -> (Diagnosis, Vec<CallRecord>) {
     let finished: Vec<bool> = ranks

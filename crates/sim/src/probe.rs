@@ -144,6 +144,6 @@ impl Probe for SimProbe {
     }
 
     fn group(&self, rec: &GroupRecord) {
-        self.state.borrow_mut().groups.push(rec.clone());
+        self.state.borrow_mut().groups.push_ref(rec);
     }
 }

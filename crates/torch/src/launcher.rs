@@ -482,7 +482,7 @@ fn report(
         });
     }
     let expectations = check_expectations(s, &ranks);
-    let (diagnosis, calls) = diagnose_run(&ranks, &[], &[], None);
+    let (diagnosis, calls) = diagnose_run(&ranks, &[], &Default::default(), None);
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),

@@ -22,6 +22,7 @@ const OP_ADD: u8 = 3;
 const OP_CHECK: u8 = 4;
 const OP_WAIT_GE: u8 = 5;
 const OP_HELLO: u8 = 6;
+const OP_MULTI_GET: u8 = 7;
 
 const REPLY_OK: u8 = 0;
 const REPLY_TIMEOUT: u8 = 1;
@@ -50,11 +51,15 @@ pub enum StoreError {
     Wire(#[from] WireError),
 }
 
-/// The server's state: keys and a notification for every change.
+/// The server's state: keys and, per key someone waits on, a notification of its changes.
+///
+/// Per key, not one for the whole store: with one, every `set` woke every waiting client, and a
+/// rendezvous of W ranks cost W^2 wake-ups (issue 11's profile). A waiter only ever re-checks
+/// its own key, so waking the others changed nothing but the cost.
 #[derive(Default)]
 pub struct StoreState {
     keys: RefCell<BTreeMap<String, Vec<u8>>>,
-    changed: Notify,
+    changed: RefCell<BTreeMap<String, Rc<Notify>>>,
 }
 
 impl StoreState {
@@ -63,8 +68,20 @@ impl StoreState {
     }
 
     fn set(&self, key: String, value: Vec<u8>) {
+        let waiting = self.changed.borrow_mut().remove(&key);
         self.keys.borrow_mut().insert(key, value);
-        self.changed.notify_waiters();
+        if let Some(n) = waiting {
+            n.notify_waiters();
+        }
+    }
+
+    /// The notification of `key`'s next change.
+    fn watch(&self, key: &str) -> Rc<Notify> {
+        self.changed
+            .borrow_mut()
+            .entry(key.to_string())
+            .or_default()
+            .clone()
     }
 
     fn counter(&self, key: &str) -> i64 {
@@ -95,7 +112,7 @@ pub async fn serve_with<N: Net, C: Clock>(
 ) {
     let state = Rc::new(StoreState {
         keys: RefCell::new(keys),
-        changed: Notify::new(),
+        changed: RefCell::default(),
     });
     // Connections live in a JoinSet: aborting the server closes them all, as a dying process does.
     let mut conns = tokio::task::JoinSet::new();
@@ -192,6 +209,18 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
             let v = state.add(&key, d.i64()?);
             Enc::default().u8(REPLY_OK).i64(v).done()
         }
+        OP_MULTI_GET => {
+            // TCPStore's multiGet without its wait: what is there now, one reply for all keys.
+            let n = d.u64()?;
+            let mut reply = Enc::default().u8(REPLY_OK).u64(n);
+            for _ in 0..n {
+                reply = match state.get(&d.str()?) {
+                    Some(v) => reply.u8(1).bytes(&v),
+                    None => reply.u8(0),
+                };
+            }
+            reply.done()
+        }
         OP_CHECK => Enc::default()
             .u8(REPLY_OK)
             .u8(state.get(&key).is_some() as u8)
@@ -200,7 +229,7 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
             let timeout_ms = d.u64()?;
             let deadline = deadline_after(clock, timeout_ms);
             let ready = || state.get(&key);
-            match wait_for(state, clock, deadline, ready).await {
+            match wait_for(state, &key, clock, deadline, ready).await {
                 Some(v) => Enc::default().u8(REPLY_OK).bytes(&v).done(),
                 None => Enc::default().u8(REPLY_TIMEOUT).i64(0).done(),
             }
@@ -210,7 +239,7 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
             let timeout_ms = d.u64()?;
             let deadline = deadline_after(clock, timeout_ms);
             let ready = || Some(state.counter(&key)).filter(|v| *v >= n);
-            match wait_for(state, clock, deadline, ready).await {
+            match wait_for(state, &key, clock, deadline, ready).await {
                 Some(v) => Enc::default().u8(REPLY_OK).i64(v).done(),
                 None => Enc::default()
                     .u8(REPLY_TIMEOUT)
@@ -229,15 +258,17 @@ fn deadline_after<C: Clock>(clock: &C, timeout_ms: u64) -> Option<u64> {
     (timeout_ms != NO_TIMEOUT).then(|| clock.now_ms().saturating_add(timeout_ms))
 }
 
-/// Waits until `ready` yields a value or the deadline (if any) passes.
+/// Waits until `ready` (which reads `key`) yields a value or the deadline (if any) passes.
 async fn wait_for<C: Clock, T>(
     state: &StoreState,
+    key: &str,
     clock: &C,
     deadline_ms: Option<u64>,
     ready: impl Fn() -> Option<T>,
 ) -> Option<T> {
     loop {
-        let changed = state.changed.notified();
+        let watch = state.watch(key);
+        let changed = watch.notified();
         if let Some(v) = ready() {
             return Some(v);
         }
@@ -313,6 +344,32 @@ impl<N: Net> StoreClient<N> {
         let mut d = Dec::new(&reply);
         d.u8()?;
         Ok(d.u8()? != 0)
+    }
+
+    /// The values of those of `keys` that exist now (`None`: absent), in one round trip: a
+    /// rendezvous that reads every member's key costs a request per rank, not per pair.
+    pub async fn get_present(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let mut req = Enc::default()
+            .u8(OP_MULTI_GET)
+            .str("")
+            .u64(keys.len() as u64);
+        for k in keys {
+            req = req.str(k);
+        }
+        let reply = self.call(req.done()).await?;
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        let n = d.u64()? as usize;
+        if n != keys.len() {
+            return Err(WireError::Malformed(format!(
+                "the store answered {n} keys of {}",
+                keys.len()
+            ))
+            .into());
+        }
+        (0..n)
+            .map(|_| Ok(if d.u8()? == 1 { Some(d.bytes()?) } else { None }))
+            .collect()
     }
 
     /// Blocks until `key` exists, up to `timeout_ms`.

@@ -82,37 +82,123 @@ impl GroupDivergence {
 
 /// The first `(generation, index)` at which ranks' calls differ, if any.
 pub fn check(records: &[GroupRecord]) -> Option<GroupDivergence> {
-    let mut by_name: BTreeMap<(u32, u64), Vec<&GroupRecord>> = BTreeMap::new();
+    let mut log = GroupLog::default();
     for r in records {
-        by_name.entry((r.generation, r.index)).or_default().push(r);
+        log.push(r.clone());
     }
-    by_name.into_values().find_map(|mut recs| {
-        recs.sort_by_key(|r| r.rank);
-        let mut sides: Vec<(Vec<usize>, &GroupRecord)> = Vec::new();
-        for r in &recs {
-            match sides
-                .iter_mut()
-                .find(|(_, c)| c.signature() == r.signature())
-            {
-                Some((ranks, _)) => ranks.push(r.rank),
-                None => sides.push((vec![r.rank], r)),
+    log.check()
+}
+
+/// Every rank's counter-named `new_group` calls, kept per name as the distinct calls made under
+/// it and the ranks that made each (as ranges). A start-up makes O(W) calls on each of W ranks
+/// (sglang: every rank calls new_group for every group); storing each record was W^2 records
+/// (issue 11: 24 M at 4096 ranks), this is one entry per name while the ranks agree.
+#[derive(Debug, Default)]
+pub struct GroupLog {
+    names: BTreeMap<(u32, u64), Vec<Side>>,
+}
+
+/// One distinct call under a name: the record of the lowest rank that made it, and its ranks.
+#[derive(Debug)]
+struct Side {
+    call: GroupRecord,
+    ranks: RankSet,
+}
+
+impl GroupLog {
+    /// Adds one rank's call.
+    pub fn push(&mut self, rec: GroupRecord) {
+        self.push_ref(&rec);
+    }
+
+    /// Adds one rank's call, copying the record only where it starts or leads a side.
+    pub fn push_ref(&mut self, rec: &GroupRecord) {
+        let sides = self.names.entry((rec.generation, rec.index)).or_default();
+        match sides
+            .iter_mut()
+            .find(|s| s.call.signature() == rec.signature())
+        {
+            Some(side) => {
+                side.ranks.insert(rec.rank);
+                if rec.rank < side.call.rank {
+                    side.call = rec.clone();
+                }
+            }
+            None => {
+                let mut ranks = RankSet::default();
+                ranks.insert(rec.rank);
+                sides.push(Side {
+                    call: rec.clone(),
+                    ranks,
+                });
             }
         }
-        if sides.len() < 2 {
-            return None;
-        }
-        let major = (0..sides.len())
-            .max_by_key(|i| (sides[*i].0.len(), usize::MAX - i))
-            .expect("two sides");
-        let minor = (0..sides.len()).find(|i| *i != major).expect("two sides");
-        Some(GroupDivergence {
-            name: sides[major].1.index.to_string(),
-            majority: sides[major].0.clone(),
-            majority_call: sides[major].1.clone(),
-            minority: sides[minor].0.clone(),
-            minority_call: sides[minor].1.clone(),
+    }
+
+    /// The first name that means different groups on different ranks, if any: the largest
+    /// set of agreeing ranks and the first other set (sets ordered by their lowest rank).
+    pub fn check(&self) -> Option<GroupDivergence> {
+        self.names.values().find_map(|sides| {
+            if sides.len() < 2 {
+                return None;
+            }
+            let mut order: Vec<&Side> = sides.iter().collect();
+            order.sort_by_key(|s| s.ranks.min());
+            let major = (0..order.len())
+                .max_by_key(|i| (order[*i].ranks.len(), usize::MAX - i))
+                .expect("two sides");
+            let minor = (0..order.len()).find(|i| *i != major).expect("two sides");
+            Some(GroupDivergence {
+                name: order[major].call.index.to_string(),
+                majority: order[major].ranks.to_vec(),
+                majority_call: order[major].call.clone(),
+                minority: order[minor].ranks.to_vec(),
+                minority_call: order[minor].call.clone(),
+            })
         })
-    })
+    }
+}
+
+/// A set of ranks as sorted, disjoint, non-adjacent half-open ranges.
+#[derive(Debug, Default)]
+struct RankSet(Vec<(usize, usize)>);
+
+impl RankSet {
+    fn insert(&mut self, r: usize) {
+        let i = self.0.partition_point(|(_, end)| *end < r);
+        if let Some((start, end)) = self.0.get_mut(i) {
+            if *start <= r && r < *end {
+                return;
+            }
+            if *end == r {
+                *end = r + 1;
+                if let Some(&(ns, ne)) = self.0.get(i + 1) {
+                    if ns == r + 1 {
+                        self.0[i].1 = ne;
+                        self.0.remove(i + 1);
+                    }
+                }
+                return;
+            }
+            if *start == r + 1 {
+                *start = r;
+                return;
+            }
+        }
+        self.0.insert(i, (r, r + 1));
+    }
+
+    fn min(&self) -> usize {
+        self.0.first().map_or(usize::MAX, |(s, _)| *s)
+    }
+
+    fn len(&self) -> usize {
+        self.0.iter().map(|(s, e)| e - s).sum()
+    }
+
+    fn to_vec(&self) -> Vec<usize> {
+        self.0.iter().flat_map(|(s, e)| *s..*e).collect()
+    }
 }
 
 #[cfg(test)]
@@ -130,6 +216,19 @@ mod tests {
             step: 1,
             line: 10,
         }
+    }
+
+    #[test]
+    fn rank_sets_merge_ranges_in_any_insertion_order() {
+        let mut s = RankSet::default();
+        for r in [5, 3, 4, 9, 0, 1, 8, 7, 4, 2] {
+            s.insert(r);
+        }
+        assert_eq!(s.0, vec![(0, 6), (7, 10)]);
+        assert_eq!((s.min(), s.len()), (0, 9));
+        s.insert(6);
+        assert_eq!(s.0, vec![(0, 10)]);
+        assert_eq!(s.to_vec(), (0..10).collect::<Vec<_>>());
     }
 
     #[test]

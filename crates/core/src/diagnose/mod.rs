@@ -16,6 +16,6 @@ pub mod report;
 pub mod splits;
 pub mod timeline;
 
-pub use groups::{GroupDivergence, GroupRecord};
+pub use groups::{GroupDivergence, GroupLog, GroupRecord};
 pub use record::{CallKind, CallRecord, CallState, Fingerprint, Splits};
 pub use report::Diagnosis;

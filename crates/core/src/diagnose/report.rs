@@ -5,7 +5,7 @@
 
 use super::check::{self, Mismatch};
 use super::env::{self, EnvDifference};
-use super::groups::{self, GroupDivergence, GroupRecord};
+use super::groups::{self, GroupDivergence};
 use super::hang::{self, ranges, Hang, RankAt};
 use super::record::CallRecord;
 use serde::Serialize;
@@ -41,8 +41,8 @@ impl Diagnosis {
     }
 
     /// Adds the group-name check over every rank's `new_group` records.
-    pub fn with_groups(mut self, records: &[GroupRecord]) -> Diagnosis {
-        self.groups = groups::check(records);
+    pub fn with_groups(mut self, log: &groups::GroupLog) -> Diagnosis {
+        self.groups = log.check();
         self
     }
 

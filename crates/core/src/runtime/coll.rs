@@ -481,6 +481,13 @@ fn fill_tensor(
     var: &dyn Fn(&str) -> f64,
 ) -> Tensor {
     let per = per_tensor.max(1);
+    if !spec.fill.uses("i") && !spec.fill.uses("k") {
+        let v = spec.fill.eval(&|v| match v {
+            "n" => per as f64,
+            other => var(other),
+        });
+        return Tensor::filled(spec.dtype, shape, v);
+    }
     Tensor::from_fn(spec.dtype, shape, |i| {
         spec.fill.eval(&|v| match v {
             "i" => (i % per) as f64,

@@ -290,6 +290,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     device_id,
                     *timeout_ms,
                     handle,
+                    true,
                 )
                 .await
             }

@@ -89,6 +89,22 @@ impl Expr {
         eval(&self.node, lookup)
     }
 
+    /// Whether the formula reads variable `name` (a fill without `i` has one value for all
+    /// elements and is evaluated once).
+    pub fn uses(&self, name: &str) -> bool {
+        fn walk(n: &Node, name: &str) -> bool {
+            match n {
+                Node::Num(_) => false,
+                Node::Var(v) => v == name,
+                Node::Neg(a) | Node::Not(a) => walk(a, name),
+                Node::Bin(_, a, b) => walk(a, name) || walk(b, name),
+                Node::In(a, xs) => walk(a, name) || xs.iter().any(|x| walk(x, name)),
+                Node::Call(_, xs) => xs.iter().any(|x| walk(x, name)),
+            }
+        }
+        walk(&self.node, name)
+    }
+
     /// Evaluates as a condition (non-zero is true).
     pub fn holds(&self, lookup: &dyn Fn(&str) -> f64) -> bool {
         self.eval(lookup) != 0.0

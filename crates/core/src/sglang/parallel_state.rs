@@ -323,11 +323,21 @@ pub struct Plan {
     pub groups: BTreeMap<String, GroupKind>,
     /// Coordinators in construction order.
     pub coordinators: Vec<CoordinatorPlan>,
-    /// Per global rank: kind → its group (aliases resolved).
-    pub per_rank: Vec<BTreeMap<String, Membership>>,
 }
 
 impl Plan {
+    /// Kind → `rank`'s group (aliases resolved). Computed when asked, not stored per rank: a
+    /// table of every rank's groups is W x W (the world kind alone) and every rank held one,
+    /// which made a 1024-rank start-up need more than 16 GB (issue 11).
+    pub fn memberships(&self, rank: usize) -> BTreeMap<String, Membership> {
+        rank_memberships(&self.groups, rank)
+    }
+
+    /// `rank`'s group of one kind (aliases resolved).
+    pub fn membership(&self, kind: &str, rank: usize) -> Option<Membership> {
+        resolve_alias(&self.groups, kind).and_then(|lists| membership_in(lists, rank))
+    }
+
     /// The coordinator plan of a kind, if one was constructed.
     pub fn coordinator(&self, kind: &str) -> Option<&CoordinatorPlan> {
         self.coordinators.iter().find(|c| c.coordinator == kind)
@@ -998,9 +1008,6 @@ fn bare_groups(b: &mut Builder) -> Result<(), PlanError> {
 }
 
 fn finish(b: Builder) -> Plan {
-    let per_rank = (0..b.config.world_size)
-        .map(|rank| rank_memberships(&b.groups, rank))
-        .collect();
     Plan {
         version: b.version,
         pipeline_model: b.pipeline_model,
@@ -1008,7 +1015,6 @@ fn finish(b: Builder) -> Plan {
         calls: b.calls,
         groups: b.groups,
         coordinators: b.coordinators,
-        per_rank,
     }
 }
 
@@ -1432,7 +1438,7 @@ mod tests {
         };
         let plan = plan_initialize_model_parallel(c, Version::V2).unwrap();
         assert_eq!(plan.groups["encoder_dp"], GroupKind::Absent);
-        assert!(!plan.per_rank[0].contains_key("encoder_dp"));
+        assert!(!plan.memberships(0).contains_key("encoder_dp"));
     }
 
     #[test]

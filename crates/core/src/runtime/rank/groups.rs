@@ -10,6 +10,9 @@ use crate::runtime::net::{Clock, Net};
 use crate::trace::{EventKind, Probe};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    /// `describe`: return the step's result text (a scenario's own new_group step); sglang's
+    /// planned calls (O(W) on every rank) discard it, and formatting it was a tenth of a large
+    /// start-up's time.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn new_group(
         &mut self,
@@ -19,6 +22,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         device_id: &Option<String>,
         timeout_ms: Option<u64>,
         handle: &Option<String>,
+        describe: bool,
     ) -> Res<String> {
         let (me, ws, default_config, bound, default_timeout) = {
             let w = self.world()?;
@@ -70,9 +74,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let label = handle.clone().unwrap_or_else(|| "unnamed".into());
         if local_sync && !member {
             self.set_handle(handle, Handle::NonMember);
-            return Ok(format!(
-                "not a member of {ranks:?} (local synchronization: no name taken)"
-            ));
+            return Ok(if describe {
+                format!("not a member of {ranks:?} (local synchronization: no name taken)")
+            } else {
+                String::new()
+            });
         }
         let name = if local_sync {
             naming::hashed_name(&ranks, self.group_count)
@@ -95,9 +101,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             if barrier_after_init(&self.spec) {
                 self.store_barrier(&name, ws, timeout_ms).await?;
             }
-            return Ok(format!(
-                "group \"{name}\" {ranks:?}: not a member (NON_GROUP_MEMBER)"
-            ));
+            return Ok(if describe {
+                format!("group \"{name}\" {ranks:?}: not a member (NON_GROUP_MEMBER)")
+            } else {
+                String::new()
+            });
         }
         config.check_built_in()?;
         config.check_known()?;
@@ -114,7 +122,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             timeout_ms,
             prefixes,
         );
-        let describe = pg.config.describe();
+        let backends = pg.config.describe();
         self.pgs.insert(name.clone(), pg);
         self.set_handle(handle, Handle::Member(name.clone()));
         self.construct_backends(&name).await?;
@@ -123,7 +131,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             let n = if local_sync { ranks.len() } else { ws };
             self.store_barrier(&name, n, timeout_ms).await?;
         }
-        Ok(format!("group \"{name}\" {ranks:?} backends {describe}"))
+        Ok(if describe {
+            format!("group \"{name}\" {ranks:?} backends {backends}")
+        } else {
+            String::new()
+        })
     }
 
     pub(super) fn set_handle(&mut self, handle: &Option<String>, h: Handle) {
@@ -246,24 +258,48 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )
             .await
             .map_err(|e| self.store_err(e))?;
-        // Every member must join this communicator, even one whose address gloo already knows.
-        for (i, m) in members.iter().enumerate() {
-            if *m == me {
-                continue;
+        // Every member must join this communicator, even one whose address gloo already knows:
+        // a multi-get of the addresses there, then a blocking get of the first one absent, as
+        // often as needed (one request per rank where all have joined, not one per pair).
+        let others: Vec<(usize, String)> = members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m != me)
+            .map(|(i, m)| (*m, format!("{key}/addr/{i}")))
+            .collect();
+        let mut next = 0;
+        while next < others.len() {
+            let keys: Vec<String> = others[next..].iter().map(|(_, k)| k.clone()).collect();
+            let got = store
+                .get_present(&keys)
+                .await
+                .map_err(|e| self.store_err(e))?;
+            let mut absent = None;
+            for (i, v) in got.into_iter().enumerate() {
+                match v {
+                    Some(v) if absent.is_none() => {
+                        self.fabric
+                            .learn(others[next + i].0, &String::from_utf8_lossy(&v));
+                    }
+                    None if absent.is_none() => absent = Some(next + i),
+                    _ => {}
+                }
             }
-            let k = format!("{key}/addr/{i}");
+            let Some(at) = absent else { break };
+            let (m, k) = others[at].clone();
             let v = self
                 .store_get(
                     &k,
                     None,
-                    vec![*m],
+                    vec![m],
                     format!("{backend} communicator init of group {label}: waiting for rank {m} to join"),
                     Some(label.clone()),
                     None,
                 )
                 .await
                 .map_err(|e| self.store_err(e))?;
-            self.fabric.learn(*m, &String::from_utf8_lossy(&v));
+            self.fabric.learn(m, &String::from_utf8_lossy(&v));
+            next = at + 1;
         }
         self.pgs
             .get_mut(name)

@@ -26,6 +26,8 @@ use crate::sglang::parallel_state::{
 };
 use crate::tensor::Tensor;
 use crate::trace::{EventKind, Probe};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// What `init_distributed_environment` decided, for the steps after it.
 pub(super) struct SgState {
@@ -33,7 +35,31 @@ pub(super) struct SgState {
     platform: ps::Platform,
     /// The platform backend behind `BackendChoice::Device` (spec §2.7).
     backend: String,
-    plan: Option<Plan>,
+    plan: Option<Rc<Plan>>,
+}
+
+thread_local! {
+    /// The last plan made on this thread. A plan is a pure function of (config, version) and
+    /// holds every group of the world; in the simulator every rank runs on one thread, so the
+    /// ranks share one plan instead of each making its own (W plans of W groups: the start-up
+    /// cost grew as W^3, issue 11).
+    static LAST_PLAN: RefCell<Option<(ParallelConfig, SglangVersion, Rc<Plan>)>> =
+        const { RefCell::new(None) };
+}
+
+/// [`ps::plan_initialize_model_parallel`], shared with the other ranks of this thread.
+fn shared_plan(config: ParallelConfig, version: SglangVersion) -> Result<Rc<Plan>, PlanError> {
+    let hit = LAST_PLAN.with_borrow(|last| {
+        last.as_ref()
+            .filter(|(c, v, _)| *c == config && *v == version)
+            .map(|(_, _, p)| p.clone())
+    });
+    if let Some(p) = hit {
+        return Ok(p);
+    }
+    let plan = Rc::new(ps::plan_initialize_model_parallel(config, version)?);
+    LAST_PLAN.with_borrow_mut(|last| *last = Some((config, version, plan.clone())));
+    Ok(plan)
 }
 
 fn sg_platform(p: Platform) -> ps::Platform {
@@ -223,7 +249,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let me = self.world()?.rank;
         let handle = handle_of(call).filter(|_| call.ranks.contains(&me));
         let ranks = Some(call.ranks.clone());
-        self.new_group(&ranks, &backend, false, &None, None, &handle)
+        self.new_group(&ranks, &backend, false, &None, None, &handle, false)
             .await
     }
 
@@ -256,7 +282,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             pp: d.pp,
             vae_parallel_size: d.vae,
         };
-        let plan = match ps::plan_initialize_model_parallel(config, version) {
+        let plan = match shared_plan(config, version) {
             Ok(p) => p,
             // R4/R15: ranks past dp*cfg*sp*pp*tp die in the DP coordinator's assertion; the
             // others pass it and go on creating groups among themselves.
@@ -265,7 +291,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     world_size: config.dit_parallel_size(),
                     ..config
                 };
-                ps::plan_initialize_model_parallel(inner, version).map_err(|e| plan_error(&e))?
+                shared_plan(inner, version).map_err(|e| plan_error(&e))?
             }
             Err(e) => {
                 for call in e.issued_calls().iter().filter(|c| c.coordinator != "world") {
@@ -341,7 +367,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
     /// `cfg=[0, 4] sp=[0, 1, 2, 3] ...`: the rank's group of every kind.
     fn membership_summary(&self, plan: &Plan, me: usize, usp_fallback: bool) -> String {
-        plan.per_rank[me]
+        plan.memberships(me)
             .iter()
             .map(|(kind, m)| {
                 let usp = matches!(kind.as_str(), "ulysses" | "ring");
@@ -406,7 +432,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     fn plan(&self) -> Res<&Plan> {
-        self.sgl.as_ref().and_then(|s| s.plan.as_ref()).ok_or_else(|| {
+        self.sgl.as_ref().and_then(|s| s.plan.as_deref()).ok_or_else(|| {
             error::runtime("sglang's model-parallel groups are not initialized: add an initialize_model_parallel step first")
         })
     }
@@ -418,7 +444,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let c = plan.config;
         let mut groups = Vec::new();
         for (kind, on) in [("sp", c.sp != 1), ("cfg", c.cfg > 1), ("tp", c.tp > 1)] {
-            if let (true, Some(m)) = (on, plan.per_rank[me].get(kind)) {
+            if let (true, Some(m)) = (on, plan.membership(kind, me)) {
                 groups.push((kind, m.ranks[0]));
             }
         }
@@ -451,7 +477,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.sgl
             .as_ref()
             .and_then(|s| s.plan.as_ref())
-            .and_then(|p| p.per_rank[me].get("sp"))
+            .and_then(|p| p.membership("sp", me))
             .map_or(group_rank, |m| m.rank_in_group)
     }
 
@@ -552,11 +578,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Res<String> {
         let me = self.world()?.rank;
         let c = self.plan()?.config;
-        let rank_in = |kind: &str| {
-            self.plan()
-                .ok()
-                .and_then(|p| p.per_rank[me].get(kind).cloned())
-        };
+        let rank_in = |kind: &str| self.plan().ok().and_then(|p| p.membership(kind, me));
         let (tp_group, cfg_m) = (rank_in("tp"), rank_in("cfg"));
         self.broadcast_pyobj(payload_bytes).await?;
         let heads_local = m.heads / c.tp.max(1);
@@ -587,10 +609,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 a2a_calls += 2;
             }
             if let Some(tp) = tp_group.as_ref().filter(|g| g.ranks.len() > 1) {
-                let sum: usize = tp.ranks.iter().sum();
+                let (fill, sum) = tp_fill(dtype, c.world_size, &tp.ranks);
                 let hidden = m.heads * m.head_dim;
                 for _ in 0..2 {
-                    let t = spec(dtype, vec![m.batch, s_local, hidden], self.accel(), "rank");
+                    let t = spec(dtype, vec![m.batch, s_local, hidden], self.accel(), &fill);
                     let c = step(CollOp::AllReduce, "tp", t, None, &sum.to_string());
                     self.collective(&c).await?;
                 }
@@ -608,6 +630,26 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             tp_group.map_or(1, |g| g.ranks.len()),
             cfg_m.map_or(1, |g| g.ranks.len()),
         ))
+    }
+}
+
+/// The TP all-reduce's fill and expected sum: the rank number while every sum stays an integer
+/// the dtype holds exactly, else the rank modulo a bound that keeps it so (bf16 holds integers
+/// up to 256 exactly: with raw rank numbers a world of 512 ranks failed its own check).
+fn tp_fill(dtype: DType, world_size: usize, tp_ranks: &[usize]) -> (String, usize) {
+    let exact = dtype
+        .float_format()
+        .map_or(usize::MAX, |(mantissa_bits, _)| {
+            1usize << (mantissa_bits + 1)
+        });
+    let bound = (exact / tp_ranks.len().max(1)).max(1);
+    if world_size <= bound {
+        ("rank".to_string(), tp_ranks.iter().sum())
+    } else {
+        (
+            format!("rank % {bound}"),
+            tp_ranks.iter().map(|r| r % bound).sum(),
+        )
     }
 }
 
