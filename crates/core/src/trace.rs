@@ -93,6 +93,19 @@ pub trait Probe: Clone + 'static {
     fn call(&self, _rec: &CallRecord) {}
     /// A `new_group` call that took a name from the group counter (members and non-members).
     fn group(&self, _rec: &GroupRecord) {}
+    /// [`Probe::group`] for a call whose record is `make()`, of `rank` under `(generation,
+    /// index)` with signature `(ranks, backend)`: a runner that keeps one record per distinct
+    /// call (the simulator) builds it only when it is new. sglang's start-up makes O(W) calls
+    /// on each of W ranks.
+    fn group_with(
+        &self,
+        _rank: usize,
+        _name: (u32, u64),
+        _signature: (&[usize], &str),
+        make: &dyn Fn() -> GroupRecord,
+    ) {
+        self.group(&make());
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

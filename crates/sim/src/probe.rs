@@ -146,4 +146,17 @@ impl Probe for SimProbe {
     fn group(&self, rec: &GroupRecord) {
         self.state.borrow_mut().groups.push_ref(rec);
     }
+
+    fn group_with(
+        &self,
+        rank: usize,
+        name: (u32, u64),
+        signature: (&[usize], &str),
+        make: &dyn Fn() -> GroupRecord,
+    ) {
+        self.state
+            .borrow_mut()
+            .groups
+            .push_with(rank, name, signature, make);
+    }
 }

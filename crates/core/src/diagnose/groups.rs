@@ -111,6 +111,34 @@ impl GroupLog {
         self.push_ref(&rec);
     }
 
+    /// Adds `rank`'s call under `name` with `signature`; `make` builds its record, called only
+    /// where the call starts a side or now leads one (a lower rank).
+    pub fn push_with(
+        &mut self,
+        rank: usize,
+        name: (u32, u64),
+        signature: (&[usize], &str),
+        make: &dyn Fn() -> GroupRecord,
+    ) {
+        let sides = self.names.entry(name).or_default();
+        match sides.iter_mut().find(|s| s.call.signature() == signature) {
+            Some(side) => {
+                side.ranks.insert(rank);
+                if rank < side.call.rank {
+                    side.call = make();
+                }
+            }
+            None => {
+                let mut ranks = RankSet::default();
+                ranks.insert(rank);
+                sides.push(Side {
+                    call: make(),
+                    ranks,
+                });
+            }
+        }
+    }
+
     /// Adds one rank's call, copying the record only where it starts or leads a side.
     pub fn push_ref(&mut self, rec: &GroupRecord) {
         let sides = self.names.entry((rec.generation, rec.index)).or_default();

@@ -8,7 +8,10 @@
 //! `cfg`, ...), its gloo group `<kind>_cpu`; the world coordinator's are `world_group` and
 //! `world_group_cpu`.
 
-use super::{Handle, Proc, Res};
+use super::{barrier_after_init, Handle, Proc, Res};
+use crate::c10d::backend::BackendConfig;
+use crate::diagnose::GroupRecord;
+use std::collections::BTreeMap;
 use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
@@ -36,6 +39,9 @@ pub(super) struct SgState {
     /// The platform backend behind `BackendChoice::Device` (spec §2.7).
     backend: String,
     plan: Option<Rc<Plan>>,
+    /// Backend arguments a planned `new_group` already passed with (and the backend string
+    /// they stand for): later non-member calls with them take the short path.
+    checked: BTreeMap<Option<String>, String>,
 }
 
 thread_local! {
@@ -185,6 +191,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             platform,
             backend: backend.to_string(),
             plan: None,
+            checked: BTreeMap::new(),
         });
         let world: Vec<usize> = (0..ws).collect();
         let calls = [
@@ -246,11 +253,63 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             BackendChoice::Gloo => Some("gloo".to_string()),
             BackendChoice::Default => None,
         };
-        let me = self.world()?.rank;
-        let handle = handle_of(call).filter(|_| call.ranks.contains(&me));
+        let (me, ws) = (self.world()?.rank, self.world()?.world_size);
+        let member = call.ranks.contains(&me);
+        if !member {
+            if let Some(done) = self.planned_non_member(call, &backend, ws) {
+                return Ok(done);
+            }
+        }
+        let handle = handle_of(call).filter(|_| member);
         let ranks = Some(call.ranks.clone());
-        self.new_group(&ranks, &backend, false, &None, None, &handle, false)
-            .await
+        let done = self
+            .new_group(&ranks, &backend, false, &None, None, &handle, false)
+            .await?;
+        let original = match &backend {
+            Some(b) => self.expand(b),
+            None => self.world()?.config.original.clone(),
+        };
+        let original = BackendConfig::parse(&original, Some(self.accel()))?.original;
+        if let Some(s) = self.sgl.as_mut() {
+            s.checked.insert(backend, original);
+        }
+        Ok(done)
+    }
+
+    /// A planned `new_group` this rank is not in, where an earlier call with the same backend
+    /// argument passed every check: what `new_group` does for a non-member (take the next
+    /// name, record the call) without re-parsing and copying per call. `None`: take the full
+    /// path (a barrier after init, an unsorted or out-of-range list, a backend not seen yet).
+    fn planned_non_member(
+        &mut self,
+        call: &NewGroupCall,
+        backend: &Option<String>,
+        ws: usize,
+    ) -> Option<String> {
+        let original = self.sgl.as_ref()?.checked.get(backend)?.clone();
+        let sorted = call.ranks.windows(2).all(|w| w[0] < w[1]);
+        let in_range = call.ranks.last().is_none_or(|r| *r < ws);
+        if !sorted || !in_range || barrier_after_init(&self.spec) {
+            return None;
+        }
+        let me = self.world().ok()?.rank;
+        let (generation, index) = (self.group_generation, self.group_count);
+        let (step, line) = (self.step, self.env.scenario.steps[self.step].loc.line);
+        let make = || GroupRecord {
+            rank: me,
+            generation,
+            index,
+            ranks: call.ranks.clone(),
+            backend: original.clone(),
+            label: "unnamed".into(),
+            step,
+            line,
+        };
+        self.env
+            .probe
+            .group_with(me, (generation, index), (&call.ranks, &original), &make);
+        self.group_count += 1;
+        Some(String::new())
     }
 
     /// spec §3–§4: every coordinator's `new_group` calls, their device communicators, aliases.
@@ -268,6 +327,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 platform: sg_platform(self.platform),
                 backend: original,
                 plan: None,
+            checked: BTreeMap::new(),
             });
         }
         let version = version.unwrap_or(self.sgl.as_ref().expect("set").version);
