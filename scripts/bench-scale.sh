@@ -32,7 +32,8 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 echo "# scripts/bench-scale.sh on $(hostname) at $(date -u +%FT%TZ); $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# scen: $SCEN ($(git rev-parse --short HEAD 2>/dev/null || echo '?')); timeout ${TIMEOUT_S}s per run"
+echo "# scen: $SCEN (built $(date -u -r "$SCEN" +%FT%TZ); worktree at $(git rev-parse --short HEAD 2>/dev/null || echo '?')); timeout ${TIMEOUT_S}s per run"
+echo "# cpu_s (user + system of the run) is the number to compare on a shared machine; wall_s follows the load"
 
 python3 - "$SCEN" "$work" "$MAX_RANKS" "$TIMEOUT_S" "$COLL_BYTES" $FAMILIES <<'PY'
 import math, os, re, sys, time

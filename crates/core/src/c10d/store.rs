@@ -12,7 +12,7 @@
 use crate::runtime::net::{Clock, Net};
 use crate::wire::{read_frame, read_frame_max, write_frame, Dec, Enc, WireError};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use tokio::sync::{Mutex, Notify};
 
@@ -56,9 +56,13 @@ pub enum StoreError {
 /// Per key, not one for the whole store: with one, every `set` woke every waiting client, and a
 /// rendezvous of W ranks cost W^2 wake-ups (issue 11's profile). A waiter only ever re-checks
 /// its own key, so waking the others changed nothing but the cost.
+///
+/// Keys live in a hash map: the store only looks keys up (nothing iterates them, so no hash
+/// order reaches any output), and in a large world its keys share long prefixes
+/// (`default_pg/0//12//cpu//...`) that made every ordered-map comparison a long memcmp.
 #[derive(Default)]
 pub struct StoreState {
-    keys: RefCell<BTreeMap<String, Vec<u8>>>,
+    keys: RefCell<HashMap<String, Vec<u8>>>,
     changed: RefCell<BTreeMap<String, Rc<Notify>>>,
 }
 
@@ -111,7 +115,7 @@ pub async fn serve_with<N: Net, C: Clock>(
     keys: BTreeMap<String, Vec<u8>>,
 ) {
     let state = Rc::new(StoreState {
-        keys: RefCell::new(keys),
+        keys: RefCell::new(keys.into_iter().collect()),
         changed: RefCell::default(),
     });
     // Connections live in a JoinSet: aborting the server closes them all, as a dying process does.

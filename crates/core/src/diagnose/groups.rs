@@ -90,9 +90,10 @@ pub fn check(records: &[GroupRecord]) -> Option<GroupDivergence> {
 }
 
 /// Every rank's counter-named `new_group` calls, kept per name as the distinct calls made under
-/// it and the ranks that made each (as ranges). A start-up makes O(W) calls on each of W ranks
+/// it and the ranks that made each. A start-up makes O(W) calls on each of W ranks
 /// (sglang: every rank calls new_group for every group); storing each record was W^2 records
-/// (issue 11: 24 M at 4096 ranks), this is one entry per name while the ranks agree.
+/// (issue 11: 24 M at 4096 ranks), this is one entry (and a bitset) per name while the ranks
+/// agree.
 #[derive(Debug, Default)]
 pub struct GroupLog {
     names: BTreeMap<(u32, u64), Vec<Side>>,
@@ -187,45 +188,35 @@ impl GroupLog {
     }
 }
 
-/// A set of ranks as sorted, disjoint, non-adjacent half-open ranges.
+/// A set of ranks as a bitset: ranks of a large world arrive in scheduling order (node by
+/// node), so an insert must not depend on their order.
 #[derive(Debug, Default)]
-struct RankSet(Vec<(usize, usize)>);
+struct RankSet(Vec<u64>);
 
 impl RankSet {
     fn insert(&mut self, r: usize) {
-        let i = self.0.partition_point(|(_, end)| *end < r);
-        if let Some((start, end)) = self.0.get_mut(i) {
-            if *start <= r && r < *end {
-                return;
-            }
-            if *end == r {
-                *end = r + 1;
-                if let Some(&(ns, ne)) = self.0.get(i + 1) {
-                    if ns == r + 1 {
-                        self.0[i].1 = ne;
-                        self.0.remove(i + 1);
-                    }
-                }
-                return;
-            }
-            if *start == r + 1 {
-                *start = r;
-                return;
-            }
+        let (word, bit) = (r / 64, r % 64);
+        if self.0.len() <= word {
+            self.0.resize(word + 1, 0);
         }
-        self.0.insert(i, (r, r + 1));
+        self.0[word] |= 1 << bit;
     }
 
     fn min(&self) -> usize {
-        self.0.first().map_or(usize::MAX, |(s, _)| *s)
+        self.0
+            .iter()
+            .position(|w| *w != 0)
+            .map_or(usize::MAX, |i| i * 64 + self.0[i].trailing_zeros() as usize)
     }
 
     fn len(&self) -> usize {
-        self.0.iter().map(|(s, e)| e - s).sum()
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     fn to_vec(&self) -> Vec<usize> {
-        self.0.iter().flat_map(|(s, e)| *s..*e).collect()
+        (0..self.0.len() * 64)
+            .filter(|r| self.0[r / 64] & (1 << (r % 64)) != 0)
+            .collect()
     }
 }
 
@@ -247,16 +238,17 @@ mod tests {
     }
 
     #[test]
-    fn rank_sets_merge_ranges_in_any_insertion_order() {
+    fn rank_sets_hold_ranks_inserted_in_any_order() {
         let mut s = RankSet::default();
         for r in [5, 3, 4, 9, 0, 1, 8, 7, 4, 2] {
             s.insert(r);
         }
-        assert_eq!(s.0, vec![(0, 6), (7, 10)]);
+        assert_eq!(s.to_vec(), vec![0, 1, 2, 3, 4, 5, 7, 8, 9]);
         assert_eq!((s.min(), s.len()), (0, 9));
         s.insert(6);
-        assert_eq!(s.0, vec![(0, 10)]);
-        assert_eq!(s.to_vec(), (0..10).collect::<Vec<_>>());
+        s.insert(130);
+        assert_eq!((s.min(), s.len()), (0, 11));
+        assert_eq!(s.to_vec().last(), Some(&130));
     }
 
     #[test]
