@@ -258,48 +258,24 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )
             .await
             .map_err(|e| self.store_err(e))?;
-        // Every member must join this communicator, even one whose address gloo already knows:
-        // a multi-get of the addresses there, then a blocking get of the first one absent, as
-        // often as needed (one request per rank where all have joined, not one per pair).
-        let others: Vec<(usize, String)> = members
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| **m != me)
-            .map(|(i, m)| (*m, format!("{key}/addr/{i}")))
-            .collect();
-        let mut next = 0;
-        while next < others.len() {
-            let keys: Vec<String> = others[next..].iter().map(|(_, k)| k.clone()).collect();
-            let got = store
-                .get_present(&keys)
-                .await
-                .map_err(|e| self.store_err(e))?;
-            let mut absent = None;
-            for (i, v) in got.into_iter().enumerate() {
-                match v {
-                    Some(v) if absent.is_none() => {
-                        self.fabric
-                            .learn(others[next + i].0, &String::from_utf8_lossy(&v));
-                    }
-                    None if absent.is_none() => absent = Some(next + i),
-                    _ => {}
-                }
+        // Every member must join this communicator, even one whose address gloo already knows.
+        for (i, m) in members.iter().enumerate() {
+            if *m == me {
+                continue;
             }
-            let Some(at) = absent else { break };
-            let (m, k) = others[at].clone();
+            let k = format!("{key}/addr/{i}");
             let v = self
                 .store_get(
                     &k,
                     None,
-                    vec![m],
+                    vec![*m],
                     format!("{backend} communicator init of group {label}: waiting for rank {m} to join"),
                     Some(label.clone()),
                     None,
                 )
                 .await
                 .map_err(|e| self.store_err(e))?;
-            self.fabric.learn(m, &String::from_utf8_lossy(&v));
-            next = at + 1;
+            self.fabric.learn(*m, &String::from_utf8_lossy(&v));
         }
         self.pgs
             .get_mut(name)

@@ -344,46 +344,22 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )
             .await
             .map_err(|e| self.store_err(e))?;
-        // Every other member's address: one multi-get of what is there, then a blocking get
-        // of the first key still absent, as often as needed. Per key this is the sequence of
-        // checks and gets gloo makes (same waits, same errors), in one request per rank
-        // where the keys are already there instead of two per pair (issue 11: W^2 store
-        // round trips for a world group).
-        let peers: Vec<(usize, String)> = ranks
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| **r != me)
-            .map(|(gr, r)| (*r, join_key(&prefixes, &gr.to_string())))
-            .collect();
-        let mut first_missing: Option<Vec<usize>> = None;
-        let mut next = 0;
-        while next < peers.len() {
-            let keys: Vec<String> = peers[next..].iter().map(|(_, k)| k.clone()).collect();
-            let got = store
-                .get_present(&keys)
-                .await
-                .map_err(|e| self.store_err(e))?;
-            // Positions absent at the first look: what a blocked get reports as missing.
-            let missing = first_missing.get_or_insert_with(|| {
-                (next..peers.len())
-                    .filter(|i| got[i - next].is_none())
-                    .collect()
-            });
-            let mut absent = None;
-            for (i, v) in got.into_iter().enumerate() {
-                match v {
-                    Some(v) if absent.is_none() => {
-                        self.fabric
-                            .learn(peers[next + i].0, &String::from_utf8_lossy(&v));
-                    }
-                    None if absent.is_none() => absent = Some(next + i),
-                    _ => {}
-                }
+        let mut missing = Vec::new();
+        for (gr, r) in ranks.iter().enumerate() {
+            if *r != me
+                && !store
+                    .check(&join_key(&prefixes, &gr.to_string()))
+                    .await
+                    .map_err(|e| self.store_err(e))?
+            {
+                missing.push(*r);
             }
-            let Some(at) = absent else { break };
-            let (r, key) = peers[at].clone();
-            let from = missing.partition_point(|i| *i < at);
-            let waiting: Vec<usize> = missing[from..].iter().map(|i| peers[*i].0).collect();
+        }
+        for (gr, r) in ranks.iter().enumerate() {
+            if *r == me {
+                continue;
+            }
+            let key = join_key(&prefixes, &gr.to_string());
             // R24: a store timeout here reaches Python as the store's own DistStoreError, not
             // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
             let timeout = error::store_wait_timeout(timeout_ms, &key);
@@ -391,7 +367,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .store_get(
                     &key,
                     Some(timeout_ms),
-                    waiting,
+                    missing.clone(),
                     format!("gloo connectFullMesh of group {label}: store get '{key}'"),
                     Some(label.clone()),
                     Some(timeout.clone()),
@@ -401,8 +377,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     StoreError::Timeout { .. } => timeout.clone(),
                     other => self.store_err(other),
                 })?;
-            self.fabric.learn(r, &String::from_utf8_lossy(&v));
-            next = at + 1;
+            missing.retain(|m| m != r);
+            self.fabric.learn(*r, &String::from_utf8_lossy(&v));
         }
         self.event(
             EventKind::Info,

@@ -10,10 +10,9 @@
 
 use super::{barrier_after_init, Handle, Proc, Res};
 use crate::c10d::backend::BackendConfig;
-use crate::diagnose::GroupRecord;
-use std::collections::BTreeMap;
 use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
+use crate::diagnose::GroupRecord;
 use crate::dtype::DType;
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Algo, Coll};
@@ -30,6 +29,7 @@ use crate::sglang::parallel_state::{
 use crate::tensor::Tensor;
 use crate::trace::{EventKind, Probe};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// What `init_distributed_environment` decided, for the steps after it.
@@ -327,7 +327,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 platform: sg_platform(self.platform),
                 backend: original,
                 plan: None,
-            checked: BTreeMap::new(),
+                checked: BTreeMap::new(),
             });
         }
         let version = version.unwrap_or(self.sgl.as_ref().expect("set").version);
