@@ -22,7 +22,6 @@ const OP_ADD: u8 = 3;
 const OP_CHECK: u8 = 4;
 const OP_WAIT_GE: u8 = 5;
 const OP_HELLO: u8 = 6;
-const OP_MULTI_GET: u8 = 7;
 
 const REPLY_OK: u8 = 0;
 const REPLY_TIMEOUT: u8 = 1;
@@ -213,18 +212,6 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
             let v = state.add(&key, d.i64()?);
             Enc::default().u8(REPLY_OK).i64(v).done()
         }
-        OP_MULTI_GET => {
-            // TCPStore's multiGet without its wait: what is there now, one reply for all keys.
-            let n = d.u64()?;
-            let mut reply = Enc::default().u8(REPLY_OK).u64(n);
-            for _ in 0..n {
-                reply = match state.get(&d.str()?) {
-                    Some(v) => reply.u8(1).bytes(&v),
-                    None => reply.u8(0),
-                };
-            }
-            reply.done()
-        }
         OP_CHECK => Enc::default()
             .u8(REPLY_OK)
             .u8(state.get(&key).is_some() as u8)
@@ -348,32 +335,6 @@ impl<N: Net> StoreClient<N> {
         let mut d = Dec::new(&reply);
         d.u8()?;
         Ok(d.u8()? != 0)
-    }
-
-    /// The values of those of `keys` that exist now (`None`: absent), in one round trip: a
-    /// rendezvous that reads every member's key costs a request per rank, not per pair.
-    pub async fn get_present(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let mut req = Enc::default()
-            .u8(OP_MULTI_GET)
-            .str("")
-            .u64(keys.len() as u64);
-        for k in keys {
-            req = req.str(k);
-        }
-        let reply = self.call(req.done()).await?;
-        let mut d = Dec::new(&reply);
-        d.u8()?;
-        let n = d.u64()? as usize;
-        if n != keys.len() {
-            return Err(WireError::Malformed(format!(
-                "the store answered {n} keys of {}",
-                keys.len()
-            ))
-            .into());
-        }
-        (0..n)
-            .map(|_| Ok(if d.u8()? == 1 { Some(d.bytes()?) } else { None }))
-            .collect()
     }
 
     /// Blocks until `key` exists, up to `timeout_ms`.
