@@ -74,6 +74,19 @@ pub fn launch(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Re
             py.display()
         )));
     }
+    if eligible::uses_sglang(s) {
+        let want = eligible::SGLANG_VERSION;
+        match python::sglang_version(&py) {
+            Some(v) if v == want => {}
+            found => {
+                return Err(TorchError::Unavailable(format!(
+                    "the scenario runs real sglang {want}, but {} has {}; run scripts/install-torch-cpu.sh --sglang",
+                    py.display(),
+                    found.map_or("none".to_string(), |v| format!("sglang {v}"))
+                )))
+            }
+        }
+    }
     let mut sc = s.clone();
     apply_env(&mut sc);
     let io = |what: &str, e: std::io::Error| TorchError::Io(format!("{what}: {e}"));
@@ -154,6 +167,8 @@ fn run_in(
         "ranks": (0..world).map(|r| serde_json::json!({"rank": r, "env": rank_env(s, ep, dir, r)})).collect::<Vec<_>>(),
         "agent_store": if torchrun { serde_json::json!({"port": master_port, "world_size": world}) } else { serde_json::Value::Null },
         "teardown": torchrun,
+        // Imported once before the fork, like torch: real sglang takes seconds to import.
+        "preload": if eligible::uses_sglang(s) { vec!["sglang.multimodal_gen.runtime.distributed.parallel_state"] } else { vec![] },
     });
     let cfg_path = dir.join("config.json");
     std::fs::write(&cfg_path, cfg.to_string()).map_err(|e| io("writing the config", e))?;
@@ -363,6 +378,8 @@ fn absorb(s: &Scenario, rank: usize, st: &mut RankState, line: &str, trace: &mut
         }
         "done" => push(trace, EventKind::Done, text),
         "log" => push(trace, EventKind::Log, text),
+        // Real sglang's torch.distributed.new_group calls (prelude_sglang.py), in order.
+        "new_group" => push(trace, EventKind::Info, format!("new_group {text}")),
         "crash" => push(trace, EventKind::Fault, text),
         "fail" => {
             push(trace, EventKind::Error, text.clone());

@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 const PRELUDE: &str = include_str!("prelude.py");
+/// Appended when the program calls real sglang ([`crate::eligible::uses_sglang`]).
+const PRELUDE_SGLANG: &str = include_str!("prelude_sglang.py");
 
 /// What a torchrun launch sets for `rank` itself (its identity). A scenario or fault that gives a
 /// rank other values (a stale WORLD_SIZE) goes in the program's ENV_OVERRIDES, which the prelude
@@ -64,6 +66,9 @@ pub fn program(s: &Scenario, source: Option<&str>, ep: &Endpoints) -> String {
     faults(s, ep, &mut out);
     float_formats(&mut out);
     out.push_str(PRELUDE);
+    if crate::eligible::uses_sglang(s) {
+        out.push_str(PRELUDE_SGLANG);
+    }
     out.push_str("\n\ndef main():\n    groups, works = {}, {}\n");
     out.push_str("    rank, local_rank, node = float(RANK), float(LOCAL_RANK), float(NODE)\n");
     out.push_str("    world_size, local_world_size = float(WORLD_SIZE), float(LOCAL_WORLD_SIZE)\n");
@@ -425,6 +430,29 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             b.push(format!("d = torch.device({})", template(device, ep)));
             b.push("getattr(torch, d.type).set_device(d)".into());
         }
+        StepKind::InitDistributedEnvironment {
+            init_method,
+            timeout_ms,
+            ..
+        } => {
+            // The model's default for the V1+ lineage (spec sglang.md §1.2): tcp:// to the master.
+            let url = init_method
+                .clone()
+                .unwrap_or_else(|| "tcp://${MASTER_ADDR}:${MASTER_PORT}".into());
+            let timeout = match timeout_ms {
+                Some(t) => format!("{t} / 1000"),
+                None if s.time_scale.is_identity() => "None".into(),
+                None => format!("{} / 1000", s.time_scale.apply(1_800_000)),
+            };
+            b.push(format!(
+                "sglang_init_distributed_environment(st, {}, {timeout})",
+                template(&url, ep)
+            ));
+        }
+        StepKind::InitializeModelParallel { degrees: d, .. } => b.push(format!(
+            "sglang_initialize_model_parallel(st, tp={}, ulysses={}, ring={}, sp={}, cfg={}, dp={}, pp={}, vae={})",
+            d.tp, d.ulysses, d.ring, d.sp, d.cfg, d.dp, d.pp, d.vae
+        )),
         other => b.push(format!(
             "raise NotImplementedError({:?})",
             format!("{} has no torch translation", other.op_name())
