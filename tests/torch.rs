@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+#[path = "torch/sglang.rs"]
+mod sglang;
+
 /// 30 min -> 3 s: long enough for real gloo/store set-up on a loaded 2-core machine.
 const TIME_SCALE: TimeScale = TimeScale { num: 1, den: 600 };
 /// The shortest timeout a scaled scenario may have: a scenario whose explicit timeouts are
@@ -162,12 +165,21 @@ enum Outcome {
     Documented,
     Differ(String),
     Ineligible(String),
+    /// Eligible, but what it runs on is not installed (real sglang): visibly not run.
+    NotRun(String),
 }
 
-fn check(path: &Path, python: &Path) -> Outcome {
+fn check(path: &Path, python: &Path, sglang: Option<&str>) -> Outcome {
     let s = load(path);
     if let Err(why) = scen_torch::eligible::check(&s) {
         return Outcome::Ineligible(why);
+    }
+    let pinned = scen_torch::eligible::SGLANG_VERSION;
+    if scen_torch::eligible::uses_sglang(&s) && sglang != Some(pinned) {
+        return Outcome::NotRun(format!(
+            "runs real sglang {pinned}, which is not installed for {} (scripts/install-torch-cpu.sh --sglang)",
+            python.display()
+        ));
     }
     let sim = match scen_sim::simulate(&s, None) {
         Ok(r) => r,
@@ -210,6 +222,7 @@ fn check(path: &Path, python: &Path) -> Outcome {
             }
         }
     }
+    diffs.extend(sglang::compare(&s, &sim, &real));
     if diffs.is_empty() && !doc.is_empty() {
         Outcome::Documented
     } else if diffs.is_empty() {
@@ -242,6 +255,7 @@ fn main() {
             return;
         }
     };
+    let sglang = scen_torch::python::sglang_version(&python);
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios"))
         .expect("scenarios/")
         .flatten()
@@ -268,14 +282,15 @@ fn main() {
                     .to_string_lossy()
                     .to_string();
                 let t = Instant::now();
-                let o = check(&p, &python);
+                let o = check(&p, &python, sglang.as_deref());
                 let tag = match &o {
                     Outcome::Agree => "agree",
                     Outcome::Documented => "documented",
                     Outcome::Differ(_) => "DIFFER",
                     Outcome::Ineligible(_) => "ineligible",
+                    Outcome::NotRun(_) => "not run",
                 };
-                if !matches!(o, Outcome::Ineligible(_)) {
+                if !matches!(o, Outcome::Ineligible(_) | Outcome::NotRun(_)) {
                     println!(
                         "torch parity {name}: {tag} ({:.1} s)",
                         t.elapsed().as_secs_f64()
@@ -291,11 +306,18 @@ fn main() {
     let agree = count(|o| matches!(o, Outcome::Agree));
     let doc = count(|o| matches!(o, Outcome::Documented));
     let inel = count(|o| matches!(o, Outcome::Ineligible(_)));
+    let not_run = count(|o| matches!(o, Outcome::NotRun(_)));
     for (n, o) in &results {
-        if let Outcome::Ineligible(why) = o {
-            println!("skip: {n}: not eligible for torch mode: {why}");
+        match o {
+            Outcome::Ineligible(why) => println!("skip: {n}: not eligible for torch mode: {why}"),
+            Outcome::NotRun(why) => println!("skip: {n}: NOT RUN: {why}"),
+            _ => {}
         }
     }
+    assert!(
+        !(required && not_run > 0),
+        "SCEN_TORCH_REQUIRED=1 but {not_run} eligible scenario(s) could not run (see the skip lines)"
+    );
     let failed: Vec<&(String, Outcome)> = results
         .iter()
         .filter(|(_, o)| matches!(o, Outcome::Differ(_)))
@@ -306,8 +328,8 @@ fn main() {
         }
     }
     println!(
-        "torch parity: {} eligible: {agree} agree, {doc} documented, {} differ; {inel} not eligible; time scale {TIME_SCALE} (milder where a timeout would drop below {MIN_TIMEOUT_MS} ms); {:.0} s",
-        agree + doc + failed.len(),
+        "torch parity: {} eligible: {agree} agree, {doc} documented, {} differ, {not_run} not run; {inel} not eligible; time scale {TIME_SCALE} (milder where a timeout would drop below {MIN_TIMEOUT_MS} ms); {:.0} s",
+        agree + doc + failed.len() + not_run,
         failed.len(),
         start.elapsed().as_secs_f64()
     );

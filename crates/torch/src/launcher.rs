@@ -20,6 +20,23 @@ use std::time::{Duration, Instant};
 const RUNNER: &str = include_str!("runner.py");
 /// Added to the scenario's longest timeout: real stores and gloo report a little late.
 const QUIET_GRACE_MS: u64 = 8_000;
+/// Modules of real sglang's start-up the runner imports before forking the ranks (measured with
+/// sys.modules around initialize_model_parallel: srt's GroupCoordinator imports its communicators
+/// lazily, ~900 modules, seconds that would otherwise fall between two new_group calls).
+const SGLANG_PRELOAD: [&str; 12] = [
+    "sglang.multimodal_gen.runtime.distributed.parallel_state",
+    "sglang.multimodal_gen.runtime.distributed.parallel_groups",
+    "sglang.srt.distributed.parallel_state",
+    "sglang.srt.runtime_context",
+    "sglang.srt.layers.dp_attention",
+    "sglang.srt.distributed.device_communicators.custom_all_reduce",
+    "sglang.srt.distributed.device_communicators.pymscclpp",
+    "sglang.srt.distributed.device_communicators.pynccl",
+    "sglang.srt.distributed.device_communicators.pynccl_allocator",
+    "sglang.srt.distributed.device_communicators.torch_symm_mem",
+    "sglang.srt.distributed.device_communicators.pcie_ipc_ar",
+    "sglang.srt.distributed.device_communicators.xpu_communicator",
+];
 /// The time it takes the runner to import torch before any rank starts (not progress-bound).
 const START_LIMIT_MS: u64 = 180_000;
 
@@ -168,7 +185,8 @@ fn run_in(
         "agent_store": if torchrun { serde_json::json!({"port": master_port, "world_size": world}) } else { serde_json::Value::Null },
         "teardown": torchrun,
         // Imported once before the fork, like torch: real sglang takes seconds to import.
-        "preload": if eligible::uses_sglang(s) { vec!["sglang.multimodal_gen.runtime.distributed.parallel_state"] } else { vec![] },
+        // (srt's modules load lazily inside initialize_model_parallel, ~10 s on a busy machine).
+        "preload": if eligible::uses_sglang(s) { SGLANG_PRELOAD.to_vec() } else { vec![] },
     });
     let cfg_path = dir.join("config.json");
     std::fs::write(&cfg_path, cfg.to_string()).map_err(|e| io("writing the config", e))?;
