@@ -175,7 +175,7 @@ fn it_is_v2_plus_single_rank_moe_ep_groups_right_after_tp() {
 fn cfg_sp_is_a_view_of_cfg_only_when_cfg_without_sp() {
     for key in ["w4_tp2_cfg2", "w2_cfg2"] {
         assert_eq!(
-            plan(&key).groups.get("cfg_sp"),
+            plan(key).groups.get("cfg_sp"),
             Some(&GroupKind::Alias("cfg".into())),
             "{key}"
         );
