@@ -232,6 +232,66 @@ fn check(path: &Path, python: &Path, sglang: Option<&str>) -> Outcome {
     }
 }
 
+/// Ctrl-C during `scen run --torch`: every rank is ended, the report still prints (each rank
+/// failed "interrupted" where it was), scen exits 130, and no process or file is left behind.
+fn sigint_ends_the_run_with_a_report(python: &Path) -> Result<(), String> {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let dir = std::env::temp_dir().join(format!("scen-torch-sigint-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("sleepers.toml");
+    let scenario = "# Two ranks sleeping a minute after init: a run to interrupt.\n[scenario]\ndescription = \"sleepers\"\n\n[world]\nranks_per_node = 2\nplatform = \"cpu\"\n\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\n\n[[step]]\nop = \"sleep\"\nms = 60000\n";
+    std::fs::write(&file, scenario).map_err(|e| e.to_string())?;
+    let keep = dir.join("run");
+    let child = Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args(["run", "--torch"])
+        .arg(&file)
+        .arg("--python")
+        .arg(python)
+        .arg("--keep")
+        .arg(&keep)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let sleeping = |r: usize| {
+        std::fs::read_to_string(keep.join(format!("rank{r}.jsonl")))
+            .is_ok_and(|t| t.contains("\"ev\": \"start\", \"step\": 1"))
+    };
+    while !(sleeping(0) && sleeping(1)) && started.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let signalled = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let runner_left = std::fs::read_dir("/proc")
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|p| std::fs::read(p.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains(&*keep.to_string_lossy()));
+    let _ = std::fs::remove_dir_all(&dir);
+    if !signalled.is_ok_and(|s| s.success()) {
+        return Err("could not send SIGINT".into());
+    }
+    if out.status.code() != Some(130) {
+        return Err(format!(
+            "exit status {:?}, want 130\n{stdout}",
+            out.status.code()
+        ));
+    }
+    if !stdout.contains("interrupted: scen received SIGINT and killed this rank in #2 sleep") {
+        return Err(format!("no interrupted ranks in the report:\n{stdout}"));
+    }
+    if runner_left {
+        return Err("a process of the run is still alive after scen exited".into());
+    }
+    Ok(())
+}
+
 fn main() {
     let filters: Vec<String> = std::env::args()
         .skip(1)
@@ -301,6 +361,25 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
+    if filters.is_empty() || filters.iter().any(|f| "sigint".contains(f.as_str())) {
+        let t = Instant::now();
+        let o = match sigint_ends_the_run_with_a_report(&python) {
+            Ok(()) => Outcome::Agree,
+            Err(e) => Outcome::Differ(e),
+        };
+        let tag = if matches!(o, Outcome::Agree) {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        println!(
+            "torch sigint (Ctrl-C ends the ranks, report printed, exit 130): {tag} ({:.1} s)",
+            t.elapsed().as_secs_f64()
+        );
+        if let Outcome::Differ(_) = o {
+            results.push(("sigint".into(), o));
+        }
+    }
     results.sort_by(|a, b| a.0.cmp(&b.0));
     let count = |f: fn(&Outcome) -> bool| results.iter().filter(|(_, o)| f(o)).count();
     let agree = count(|o| matches!(o, Outcome::Agree));

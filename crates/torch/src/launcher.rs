@@ -212,6 +212,7 @@ fn run_in(
     let mut exits_offset = 0u64;
     let mut runner_done = false;
     let mut hung = false;
+    let mut interrupted = None;
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let mut progressed = false;
@@ -253,6 +254,15 @@ fn run_in(
         if runner_done {
             break;
         }
+        if let Some(sig) = o.interrupted.and_then(|f| f()) {
+            interrupted = Some(sig);
+            notes.push(format!(
+                "interrupted: scen received {} and ended every rank; the report shows what was seen until then (exit status {})",
+                signal_name(sig),
+                128 + sig
+            ));
+            break;
+        }
         let any_started = ranks.iter().any(|r| r.started);
         let silent = last_progress.elapsed().as_millis() as u64;
         if (any_started && silent >= quiet_ms) || (!any_started && silent >= START_LIMIT_MS) {
@@ -278,6 +288,12 @@ fn run_in(
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     let _ = child.wait();
     if !ranks.iter().any(|r| r.started) {
+        if let Some(sig) = interrupted {
+            return Err(TorchError::Io(format!(
+                "interrupted: scen received {} before any rank started; nothing is left running",
+                signal_name(sig)
+            )));
+        }
         let tail = log_tail(&log_path, 6).unwrap_or_default();
         return Err(TorchError::Unavailable(format!(
             "no rank started under {}: {tail}",
@@ -292,6 +308,9 @@ fn run_in(
         .max()
         .unwrap_or(0);
     let end_ms = last_event.max(last_exit);
+    if let Some(sig) = interrupted {
+        interrupt(&mut ranks, sig, end_ms);
+    }
     let mut verdicts = verdicts(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
     // Texts name the scenario's ports, not the free ones the run used.
     for v in verdicts.iter_mut() {
@@ -342,6 +361,38 @@ fn run_in(
         ),
     );
     Ok(report(s, verdicts, trace, notes, end_ms))
+}
+
+/// `SIGINT` and the like, for messages.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// A signal ended the run: every rank that had not ended fails where it was, saying so (as
+/// `--hw` reports it), instead of being reported as hanging.
+fn interrupt(ranks: &mut [RankState], sig: i32, end_ms: u64) {
+    let name = signal_name(sig);
+    for st in ranks.iter_mut().filter(|st| st.end.is_none()) {
+        let where_ = match st.step {
+            Some(_) => format!(" in {}", st.step_text),
+            None => " before it started any step".into(),
+        };
+        let error = format!("interrupted: scen received {name} and killed this rank{where_}");
+        st.end = Some((
+            RankEnd::Failed {
+                step: st.step.unwrap_or(0),
+                error,
+            },
+            end_ms,
+        ));
+        // Its process died by our SIGKILL: that is not the rank's own end.
+        st.exit = None;
+    }
 }
 
 /// New complete lines of a progress file since the last read.

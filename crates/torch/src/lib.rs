@@ -28,6 +28,10 @@ pub struct TorchOptions {
     pub max_wall_ms: Option<u64>,
     /// Keep the generated files (program, progress lines, logs) in this directory.
     pub keep_dir: Option<PathBuf>,
+    /// Polled while the ranks run: an ending signal the caller caught (SIGINT, SIGTERM,
+    /// SIGHUP). The launcher then kills every rank and still reports what it saw (the binary
+    /// passes the handler it shares with `--hw`; this crate installs none).
+    pub interrupted: Option<fn() -> Option<i32>>,
 }
 
 #[derive(Debug, thiserror::Error)]
