@@ -1,5 +1,6 @@
-//! What CPU PyTorch can run: gloo groups on CPU tensors, the store and rendezvous, and the
-//! faults a real process can suffer (crash at a step or time, late start, per-rank env).
+//! What CPU PyTorch can run: gloo groups on CPU tensors, the store and rendezvous, the faults a
+//! real process can suffer (crash at a step or time, late start, per-rank env), and sglang
+//! 0.5.23's start-up steps (run on real sglang).
 //! Anything else makes the scenario ineligible, with the reason (docs/torch.md, "Eligibility").
 
 use scen_core::c10d::collective::CollOp;

@@ -1,7 +1,8 @@
 //! scen's torch mode: a scenario's program run on real PyTorch (`torch.distributed`, gloo on
 //! CPU), reported in the same form as the simulator and `--hw`.
 //!
-//! [`translate`] writes the program as one Python file (also what `scen export --torch` writes),
+//! [`translate`] writes the program as one Python file (also what `scen export --torch` writes;
+//! sglang 0.5.23's start-up steps call real sglang through prelude_sglang.py),
 //! [`launcher`] runs it as one real process per rank with torchrun's environment and is the
 //! watchdog for hangs, [`eligible`] says what CPU PyTorch can run, [`python`] finds the
 //! interpreter (`scen doctor`). Depends on scen-core only. See docs/torch.md.
