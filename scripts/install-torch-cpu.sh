@@ -54,7 +54,7 @@ if [ "$SGLANG" = 1 ]; then
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "sglang==$SGLANG_VER"
     # shellcheck disable=SC2086
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check $SGLANG_DEPS 2>&1 \
-      | grep -v "sglang $SGLANG_VER requires" || true
+      | grep -v -e "sglang $SGLANG_VER requires" -e "pip's dependency resolver" || true
     have_all || { echo "error: sglang $SGLANG_VER or its start-up modules did not install into $VENV" >&2; exit 1; }
     echo "sglang $SGLANG_VER installed in $VENV"
   fi
