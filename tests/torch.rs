@@ -34,7 +34,8 @@ fn scale_for(s: &Scenario) -> TimeScale {
         .iter()
         .filter_map(|st| match &st.kind {
             StepKind::InitProcessGroup { timeout_ms, .. }
-            | StepKind::NewGroup { timeout_ms, .. } => *timeout_ms,
+            | StepKind::NewGroup { timeout_ms, .. }
+            | StepKind::InitDistributedEnvironment { timeout_ms, .. } => *timeout_ms,
             _ => None,
         })
         .min();

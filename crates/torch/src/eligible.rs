@@ -219,6 +219,9 @@ fn sglang_step(s: &Scenario, st: &Step) -> Result<(), String> {
             ))
         }
     };
+    if init_version.is_none() {
+        return Err("sglang's start-up needs its init_distributed_environment step first (real sglang asserts its world group is initialized)".into());
+    }
     match version {
         Some(v) if v == pinned => Ok(()),
         Some(v) => Err(format!(
@@ -226,7 +229,7 @@ fn sglang_step(s: &Scenario, st: &Step) -> Result<(), String> {
             v.name()
         )),
         None => Err(format!(
-            "initialize_model_parallel without init_distributed_environment: say version = \"{SGLANG_VERSION}\" to run real sglang"
+            "no sglang version: say version = \"{SGLANG_VERSION}\" to run real sglang"
         )),
     }
 }

@@ -67,7 +67,10 @@ pub fn quiet_bound_ms(s: &Scenario) -> u64 {
     for st in &s.steps {
         let t = match &st.kind {
             StepKind::InitProcessGroup { timeout_ms, .. }
-            | StepKind::NewGroup { timeout_ms, .. } => timeout_ms.unwrap_or(default),
+            | StepKind::NewGroup { timeout_ms, .. }
+            | StepKind::InitDistributedEnvironment { timeout_ms, .. } => {
+                timeout_ms.unwrap_or(default)
+            }
             StepKind::Sleep { ms } => *ms,
             _ => 0,
         };
