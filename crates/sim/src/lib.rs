@@ -10,6 +10,7 @@ pub mod faults;
 pub mod internal;
 pub mod net;
 pub mod probe;
+pub mod schedule;
 
 use clock::VirtualClock;
 use faults::{Action, FaultPlan};
@@ -129,11 +130,13 @@ fn simulate_inner(
     let env_notes = faults::apply_env(&mut with_env);
     let shared = Rc::new(with_env);
     let shared_env = shared.clone();
+    let schedule = schedule::Schedule::for_seed(seed, &clock);
     for node in &scenario.world.nodes {
         let net = SimNet {
             host: node.name.clone(),
             nodes: scenario.world.nodes.len(),
             activity: activity.clone(),
+            schedule: schedule.clone(),
         };
         let (clock, probe, shared) = (clock.clone(), probe.clone(), shared.clone());
         let index = node.index;
@@ -245,7 +248,9 @@ async fn boot_node(
         probe.kills.borrow_mut()[rank] = Some(kill_tx);
         let late = probe.plan.borrow().late[rank];
         let torchrun = s.world.launcher == Launcher::Torchrun;
-        tokio::task::spawn_local(async move {
+        // Every wake-up of the rank is a scheduling point of its node (schedule.rs).
+        let schedule = net.schedule.clone();
+        tokio::task::spawn_local(schedule.shuffled(async move {
             let run = async {
                 if inject_panic == Some(rank) {
                     panic!("injected panic in rank {rank}'s task ({PANIC_HOOK_ENV})");
@@ -282,7 +287,7 @@ async fn boot_node(
                     }
                 }
             }
-        });
+        }));
     }
     std::future::pending::<()>().await;
     Ok(())
