@@ -248,10 +248,11 @@ async fn boot_node(
         probe.kills.borrow_mut()[rank] = Some(kill_tx);
         let late = probe.plan.borrow().late[rank];
         let torchrun = s.world.launcher == Launcher::Torchrun;
-        // Every wake-up of the rank is a scheduling point of its node (schedule.rs).
+        // Every wake-up of the rank's program is a scheduling point of its node (schedule.rs);
+        // a kill is not: the process dies at once, its sockets close at once.
         let schedule = net.schedule.clone();
-        tokio::task::spawn_local(schedule.shuffled(async move {
-            let run = async {
+        tokio::task::spawn_local(async move {
+            let run = schedule.shuffled(async {
                 if inject_panic == Some(rank) {
                     panic!("injected panic in rank {rank}'s task ({PANIC_HOOK_ENV})");
                 }
@@ -265,7 +266,7 @@ async fn boot_node(
                     clock.sleep_until_ms(clock.now_ms() + delay_ms).await;
                 }
                 run_rank(env).await
-            };
+            });
             tokio::select! {
                 biased;
                 _ = kill_rx => {
@@ -287,7 +288,7 @@ async fn boot_node(
                     }
                 }
             }
-        }));
+        });
     }
     std::future::pending::<()>().await;
     Ok(())
