@@ -478,8 +478,9 @@ mod tests {
         }
     }
 
-    /// (messages, largest payload) of the member that sends most, running the real algorithm.
-    fn measured(op: BenchOp, n: usize, bytes: usize) -> (usize, usize) {
+    /// (messages, largest payload) of the member that sends most, running core's
+    /// implementation of `alg`.
+    fn measured(op: BenchOp, alg: Algorithm, n: usize, bytes: usize) -> (usize, usize) {
         let per_rank = run_world(n, move |l| async move {
             let c = Counting {
                 inner: l,
@@ -487,23 +488,34 @@ mod tests {
             };
             let count = op.send_count(bytes, 4, n);
             let mut t = Tensor::from_fn(DType::F32, vec![count], |i| i as f64);
-            match op {
-                BenchOp::AllReduce => algo::all_reduce(&c, &mut t, ReduceOp::Sum)
+            match (op, alg) {
+                (BenchOp::AllReduce, Algorithm::Nreduce) => {
+                    algo::all_reduce_nreduce(&c, &mut t, ReduceOp::Sum).await
+                }
+                (BenchOp::AllReduce, Algorithm::RecursiveDoubling) => {
+                    algo::all_reduce_recursive_doubling(&c, &mut t, ReduceOp::Sum).await
+                }
+                (BenchOp::AllReduce, _) => algo::all_reduce(&c, &mut t, ReduceOp::Sum)
                     .await
                     .map(|_| ()),
-                BenchOp::AllGather => algo::all_gather(&c, &t).await.map(|_| ()),
-                BenchOp::ReduceScatter => algo::reduce_scatter(&c, &t, ReduceOp::Sum, &[count / n])
-                    .await
-                    .map(|_| ()),
-                BenchOp::AllToAll => {
+                (BenchOp::AllGather, Algorithm::Direct) => {
+                    algo::all_gather_direct(&c, &t).await.map(|_| ())
+                }
+                (BenchOp::AllGather, _) => algo::all_gather(&c, &t).await.map(|_| ()),
+                (BenchOp::ReduceScatter, _) => {
+                    algo::reduce_scatter(&c, &t, ReduceOp::Sum, &[count / n])
+                        .await
+                        .map(|_| ())
+                }
+                (BenchOp::AllToAll, _) => {
                     let chunk = bytes / n;
                     let sends = vec![vec![0u8; chunk]; n];
                     algo::all_to_all(&c, sends, &vec![chunk; n])
                         .await
                         .map(|_| ())
                 }
-                BenchOp::Broadcast => algo::broadcast(&c, &mut t, 0).await,
-                BenchOp::Reduce => algo::reduce(&c, &mut t, ReduceOp::Sum, 0).await,
+                (BenchOp::Broadcast, _) => algo::broadcast(&c, &mut t, 0).await,
+                (BenchOp::Reduce, _) => algo::reduce(&c, &mut t, ReduceOp::Sum, 0).await,
             }
             .expect("collective");
             c.sent.into_inner()
@@ -516,19 +528,28 @@ mod tests {
 
     #[test]
     fn schedules_match_the_algorithms_real_messages() {
-        for n in [2usize, 3, 4, 8] {
+        for n in [2usize, 3, 4, 5, 8] {
             let bytes = 4 * 8 * 9 * 7 * 5; // divisible by every n and by the f32 width
-            for op in BenchOp::ALL {
-                let s = schedule(op, Library::Scen.select(op, bytes, n), bytes, n);
-                let (msgs, big) = measured(op, n, bytes);
+            let mut algs: Vec<(BenchOp, Algorithm)> = BenchOp::ALL
+                .iter()
+                .map(|&op| (op, Library::Scen.select(op, bytes, n)))
+                .collect();
+            algs.extend([
+                (BenchOp::AllReduce, Algorithm::Nreduce),
+                (BenchOp::AllReduce, Algorithm::RecursiveDoubling),
+                (BenchOp::AllGather, Algorithm::Direct),
+            ]);
+            for (op, alg) in algs {
+                let s = schedule(op, alg, bytes, n);
+                let (msgs, big) = measured(op, alg, n, bytes);
                 let want_big = (s.wire_bytes / s.messages as f64).round() as usize;
                 match op {
                     // Reduce: every member sends once; the root receives log2(n) in sequence.
-                    BenchOp::Reduce => assert_eq!(msgs, 1, "{op} n={n}"),
+                    BenchOp::Reduce => assert_eq!(msgs, 1, "{op} {alg} n={n}"),
                     // A binomial tree's root sends log2(n) messages (its critical path).
-                    _ => assert_eq!(msgs, s.messages, "{op} n={n}"),
+                    _ => assert_eq!(msgs, s.messages, "{op} {alg} n={n}"),
                 }
-                assert_eq!(big, want_big, "{op} n={n}");
+                assert_eq!(big, want_big, "{op} {alg} n={n}");
             }
         }
     }

@@ -5,8 +5,9 @@
 //! doubling variants oneCCL uses) are one library; oneCCL 2022.2's CPU backend is another, with
 //! a size-dependent selection table. That table was read from oneCCL itself
 //! (`CCL_LOG_LEVEL=debug` prints it at init; docs/bench.md quotes it) and is reproduced by
-//! [`Library::select`]. Schedules are checked against the algorithms' real messages in
-//! `model.rs`'s tests.
+//! [`Library::select`]. Each algorithm is implemented in crates/core/src/algo (ring.rs,
+//! direct.rs, exchange.rs, rooted.rs); `model.rs`'s tests check every schedule against the
+//! messages the implementation really sends.
 
 use super::BenchOp;
 use serde::{Deserialize, Serialize};
@@ -122,11 +123,11 @@ pub fn schedule(op: BenchOp, alg: Algorithm, bytes: usize, ranks: usize) -> Sche
     } else {
         match (op, alg) {
             (BenchOp::AllReduce, Algorithm::RecursiveDoubling) => {
-                // Non powers of two add a fold-in and a copy-out step of the whole buffer.
+                // Beyond the largest power of two, a paired member also reduces the fold-in and
+                // sends the result back (algo/direct.rs).
                 let pof2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
-                let extra = if pof2 == n { 0 } else { 2 };
-                let k = ceil_log2(pof2) + extra;
-                (k, k as f64 * s, (ceil_log2(pof2) + extra / 2) as f64 * s)
+                let k = ceil_log2(pof2) + usize::from(pof2 != n);
+                (k, k as f64 * s, k as f64 * s)
             }
             // Ring and nreduce move the same bytes; they differ in how the sends overlap.
             (BenchOp::AllReduce, _) => (
@@ -186,9 +187,9 @@ mod tests {
             (s.messages, s.wire_bytes, s.reduce_bytes),
             (2, 8192.0, 8192.0)
         );
-        // 3 ranks: fold in, one exchange, copy out.
+        // 3 ranks: rank 1 reduces rank 0's fold-in, exchanges with rank 2, copies out.
         let s = schedule(BenchOp::AllReduce, Algorithm::RecursiveDoubling, 4096, 3);
-        assert_eq!((s.messages, s.reduce_bytes), (3, 8192.0));
+        assert_eq!((s.messages, s.reduce_bytes), (2, 8192.0));
         let s = schedule(BenchOp::AllToAll, Algorithm::Pairwise, 4096, 4);
         assert_eq!((s.messages, s.wire_bytes, s.reduce_bytes), (3, 3072.0, 0.0));
         let s = schedule(BenchOp::Broadcast, Algorithm::Direct, 4096, 4);
