@@ -17,7 +17,7 @@ use scen_core::perf::pattern::{self, Pattern, PatternKind, PatternParams};
 use scen_core::perf::result::{BenchReport, BenchRow, Timing, SCHEMA};
 use scen_core::perf::sweep::{human_size, parse_sweep};
 use scen_core::perf::{bandwidths, BenchOp};
-use scen_hw::bench::{BenchJob, BenchPath, BenchSpec, JobResult};
+use scen_hw::bench::{median, BenchJob, BenchPath, BenchSpec, JobResult};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -326,6 +326,11 @@ fn run_hw(spec: &BenchSpec, repeat: usize) -> anyhow::Result<Vec<JobResult>> {
             let runs: Vec<&JobResult> = results.iter().skip(i).step_by(n).collect();
             let mut r = runs[0].clone();
             r.time_us = median(runs.iter().map(|x| x.time_us).collect());
+            r.median_us = runs
+                .iter()
+                .map(|x| x.median_us)
+                .collect::<Option<Vec<f64>>>()
+                .map(median);
             r.raw_us = runs
                 .iter()
                 .map(|x| x.raw_us)
@@ -335,15 +340,6 @@ fn run_hw(spec: &BenchSpec, repeat: usize) -> anyhow::Result<Vec<JobResult>> {
             r
         })
         .collect())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 fn run_hw_once(spec: &BenchSpec) -> anyhow::Result<Vec<JobResult>> {
@@ -401,6 +397,7 @@ fn row(
             "-".into()
         },
         hw: m.map(|m| timing(j.op, bytes, spec.ranks, m.time_us)),
+        hw_median_us: m.and_then(|m| m.median_us),
         raw: m
             .and_then(|m| m.raw_us)
             .map(|t| timing(j.op, bytes, spec.ranks, t)),
@@ -429,11 +426,11 @@ fn calibrate(
         .rows
         .iter()
         .filter_map(|r| {
-            r.hw.map(|t| Sample {
+            r.measured_us().map(|t| Sample {
                 op: r.op,
                 bytes: r.size_bytes,
                 ranks: report.ranks,
-                time_us: t.time_us,
+                time_us: t,
             })
         })
         .collect();
@@ -470,7 +467,7 @@ fn calibrate(
             .rows
             .iter()
             .filter(|r| r.op == op)
-            .filter_map(|r| Some(model::rel_error(r.sim?.time_us, r.hw?.time_us).abs()))
+            .filter_map(|r| Some(model::rel_error(r.sim?.time_us, r.measured_us()?).abs()))
             .collect();
         let worst = errs.iter().copied().fold(0.0, f64::max);
         report.notes.push(format!(
@@ -554,10 +551,11 @@ fn render(r: &BenchReport, p: Option<&Pattern>) -> String {
         s.push_str(&format!("# pattern: {p}\n"));
     }
     let any = |f: fn(&BenchRow) -> bool| r.rows.iter().any(f);
-    let (has_hw, has_raw, has_sim) = (
+    let (has_hw, has_raw, has_sim, has_med) = (
         any(|x| x.hw.is_some()),
         any(|x| x.raw.is_some()),
         any(|x| x.sim.is_some()),
+        any(|x| x.hw_median_us.is_some()),
     );
     let mut head = format!(
         "{:>14} {:>10} {:>10} {:>5} {:>5}",
@@ -575,6 +573,9 @@ fn render(r: &BenchReport, p: Option<&Pattern>) -> String {
     if has_sim {
         head += &format!(" {:>10} {:>8}", "sim_us", "sim_bus");
         if has_hw {
+            if has_med {
+                head += &format!(" {:>10}", "med_us");
+            }
             head += &format!(" {:>7}", "err%");
         }
     }
@@ -607,8 +608,11 @@ fn render(r: &BenchReport, p: Option<&Pattern>) -> String {
         }
         if let Some(m) = x.sim {
             line += &format!(" {:>10.1} {:>8.3}", m.time_us, m.busbw_gbps);
-            if let Some(h) = x.hw {
-                line += &format!(" {:>+6.1}%", model::rel_error(m.time_us, h.time_us) * 100.0);
+            if let Some(t) = x.measured_us() {
+                if has_med {
+                    line += &format!(" {:>10.1}", x.hw_median_us.unwrap_or(t));
+                }
+                line += &format!(" {:>+6.1}%", model::rel_error(m.time_us, t) * 100.0);
             }
         }
         s.push_str(&line);
