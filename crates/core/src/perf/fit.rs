@@ -120,7 +120,51 @@ pub fn fit_class(samples: &[Sample], library: Library) -> Option<LinkCost> {
     Some(LinkCost::new(a, gbps(c)))
 }
 
-/// Per (op, algorithm) costs for the groups measured at [`MIN_GROUP_SIZES`] sizes or more.
+/// A single (alpha, beta) worse than this (worst relative error) may be split in two size
+/// ranges.
+pub const SPLIT_ABOVE_ERROR: f64 = 0.10;
+
+/// One size range's fit: (alpha_us, c = us per byte) and its squared / worst relative errors.
+struct Segment {
+    alpha_us: f64,
+    c: f64,
+    sse: f64,
+    worst: f64,
+}
+
+fn fit_segment(op: BenchOp, alg: Algorithm, ranks: usize, pts: &[&Sample]) -> Option<Segment> {
+    let rows: Vec<([f64; 2], f64)> = pts
+        .iter()
+        .map(|p| {
+            let s = schedule(op, alg, p.bytes, ranks);
+            ([s.messages as f64, s.wire_bytes], p.time_us)
+        })
+        .collect();
+    let (a, c) = fit_alpha_c(&rows)?;
+    let errs: Vec<f64> = rows
+        .iter()
+        .map(|(x, t)| rel_error(a * x[0] + c * x[1], *t))
+        .collect();
+    Some(Segment {
+        alpha_us: a,
+        c,
+        sse: errs.iter().map(|e| e * e).sum(),
+        worst: errs.iter().map(|e| e.abs()).fold(0.0, f64::max),
+    })
+}
+
+/// Distinct sizes of `pts`, ascending.
+fn sizes_of(pts: &[&Sample]) -> Vec<usize> {
+    let mut sizes: Vec<usize> = pts.iter().map(|p| p.bytes).collect();
+    sizes.sort();
+    sizes.dedup();
+    sizes
+}
+
+/// Per (op, algorithm) costs for the groups measured at [`MIN_GROUP_SIZES`] sizes or more. A
+/// group whose single fit misses some size by more than [`SPLIT_ABOVE_ERROR`] is split at the
+/// size that best halves its squared error, when both sides keep [`MIN_GROUP_SIZES`] sizes: a
+/// CPU's per-byte cost changes where the buffers stop fitting its caches.
 pub fn fit_groups(samples: &[Sample], library: Library, class: LinkClass) -> Vec<OpCost> {
     let mut keys: Vec<(BenchOp, Algorithm, usize)> = samples
         .iter()
@@ -136,28 +180,45 @@ pub fn fit_groups(samples: &[Sample], library: Library, class: LinkClass) -> Vec
                 p.op == op && p.ranks == ranks && library.select(p.op, p.bytes, p.ranks) == alg
             })
             .collect();
-        let mut sizes: Vec<usize> = group.iter().map(|p| p.bytes).collect();
-        sizes.sort();
-        sizes.dedup();
+        let sizes = sizes_of(&group);
         if sizes.len() < MIN_GROUP_SIZES {
             continue;
         }
-        let rows: Vec<([f64; 2], f64)> = group
-            .iter()
-            .map(|p| {
-                let s = schedule(op, alg, p.bytes, ranks);
-                ([s.messages as f64, s.wire_bytes], p.time_us)
-            })
-            .collect();
-        if let Some((a, c)) = fit_alpha_c(&rows) {
-            out.push(OpCost {
-                class,
-                op,
-                algorithm: alg,
-                ranks,
-                alpha_us: a,
-                beta_gbps: gbps(c),
-            });
+        let Some(whole) = fit_segment(op, alg, ranks, &group) else {
+            continue;
+        };
+        let entry = |seg: &Segment, max_bytes| OpCost {
+            class,
+            op,
+            algorithm: alg,
+            ranks,
+            max_bytes,
+            alpha_us: seg.alpha_us,
+            beta_gbps: gbps(seg.c),
+        };
+        let mut best: Option<(f64, usize, Segment, Segment)> = None;
+        if whole.worst > SPLIT_ABOVE_ERROR {
+            for cut in MIN_GROUP_SIZES..=sizes.len().saturating_sub(MIN_GROUP_SIZES) {
+                let knee = sizes[cut - 1];
+                let (lo, hi): (Vec<&Sample>, Vec<&Sample>) =
+                    group.iter().partition(|p| p.bytes <= knee);
+                if let (Some(l), Some(h)) = (
+                    fit_segment(op, alg, ranks, &lo),
+                    fit_segment(op, alg, ranks, &hi),
+                ) {
+                    let sse = l.sse + h.sse;
+                    if best.as_ref().is_none_or(|b| sse < b.0) {
+                        best = Some((sse, knee, l, h));
+                    }
+                }
+            }
+        }
+        match best {
+            Some((sse, knee, l, h)) if sse < 0.5 * whole.sse => {
+                out.push(entry(&l, Some(knee)));
+                out.push(entry(&h, None));
+            }
+            _ => out.push(entry(&whole, None)),
         }
     }
     out
@@ -280,6 +341,7 @@ mod tests {
                 op,
                 algorithm: alg,
                 ranks: 2,
+                max_bytes: None,
                 alpha_us: a,
                 beta_gbps: b,
             });
@@ -295,7 +357,7 @@ mod tests {
         for want in &t.ops {
             let got = cal
                 .model
-                .op_cost(LinkClass::Intra, want.op, want.algorithm, 2)
+                .op_cost(LinkClass::Intra, want.op, want.algorithm, 2, 1 << 22)
                 .expect("fitted");
             assert!((got.alpha_us - want.alpha_us).abs() < 1e-3, "{got}");
             assert!((got.beta_gbps - want.beta_gbps).abs() < 1e-6, "{got}");
@@ -317,7 +379,7 @@ mod tests {
         // all_gather's direct algorithm ran at one size only (64 KiB on 2 ranks): no own fit.
         assert!(cal
             .model
-            .op_cost(LinkClass::Intra, BenchOp::AllGather, Algorithm::Direct, 2)
+            .op_cost(LinkClass::Intra, BenchOp::AllGather, Algorithm::Direct, 2, 65536)
             .is_none());
         // Recalibrating 4 ranks keeps the 2-rank entries; recalibrating 2 ranks replaces them.
         let four = sweep(&t, Library::OnecclCpu, &[4], &[1.0]);
@@ -326,6 +388,40 @@ mod tests {
         assert!(again.model.ops.iter().any(|o| o.ranks == 4));
         let twice = calibrate(&cal.model, &samples, LinkClass::Intra, Library::OnecclCpu).unwrap();
         assert_eq!(twice.model.ops.len(), cal.model.ops.len());
+    }
+
+    #[test]
+    fn a_cache_knee_splits_one_algorithm_in_two_size_ranges() {
+        // all_to_all at 1.5 GB/s while the buffers fit the caches (<= 2 MiB), 0.4 GB/s above.
+        let mut t = truth(20.0, 1.0, None);
+        for (max_bytes, a, b) in [(Some(2 << 20), 30.0, 1.5), (None, 500.0, 0.4)] {
+            t.ops.push(OpCost {
+                class: LinkClass::Intra,
+                op: BenchOp::AllToAll,
+                algorithm: Algorithm::Pairwise,
+                ranks: 2,
+                max_bytes,
+                alpha_us: a,
+                beta_gbps: b,
+            });
+        }
+        let samples: Vec<Sample> = sweep(&t, Library::OnecclCpu, &[2], &[1.0])
+            .into_iter()
+            .filter(|p| p.op == BenchOp::AllToAll)
+            .collect();
+        let groups = fit_groups(&samples, Library::OnecclCpu, LinkClass::Intra);
+        assert_eq!(groups.len(), 2, "{groups:?}");
+        assert_eq!(groups[0].max_bytes, Some(2 << 20));
+        for (g, w) in groups.iter().zip(&t.ops) {
+            assert!((g.alpha_us - w.alpha_us).abs() < 1e-3, "{g}");
+            assert!((g.beta_gbps - w.beta_gbps).abs() < 1e-6, "{g}");
+        }
+        // A straight line is not split.
+        let straight: Vec<Sample> = sweep(&truth(20.0, 1.0, None), Library::OnecclCpu, &[2], &[1.0])
+            .into_iter()
+            .filter(|p| p.op == BenchOp::AllToAll)
+            .collect();
+        assert_eq!(fit_groups(&straight, Library::OnecclCpu, LinkClass::Intra).len(), 1);
     }
 
     #[test]

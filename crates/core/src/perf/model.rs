@@ -188,7 +188,10 @@ pub enum ModelError {
 
 /// A per-op, per-algorithm cost fitted by `--calibrate`: for `op` run with `algorithm` over
 /// `ranks` members on `class`, `alpha_us` per message and the schedule's bytes at `beta_gbps`
-/// (the reduction, if any, folded in: within one algorithm it grows with the bytes).
+/// (the reduction, if any, folded in: within one algorithm it grows with the bytes). With
+/// `max_bytes`, the entry covers benchmark sizes up to it (a CPU's copies slow down once the
+/// buffers leave its caches, so the fit may split an algorithm's sizes in two); the entry with
+/// the smallest `max_bytes` at or above a size applies, an unbounded one above all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OpCost {
@@ -196,6 +199,8 @@ pub struct OpCost {
     pub op: BenchOp,
     pub algorithm: Algorithm,
     pub ranks: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<usize>,
     #[serde(deserialize_with = "non_negative")]
     pub alpha_us: f64,
     #[serde(deserialize_with = "positive")]
@@ -247,23 +252,38 @@ impl ModelFile {
         ModelFile::parse(&file, &text)
     }
 
-    /// The fitted per-op cost for `op` with `alg` on `class`, from the entry measured on the
-    /// rank count nearest `ranks` (the smaller on a tie).
+    /// The fitted per-op cost for `op` with `alg` on a benchmark size of `bytes` on `class`,
+    /// from the entries measured on the rank count nearest `ranks` (the smaller on a tie): the
+    /// one whose size range holds `bytes` (past the last bound, the largest).
     pub fn op_cost(
         &self,
         class: LinkClass,
         op: BenchOp,
         alg: Algorithm,
         ranks: usize,
+        bytes: usize,
     ) -> Option<&OpCost> {
+        let mine = |o: &&OpCost| o.class == class && o.op == op && o.algorithm == alg;
+        let nearest = self
+            .ops
+            .iter()
+            .filter(mine)
+            .map(|o| o.ranks)
+            .min_by_key(|r| (r.abs_diff(ranks), *r))?;
+        let at = |o: &&OpCost| mine(o) && o.ranks == nearest;
+        let bound = |o: &OpCost| o.max_bytes.unwrap_or(usize::MAX);
         self.ops
             .iter()
-            .filter(|o| o.class == class && o.op == op && o.algorithm == alg)
-            .min_by_key(|o| (o.ranks.abs_diff(ranks), o.ranks))
+            .filter(at)
+            .filter(|o| bound(o) >= bytes)
+            .min_by_key(|o| bound(o))
+            .or_else(|| self.ops.iter().filter(at).max_by_key(|o| bound(o)))
     }
 
     /// Predicted microseconds of `op` on `bytes` (the benchmark size) over `ranks` members on
-    /// `class`, run by `library`: a per-op cost where one was fitted, the class's link otherwise.
+    /// `class`, run by `library`: a per-op cost where one was fitted for this algorithm, else
+    /// one of another algorithm of the same op (a size the calibration saw too few of, such as
+    /// oneCCL's direct all_gather below 32 KiB per rank), else the class's link.
     pub fn predict_us(
         &self,
         op: BenchOp,
@@ -274,7 +294,19 @@ impl ModelFile {
     ) -> f64 {
         let alg = library.select(op, bytes, ranks);
         let s = schedule(op, alg, bytes, ranks);
-        match self.op_cost(class, op, alg, ranks) {
+        let other = || {
+            let mut algs: Vec<Algorithm> = self
+                .ops
+                .iter()
+                .filter(|o| o.class == class && o.op == op)
+                .map(|o| o.algorithm)
+                .collect();
+            algs.sort();
+            algs.dedup();
+            algs.into_iter()
+                .find_map(|a| self.op_cost(class, op, a, ranks, bytes))
+        };
+        match self.op_cost(class, op, alg, ranks, bytes).or_else(other) {
             Some(o) => s.messages as f64 * o.alpha_us + per_gbps_us(s.wire_bytes, o.beta_gbps),
             None => self.links.cost(class).schedule_us(&s),
         }
@@ -339,11 +371,13 @@ impl fmt::Display for OpCost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} {} {} on {} ranks: {:.1}us+{:.3}GB/s",
+            "{} {} {} on {} ranks{}: {:.1}us+{:.3}GB/s",
             self.class.name(),
             self.op,
             self.algorithm,
             self.ranks,
+            self.max_bytes
+                .map_or(String::new(), |m| format!(" up to {}", super::sweep::human_size(m))),
             self.alpha_us,
             self.beta_gbps
         )
@@ -403,14 +437,37 @@ mod tests {
             op: BenchOp::AllReduce,
             algorithm: Algorithm::Nreduce,
             ranks: 2,
+            max_bytes: None,
             alpha_us: 100.0,
             beta_gbps: 2.0,
         });
-        // The 2-rank entry is the nearest for 4 ranks too; the ring (other algorithm) is not hit.
+        // The 2-rank entry is the nearest for 4 ranks too.
         let p = f.predict_us(BenchOp::AllReduce, 16384, 4, LinkClass::Intra, Library::OnecclCpu);
         assert!((p - (600.0 + 12.288)).abs() < 1e-9, "{p}");
+        // The ring has no entry: the op's other algorithm's applies (same messages here); another
+        // op falls back to the class link.
         let ring = f.predict_us(BenchOp::AllReduce, 16384, 4, LinkClass::Intra, Library::Scen);
-        assert!((ring - 84.576).abs() < 1e-9, "{ring}");
+        assert!((ring - 612.288).abs() < 1e-9, "{ring}");
+        let ag = f.predict_us(BenchOp::AllGather, 16384, 4, LinkClass::Intra, Library::Scen);
+        assert!((ag - (30.0 + 12.288)).abs() < 1e-9, "{ag}");
+        // Size ranges: the bounded entry up to its bound, the unbounded one above.
+        f.ops[0].max_bytes = Some(65536);
+        f.ops.push(OpCost {
+            max_bytes: None,
+            alpha_us: 0.0,
+            beta_gbps: 1.0,
+            ..f.ops[0]
+        });
+        let alpha = |f: &ModelFile, b| {
+            f.op_cost(LinkClass::Intra, BenchOp::AllReduce, Algorithm::Nreduce, 2, b)
+                .unwrap()
+                .alpha_us
+        };
+        assert_eq!(alpha(&f, 65536), 100.0);
+        assert_eq!(alpha(&f, 65537), 0.0);
+        f.ops.pop();
+        // Past the last bound, the largest range extrapolates.
+        assert_eq!(alpha(&f, 1 << 20), 100.0);
     }
 
     #[test]
@@ -444,6 +501,7 @@ mod tests {
                 op: BenchOp::AllToAll,
                 algorithm: Algorithm::Pairwise,
                 ranks: 4,
+                max_bytes: None,
                 alpha_us: 12.5,
                 beta_gbps: 0.75,
             }]
