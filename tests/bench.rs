@@ -225,7 +225,10 @@ fn model_files_load_for_scenarios_and_bad_ones_name_file_line_col() {
     assert!(fast_run.status.success(), "{fast_run:?}");
     // Two 2 MiB messages at 0.5 GB/s cost ~8 ms more than at 50 GB/s.
     let (slow_ms, fast_ms) = (completes_ms(&slow_run), completes_ms(&fast_run));
-    assert!(slow_ms >= fast_ms + 6, "slow {slow_ms} ms, fast {fast_ms} ms");
+    assert!(
+        slow_ms >= fast_ms + 6,
+        "slow {slow_ms} ms, fast {fast_ms} ms"
+    );
 
     // A bad model file: scen run (from the scenario and from --model) and scen bench name it.
     let bad = dir.join("models/slow.toml");
@@ -262,21 +265,57 @@ fn calibration_on_the_gloo_path_writes_a_model_the_prediction_reads_back() {
     let model = dir.join("m.toml");
     let m = model.to_str().unwrap();
     let o = scen(&[
-        "bench", "--hw", "--path", "gloo", "--calibrate", "--op", "all_reduce,all_gather",
-        "--sizes", "256K,1M,4M", "--ranks", "2", "--warmup", "1", "--iters", "2", "--repeat", "2",
-        "-o", m,
+        "bench",
+        "--hw",
+        "--path",
+        "gloo",
+        "--calibrate",
+        "--op",
+        "all_reduce,all_gather",
+        "--sizes",
+        "256K,1M,4M",
+        "--ranks",
+        "2",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--repeat",
+        "2",
+        "-o",
+        m,
     ]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
-    for want in ["calibrated host:", "error after calibration, all_reduce on 2 ranks", "err%"] {
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for want in [
+        "calibrated host:",
+        "error after calibration, all_reduce on 2 ranks",
+        "err%",
+    ] {
         assert!(out.contains(want), "missing {want}: {out}");
     }
     let text = std::fs::read_to_string(&model).unwrap();
-    assert!(text.contains("[links.host]") && text.contains("[[ops]]"), "{text}");
+    assert!(
+        text.contains("[links.host]") && text.contains("[[ops]]"),
+        "{text}"
+    );
     // The written model predicts the gloo path with its per-op costs.
     let o = scen(&[
-        "bench", "--path", "gloo", "--model", m, "--op", "all_reduce", "--sizes", "1M",
-        "--format", "json",
+        "bench",
+        "--path",
+        "gloo",
+        "--model",
+        m,
+        "--op",
+        "all_reduce",
+        "--sizes",
+        "1M",
+        "--format",
+        "json",
     ]);
     let v = json(&o);
     assert!(v["rows"][0]["sim"]["time_us"].as_f64().unwrap() > 0.0);

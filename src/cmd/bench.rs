@@ -12,9 +12,9 @@ use clap::{Args, ValueEnum};
 use scen_core::perf::compare::{compare, verdict, Bucket};
 use scen_core::perf::fit::{self, Sample};
 use scen_core::perf::model::{self, LinkClass, ModelFile};
-use scen_core::perf::schedule::Library;
 use scen_core::perf::pattern::{self, Pattern, PatternKind, PatternParams};
 use scen_core::perf::result::{BenchReport, BenchRow, Timing, SCHEMA};
+use scen_core::perf::schedule::Library;
 use scen_core::perf::sweep::{human_size, parse_sweep};
 use scen_core::perf::{bandwidths, BenchOp};
 use scen_hw::bench::{median, BenchJob, BenchPath, BenchSpec, JobResult};
@@ -253,8 +253,15 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
     } else if predict && !model.ops.is_empty() {
         report.notes.push(format!(
             "per-op costs of {}: {}",
-            a.model.as_ref().map_or(String::new(), |p| p.display().to_string()),
-            model.ops.iter().map(|o| o.to_string()).collect::<Vec<_>>().join("; ")
+            a.model
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
+            model
+                .ops
+                .iter()
+                .map(|o| o.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
     }
     if let Some(p) = &pattern {
@@ -319,7 +326,9 @@ fn build_pattern(a: &BenchArgs, name: &str, elem_bytes: usize) -> anyhow::Result
 fn run_hw(spec: &BenchSpec, repeat: usize) -> anyhow::Result<Vec<JobResult>> {
     let n = spec.jobs.len();
     let mut all = spec.clone();
-    all.jobs = (0..repeat).flat_map(|_| spec.jobs.iter().copied()).collect();
+    all.jobs = (0..repeat)
+        .flat_map(|_| spec.jobs.iter().copied())
+        .collect();
     let results = run_hw_once(&all)?;
     Ok((0..n)
         .map(|i| {
@@ -457,7 +466,12 @@ fn calibrate(
         samples.len(),
         cal.worst_class_only * 100.0
     ));
-    for o in cal.model.ops.iter().filter(|o| o.class == class && o.ranks == report.ranks) {
+    for o in cal
+        .model
+        .ops
+        .iter()
+        .filter(|o| o.class == class && o.ranks == report.ranks)
+    {
         report.notes.push(format!("per-op cost: {o}"));
     }
     let mut ops: Vec<scen_core::perf::BenchOp> = report.rows.iter().map(|r| r.op).collect();

@@ -39,11 +39,7 @@ pub async fn all_reduce_nreduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) ->
 /// Recursive-doubling all-reduce in place: log2(p) exchanges of the whole buffer among the
 /// largest power of two p <= n; the first 2(n - p) members pair up first (the even one folds
 /// its buffer into the odd one and receives the result at the end).
-pub async fn all_reduce_recursive_doubling<L: Link>(
-    l: &L,
-    t: &mut Tensor,
-    op: ReduceOp,
-) -> R<()> {
+pub async fn all_reduce_recursive_doubling<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) -> R<()> {
     let (n, me) = (l.size(), l.rank());
     if n > 1 {
         let len = t.data.len();
@@ -133,7 +129,9 @@ mod tests {
             for numel in [1usize, 5, 24] {
                 let want = run_world(n, move |l| async move {
                     let mut t = input(l.rank(), numel);
-                    super::super::all_reduce(&l, &mut t, ReduceOp::Sum).await.map(|_| t)
+                    super::super::all_reduce(&l, &mut t, ReduceOp::Sum)
+                        .await
+                        .map(|_| t)
                 });
                 for which in 0..2 {
                     let got = run_world(n, move |l| async move {
@@ -160,7 +158,9 @@ mod tests {
             let want = run_world(n, |l| async move {
                 super::super::all_gather(&l, &input(l.rank(), 3)).await
             });
-            let got = run_world(n, |l| async move { all_gather_direct(&l, &input(l.rank(), 3)).await });
+            let got = run_world(n, |l| async move {
+                all_gather_direct(&l, &input(l.rank(), 3)).await
+            });
             for (g, w) in got.into_iter().zip(want) {
                 let (g, w) = (g.expect("ok"), w.expect("ok"));
                 let gd: Vec<&Vec<u8>> = g.iter().map(|t| &t.data).collect();

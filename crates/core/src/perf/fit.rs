@@ -29,6 +29,8 @@ pub struct Sample {
 pub const MIN_GROUP_SIZES: usize = 3;
 
 /// Weighted least squares `t ≈ Σ coef_i x_i` with weights 1/t²; `None` when singular.
+// Index loops read as the normal equations and the elimination they are.
+#[allow(clippy::needless_range_loop)]
 fn least_squares<const K: usize>(rows: &[([f64; K], f64)]) -> Option<[f64; K]> {
     let mut a = [[0.0f64; K]; K];
     let mut b = [0.0f64; K];
@@ -257,7 +259,13 @@ pub fn calibrate(
     let worst_of = |m: &ModelFile| {
         samples
             .iter()
-            .map(|p| rel_error(m.predict_us(p.op, p.bytes, p.ranks, class, library), p.time_us).abs())
+            .map(|p| {
+                rel_error(
+                    m.predict_us(p.op, p.bytes, p.ranks, class, library),
+                    p.time_us,
+                )
+                .abs()
+            })
             .fold(0.0, f64::max)
     };
     Some(Calibration {
@@ -304,8 +312,11 @@ mod tests {
     #[test]
     fn class_fit_recovers_alpha_beta_and_the_reduction_rate() {
         let t = truth(37.0, 4.5, Some(3.0));
-        let got = fit_class(&sweep(&t, Library::OnecclCpu, &[2, 4], &[1.0]), Library::OnecclCpu)
-            .expect("fit");
+        let got = fit_class(
+            &sweep(&t, Library::OnecclCpu, &[2, 4], &[1.0]),
+            Library::OnecclCpu,
+        )
+        .expect("fit");
         assert!((got.alpha_us - 37.0).abs() < 1e-3, "{got:?}");
         assert!((got.beta_gbps - 4.5).abs() < 1e-6, "{got:?}");
         assert!((got.reduce_gbps.unwrap() - 3.0).abs() < 1e-6, "{got:?}");
@@ -314,7 +325,10 @@ mod tests {
             .into_iter()
             .filter(|p| p.op == BenchOp::AllReduce)
             .collect();
-        assert_eq!(fit_class(&only_ar, Library::Scen).unwrap().reduce_gbps, None);
+        assert_eq!(
+            fit_class(&only_ar, Library::Scen).unwrap().reduce_gbps,
+            None
+        );
     }
 
     #[test]
@@ -379,7 +393,13 @@ mod tests {
         // all_gather's direct algorithm ran at one size only (64 KiB on 2 ranks): no own fit.
         assert!(cal
             .model
-            .op_cost(LinkClass::Intra, BenchOp::AllGather, Algorithm::Direct, 2, 65536)
+            .op_cost(
+                LinkClass::Intra,
+                BenchOp::AllGather,
+                Algorithm::Direct,
+                2,
+                65536
+            )
             .is_none());
         // Recalibrating 4 ranks keeps the 2-rank entries; recalibrating 2 ranks replaces them.
         let four = sweep(&t, Library::OnecclCpu, &[4], &[1.0]);
@@ -417,11 +437,15 @@ mod tests {
             assert!((g.beta_gbps - w.beta_gbps).abs() < 1e-6, "{g}");
         }
         // A straight line is not split.
-        let straight: Vec<Sample> = sweep(&truth(20.0, 1.0, None), Library::OnecclCpu, &[2], &[1.0])
-            .into_iter()
-            .filter(|p| p.op == BenchOp::AllToAll)
-            .collect();
-        assert_eq!(fit_groups(&straight, Library::OnecclCpu, LinkClass::Intra).len(), 1);
+        let straight: Vec<Sample> =
+            sweep(&truth(20.0, 1.0, None), Library::OnecclCpu, &[2], &[1.0])
+                .into_iter()
+                .filter(|p| p.op == BenchOp::AllToAll)
+                .collect();
+        assert_eq!(
+            fit_groups(&straight, Library::OnecclCpu, LinkClass::Intra).len(),
+            1
+        );
     }
 
     #[test]

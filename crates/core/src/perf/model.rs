@@ -376,8 +376,10 @@ impl fmt::Display for OpCost {
             self.op,
             self.algorithm,
             self.ranks,
-            self.max_bytes
-                .map_or(String::new(), |m| format!(" up to {}", super::sweep::human_size(m))),
+            self.max_bytes.map_or(String::new(), |m| format!(
+                " up to {}",
+                super::sweep::human_size(m)
+            )),
             self.alpha_us,
             self.beta_gbps
         )
@@ -427,10 +429,22 @@ mod tests {
         let mut f = ModelFile::default();
         f.links.intra = LinkCost::new(10.0, 1.0);
         // 16 KiB all_reduce on 4 ranks: oneCCL's nreduce, 6 messages of 4 KiB = 60 + 24.576 us.
-        let p = f.predict_us(BenchOp::AllReduce, 16384, 4, LinkClass::Intra, Library::OnecclCpu);
+        let p = f.predict_us(
+            BenchOp::AllReduce,
+            16384,
+            4,
+            LinkClass::Intra,
+            Library::OnecclCpu,
+        );
         assert!((p - 84.576).abs() < 1e-9, "{p}");
         // 8 KiB: recursive doubling, 2 exchanges of the whole buffer.
-        let p = f.predict_us(BenchOp::AllReduce, 8192, 4, LinkClass::Intra, Library::OnecclCpu);
+        let p = f.predict_us(
+            BenchOp::AllReduce,
+            8192,
+            4,
+            LinkClass::Intra,
+            Library::OnecclCpu,
+        );
         assert!((p - (20.0 + 16.384)).abs() < 1e-9, "{p}");
         f.ops.push(OpCost {
             class: LinkClass::Intra,
@@ -442,13 +456,31 @@ mod tests {
             beta_gbps: 2.0,
         });
         // The 2-rank entry is the nearest for 4 ranks too.
-        let p = f.predict_us(BenchOp::AllReduce, 16384, 4, LinkClass::Intra, Library::OnecclCpu);
+        let p = f.predict_us(
+            BenchOp::AllReduce,
+            16384,
+            4,
+            LinkClass::Intra,
+            Library::OnecclCpu,
+        );
         assert!((p - (600.0 + 12.288)).abs() < 1e-9, "{p}");
         // The ring has no entry: the op's other algorithm's applies (same messages here); another
         // op falls back to the class link.
-        let ring = f.predict_us(BenchOp::AllReduce, 16384, 4, LinkClass::Intra, Library::Scen);
+        let ring = f.predict_us(
+            BenchOp::AllReduce,
+            16384,
+            4,
+            LinkClass::Intra,
+            Library::Scen,
+        );
         assert!((ring - 612.288).abs() < 1e-9, "{ring}");
-        let ag = f.predict_us(BenchOp::AllGather, 16384, 4, LinkClass::Intra, Library::Scen);
+        let ag = f.predict_us(
+            BenchOp::AllGather,
+            16384,
+            4,
+            LinkClass::Intra,
+            Library::Scen,
+        );
         assert!((ag - (30.0 + 12.288)).abs() < 1e-9, "{ag}");
         // Size ranges: the bounded entry up to its bound, the unbounded one above.
         f.ops[0].max_bytes = Some(65536);
@@ -459,9 +491,15 @@ mod tests {
             ..f.ops[0]
         });
         let alpha = |f: &ModelFile, b| {
-            f.op_cost(LinkClass::Intra, BenchOp::AllReduce, Algorithm::Nreduce, 2, b)
-                .unwrap()
-                .alpha_us
+            f.op_cost(
+                LinkClass::Intra,
+                BenchOp::AllReduce,
+                Algorithm::Nreduce,
+                2,
+                b,
+            )
+            .unwrap()
+            .alpha_us
         };
         assert_eq!(alpha(&f, 65536), 100.0);
         assert_eq!(alpha(&f, 65537), 0.0);
@@ -472,14 +510,14 @@ mod tests {
 
     #[test]
     fn model_files_parse_and_name_the_file_line_and_column_on_error() {
-        let m = ModelFile::parse("m.toml", "[links.intra]\nalpha_us = 5.0\nbeta_gbps = 7.0\n")
-            .unwrap();
+        let m =
+            ModelFile::parse("m.toml", "[links.intra]\nalpha_us = 5.0\nbeta_gbps = 7.0\n").unwrap();
         assert_eq!(m.links.intra.beta_gbps, 7.0);
         assert_eq!(m.links.host, TimingModel::default().host);
         let e = ModelFile::parse("m.toml", "[links.intra]\nalpha = 5\n").unwrap_err();
         assert!(e.to_string().starts_with("m.toml:2:1: "), "{e}");
-        let e = ModelFile::parse("m.toml", "[links.intra]\nalpha_us = 5\nbeta_gbps = 0\n")
-            .unwrap_err();
+        let e =
+            ModelFile::parse("m.toml", "[links.intra]\nalpha_us = 5\nbeta_gbps = 0\n").unwrap_err();
         assert!(e.to_string().starts_with("m.toml:3:13: "), "{e}");
         assert!(e.to_string().contains("> 0"), "{e}");
         let e = ModelFile::parse("m.toml", "[links.intra\n").unwrap_err();
@@ -507,7 +545,12 @@ mod tests {
             }]
         );
         let missing = ModelFile::load(std::path::Path::new("/nonexistent/m.toml")).unwrap_err();
-        assert!(missing.to_string().starts_with("/nonexistent/m.toml: cannot read"), "{missing}");
+        assert!(
+            missing
+                .to_string()
+                .starts_with("/nonexistent/m.toml: cannot read"),
+            "{missing}"
+        );
     }
 
     /// Counts rank 0's messages and their largest payload.

@@ -139,7 +139,11 @@ pub fn schedule(op: BenchOp, alg: Algorithm, bytes: usize, ranks: usize) -> Sche
             (BenchOp::AllGather | BenchOp::AllToAll, _) => (n - 1, (n - 1) as f64 * chunk, 0.0),
             (BenchOp::Broadcast, Algorithm::Direct) => (n - 1, (n - 1) as f64 * s, 0.0),
             (BenchOp::Broadcast, _) => (ceil_log2(n), ceil_log2(n) as f64 * s, 0.0),
-            (BenchOp::Reduce, _) => (ceil_log2(n), ceil_log2(n) as f64 * s, ceil_log2(n) as f64 * s),
+            (BenchOp::Reduce, _) => (
+                ceil_log2(n),
+                ceil_log2(n) as f64 * s,
+                ceil_log2(n) as f64 * s,
+            ),
         }
     };
     Schedule {
@@ -162,12 +166,18 @@ mod tests {
         );
         assert_eq!(l.select(BenchOp::AllReduce, 8193, 2), Algorithm::Nreduce);
         assert_eq!(l.select(BenchOp::AllReduce, 1 << 20, 4), Algorithm::Nreduce);
-        assert_eq!(l.select(BenchOp::AllReduce, (1 << 20) + 4, 4), Algorithm::Ring);
+        assert_eq!(
+            l.select(BenchOp::AllReduce, (1 << 20) + 4, 4),
+            Algorithm::Ring
+        );
         // all_gather: the bound is one rank's block (64 KiB over 2 ranks = 32 KiB each).
         assert_eq!(l.select(BenchOp::AllGather, 65536, 2), Algorithm::Direct);
         assert_eq!(l.select(BenchOp::AllGather, 131072, 2), Algorithm::Ring);
         assert_eq!(l.select(BenchOp::AllGather, 131072, 4), Algorithm::Direct);
-        assert_eq!(l.select(BenchOp::AllToAll, 64 << 20, 4), Algorithm::Pairwise);
+        assert_eq!(
+            l.select(BenchOp::AllToAll, 64 << 20, 4),
+            Algorithm::Pairwise
+        );
         assert_eq!(l.select(BenchOp::Broadcast, 1 << 20, 4), Algorithm::Direct);
         assert_eq!(
             Library::Scen.select(BenchOp::AllReduce, 64, 2),

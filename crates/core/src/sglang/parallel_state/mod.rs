@@ -24,9 +24,9 @@ use std::collections::BTreeMap;
 mod build;
 mod communicator;
 mod error;
-mod usp;
 #[cfg(test)]
 mod tests;
+mod usp;
 
 pub use build::{plan_initialize_model_parallel, plan_initialize_model_parallel_with};
 pub use communicator::{
