@@ -230,6 +230,21 @@ fn model_files_load_for_scenarios_and_bad_ones_name_file_line_col() {
         "slow {slow_ms} ms, fast {fast_ms} ms"
     );
 
+    // Store round trips are charged too: 10 ms each makes the rendezvous visibly slower.
+    let slow_store = dir.join("store.toml");
+    std::fs::write(
+        &slow_store,
+        "[links.inter]\nalpha_us = 20.0\nbeta_gbps = 50.0\n[links.store]\nalpha_us = 10000.0\nbeta_gbps = 1.0\n",
+    )
+    .unwrap();
+    let store_run = scen(&["run", s, "--model", slow_store.to_str().unwrap()]);
+    assert!(store_run.status.success(), "{store_run:?}");
+    let store_ms = completes_ms(&store_run);
+    assert!(
+        store_ms >= fast_ms + 30,
+        "store {store_ms} ms, fast {fast_ms} ms"
+    );
+
     // A bad model file: scen run (from the scenario and from --model) and scen bench name it.
     let bad = dir.join("models/slow.toml");
     std::fs::write(&bad, "[links.inter]\nalpha_us = 20.0\nbeta_gbps = 0\n").unwrap();
