@@ -250,19 +250,21 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if a.calibrate {
         calibrate(&a, &model, &mut report, class, library)?;
-    } else if predict && !model.ops.is_empty() {
-        report.notes.push(format!(
-            "per-op costs of {}: {}",
-            a.model
-                .as_ref()
-                .map_or(String::new(), |p| p.display().to_string()),
-            model
-                .ops
-                .iter()
-                .map(|o| o.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        ));
+    } else if predict {
+        // The model file's per-op costs for the nearest rank count it has.
+        let nearest = model
+            .ops
+            .iter()
+            .filter(|o| o.class == class)
+            .map(|o| o.ranks)
+            .min_by_key(|r| (r.abs_diff(ranks), *r));
+        for o in model
+            .ops
+            .iter()
+            .filter(|o| o.class == class && Some(o.ranks) == nearest)
+        {
+            report.notes.push(format!("per-op cost: {o}"));
+        }
     }
     if let Some(p) = &pattern {
         report.notes.extend(pattern_notes(p, &report.rows));
