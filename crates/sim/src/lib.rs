@@ -10,6 +10,7 @@ pub mod faults;
 pub mod internal;
 pub mod net;
 pub mod probe;
+pub mod schedule;
 
 use clock::VirtualClock;
 use faults::{Action, FaultPlan};
@@ -129,11 +130,13 @@ fn simulate_inner(
     let env_notes = faults::apply_env(&mut with_env);
     let shared = Rc::new(with_env);
     let shared_env = shared.clone();
+    let schedule = schedule::Schedule::for_seed(seed, &clock);
     for node in &scenario.world.nodes {
         let net = SimNet {
             host: node.name.clone(),
             nodes: scenario.world.nodes.len(),
             activity: activity.clone(),
+            schedule: schedule.clone(),
         };
         let (clock, probe, shared) = (clock.clone(), probe.clone(), shared.clone());
         let index = node.index;
@@ -245,8 +248,11 @@ async fn boot_node(
         probe.kills.borrow_mut()[rank] = Some(kill_tx);
         let late = probe.plan.borrow().late[rank];
         let torchrun = s.world.launcher == Launcher::Torchrun;
+        // Every wake-up of the rank's program is a scheduling point of its node (schedule.rs);
+        // a kill is not: the process dies at once, its sockets close at once.
+        let schedule = net.schedule.clone();
         tokio::task::spawn_local(async move {
-            let run = async {
+            let run = schedule.shuffled(async {
                 if inject_panic == Some(rank) {
                     panic!("injected panic in rank {rank}'s task ({PANIC_HOOK_ENV})");
                 }
@@ -260,7 +266,7 @@ async fn boot_node(
                     clock.sleep_until_ms(clock.now_ms() + delay_ms).await;
                 }
                 run_rank(env).await
-            };
+            });
             tokio::select! {
                 biased;
                 _ = kill_rx => {

@@ -3,6 +3,7 @@
 //! Streams are wrapped to count activity (bytes moved, connections made); the driver uses the
 //! count to tell "messages still in flight" from "nothing can happen but a timer".
 
+use crate::schedule::{Gate, Schedule};
 use scen_core::runtime::net::Net;
 use std::cell::Cell;
 use std::io;
@@ -31,11 +32,26 @@ pub struct SimNet {
     pub host: String,
     pub nodes: usize,
     pub activity: Activity,
+    /// Seeded yields at every connect, accept, read and write (schedule.rs).
+    pub schedule: Schedule,
 }
 
 pub struct SimStream {
     inner: TcpStream,
     activity: Activity,
+    reads: Gate,
+    writes: Gate,
+}
+
+impl SimStream {
+    fn new(inner: TcpStream, net: &SimNet) -> SimStream {
+        SimStream {
+            inner,
+            activity: net.activity.clone(),
+            reads: net.schedule.gate(),
+            writes: net.schedule.gate(),
+        }
+    }
 }
 
 impl AsyncRead for SimStream {
@@ -44,7 +60,11 @@ impl AsyncRead for SimStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let this = &mut *self;
+        let inner = &mut this.inner;
+        let r = this
+            .reads
+            .around(cx, |cx| Pin::new(inner).poll_read(cx, buf));
         if r.is_ready() {
             self.activity.bump();
         }
@@ -58,7 +78,11 @@ impl AsyncWrite for SimStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        let this = &mut *self;
+        let inner = &mut this.inner;
+        let r = this
+            .writes
+            .around(cx, |cx| Pin::new(inner).poll_write(cx, buf));
         if r.is_ready() {
             self.activity.bump();
         }
@@ -107,24 +131,17 @@ impl Net for SimNet {
     async fn accept(&self, l: &TcpListener) -> io::Result<(SimStream, String)> {
         let (s, peer) = l.accept().await?;
         self.activity.bump();
-        Ok((
-            SimStream {
-                inner: s,
-                activity: self.activity.clone(),
-            },
-            peer.to_string(),
-        ))
+        self.schedule.point().await;
+        Ok((SimStream::new(s, self), peer.to_string()))
     }
 
     async fn connect(&self, host: &str, port: u16) -> io::Result<SimStream> {
         let ip = self.resolve(host)?;
+        self.schedule.point().await;
         self.activity.bump();
         let r = TcpStream::connect((ip, port)).await;
         self.activity.bump();
-        Ok(SimStream {
-            inner: r?,
-            activity: self.activity.clone(),
-        })
+        Ok(SimStream::new(r?, self))
     }
 
     fn host_name(&self) -> String {
