@@ -7,7 +7,7 @@
 //! (alpha, beta) per class is not enough. Defaults are documented in docs/bench.md; a scenario's
 //! `[world.links]` or a model file overrides them.
 
-use super::schedule::{schedule, Algorithm, Library};
+use super::schedule::{schedule, Algorithm, Library, Schedule};
 use super::BenchOp;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
@@ -119,7 +119,6 @@ impl LinkCost {
     }
 }
 
-use super::schedule::Schedule;
 
 /// Microseconds to handle `bytes` at `gbps` (1e9 bytes/s); 0 at a non-positive rate.
 fn per_gbps_us(bytes: f64, gbps: f64) -> f64 {
