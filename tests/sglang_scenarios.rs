@@ -160,3 +160,35 @@ fn v0_golden_configs_follow_the_legacy_sequence_and_split() {
         }
     }
 }
+
+/// The fixture real sglang 0.5.23 made (scripts/sglang-groups-fixture.sh).
+fn real_0_5_23() -> BTreeMap<String, Value> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/core/testdata/sglang_0.5.23_groups.json"
+    );
+    let text = std::fs::read_to_string(path).expect("fixture readable");
+    let all: BTreeMap<String, Value> = serde_json::from_str(&text).expect("fixture parses");
+    all.into_iter().filter(|(k, _)| k != "_meta").collect()
+}
+
+#[test]
+fn release_0_5_23_scenarios_give_every_rank_real_sglangs_groups() {
+    let real = real_0_5_23();
+    assert_eq!(real.len(), 6, "six golden configs");
+    for (key, entry) in &real {
+        let s = scenario(&format!("sglang_0523_golden_{key}.toml"));
+        let want_calls = entry["new_group_calls"].as_array().expect("calls").len();
+        for (rank, text) in done_texts(&s, "model_parallel").iter().enumerate() {
+            // The world coordinator's 2 calls are made by init_distributed_environment.
+            assert_eq!(calls_in(text) + 2, want_calls, "{key} rank {rank}: {text}");
+            let got = groups_of(text);
+            let kinds = entry["per_rank"][rank.to_string()].as_object().unwrap();
+            let want: BTreeMap<String, Vec<usize>> = kinds
+                .iter()
+                .map(|(k, g)| (k.clone(), ranks(&g["ranks"])))
+                .collect();
+            assert_eq!(got, want, "{key} rank {rank}: {text}");
+        }
+    }
+}

@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+#[path = "torch/sglang.rs"]
+mod sglang;
+
 /// 30 min -> 3 s: long enough for real gloo/store set-up on a loaded 2-core machine.
 const TIME_SCALE: TimeScale = TimeScale { num: 1, den: 600 };
 /// The shortest timeout a scaled scenario may have: a scenario whose explicit timeouts are
@@ -31,7 +34,8 @@ fn scale_for(s: &Scenario) -> TimeScale {
         .iter()
         .filter_map(|st| match &st.kind {
             StepKind::InitProcessGroup { timeout_ms, .. }
-            | StepKind::NewGroup { timeout_ms, .. } => *timeout_ms,
+            | StepKind::NewGroup { timeout_ms, .. }
+            | StepKind::InitDistributedEnvironment { timeout_ms, .. } => *timeout_ms,
             _ => None,
         })
         .min();
@@ -162,12 +166,21 @@ enum Outcome {
     Documented,
     Differ(String),
     Ineligible(String),
+    /// Eligible, but what it runs on is not installed (real sglang): visibly not run.
+    NotRun(String),
 }
 
-fn check(path: &Path, python: &Path) -> Outcome {
+fn check(path: &Path, python: &Path, sglang: Option<&str>) -> Outcome {
     let s = load(path);
     if let Err(why) = scen_torch::eligible::check(&s) {
         return Outcome::Ineligible(why);
+    }
+    let pinned = scen_torch::eligible::SGLANG_VERSION;
+    if scen_torch::eligible::uses_sglang(&s) && sglang != Some(pinned) {
+        return Outcome::NotRun(format!(
+            "runs real sglang {pinned}, which is not installed for {} (scripts/install-torch-cpu.sh --sglang)",
+            python.display()
+        ));
     }
     let sim = match scen_sim::simulate(&s, None) {
         Ok(r) => r,
@@ -210,6 +223,7 @@ fn check(path: &Path, python: &Path) -> Outcome {
             }
         }
     }
+    diffs.extend(sglang::compare(&s, &sim, &real));
     if diffs.is_empty() && !doc.is_empty() {
         Outcome::Documented
     } else if diffs.is_empty() {
@@ -217,6 +231,66 @@ fn check(path: &Path, python: &Path) -> Outcome {
     } else {
         Outcome::Differ(diffs.join("\n    "))
     }
+}
+
+/// Ctrl-C during `scen run --torch`: every rank is ended, the report still prints (each rank
+/// failed "interrupted" where it was), scen exits 130, and no process or file is left behind.
+fn sigint_ends_the_run_with_a_report(python: &Path) -> Result<(), String> {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let dir = std::env::temp_dir().join(format!("scen-torch-sigint-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("sleepers.toml");
+    let scenario = "# Two ranks sleeping a minute after init: a run to interrupt.\n[scenario]\ndescription = \"sleepers\"\n\n[world]\nranks_per_node = 2\nplatform = \"cpu\"\n\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\n\n[[step]]\nop = \"sleep\"\nms = 60000\n";
+    std::fs::write(&file, scenario).map_err(|e| e.to_string())?;
+    let keep = dir.join("run");
+    let child = Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args(["run", "--torch"])
+        .arg(&file)
+        .arg("--python")
+        .arg(python)
+        .arg("--keep")
+        .arg(&keep)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let sleeping = |r: usize| {
+        std::fs::read_to_string(keep.join(format!("rank{r}.jsonl")))
+            .is_ok_and(|t| t.contains("\"ev\": \"start\", \"step\": 1"))
+    };
+    while !(sleeping(0) && sleeping(1)) && started.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let signalled = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let runner_left = std::fs::read_dir("/proc")
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|p| std::fs::read(p.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains(&*keep.to_string_lossy()));
+    let _ = std::fs::remove_dir_all(&dir);
+    if !signalled.is_ok_and(|s| s.success()) {
+        return Err("could not send SIGINT".into());
+    }
+    if out.status.code() != Some(130) {
+        return Err(format!(
+            "exit status {:?}, want 130\n{stdout}",
+            out.status.code()
+        ));
+    }
+    if !stdout.contains("interrupted: scen received SIGINT and killed this rank in #2 sleep") {
+        return Err(format!("no interrupted ranks in the report:\n{stdout}"));
+    }
+    if runner_left {
+        return Err("a process of the run is still alive after scen exited".into());
+    }
+    Ok(())
 }
 
 fn main() {
@@ -242,6 +316,7 @@ fn main() {
             return;
         }
     };
+    let sglang = scen_torch::python::sglang_version(&python);
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios"))
         .expect("scenarios/")
         .flatten()
@@ -268,14 +343,15 @@ fn main() {
                     .to_string_lossy()
                     .to_string();
                 let t = Instant::now();
-                let o = check(&p, &python);
+                let o = check(&p, &python, sglang.as_deref());
                 let tag = match &o {
                     Outcome::Agree => "agree",
                     Outcome::Documented => "documented",
                     Outcome::Differ(_) => "DIFFER",
                     Outcome::Ineligible(_) => "ineligible",
+                    Outcome::NotRun(_) => "not run",
                 };
-                if !matches!(o, Outcome::Ineligible(_)) {
+                if !matches!(o, Outcome::Ineligible(_) | Outcome::NotRun(_)) {
                     println!(
                         "torch parity {name}: {tag} ({:.1} s)",
                         t.elapsed().as_secs_f64()
@@ -286,16 +362,42 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
+    if filters.is_empty() || filters.iter().any(|f| "sigint".contains(f.as_str())) {
+        let t = Instant::now();
+        let o = match sigint_ends_the_run_with_a_report(&python) {
+            Ok(()) => Outcome::Agree,
+            Err(e) => Outcome::Differ(e),
+        };
+        let tag = if matches!(o, Outcome::Agree) {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        println!(
+            "torch sigint (Ctrl-C ends the ranks, report printed, exit 130): {tag} ({:.1} s)",
+            t.elapsed().as_secs_f64()
+        );
+        if let Outcome::Differ(_) = o {
+            results.push(("sigint".into(), o));
+        }
+    }
     results.sort_by(|a, b| a.0.cmp(&b.0));
     let count = |f: fn(&Outcome) -> bool| results.iter().filter(|(_, o)| f(o)).count();
     let agree = count(|o| matches!(o, Outcome::Agree));
     let doc = count(|o| matches!(o, Outcome::Documented));
     let inel = count(|o| matches!(o, Outcome::Ineligible(_)));
+    let not_run = count(|o| matches!(o, Outcome::NotRun(_)));
     for (n, o) in &results {
-        if let Outcome::Ineligible(why) = o {
-            println!("skip: {n}: not eligible for torch mode: {why}");
+        match o {
+            Outcome::Ineligible(why) => println!("skip: {n}: not eligible for torch mode: {why}"),
+            Outcome::NotRun(why) => println!("skip: {n}: NOT RUN: {why}"),
+            _ => {}
         }
     }
+    assert!(
+        !(required && not_run > 0),
+        "SCEN_TORCH_REQUIRED=1 but {not_run} eligible scenario(s) could not run (see the skip lines)"
+    );
     let failed: Vec<&(String, Outcome)> = results
         .iter()
         .filter(|(_, o)| matches!(o, Outcome::Differ(_)))
@@ -306,8 +408,8 @@ fn main() {
         }
     }
     println!(
-        "torch parity: {} eligible: {agree} agree, {doc} documented, {} differ; {inel} not eligible; time scale {TIME_SCALE} (milder where a timeout would drop below {MIN_TIMEOUT_MS} ms); {:.0} s",
-        agree + doc + failed.len(),
+        "torch parity: {} eligible: {agree} agree, {doc} documented, {} differ, {not_run} not run; {inel} not eligible; time scale {TIME_SCALE} (milder where a timeout would drop below {MIN_TIMEOUT_MS} ms); {:.0} s",
+        agree + doc + failed.len() + not_run,
         failed.len(),
         start.elapsed().as_secs_f64()
     );

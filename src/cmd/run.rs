@@ -68,8 +68,9 @@ pub fn run(args: RunArgs) -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
-            // A signal ended the hardware run: 128 + its number (docs/hw.md).
-            match scen_hw::signals::interrupted_by().filter(|_| args.hw) {
+            // A signal ended the hardware or torch run: 128 + its number (docs/hw.md).
+            let real = args.hw || args.torch_opts.torch;
+            match scen_hw::signals::interrupted_by().filter(|_| real) {
                 Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
                 None => code,
             }

@@ -1,10 +1,11 @@
-//! What CPU PyTorch can run: gloo groups on CPU tensors, the store and rendezvous, and the
-//! faults a real process can suffer (crash at a step or time, late start, per-rank env).
+//! What CPU PyTorch can run: gloo groups on CPU tensors, the store and rendezvous, the faults a
+//! real process can suffer (crash at a step or time, late start, per-rank env), and sglang
+//! 0.5.23's start-up steps (run on real sglang).
 //! Anything else makes the scenario ineligible, with the reason (docs/torch.md, "Eligibility").
 
 use scen_core::c10d::collective::CollOp;
 use scen_core::scenario::env::expand_env;
-use scen_core::scenario::{FaultKind, Platform, Scenario, Step, StepKind};
+use scen_core::scenario::{FaultKind, Platform, Scenario, SglangVersion, Step, StepKind};
 
 /// The device a tensor without `device` lives on: the node's accelerator (cpu on cpu nodes).
 pub fn accel_device(s: &Scenario, _step: &Step) -> &'static str {
@@ -43,14 +44,18 @@ fn check_with(s: &Scenario, cpu: bool) -> Result<(), String> {
         }
     }
     for st in &s.steps {
-        let r = if cpu { step(s, st) } else { translatable(st) };
+        let r = if cpu {
+            step(s, st)
+        } else {
+            translatable(s, st)
+        };
         r.map_err(|why| format!("step {} ({}:{}): {why}", st.label(), s.file, st.loc.line))?;
     }
     Ok(())
 }
 
 /// What the translation itself cannot express.
-fn translatable(st: &Step) -> Result<(), String> {
+fn translatable(s: &Scenario, st: &Step) -> Result<(), String> {
     match &st.kind {
         StepKind::Collective(c)
             if matches!(
@@ -67,10 +72,7 @@ fn translatable(st: &Step) -> Result<(), String> {
         | StepKind::InitializeModelParallel { .. }
         | StepKind::SpAllToAll { .. }
         | StepKind::BroadcastPyobj { .. }
-        | StepKind::DenoiseStep { .. } => Err(format!(
-            "`{}` is an sglang step: torch mode does not run sglang yet",
-            st.kind.op_name()
-        )),
+        | StepKind::DenoiseStep { .. } => sglang_step(s, st),
         _ => Ok(()),
     }
 }
@@ -161,14 +163,73 @@ fn step(s: &Scenario, st: &Step) -> Result<(), String> {
         | StepKind::InitializeModelParallel { .. }
         | StepKind::SpAllToAll { .. }
         | StepKind::BroadcastPyobj { .. }
-        | StepKind::DenoiseStep { .. } => Err(format!(
-            "`{}` is an sglang step: torch mode does not run sglang yet",
-            st.kind.op_name()
-        )),
+        | StepKind::DenoiseStep { .. } => {
+            sglang_step(s, st)?;
+            if accel_device(s, st) != "cpu" {
+                return Err("real sglang picks the device backend on an accelerator platform; torch mode runs platform = \"cpu\" (gloo) only".into());
+            }
+            Ok(())
+        }
         StepKind::DestroyProcessGroup { .. }
         | StepKind::Barrier { .. }
         | StepKind::Wait { .. }
         | StepKind::Log { .. }
         | StepKind::Sleep { .. } => Ok(()),
+    }
+}
+
+/// The sglang version torch mode runs for real (scripts/install-torch-cpu.sh --sglang).
+pub const SGLANG_VERSION: &str = "0.5.23";
+
+/// Whether the program calls real sglang (then the interpreter must have it).
+pub fn uses_sglang(s: &Scenario) -> bool {
+    s.steps.iter().any(|st| {
+        matches!(
+            st.kind,
+            StepKind::InitDistributedEnvironment { .. } | StepKind::InitializeModelParallel { .. }
+        )
+    })
+}
+
+/// sglang's start-up runs on real sglang 0.5.23: only a scenario whose sglang version is
+/// 0.5.23 (V0..V2 are models of older code no release installs), and only the start-up steps
+/// (its traffic steps are the model's own re-enactment, with no public entry point to call).
+fn sglang_step(s: &Scenario, st: &Step) -> Result<(), String> {
+    let pinned = SglangVersion::V0_5_23;
+    let init_version = s.steps.iter().find_map(|x| match &x.kind {
+        StepKind::InitDistributedEnvironment { version, .. } => Some(*version),
+        _ => None,
+    });
+    let version = match &st.kind {
+        StepKind::InitDistributedEnvironment { version, .. } => Some(*version),
+        StepKind::InitializeModelParallel {
+            version,
+            usp_fallback,
+            ..
+        } => {
+            if *usp_fallback {
+                return Err("usp_fallback (parallel_groups failing to import) cannot be made to happen in real sglang".into());
+            }
+            version.or(init_version)
+        }
+        _ => {
+            return Err(format!(
+                "`{}` is sglang traffic the model re-enacts; torch mode runs sglang's start-up (init_distributed_environment, initialize_model_parallel) only",
+                st.kind.op_name()
+            ))
+        }
+    };
+    if init_version.is_none() {
+        return Err("sglang's start-up needs its init_distributed_environment step first (real sglang asserts its world group is initialized)".into());
+    }
+    match version {
+        Some(v) if v == pinned => Ok(()),
+        Some(v) => Err(format!(
+            "sglang version `{}` is a model of older code; torch mode runs real sglang {SGLANG_VERSION} (version = \"{SGLANG_VERSION}\")",
+            v.name()
+        )),
+        None => Err(format!(
+            "no sglang version: say version = \"{SGLANG_VERSION}\" to run real sglang"
+        )),
     }
 }

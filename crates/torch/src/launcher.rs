@@ -20,6 +20,23 @@ use std::time::{Duration, Instant};
 const RUNNER: &str = include_str!("runner.py");
 /// Added to the scenario's longest timeout: real stores and gloo report a little late.
 const QUIET_GRACE_MS: u64 = 8_000;
+/// Modules of real sglang's start-up the runner imports before forking the ranks (measured with
+/// sys.modules around initialize_model_parallel: srt's GroupCoordinator imports its communicators
+/// lazily, ~900 modules, seconds that would otherwise fall between two new_group calls).
+const SGLANG_PRELOAD: [&str; 12] = [
+    "sglang.multimodal_gen.runtime.distributed.parallel_state",
+    "sglang.multimodal_gen.runtime.distributed.parallel_groups",
+    "sglang.srt.distributed.parallel_state",
+    "sglang.srt.runtime_context",
+    "sglang.srt.layers.dp_attention",
+    "sglang.srt.distributed.device_communicators.custom_all_reduce",
+    "sglang.srt.distributed.device_communicators.pymscclpp",
+    "sglang.srt.distributed.device_communicators.pynccl",
+    "sglang.srt.distributed.device_communicators.pynccl_allocator",
+    "sglang.srt.distributed.device_communicators.torch_symm_mem",
+    "sglang.srt.distributed.device_communicators.pcie_ipc_ar",
+    "sglang.srt.distributed.device_communicators.xpu_communicator",
+];
 /// The time it takes the runner to import torch before any rank starts (not progress-bound).
 const START_LIMIT_MS: u64 = 180_000;
 
@@ -50,7 +67,10 @@ pub fn quiet_bound_ms(s: &Scenario) -> u64 {
     for st in &s.steps {
         let t = match &st.kind {
             StepKind::InitProcessGroup { timeout_ms, .. }
-            | StepKind::NewGroup { timeout_ms, .. } => timeout_ms.unwrap_or(default),
+            | StepKind::NewGroup { timeout_ms, .. }
+            | StepKind::InitDistributedEnvironment { timeout_ms, .. } => {
+                timeout_ms.unwrap_or(default)
+            }
             StepKind::Sleep { ms } => *ms,
             _ => 0,
         };
@@ -73,6 +93,19 @@ pub fn launch(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Re
             "{} does not exist",
             py.display()
         )));
+    }
+    if eligible::uses_sglang(s) {
+        let want = eligible::SGLANG_VERSION;
+        match python::sglang_version(&py) {
+            Some(v) if v == want => {}
+            found => {
+                return Err(TorchError::Unavailable(format!(
+                    "the scenario runs real sglang {want}, but {} has {}; run scripts/install-torch-cpu.sh --sglang",
+                    py.display(),
+                    found.map_or("none".to_string(), |v| format!("sglang {v}"))
+                )))
+            }
+        }
     }
     let mut sc = s.clone();
     apply_env(&mut sc);
@@ -154,6 +187,9 @@ fn run_in(
         "ranks": (0..world).map(|r| serde_json::json!({"rank": r, "env": rank_env(s, ep, dir, r)})).collect::<Vec<_>>(),
         "agent_store": if torchrun { serde_json::json!({"port": master_port, "world_size": world}) } else { serde_json::Value::Null },
         "teardown": torchrun,
+        // Imported once before the fork, like torch: real sglang takes seconds to import.
+        // (srt's modules load lazily inside initialize_model_parallel, ~10 s on a busy machine).
+        "preload": if eligible::uses_sglang(s) { SGLANG_PRELOAD.to_vec() } else { vec![] },
     });
     let cfg_path = dir.join("config.json");
     std::fs::write(&cfg_path, cfg.to_string()).map_err(|e| io("writing the config", e))?;
@@ -179,6 +215,7 @@ fn run_in(
     let mut exits_offset = 0u64;
     let mut runner_done = false;
     let mut hung = false;
+    let mut interrupted = None;
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let mut progressed = false;
@@ -220,6 +257,15 @@ fn run_in(
         if runner_done {
             break;
         }
+        if let Some(sig) = o.interrupted.and_then(|f| f()) {
+            interrupted = Some(sig);
+            notes.push(format!(
+                "interrupted: scen received {} and ended every rank; the report shows what was seen until then (exit status {})",
+                signal_name(sig),
+                128 + sig
+            ));
+            break;
+        }
         let any_started = ranks.iter().any(|r| r.started);
         let silent = last_progress.elapsed().as_millis() as u64;
         if (any_started && silent >= quiet_ms) || (!any_started && silent >= START_LIMIT_MS) {
@@ -245,6 +291,12 @@ fn run_in(
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     let _ = child.wait();
     if !ranks.iter().any(|r| r.started) {
+        if let Some(sig) = interrupted {
+            return Err(TorchError::Io(format!(
+                "interrupted: scen received {} before any rank started; nothing is left running",
+                signal_name(sig)
+            )));
+        }
         let tail = log_tail(&log_path, 6).unwrap_or_default();
         return Err(TorchError::Unavailable(format!(
             "no rank started under {}: {tail}",
@@ -259,6 +311,9 @@ fn run_in(
         .max()
         .unwrap_or(0);
     let end_ms = last_event.max(last_exit);
+    if let Some(sig) = interrupted {
+        interrupt(&mut ranks, sig, end_ms);
+    }
     let mut verdicts = verdicts(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
     // Texts name the scenario's ports, not the free ones the run used.
     for v in verdicts.iter_mut() {
@@ -309,6 +364,38 @@ fn run_in(
         ),
     );
     Ok(report(s, verdicts, trace, notes, end_ms))
+}
+
+/// `SIGINT` and the like, for messages.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// A signal ended the run: every rank that had not ended fails where it was, saying so (as
+/// `--hw` reports it), instead of being reported as hanging.
+fn interrupt(ranks: &mut [RankState], sig: i32, end_ms: u64) {
+    let name = signal_name(sig);
+    for st in ranks.iter_mut().filter(|st| st.end.is_none()) {
+        let where_ = match st.step {
+            Some(_) => format!(" in {}", st.step_text),
+            None => " before it started any step".into(),
+        };
+        let error = format!("interrupted: scen received {name} and killed this rank{where_}");
+        st.end = Some((
+            RankEnd::Failed {
+                step: st.step.unwrap_or(0),
+                error,
+            },
+            end_ms,
+        ));
+        // Its process died by our SIGKILL: that is not the rank's own end.
+        st.exit = None;
+    }
 }
 
 /// New complete lines of a progress file since the last read.
@@ -363,6 +450,8 @@ fn absorb(s: &Scenario, rank: usize, st: &mut RankState, line: &str, trace: &mut
         }
         "done" => push(trace, EventKind::Done, text),
         "log" => push(trace, EventKind::Log, text),
+        // Real sglang's torch.distributed.new_group calls (prelude_sglang.py), in order.
+        "new_group" => push(trace, EventKind::Info, format!("new_group {text}")),
         "crash" => push(trace, EventKind::Fault, text),
         "fail" => {
             push(trace, EventKind::Error, text.clone());

@@ -1,7 +1,8 @@
 //! scen's torch mode: a scenario's program run on real PyTorch (`torch.distributed`, gloo on
 //! CPU), reported in the same form as the simulator and `--hw`.
 //!
-//! [`translate`] writes the program as one Python file (also what `scen export --torch` writes),
+//! [`translate`] writes the program as one Python file (also what `scen export --torch` writes;
+//! sglang 0.5.23's start-up steps call real sglang through prelude_sglang.py),
 //! [`launcher`] runs it as one real process per rank with torchrun's environment and is the
 //! watchdog for hangs, [`eligible`] says what CPU PyTorch can run, [`python`] finds the
 //! interpreter (`scen doctor`). Depends on scen-core only. See docs/torch.md.
@@ -28,6 +29,10 @@ pub struct TorchOptions {
     pub max_wall_ms: Option<u64>,
     /// Keep the generated files (program, progress lines, logs) in this directory.
     pub keep_dir: Option<PathBuf>,
+    /// Polled while the ranks run: an ending signal the caller caught (SIGINT, SIGTERM,
+    /// SIGHUP). The launcher then kills every rank and still reports what it saw (the binary
+    /// passes the handler it shares with `--hw`; this crate installs none).
+    pub interrupted: Option<fn() -> Option<i32>>,
 }
 
 #[derive(Debug, thiserror::Error)]

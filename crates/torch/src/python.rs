@@ -77,17 +77,33 @@ pub fn probe(python: &Path) -> Result<TorchInfo, TorchError> {
     })
 }
 
+/// The sglang version installed for `python` (package metadata, no import), if any.
+pub fn sglang_version(python: &Path) -> Option<String> {
+    let out = Command::new(python)
+        .arg("-c")
+        .arg("import importlib.metadata as m\nprint(m.version('sglang'))")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !v.is_empty()).then_some(v)
+}
+
 /// `scen doctor`'s torch lines.
 pub fn doctor(explicit: Option<&Path>) -> String {
     match find(explicit).and_then(|(p, from)| probe(&p).map(|i| (i, from))) {
         Ok((i, from)) => format!(
-            "torch: {} ({from}: {}), distributed backends: {}\n",
+            "torch: {} ({from}: {}), distributed backends: {}\nsglang: {}\n",
             i.version,
             i.python.display(),
             if i.backends.is_empty() {
                 "none".to_string()
             } else {
                 i.backends.join(", ")
+            },
+            match sglang_version(&i.python) {
+                Some(v) => format!("{v} (sglang steps of version \"0.5.23\" run on it)"),
+                None => "not installed (scripts/install-torch-cpu.sh --sglang)".into(),
             }
         ),
         Err(e) => format!("torch: not found — {e}\n"),

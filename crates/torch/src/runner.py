@@ -26,6 +26,10 @@ die_with_parent()
 cfg = json.load(open(sys.argv[1]))
 import torch  # noqa: E402,F401
 import torch.distributed as dist  # noqa: E402
+import importlib  # noqa: E402
+
+for _m in cfg.get("preload", []):
+    importlib.import_module(_m)
 
 exits = open(cfg["exits"], "a", buffering=1)
 store = None

@@ -522,7 +522,11 @@ fn describe(step: &Step) -> String {
         } => format!("group={} {} src={src}", g(group), t(tensor)),
         StepKind::Log { .. } => String::new(),
         StepKind::Sleep { ms } => format!("{ms}ms"),
-        StepKind::InitDistributedEnvironment { version, .. } => format!("version={version:?}"),
+        // V0..V2 by their enum names (as in every snapshot), a release by its number.
+        StepKind::InitDistributedEnvironment { version, .. } => match version {
+            crate::scenario::SglangVersion::V0_5_23 => format!("version={}", version.name()),
+            _ => format!("version={version:?}"),
+        },
         StepKind::InitializeModelParallel {
             degrees: d,
             usp_fallback,

@@ -45,11 +45,7 @@ fn sg_platform(p: Platform) -> ps::Platform {
 }
 
 fn version_name(v: SglangVersion) -> &'static str {
-    match v {
-        SglangVersion::V0 => "v0",
-        SglangVersion::V1 => "v1",
-        SglangVersion::V2 => "v2",
-    }
+    v.name()
 }
 
 /// The handle a rank gives the group one planned call creates (`None`: not addressable).
@@ -132,7 +128,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .map_err(|e| error::runtime(e.to_string()))?;
         let local_rank = self.spec.local_rank;
         let accel = (self.platform != Platform::Cpu).then(|| self.accel());
-        if version == SglangVersion::V2 && accel.is_some() {
+        if version.is_v2_lineage() && accel.is_some() {
             self.current_device = local_rank;
             self.event(
                 EventKind::Info,
@@ -197,18 +193,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// spec §2.12 / R9: where the rank's current device ends up.
     fn bind_after_init(&mut self, version: SglangVersion) -> String {
         let local_rank = self.spec.local_rank;
-        match (version, self.platform) {
-            (SglangVersion::V2, Platform::Cpu) => "no device".into(),
-            (SglangVersion::V2, _) => format!("current device {}:{local_rank}", self.accel()),
-            (_, Platform::Cuda) => {
+        match (version.is_v2_lineage(), self.platform) {
+            (true, Platform::Cpu) => "no device".into(),
+            (true, _) => format!("current device {}:{local_rank}", self.accel()),
+            (false, Platform::Cuda) => {
                 self.current_device = local_rank;
                 format!("torch.cuda.set_device({local_rank}) after init")
             }
-            (_, Platform::Xpu) => format!(
+            (false, Platform::Xpu) => format!(
                 "nothing binds the device: current device stays xpu:{} (R9, #33031)",
                 self.current_device
             ),
-            (_, Platform::Cpu) => "no device".into(),
+            (false, Platform::Cpu) => "no device".into(),
         }
     }
 

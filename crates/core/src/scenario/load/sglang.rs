@@ -266,10 +266,11 @@ impl Cx<'_> {
             "v0" => Ok(Some(SglangVersion::V0)),
             "v1" => Ok(Some(SglangVersion::V1)),
             "v2" => Ok(Some(SglangVersion::V2)),
+            "0.5.23" => Ok(Some(SglangVersion::V0_5_23)),
             other => Err(self.at(
                 v,
                 format!(
-                    "unknown sglang version `{other}` (v0, v1, v2: see docs/scenario-format.md)"
+                    "unknown sglang version `{other}` (v0, v1, v2, 0.5.23: see docs/scenario-format.md)"
                 ),
             )),
         }

@@ -244,7 +244,7 @@ impl Builder {
             Version::V0 => {
                 usp_groups_legacy_yunchang(cfg.ulysses, cfg.ring, cfg.dit_parallel_size())
             }
-            Version::V1 | Version::V2 => {
+            Version::V1 | Version::V2 | Version::V0_5_23 => {
                 usp_groups_by_sp_groups(cfg.ulysses, cfg.ring, &gen.get_ranks("sp")?)
             }
         };
@@ -350,14 +350,48 @@ fn axis_coordinators(b: &mut Builder, gen: &RankGenerator) -> Result<(), PlanErr
     }
     b.usp_groups(gen)?;
     b.plain_coordinator(CoordSpec::plain("sp", "sp_group"), &gen.get_ranks("sp")?)?;
-    let v2 = b.version == Version::V2;
+    if b.version.has_cfg_sp_view() && b.config.cfg > 1 && b.config.sp == 1 {
+        // `SequenceParallelGroupCoordinator.over_group(_CFG, ...)`: CFG's groups, no new one.
+        b.alias("cfg_sp", "cfg");
+    }
+    let v2 = b.version.is_v2_lineage();
     let tp_spec = CoordSpec {
         kind: "tp",
         group_name: b.version.tp_group_name(),
         use_device_communicator: !v2,
         use_srt_custom_allreduce: v2,
     };
-    b.plain_coordinator(tp_spec, &gen.get_ranks("tp")?)
+    b.plain_coordinator(tp_spec, &gen.get_ranks("tp")?)?;
+    if b.version.has_srt_moe_ep_group() {
+        srt_moe_ep_coordinator(b)?;
+    }
+    Ok(())
+}
+
+/// 0.5.23 `_sync_srt_tp_group()` -> `_init_srt_moe_ep_group()`: srt's
+/// `init_model_parallel_group([[r] for r in range(world_size)], backend=<world device group's>,
+/// use_pynccl=False, group_name="moe_ep")`. srt's `GroupCoordinator` passes the backend even
+/// for single-rank lists (no gloo shortcut), then a gloo group, per list; no communicator is
+/// built for a single rank.
+fn srt_moe_ep_coordinator(b: &mut Builder) -> Result<(), PlanError> {
+    let singletons: Vec<Vec<usize>> = (0..b.config.world_size).map(|r| vec![r]).collect();
+    let first = b.calls.len();
+    for ranks in &singletons {
+        b.call(ranks, BackendChoice::Device, "moe_ep", Purpose::DeviceGroup)?;
+        b.call(ranks, BackendChoice::Gloo, "moe_ep", Purpose::CpuGroup)?;
+    }
+    let spec = CoordSpec {
+        kind: "moe_ep",
+        group_name: "moe_ep",
+        use_device_communicator: false,
+        use_srt_custom_allreduce: false,
+    };
+    let span = Span {
+        first,
+        communicator_after: b.calls.len(),
+    };
+    b.record_coordinator(&spec, &singletons, span);
+    Ok(())
 }
 
 /// V2's `_REPLICA`, `_ENCODER_DP`, `_VAE_DECODE`.

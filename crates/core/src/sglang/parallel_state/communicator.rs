@@ -155,8 +155,10 @@ pub fn device_communicator_collectives(
 ) -> Vec<ConstructionStep> {
     match version {
         // Every lineage builds the same communicators (V0 on XPU also lands
-        // on CpuCommunicator); matched so a new lineage must decide.
-        Version::V0 | Version::V1 | Version::V2 => {}
+        // on CpuCommunicator); matched so a new lineage must decide. 0.5.23 is taken as V2
+        // here: its CUDA and CPU-SHM paths were read but cannot run on this CPU machine, and
+        // its srt MoE-EP groups are single-rank (no communicator).
+        Version::V0 | Version::V1 | Version::V2 | Version::V0_5_23 => {}
     }
     if !group.use_device_communicator || group.ranks.len() <= 1 {
         return Vec::new();

@@ -8,7 +8,9 @@
 //! `initialize_model_parallel` (spec §2.11, §3, §4.22) for
 //! [`Version::V0`] (`parallel_state@64ec4f88`, `group_coordinator@d5fc25da`
 //! and yunchang), [`Version::V1`] (intermediate, after PR #16532/#17920) and
-//! [`Version::V2`] (`parallel_state@00d56e2c`), and reports the same failures
+//! [`Version::V2`] (`parallel_state@00d56e2c`), plus the released [`Version::V0_5_23`] (V2 with
+//! srt's MoE-EP groups, checked against real sglang in testdata/sglang_0.5.23_groups.json), and
+//! reports the same failures
 //! the Python raises, with their texts. It also lists the construction
 //! collectives of each device communicator (spec §4.23, R5).
 //!
@@ -48,6 +50,12 @@ pub enum Version {
     /// Newest seen: singleton device groups on gloo, replica / encoder-DP /
     /// VAE-decode groups, TP without device communicator.
     V2,
+    /// The released sglang 0.5.23 (PyPI), read in its source and run for real: V2's groups
+    /// plus `_sync_srt_tp_group()` -> `_init_srt_moe_ep_group()` right after TP (one srt
+    /// `GroupCoordinator` "moe_ep" over W single-rank lists: a device-backend group, then a
+    /// gloo one, per rank) and the `_CFG_SP` view (CFG's groups, no new group) when cfg > 1 and
+    /// sp == 1. The scenario format spells it `version = "0.5.23"`.
+    V0_5_23,
 }
 
 /// How the PP coordinator creates its groups (spec §3.21, `_meta.caveat_pp`).
@@ -67,18 +75,43 @@ impl Version {
     pub fn default_pipeline_model(self) -> PipelineModel {
         match self {
             Version::V0 | Version::V1 => PipelineModel::XDiT,
-            Version::V2 => PipelineModel::Plain,
+            Version::V2 | Version::V0_5_23 => PipelineModel::Plain,
+        }
+    }
+
+    /// V2 and later: the newest lineage's groups, device binding and backends.
+    pub fn is_v2_lineage(self) -> bool {
+        matches!(self, Version::V2 | Version::V0_5_23)
+    }
+
+    /// The scenario format's spelling: `v0`, `v1`, `v2`, `0.5.23`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Version::V0 => "v0",
+            Version::V1 => "v1",
+            Version::V2 => "v2",
+            Version::V0_5_23 => "0.5.23",
         }
     }
 
     /// V2's `new_device_group` puts single-rank lists on gloo (spec R3).
     fn singleton_device_groups_on_gloo(self) -> bool {
-        self == Version::V2
+        self.is_v2_lineage()
     }
 
     /// V2 creates `_REPLICA`, `_ENCODER_DP`, `_VAE_DECODE`.
     fn has_derived_groups(self) -> bool {
-        self == Version::V2
+        self.is_v2_lineage()
+    }
+
+    /// 0.5.23's `_sync_srt_tp_group()` builds srt's single-rank MoE-EP coordinator after TP.
+    fn has_srt_moe_ep_group(self) -> bool {
+        self == Version::V0_5_23
+    }
+
+    /// 0.5.23 keeps a `_CFG_SP` view over CFG's groups when cfg > 1 and sp == 1.
+    fn has_cfg_sp_view(self) -> bool {
+        self == Version::V0_5_23
     }
 
     /// `init_parallel_group_coordinator`'s name for the TP coordinator
@@ -86,7 +119,7 @@ impl Version {
     fn tp_group_name(self) -> &'static str {
         match self {
             Version::V0 | Version::V1 => "cfg_group",
-            Version::V2 => "tp_group",
+            Version::V2 | Version::V0_5_23 => "tp_group",
         }
     }
 }

@@ -14,7 +14,9 @@ use scen_core::scenario::{
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-const PRELUDE: &str = include_str!("prelude.py");
+const PRELUDE: &str = include_str!("../prelude.py");
+/// Appended when the program calls real sglang ([`crate::eligible::uses_sglang`]).
+const PRELUDE_SGLANG: &str = include_str!("../prelude_sglang.py");
 
 /// What a torchrun launch sets for `rank` itself (its identity). A scenario or fault that gives a
 /// rank other values (a stale WORLD_SIZE) goes in the program's ENV_OVERRIDES, which the prelude
@@ -64,6 +66,9 @@ pub fn program(s: &Scenario, source: Option<&str>, ep: &Endpoints) -> String {
     faults(s, ep, &mut out);
     float_formats(&mut out);
     out.push_str(PRELUDE);
+    if crate::eligible::uses_sglang(s) {
+        out.push_str(PRELUDE_SGLANG);
+    }
     out.push_str("\n\ndef main():\n    groups, works = {}, {}\n");
     out.push_str("    rank, local_rank, node = float(RANK), float(LOCAL_RANK), float(NODE)\n");
     out.push_str("    world_size, local_world_size = float(WORLD_SIZE), float(LOCAL_WORLD_SIZE)\n");
@@ -425,6 +430,29 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             b.push(format!("d = torch.device({})", template(device, ep)));
             b.push("getattr(torch, d.type).set_device(d)".into());
         }
+        StepKind::InitDistributedEnvironment {
+            init_method,
+            timeout_ms,
+            ..
+        } => {
+            // The model's default for the V1+ lineage (spec sglang.md §1.2): tcp:// to the master.
+            let url = init_method
+                .clone()
+                .unwrap_or_else(|| "tcp://${MASTER_ADDR}:${MASTER_PORT}".into());
+            let timeout = match timeout_ms {
+                Some(t) => format!("{t} / 1000"),
+                None if s.time_scale.is_identity() => "None".into(),
+                None => format!("{} / 1000", s.time_scale.apply(1_800_000)),
+            };
+            b.push(format!(
+                "sglang_init_distributed_environment(st, {}, {timeout})",
+                template(&url, ep)
+            ));
+        }
+        StepKind::InitializeModelParallel { degrees: d, .. } => b.push(format!(
+            "sglang_initialize_model_parallel(st, tp={}, ulysses={}, ring={}, sp={}, cfg={}, dp={}, pp={}, vae={})",
+            d.tp, d.ulysses, d.ring, d.sp, d.cfg, d.dp, d.pp, d.vae
+        )),
         other => b.push(format!(
             "raise NotImplementedError({:?})",
             format!("{} has no torch translation", other.op_name())
@@ -720,81 +748,4 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use scen_core::scenario::{load_file, parse};
-    use std::path::Path;
-
-    const SRC: &str = "[world]\nranks_per_node = 2\nplatform = \"cpu\"\n\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\ntimeout_s = 60\n\n[[step]]\nop = \"all_reduce\"\non = \"rank == 1\"\nreduce_op = \"max\"\nfill = \"rank * 10 + i\"\nexpect = \"10 + i\"\n";
-
-    #[test]
-    fn steps_become_public_api_calls_under_their_scenario_lines() {
-        let s = parse(SRC, "t.toml", "t").expect("parses");
-        let p = program(&s, Some(SRC), &Endpoints::default());
-        assert!(p.contains("dist.init_process_group(backend=\"gloo\", timeout=ms(60000))"));
-        assert!(p.contains("if float(rank == 1.0) != 0:"));
-        assert!(p.contains("dist.all_reduce(t, op=OPS[\"max\"], group=G)"));
-        assert!(p.contains("    # op = \"all_reduce\""));
-        assert!(p.contains("formula(\"((rank * 10.0) + i)\")"));
-        assert!(p.contains("run(main)"));
-    }
-
-    #[test]
-    fn time_scale_makes_default_timeouts_explicit() {
-        let src = SRC.replace("timeout_s = 60\n", "");
-        let mut s = parse(&src, "t.toml", "t").expect("parses");
-        s.scale_times(scen_core::scenario::TimeScale { num: 1, den: 600 });
-        let p = program(&s, None, &Endpoints::default());
-        assert!(p.contains("dist.init_process_group(backend=\"gloo\", timeout=ms(3000))"));
-        assert!(p.contains("scaled by 1/600"));
-    }
-
-    #[test]
-    fn env_faults_on_torchrun_vars_and_expect_ulps_reach_the_program() {
-        let src = format!(
-            "{}expect_ulps = 2\n\n[[faults]]\nkind = \"env\"\non = [0]\nenv = {{ WORLD_SIZE = \"3\" }}\n",
-            SRC
-        );
-        let mut s = parse(&src, "t.toml", "t").expect("parses");
-        scen_core::scenario::fault::apply_env(&mut s);
-        let p = program(&s, None, &Endpoints::default());
-        // Only rank 0's WORLD_SIZE differs from what torchrun gives; rank 1 has no overrides.
-        assert!(p.contains("    0: {\"WORLD_SIZE\": \"3\"},\n}"), "{p}");
-        assert!(p.contains("expected(\"(10.0 + i)\", 2)"), "{p}");
-        assert!(p.contains("\"bf16\": (7, -126)"));
-    }
-
-    /// Every shipped scenario the translation accepts gives a program Python can compile.
-    #[test]
-    fn every_translatable_scenario_compiles_as_python() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-        let out = std::env::temp_dir().join(format!("scen-translate-{}", std::process::id()));
-        std::fs::create_dir_all(&out).expect("temp dir");
-        let mut files = Vec::new();
-        for e in std::fs::read_dir(&dir).expect("scenarios/").flatten() {
-            let p = e.path();
-            if p.extension().is_none_or(|x| x != "toml") {
-                continue;
-            }
-            let s = load_file(&p).expect("loads");
-            if crate::eligible::check_translatable(&s).is_err() {
-                continue;
-            }
-            let text = std::fs::read_to_string(&p).ok();
-            let f = out.join(format!("{}.py", s.name));
-            std::fs::write(&f, program(&s, text.as_deref(), &Endpoints::default())).expect("write");
-            files.push(f);
-        }
-        assert!(files.len() >= 30, "only {} translatable", files.len());
-        let status = std::process::Command::new("python3")
-            .arg("-m")
-            .arg("py_compile")
-            .args(&files)
-            .status();
-        let _ = std::fs::remove_dir_all(&out);
-        match status {
-            Ok(st) => assert!(st.success(), "python3 -m py_compile failed"),
-            Err(e) => println!("skip: python3 not found ({e}); programs not compiled"),
-        }
-    }
-}
+mod tests;
