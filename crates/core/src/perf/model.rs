@@ -119,7 +119,6 @@ impl LinkCost {
     }
 }
 
-
 /// Microseconds to handle `bytes` at `gbps` (1e9 bytes/s); 0 at a non-positive rate.
 fn per_gbps_us(bytes: f64, gbps: f64) -> f64 {
     if gbps > 0.0 {
