@@ -181,3 +181,158 @@ fn oneccl_bench_with_raw_baseline_gets_correct_values() {
     assert_eq!(v["rows"].as_array().unwrap().len(), 8);
     check_hw_rows(&v, true);
 }
+
+/// The latest "completes at N.NNNs" of a human `scen run` report, in ms.
+fn completes_ms(o: &Output) -> u64 {
+    let out = String::from_utf8_lossy(&o.stdout);
+    out.lines()
+        .filter_map(|l| l.split("completes at ").nth(1))
+        .filter_map(|t| t.trim_end_matches(['s', '"']).parse::<f64>().ok())
+        .map(|s| (s * 1000.0).round() as u64)
+        .max()
+        .unwrap_or_else(|| panic!("no completion time in: {out}"))
+}
+
+#[test]
+fn model_files_load_for_scenarios_and_bad_ones_name_file_line_col() {
+    let dir = std::env::temp_dir().join(format!("scen-bench-model-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("models")).unwrap();
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/slow_inter_node_link_xccl.toml"),
+    )
+    .unwrap();
+    // The scenario's own link keys replaced by a model file next to it.
+    let (head, rest) = text.split_once("\n[world.links]\n").unwrap();
+    let steps = &rest[rest.find("[[step]]").unwrap()..];
+    let scenario = dir.join("s.toml");
+    std::fs::write(
+        &scenario,
+        format!("{head}\n[world.links]\nmodel = \"models/slow.toml\"\n\n{steps}"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("models/slow.toml"),
+        "[links.inter]\nalpha_us = 20.0\nbeta_gbps = 0.5\n",
+    )
+    .unwrap();
+    let fast = dir.join("fast.toml");
+    std::fs::write(&fast, "[links.inter]\nalpha_us = 20.0\nbeta_gbps = 50.0\n").unwrap();
+    let s = scenario.to_str().unwrap();
+    let slow_run = scen(&["run", s]);
+    assert!(slow_run.status.success(), "{slow_run:?}");
+    let fast_run = scen(&["run", s, "--model", fast.to_str().unwrap()]);
+    assert!(fast_run.status.success(), "{fast_run:?}");
+    // Two 2 MiB messages at 0.5 GB/s cost ~8 ms more than at 50 GB/s.
+    let (slow_ms, fast_ms) = (completes_ms(&slow_run), completes_ms(&fast_run));
+    assert!(
+        slow_ms >= fast_ms + 6,
+        "slow {slow_ms} ms, fast {fast_ms} ms"
+    );
+
+    // Store round trips are charged too: 10 ms each makes the rendezvous visibly slower.
+    let slow_store = dir.join("store.toml");
+    std::fs::write(
+        &slow_store,
+        "[links.inter]\nalpha_us = 20.0\nbeta_gbps = 50.0\n[links.store]\nalpha_us = 10000.0\nbeta_gbps = 1.0\n",
+    )
+    .unwrap();
+    let store_run = scen(&["run", s, "--model", slow_store.to_str().unwrap()]);
+    assert!(store_run.status.success(), "{store_run:?}");
+    let store_ms = completes_ms(&store_run);
+    assert!(
+        store_ms >= fast_ms + 30,
+        "store {store_ms} ms, fast {fast_ms} ms"
+    );
+
+    // A bad model file: scen run (from the scenario and from --model) and scen bench name it.
+    let bad = dir.join("models/slow.toml");
+    std::fs::write(&bad, "[links.inter]\nalpha_us = 20.0\nbeta_gbps = 0\n").unwrap();
+    let want = format!("{}:3:13:", bad.display());
+    for args in [
+        vec!["run", s],
+        vec!["run", s, "--model", bad.to_str().unwrap()],
+        vec!["bench", "--model", bad.to_str().unwrap()],
+    ] {
+        let o = scen(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(&want) && e.contains("> 0"), "{args:?}: {e}");
+    }
+    // A missing one: the scenario's `model =` value is named.
+    std::fs::remove_file(&bad).unwrap();
+    let o = scen(&["run", s]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains(&format!("{s}:")) && e.contains("cannot read the model file"),
+        "{e}"
+    );
+    let o = scen(&["bench", "--model", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn calibration_on_the_gloo_path_writes_a_model_the_prediction_reads_back() {
+    let dir = std::env::temp_dir().join(format!("scen-bench-cal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("m.toml");
+    let m = model.to_str().unwrap();
+    let o = scen(&[
+        "bench",
+        "--hw",
+        "--path",
+        "gloo",
+        "--calibrate",
+        "--op",
+        "all_reduce,all_gather",
+        "--sizes",
+        "256K,1M,4M",
+        "--ranks",
+        "2",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--repeat",
+        "2",
+        "-o",
+        m,
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for want in [
+        "calibrated host:",
+        "error after calibration, all_reduce on 2 ranks",
+        "err%",
+    ] {
+        assert!(out.contains(want), "missing {want}: {out}");
+    }
+    let text = std::fs::read_to_string(&model).unwrap();
+    assert!(
+        text.contains("[links.host]") && text.contains("[[ops]]"),
+        "{text}"
+    );
+    // The written model predicts the gloo path with its per-op costs.
+    let o = scen(&[
+        "bench",
+        "--path",
+        "gloo",
+        "--model",
+        m,
+        "--op",
+        "all_reduce",
+        "--sizes",
+        "1M",
+        "--format",
+        "json",
+    ]);
+    let v = json(&o);
+    assert!(v["rows"][0]["sim"]["time_us"].as_f64().unwrap() > 0.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

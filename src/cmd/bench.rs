@@ -10,12 +10,14 @@
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use scen_core::perf::compare::{compare, verdict, Bucket};
-use scen_core::perf::model::{self, LinkClass, ModelFile, Sample, TimingModel};
+use scen_core::perf::fit::{self, Sample};
+use scen_core::perf::model::{self, LinkClass, ModelFile};
 use scen_core::perf::pattern::{self, Pattern, PatternKind, PatternParams};
 use scen_core::perf::result::{BenchReport, BenchRow, Timing, SCHEMA};
+use scen_core::perf::schedule::Library;
 use scen_core::perf::sweep::{human_size, parse_sweep};
 use scen_core::perf::{bandwidths, BenchOp};
-use scen_hw::bench::{BenchJob, BenchPath, BenchSpec, JobResult};
+use scen_hw::bench::{median, BenchJob, BenchPath, BenchSpec, JobResult};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,6 +59,10 @@ pub struct BenchArgs {
     warmup: usize,
     #[arg(long, default_value_t = 100)]
     iters: usize,
+    /// With --hw: run the whole sweep this many times in the same processes and report each
+    /// size's median (a shared machine's load comes and goes).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Measure on real oneCCL (or --path gloo) instead of predicting.
     #[arg(long)]
     hw: bool,
@@ -127,12 +133,8 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
         return run_compare(&files[0], &files[1], a.format);
     }
     let model = match &a.model {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read {}", p.display()))?;
-            TimingModel::load(&p.display().to_string(), &text)?
-        }
-        None => TimingModel::default(),
+        Some(p) => ModelFile::load(p)?,
+        None => ModelFile::default(),
     };
     let dtype: scen_core::dtype::DType = a.dtype.parse().map_err(anyhow::Error::msg)?;
     let _: scen_core::reduce::ReduceOp = a.redop.parse().map_err(anyhow::Error::msg)?;
@@ -183,6 +185,11 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
         (_, true) => LinkClass::Inter,
         _ => LinkClass::Intra,
     };
+    // Whose algorithms the prediction charges: oneCCL's selection table for its path.
+    let library = match path {
+        BenchPath::Gloo => Library::Scen,
+        BenchPath::Oneccl => Library::OnecclCpu,
+    };
     let env = parse_env(&a.env)?;
     let spec = BenchSpec {
         jobs: jobs.clone(),
@@ -195,7 +202,11 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
         raw: a.raw,
         env: env.clone(),
     };
-    let measured = if a.hw { Some(run_hw(&spec)?) } else { None };
+    let measured = if a.hw {
+        Some(run_hw(&spec, a.repeat.max(1))?)
+    } else {
+        None
+    };
     let predict = !a.hw || a.sim;
     let wall = std::time::Instant::now();
     let rows: Vec<BenchRow> = jobs
@@ -206,7 +217,7 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 &spec,
                 j,
                 measured.as_ref().map(|m| &m[i]),
-                predict.then_some((&model, class)),
+                predict.then_some((&model, class, library)),
             )
         })
         .collect();
@@ -223,7 +234,7 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
         warmup: spec.warmup,
         iters: spec.iters,
         env,
-        model: predict.then(|| model.to_string()),
+        model: predict.then(|| model.links.to_string()),
         seed: 0,
         rows,
         notes: Vec::new(),
@@ -238,7 +249,22 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     if a.calibrate {
-        calibrate(&a, &mut report, class)?;
+        calibrate(&a, &model, &mut report, class, library)?;
+    } else if predict {
+        // The model file's per-op costs for the nearest rank count it has.
+        let nearest = model
+            .ops
+            .iter()
+            .filter(|o| o.class == class)
+            .map(|o| o.ranks)
+            .min_by_key(|r| (r.abs_diff(ranks), *r));
+        for o in model
+            .ops
+            .iter()
+            .filter(|o| o.class == class && Some(o.ranks) == nearest)
+        {
+            report.notes.push(format!("per-op cost: {o}"));
+        }
     }
     if let Some(p) = &pattern {
         report.notes.extend(pattern_notes(p, &report.rows));
@@ -297,7 +323,37 @@ fn build_pattern(a: &BenchArgs, name: &str, elem_bytes: usize) -> anyhow::Result
     Ok(pattern::build(kind, &p)?)
 }
 
-fn run_hw(spec: &BenchSpec) -> anyhow::Result<Vec<JobResult>> {
+/// Runs the sweep `repeat` times in one launch (same processes and communicator) and keeps each
+/// job's median time.
+fn run_hw(spec: &BenchSpec, repeat: usize) -> anyhow::Result<Vec<JobResult>> {
+    let n = spec.jobs.len();
+    let mut all = spec.clone();
+    all.jobs = (0..repeat)
+        .flat_map(|_| spec.jobs.iter().copied())
+        .collect();
+    let results = run_hw_once(&all)?;
+    Ok((0..n)
+        .map(|i| {
+            let runs: Vec<&JobResult> = results.iter().skip(i).step_by(n).collect();
+            let mut r = runs[0].clone();
+            r.time_us = median(runs.iter().map(|x| x.time_us).collect());
+            r.median_us = runs
+                .iter()
+                .map(|x| x.median_us)
+                .collect::<Option<Vec<f64>>>()
+                .map(median);
+            r.raw_us = runs
+                .iter()
+                .map(|x| x.raw_us)
+                .collect::<Option<Vec<f64>>>()
+                .map(median);
+            r.wrong = runs.iter().map(|x| x.wrong).sum();
+            r
+        })
+        .collect())
+}
+
+fn run_hw_once(spec: &BenchSpec) -> anyhow::Result<Vec<JobResult>> {
     // indicatif draws only when stderr is a terminal.
     let bar = indicatif::ProgressBar::new(spec.jobs.len() as u64);
     bar.set_style(
@@ -330,7 +386,7 @@ fn row(
     spec: &BenchSpec,
     j: &BenchJob,
     m: Option<&JobResult>,
-    predict: Option<(&TimingModel, LinkClass)>,
+    predict: Option<(&ModelFile, LinkClass, Library)>,
 ) -> BenchRow {
     let elem = spec
         .dtype
@@ -352,75 +408,102 @@ fn row(
             "-".into()
         },
         hw: m.map(|m| timing(j.op, bytes, spec.ranks, m.time_us)),
+        hw_median_us: m.and_then(|m| m.median_us),
         raw: m
             .and_then(|m| m.raw_us)
             .map(|t| timing(j.op, bytes, spec.ranks, t)),
-        sim: predict.map(|(model, class)| {
+        sim: predict.map(|(model, class, library)| {
             timing(
                 j.op,
                 bytes,
                 spec.ranks,
-                model.predict_us(j.op, bytes, spec.ranks, class),
+                model.predict_us(j.op, bytes, spec.ranks, class, library),
             )
         }),
         wrong: m.map(|m| m.wrong),
     }
 }
 
-/// Fits the measured class, writes the model, adds the fitted prediction and per-size error.
-fn calibrate(a: &BenchArgs, report: &mut BenchReport, class: LinkClass) -> anyhow::Result<()> {
+/// Fits the measured class and its per-op costs (perf/fit.rs) on top of `base` (--model),
+/// writes the model, adds the fitted prediction and each op's error.
+fn calibrate(
+    a: &BenchArgs,
+    base: &ModelFile,
+    report: &mut BenchReport,
+    class: LinkClass,
+    library: Library,
+) -> anyhow::Result<()> {
     let samples: Vec<Sample> = report
         .rows
         .iter()
         .filter_map(|r| {
-            r.hw.map(|t| Sample {
+            r.measured_us().map(|t| Sample {
                 op: r.op,
                 bytes: r.size_bytes,
                 ranks: report.ranks,
-                time_us: t.time_us,
+                time_us: t,
             })
         })
         .collect();
-    let Some(cost) = model::fit(&samples) else {
+    let Some(cal) = fit::calibrate(base, &samples, class, library) else {
         bail!(
             "--calibrate needs at least two sizes with positive times (got {})",
             samples.len()
         );
     };
-    let mut fitted = match &a.model {
-        Some(_) => report
-            .model
-            .as_ref()
-            .map(|_| TimingModel::default())
-            .unwrap_or_default(),
-        None => TimingModel::default(),
-    };
-    *fitted.cost_mut(class) = cost;
-    let mut worst: f64 = 0.0;
     for r in &mut report.rows {
-        let p = fitted.predict_us(r.op, r.size_bytes, report.ranks, class);
+        let p = cal
+            .model
+            .predict_us(r.op, r.size_bytes, report.ranks, class, library);
         r.sim = Some(timing(r.op, r.size_bytes, report.ranks, p));
-        if let Some(hw) = r.hw {
-            worst = worst.max(model::rel_error(p, hw.time_us).abs());
-        }
     }
-    report.model = Some(fitted.to_string());
+    report.model = Some(cal.model.links.to_string());
+    let c = cal.class_cost;
     report.notes.push(format!(
-        "calibrated {}: alpha {:.2} us, beta {:.3} GB/s from {} points; worst prediction error {:.1}%",
+        "calibrated {}: alpha {:.2} us, beta {:.3} GB/s{} from {} points; worst error with the class link alone {:.1}%",
         class.name(),
-        cost.alpha_us,
-        cost.beta_gbps,
+        c.alpha_us,
+        c.beta_gbps,
+        c.reduce_gbps.map_or(String::new(), |g| format!(", reduction {g:.3} GB/s")),
         samples.len(),
-        worst * 100.0
+        cal.worst_class_only * 100.0
+    ));
+    for o in cal
+        .model
+        .ops
+        .iter()
+        .filter(|o| o.class == class && o.ranks == report.ranks)
+    {
+        report.notes.push(format!("per-op cost: {o}"));
+    }
+    let mut ops: Vec<scen_core::perf::BenchOp> = report.rows.iter().map(|r| r.op).collect();
+    ops.dedup();
+    for op in ops {
+        let errs: Vec<f64> = report
+            .rows
+            .iter()
+            .filter(|r| r.op == op)
+            .filter_map(|r| Some(model::rel_error(r.sim?.time_us, r.measured_us()?).abs()))
+            .collect();
+        let worst = errs.iter().copied().fold(0.0, f64::max);
+        report.notes.push(format!(
+            "error after calibration, {op} on {} ranks: worst {:.1}%, median {:.1}% over {} sizes",
+            report.ranks,
+            worst * 100.0,
+            median(errs.clone()) * 100.0,
+            errs.len()
+        ));
+    }
+    report.notes.push(format!(
+        "worst prediction error after calibration: {:.1}%",
+        cal.worst * 100.0
     ));
     if let Some(out) = &a.out {
-        let file = ModelFile {
-            links: fitted,
-            notes: vec![format!(
-                "calibrated by scen bench --calibrate --hw on {} ranks ({}), ops {}, sizes {}",
-                report.ranks, report.path, a.op, a.sizes
-            )],
-        };
+        let mut file = cal.model.clone();
+        file.notes.push(format!(
+            "calibrated by scen bench --calibrate --hw on {} ranks ({}), ops {}, sizes {}, iters {}, repeat {}",
+            report.ranks, report.path, a.op, a.sizes, a.iters, a.repeat
+        ));
         let text = toml::to_string(&file)?;
         let tmp = out.with_extension("scen-tmp");
         std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
@@ -484,10 +567,11 @@ fn render(r: &BenchReport, p: Option<&Pattern>) -> String {
         s.push_str(&format!("# pattern: {p}\n"));
     }
     let any = |f: fn(&BenchRow) -> bool| r.rows.iter().any(f);
-    let (has_hw, has_raw, has_sim) = (
+    let (has_hw, has_raw, has_sim, has_med) = (
         any(|x| x.hw.is_some()),
         any(|x| x.raw.is_some()),
         any(|x| x.sim.is_some()),
+        any(|x| x.hw_median_us.is_some()),
     );
     let mut head = format!(
         "{:>14} {:>10} {:>10} {:>5} {:>5}",
@@ -505,6 +589,9 @@ fn render(r: &BenchReport, p: Option<&Pattern>) -> String {
     if has_sim {
         head += &format!(" {:>10} {:>8}", "sim_us", "sim_bus");
         if has_hw {
+            if has_med {
+                head += &format!(" {:>10}", "med_us");
+            }
             head += &format!(" {:>7}", "err%");
         }
     }
@@ -537,8 +624,11 @@ fn render(r: &BenchReport, p: Option<&Pattern>) -> String {
         }
         if let Some(m) = x.sim {
             line += &format!(" {:>10.1} {:>8.3}", m.time_us, m.busbw_gbps);
-            if let Some(h) = x.hw {
-                line += &format!(" {:>+6.1}%", model::rel_error(m.time_us, h.time_us) * 100.0);
+            if let Some(t) = x.measured_us() {
+                if has_med {
+                    line += &format!(" {:>10.1}", x.hw_median_us.unwrap_or(t));
+                }
+                line += &format!(" {:>+6.1}%", model::rel_error(m.time_us, t) * 100.0);
             }
         }
         s.push_str(&line);

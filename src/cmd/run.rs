@@ -24,6 +24,18 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
+    if let Some(m) = &args.model {
+        match scen_core::perf::model::ModelFile::load(m) {
+            Ok(f) => scenario.world.links = f.links,
+            Err(e) => {
+                match args.format {
+                    Format::Human => eprintln!("error: {e}"),
+                    Format::Json => println!("{}", invalid_input_json(&model_error(e))),
+                }
+                return ExitCode::from(2);
+            }
+        }
+    }
     args.torch_opts.scale(&mut scenario);
     let report = if args.torch_opts.torch {
         args.torch_opts.run(&scenario, &args.file)
@@ -109,6 +121,30 @@ fn load(file: &Path, format: Format) -> Result<Scenario, ExitCode> {
         }
         ExitCode::from(2)
     })
+}
+
+/// A model file's error as an invalid-input error naming its file:line:col.
+fn model_error(e: scen_core::perf::model::ModelError) -> ScenarioError {
+    use scen_core::perf::model::ModelError;
+    match e {
+        ModelError::Parse {
+            file,
+            line,
+            col,
+            message,
+        } => ScenarioError {
+            file,
+            line,
+            col,
+            message,
+        },
+        ModelError::Read { file, message } => ScenarioError {
+            file,
+            line: 0,
+            col: 0,
+            message: format!("cannot read the model file: {message}"),
+        },
+    }
 }
 
 /// `{"schema_version": 1, "passed": false, "error": {...}}` for invalid input.

@@ -7,7 +7,9 @@
 //!
 //! It also charges the timing model (core's `perf::model`): each message costs its sender
 //! alpha + bytes/beta on its link class. The clock counts milliseconds, so each rank carries the
-//! sub-millisecond remainder forward and sleeps whole milliseconds once they add up.
+//! sub-millisecond remainder forward and sleeps whole milliseconds once they add up. TCPStore
+//! round trips cost alpha + bytes/beta of the store class, carried per connection the same way
+//! (core's store server charges them through `Clock::store_round_trip_us`).
 
 use scen_core::perf::model::{LinkClass, TimingModel};
 use std::cell::{Cell, RefCell};
@@ -112,6 +114,14 @@ impl scen_core::runtime::net::Clock for VirtualClock {
                 let _ = rx.await;
             }
         }
+    }
+
+    fn store_round_trip_us(&self, bytes: usize) -> f64 {
+        self.state
+            .model
+            .borrow()
+            .as_ref()
+            .map_or(0.0, |(m, _)| m.message_us(LinkClass::Store, bytes))
     }
 
     fn charge(

@@ -6,6 +6,7 @@
 //! (all-to-all, barrier). Every message carries a small header (algorithm, byte count) so a
 //! peer that is running a different collective is detected instead of silently mis-read.
 
+mod direct;
 mod exchange;
 #[cfg(test)]
 mod matrix;
@@ -14,6 +15,7 @@ mod rooted;
 #[cfg(test)]
 pub(crate) mod testlink;
 
+pub use direct::{all_gather_direct, all_reduce_nreduce, all_reduce_recursive_doubling};
 pub use exchange::{all_to_all, barrier};
 pub use ring::{all_gather, all_reduce, reduce_scatter};
 pub use rooted::{broadcast, gather, reduce, scatter};

@@ -192,9 +192,18 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     C: Clock,
 {
+    // Microseconds charged to this connection and not yet slept (the clock counts ms).
+    let mut debt_us = 0.0;
     loop {
         let req = read_frame(&mut stream).await?;
         let reply = handle(&req, &state, &clock).await?;
+        // The round trip's cost on the store link class (the simulator's timing model).
+        debt_us += clock.store_round_trip_us(req.len() + reply.len());
+        let ms = (debt_us / 1000.0).floor();
+        if ms > 0.0 {
+            debt_us -= ms * 1000.0;
+            clock.sleep_until_ms(clock.now_ms() + ms as u64).await;
+        }
         write_frame(&mut stream, &reply).await?;
     }
 }

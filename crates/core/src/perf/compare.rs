@@ -188,6 +188,7 @@ mod tests {
                     count: s / 4,
                     dtype: "f32".into(),
                     redop: "sum".into(),
+                    hw_median_us: None,
                     hw: Some(Timing {
                         time_us: *t,
                         algbw_gbps: 0.0,

@@ -4,9 +4,11 @@
 //! bucket, and the diffusion models' communication patterns (docs/bench.md).
 
 pub mod compare;
+pub mod fit;
 pub mod model;
 pub mod pattern;
 pub mod result;
+pub mod schedule;
 pub mod sweep;
 
 use std::fmt;

@@ -1,12 +1,15 @@
 //! The timing model: a message of `b` bytes on a link costs `alpha + b / beta`, with one
 //! (alpha, beta) per link class. The simulator charges it per message sent (crates/sim), and
-//! `scen bench` predicts a collective's time from the message schedule of the algorithm the
-//! collective runs (ring, binomial tree, pairwise exchange; the schedules are checked against
-//! the algorithms' real messages below). Defaults are documented in docs/bench.md; a scenario's
-//! `[world.links]` or a model file (`scen bench --calibrate -o model.toml`) overrides them.
+//! `scen bench` predicts a collective's time from the schedule of the algorithm the library
+//! would run (perf/schedule.rs): the busiest member's messages, the bytes it sends and, where a
+//! class has a reduction rate, the bytes it reduces. A model file may also hold per-op and
+//! per-algorithm costs fitted by `scen bench --calibrate` (perf/fit.rs) for predictions where one
+//! (alpha, beta) per class is not enough. Defaults are documented in docs/bench.md; a scenario's
+//! `[world.links]` or a model file overrides them.
 
+use super::schedule::{schedule, Algorithm, Library, Schedule};
 use super::BenchOp;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
 /// Which kind of link a message crosses.
@@ -50,23 +53,78 @@ impl LinkClass {
     }
 }
 
-/// One link class's cost: `alpha_us` per message plus bytes at `beta_gbps` (1e9 bytes/s).
+fn non_negative<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(
+            "alpha_us must be a number >= 0 (microseconds per message)",
+        ))
+    }
+}
+
+fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom("must be a number > 0 (GB/s)"))
+    }
+}
+
+fn positive_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    positive(d).map(Some)
+}
+
+/// One link class's cost: `alpha_us` per message plus bytes at `beta_gbps` (1e9 bytes/s);
+/// `reduce_gbps`, when set, is the rate at which the class's ranks reduce (CPU reduction is
+/// compute, not link; unset: reductions are free).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkCost {
+    #[serde(deserialize_with = "non_negative")]
     pub alpha_us: f64,
+    #[serde(deserialize_with = "positive")]
     pub beta_gbps: f64,
+    #[serde(
+        default,
+        deserialize_with = "positive_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reduce_gbps: Option<f64>,
 }
 
 impl LinkCost {
+    pub fn new(alpha_us: f64, beta_gbps: f64) -> LinkCost {
+        LinkCost {
+            alpha_us,
+            beta_gbps,
+            reduce_gbps: None,
+        }
+    }
+
     /// Microseconds to move one message of `bytes`.
     pub fn message_us(&self, bytes: usize) -> f64 {
-        let bw = if self.beta_gbps > 0.0 {
-            bytes as f64 / (self.beta_gbps * 1e3)
-        } else {
-            0.0
-        };
-        self.alpha_us.max(0.0) + bw
+        self.alpha_us.max(0.0) + per_gbps_us(bytes as f64, self.beta_gbps)
+    }
+
+    /// Microseconds of a schedule on this link.
+    pub fn schedule_us(&self, s: &Schedule) -> f64 {
+        s.messages as f64 * self.alpha_us.max(0.0)
+            + per_gbps_us(s.wire_bytes, self.beta_gbps)
+            + self
+                .reduce_gbps
+                .map_or(0.0, |r| per_gbps_us(s.reduce_bytes, r))
+    }
+}
+
+/// Microseconds to handle `bytes` at `gbps` (1e9 bytes/s); 0 at a non-positive rate.
+fn per_gbps_us(bytes: f64, gbps: f64) -> f64 {
+    if gbps > 0.0 {
+        bytes / (gbps * 1e3)
+    } else {
+        0.0
     }
 }
 
@@ -87,28 +145,16 @@ pub struct TimingModel {
 }
 
 fn default_intra() -> LinkCost {
-    LinkCost {
-        alpha_us: 10.0,
-        beta_gbps: 100.0,
-    }
+    LinkCost::new(10.0, 100.0)
 }
 fn default_inter() -> LinkCost {
-    LinkCost {
-        alpha_us: 20.0,
-        beta_gbps: 12.5,
-    }
+    LinkCost::new(20.0, 12.5)
 }
 fn default_host() -> LinkCost {
-    LinkCost {
-        alpha_us: 50.0,
-        beta_gbps: 2.0,
-    }
+    LinkCost::new(50.0, 2.0)
 }
 fn default_store() -> LinkCost {
-    LinkCost {
-        alpha_us: 100.0,
-        beta_gbps: 1.0,
-    }
+    LinkCost::new(100.0, 1.0)
 }
 
 impl Default for TimingModel {
@@ -122,22 +168,147 @@ impl Default for TimingModel {
     }
 }
 
-/// A model file that does not parse.
+/// A model file that cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ModelError {
-    #[error("{file}: {message}")]
-    Parse { file: String, message: String },
+    /// Not TOML, or not a model (unknown key, wrong type, a negative alpha, a zero beta).
+    #[error("{file}:{line}:{col}: {message}")]
+    Parse {
+        file: String,
+        line: usize,
+        col: usize,
+        message: String,
+    },
+    /// The file could not be read.
+    #[error("{file}: cannot read the model file: {message}")]
+    Read { file: String, message: String },
 }
 
-/// A model file: `[links.intra] alpha_us = .. beta_gbps = ..` (and inter, host, store), plus
-/// optional notes the calibration wrote.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A per-op, per-algorithm cost fitted by `--calibrate`: for `op` run with `algorithm` over
+/// `ranks` members on `class`, `alpha_us` per message and the schedule's bytes at `beta_gbps`
+/// (the reduction, if any, folded in: within one algorithm it grows with the bytes). With
+/// `max_bytes`, the entry covers benchmark sizes up to it (a CPU's copies slow down once the
+/// buffers leave its caches, so the fit may split an algorithm's sizes in two); the entry with
+/// the smallest `max_bytes` at or above a size applies, an unbounded one above all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpCost {
+    pub class: LinkClass,
+    pub op: BenchOp,
+    pub algorithm: Algorithm,
+    pub ranks: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<usize>,
+    #[serde(deserialize_with = "non_negative")]
+    pub alpha_us: f64,
+    #[serde(deserialize_with = "positive")]
+    pub beta_gbps: f64,
+}
+
+/// A model file: `[links.intra] alpha_us = .. beta_gbps = ..` (and inter, host, store), optional
+/// `[[ops]]` per-op costs and notes the calibration wrote.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelFile {
     #[serde(default)]
     pub links: TimingModel,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<OpCost>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+impl ModelFile {
+    /// Parses a model file's text; errors name `file:line:col`.
+    pub fn parse(file: &str, text: &str) -> Result<ModelFile, ModelError> {
+        toml::from_str::<ModelFile>(text).map_err(|e| {
+            let (line, col) = e.span().map_or((1, 1), |s| line_col(text, s.start));
+            ModelError::Parse {
+                file: file.to_string(),
+                line,
+                col,
+                message: e.message().trim().to_string(),
+            }
+        })
+    }
+
+    /// Reads and parses a model file from disk.
+    pub fn load(path: &std::path::Path) -> Result<ModelFile, ModelError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Read {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        ModelFile::parse(&file, &text)
+    }
+
+    /// The fitted per-op cost for `op` with `alg` on a benchmark size of `bytes` on `class`,
+    /// from the entries measured on the rank count nearest `ranks` (the smaller on a tie): the
+    /// one whose size range holds `bytes` (past the last bound, the largest).
+    pub fn op_cost(
+        &self,
+        class: LinkClass,
+        op: BenchOp,
+        alg: Algorithm,
+        ranks: usize,
+        bytes: usize,
+    ) -> Option<&OpCost> {
+        let mine = |o: &&OpCost| o.class == class && o.op == op && o.algorithm == alg;
+        let nearest = self
+            .ops
+            .iter()
+            .filter(mine)
+            .map(|o| o.ranks)
+            .min_by_key(|r| (r.abs_diff(ranks), *r))?;
+        let at = |o: &&OpCost| mine(o) && o.ranks == nearest;
+        let bound = |o: &OpCost| o.max_bytes.unwrap_or(usize::MAX);
+        self.ops
+            .iter()
+            .filter(at)
+            .filter(|o| bound(o) >= bytes)
+            .min_by_key(|o| bound(o))
+            .or_else(|| self.ops.iter().filter(at).max_by_key(|o| bound(o)))
+    }
+
+    /// Predicted microseconds of `op` on `bytes` (the benchmark size) over `ranks` members on
+    /// `class`, run by `library`: a per-op cost where one was fitted for this algorithm, else
+    /// one of another algorithm of the same op (a size the calibration saw too few of, such as
+    /// oneCCL's direct all_gather below 32 KiB per rank), else the class's link.
+    pub fn predict_us(
+        &self,
+        op: BenchOp,
+        bytes: usize,
+        ranks: usize,
+        class: LinkClass,
+        library: Library,
+    ) -> f64 {
+        let alg = library.select(op, bytes, ranks);
+        let s = schedule(op, alg, bytes, ranks);
+        let other = || {
+            let mut algs: Vec<Algorithm> = self
+                .ops
+                .iter()
+                .filter(|o| o.class == class && o.op == op)
+                .map(|o| o.algorithm)
+                .collect();
+            algs.sort();
+            algs.dedup();
+            algs.into_iter()
+                .find_map(|a| self.op_cost(class, op, a, ranks, bytes))
+        };
+        match self.op_cost(class, op, alg, ranks, bytes).or_else(other) {
+            Some(o) => s.messages as f64 * o.alpha_us + per_gbps_us(s.wire_bytes, o.beta_gbps),
+            None => self.links.cost(class).schedule_us(&s),
+        }
+    }
 }
 
 impl TimingModel {
@@ -164,22 +335,12 @@ impl TimingModel {
         self.cost(class).message_us(bytes)
     }
 
-    /// Predicted microseconds of `op` on `bytes` (the benchmark size) over `ranks` members
-    /// whose slowest link is `class`.
+    /// Predicted microseconds of `op` on `bytes` over `ranks` members whose slowest link is
+    /// `class`, with scen's own algorithms and no per-op costs (what the simulator charges).
     pub fn predict_us(&self, op: BenchOp, bytes: usize, ranks: usize, class: LinkClass) -> f64 {
-        let s = schedule(op, ranks);
-        let msg = (bytes as f64 * s.bytes_factor).round() as usize;
-        s.rounds as f64 * self.message_us(class, msg)
-    }
-
-    /// Reads a model file (TOML).
-    pub fn load(file: &str, text: &str) -> Result<TimingModel, ModelError> {
-        toml::from_str::<ModelFile>(text)
-            .map(|m| m.links)
-            .map_err(|e| ModelError::Parse {
-                file: file.to_string(),
-                message: e.to_string(),
-            })
+        let alg = Library::Scen.select(op, bytes, ranks);
+        self.cost(class)
+            .schedule_us(&schedule(op, alg, bytes, ranks))
     }
 }
 
@@ -189,76 +350,38 @@ impl fmt::Display for TimingModel {
             .iter()
             .map(|c| {
                 let l = self.cost(*c);
-                format!("{} {:.1}us+{:.3}GB/s", c.name(), l.alpha_us, l.beta_gbps)
+                let red = l
+                    .reduce_gbps
+                    .map_or(String::new(), |r| format!(" (reduce {r:.3}GB/s)"));
+                format!(
+                    "{} {:.1}us+{:.3}GB/s{red}",
+                    c.name(),
+                    l.alpha_us,
+                    l.beta_gbps
+                )
             })
             .collect();
         f.write_str(&parts.join(", "))
     }
 }
 
-/// The critical path of one collective: `rounds` messages in sequence, each carrying
-/// `bytes_factor` x the benchmark size.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Schedule {
-    pub rounds: usize,
-    pub bytes_factor: f64,
-}
-
-/// The message schedule of the algorithm core runs `op` with (crates/core/src/algo).
-pub fn schedule(op: BenchOp, ranks: usize) -> Schedule {
-    let n = ranks.max(1);
-    let log2 = usize::BITS as usize - (n - 1).leading_zeros() as usize;
-    let (rounds, bytes_factor) = match op {
-        BenchOp::AllReduce => (2 * (n - 1), 1.0 / n as f64),
-        BenchOp::AllGather | BenchOp::ReduceScatter | BenchOp::AllToAll => (n - 1, 1.0 / n as f64),
-        BenchOp::Broadcast | BenchOp::Reduce => (if n == 1 { 0 } else { log2 }, 1.0),
-    };
-    Schedule {
-        rounds,
-        bytes_factor,
+impl fmt::Display for OpCost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {} on {} ranks{}: {:.1}us+{:.3}GB/s",
+            self.class.name(),
+            self.op,
+            self.algorithm,
+            self.ranks,
+            self.max_bytes.map_or(String::new(), |m| format!(
+                " up to {}",
+                super::sweep::human_size(m)
+            )),
+            self.alpha_us,
+            self.beta_gbps
+        )
     }
-}
-
-/// One measured point for calibration.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sample {
-    pub op: BenchOp,
-    pub bytes: usize,
-    pub ranks: usize,
-    pub time_us: f64,
-}
-
-/// Fits one link class's alpha and beta to `samples` by least squares on relative error
-/// (weights 1/t^2, so a 64 KiB point counts as much as a 64 MiB one): each sample says
-/// `t = rounds * alpha + rounds * msg_bytes / beta`. `None` with fewer than two distinct
-/// message shapes or a non-positive fit.
-pub fn fit(samples: &[Sample]) -> Option<LinkCost> {
-    // t = a * x1 + c * x2 with x1 = rounds, x2 = rounds * msg_bytes, c = 1 / (beta * 1e3).
-    let (mut s11, mut s12, mut s22, mut s1t, mut s2t) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for p in samples.iter().filter(|p| p.time_us > 0.0) {
-        let sc = schedule(p.op, p.ranks);
-        let x1 = sc.rounds as f64;
-        let x2 = sc.rounds as f64 * (p.bytes as f64 * sc.bytes_factor);
-        let w = 1.0 / (p.time_us * p.time_us);
-        s11 += w * x1 * x1;
-        s12 += w * x1 * x2;
-        s22 += w * x2 * x2;
-        s1t += w * x1 * p.time_us;
-        s2t += w * x2 * p.time_us;
-    }
-    let det = s11 * s22 - s12 * s12;
-    if det.abs() <= f64::EPSILON * s11 * s22 || det == 0.0 {
-        return None;
-    }
-    let a = (s1t * s22 - s2t * s12) / det;
-    let c = (s11 * s2t - s12 * s1t) / det;
-    if c <= 0.0 {
-        return None;
-    }
-    Some(LinkCost {
-        alpha_us: a.max(0.0),
-        beta_gbps: 1.0 / (c * 1e3),
-    })
 }
 
 /// Relative error of a prediction, signed: (predicted - measured) / measured.
@@ -281,10 +404,7 @@ mod tests {
 
     #[test]
     fn a_message_costs_alpha_plus_bytes_over_beta() {
-        let l = LinkCost {
-            alpha_us: 10.0,
-            beta_gbps: 2.0,
-        };
+        let l = LinkCost::new(10.0, 2.0);
         assert_eq!(l.message_us(0), 10.0);
         assert_eq!(l.message_us(2_000_000), 1010.0);
         let m = TimingModel::default();
@@ -295,76 +415,140 @@ mod tests {
             m.predict_us(BenchOp::AllReduce, 1 << 20, 1, LinkClass::Intra),
             0.0
         );
+        // A reduction rate adds the reduced bytes: 3 MB at 1 GB/s = 3000 us more.
+        let mut r = m;
+        r.host.reduce_gbps = Some(1.0);
+        let q = r.predict_us(BenchOp::AllReduce, 4_000_000, 4, LinkClass::Host);
+        assert!((q - p - 3000.0).abs() < 1e-6, "{q}");
     }
 
     #[test]
-    fn fit_recovers_alpha_and_beta_from_exact_points() {
-        let truth = LinkCost {
-            alpha_us: 37.0,
-            beta_gbps: 4.5,
+    fn predictions_use_the_library_algorithm_and_per_op_costs() {
+        let mut f = ModelFile::default();
+        f.links.intra = LinkCost::new(10.0, 1.0);
+        // 16 KiB all_reduce on 4 ranks: oneCCL's nreduce, 6 messages of 4 KiB = 60 + 24.576 us.
+        let p = f.predict_us(
+            BenchOp::AllReduce,
+            16384,
+            4,
+            LinkClass::Intra,
+            Library::OnecclCpu,
+        );
+        assert!((p - 84.576).abs() < 1e-9, "{p}");
+        // 8 KiB: recursive doubling, 2 exchanges of the whole buffer.
+        let p = f.predict_us(
+            BenchOp::AllReduce,
+            8192,
+            4,
+            LinkClass::Intra,
+            Library::OnecclCpu,
+        );
+        assert!((p - (20.0 + 16.384)).abs() < 1e-9, "{p}");
+        f.ops.push(OpCost {
+            class: LinkClass::Intra,
+            op: BenchOp::AllReduce,
+            algorithm: Algorithm::Nreduce,
+            ranks: 2,
+            max_bytes: None,
+            alpha_us: 100.0,
+            beta_gbps: 2.0,
+        });
+        // The 2-rank entry is the nearest for 4 ranks too.
+        let p = f.predict_us(
+            BenchOp::AllReduce,
+            16384,
+            4,
+            LinkClass::Intra,
+            Library::OnecclCpu,
+        );
+        assert!((p - (600.0 + 12.288)).abs() < 1e-9, "{p}");
+        // The ring has no entry: the op's other algorithm's applies (same messages here); another
+        // op falls back to the class link.
+        let ring = f.predict_us(
+            BenchOp::AllReduce,
+            16384,
+            4,
+            LinkClass::Intra,
+            Library::Scen,
+        );
+        assert!((ring - 612.288).abs() < 1e-9, "{ring}");
+        let ag = f.predict_us(
+            BenchOp::AllGather,
+            16384,
+            4,
+            LinkClass::Intra,
+            Library::Scen,
+        );
+        assert!((ag - (30.0 + 12.288)).abs() < 1e-9, "{ag}");
+        // Size ranges: the bounded entry up to its bound, the unbounded one above.
+        f.ops[0].max_bytes = Some(65536);
+        f.ops.push(OpCost {
+            max_bytes: None,
+            alpha_us: 0.0,
+            beta_gbps: 1.0,
+            ..f.ops[0]
+        });
+        let alpha = |f: &ModelFile, b| {
+            f.op_cost(
+                LinkClass::Intra,
+                BenchOp::AllReduce,
+                Algorithm::Nreduce,
+                2,
+                b,
+            )
+            .unwrap()
+            .alpha_us
         };
-        let mut samples = Vec::new();
-        for op in [BenchOp::AllReduce, BenchOp::AllGather, BenchOp::AllToAll] {
-            for n in [2, 4] {
-                for k in 10..=26 {
-                    let bytes = 1usize << k;
-                    let m = TimingModel {
-                        intra: truth,
-                        ..Default::default()
-                    };
-                    let t = m.predict_us(op, bytes, n, LinkClass::Intra);
-                    samples.push(Sample {
-                        op,
-                        bytes,
-                        ranks: n,
-                        time_us: t,
-                    });
-                }
-            }
-        }
-        let got = fit(&samples).expect("fit");
-        assert!((got.alpha_us - 37.0).abs() < 1e-3, "{got:?}");
-        assert!((got.beta_gbps - 4.5).abs() < 1e-6, "{got:?}");
+        assert_eq!(alpha(&f, 65536), 100.0);
+        assert_eq!(alpha(&f, 65537), 0.0);
+        f.ops.pop();
+        // Past the last bound, the largest range extrapolates.
+        assert_eq!(alpha(&f, 1 << 20), 100.0);
     }
 
     #[test]
-    fn fit_on_noisy_points_stays_close_and_degenerate_input_is_refused() {
-        // +-5% alternating noise around alpha 100 us, beta 2 GB/s.
-        let truth = TimingModel {
-            intra: LinkCost {
-                alpha_us: 100.0,
-                beta_gbps: 2.0,
-            },
-            ..Default::default()
-        };
-        let samples: Vec<Sample> = (12..=26)
-            .map(|k| {
-                let bytes = 1usize << k;
-                let t = truth.predict_us(BenchOp::AllReduce, bytes, 2, LinkClass::Intra);
-                let noise = if k % 2 == 0 { 1.05 } else { 0.95 };
-                Sample {
-                    op: BenchOp::AllReduce,
-                    bytes,
-                    ranks: 2,
-                    time_us: t * noise,
-                }
-            })
-            .collect();
-        let got = fit(&samples).expect("fit");
-        assert!((got.alpha_us - 100.0).abs() < 15.0, "{got:?}");
-        assert!((got.beta_gbps - 2.0).abs() < 0.2, "{got:?}");
-        let one = [samples[0]];
-        assert_eq!(fit(&one), None);
-    }
-
-    #[test]
-    fn model_files_parse_and_name_the_file_on_error() {
-        let m = TimingModel::load("m.toml", "[links.intra]\nalpha_us = 5.0\nbeta_gbps = 7.0\n")
-            .unwrap();
-        assert_eq!(m.intra.beta_gbps, 7.0);
-        assert_eq!(m.host, TimingModel::default().host);
-        let e = TimingModel::load("m.toml", "[links.intra]\nalpha = 5\n").unwrap_err();
-        assert!(e.to_string().starts_with("m.toml: "), "{e}");
+    fn model_files_parse_and_name_the_file_line_and_column_on_error() {
+        let m =
+            ModelFile::parse("m.toml", "[links.intra]\nalpha_us = 5.0\nbeta_gbps = 7.0\n").unwrap();
+        assert_eq!(m.links.intra.beta_gbps, 7.0);
+        assert_eq!(m.links.host, TimingModel::default().host);
+        let e = ModelFile::parse("m.toml", "[links.intra]\nalpha = 5\n").unwrap_err();
+        assert!(e.to_string().starts_with("m.toml:2:1: "), "{e}");
+        let e =
+            ModelFile::parse("m.toml", "[links.intra]\nalpha_us = 5\nbeta_gbps = 0\n").unwrap_err();
+        assert!(e.to_string().starts_with("m.toml:3:13: "), "{e}");
+        assert!(e.to_string().contains("> 0"), "{e}");
+        let e = ModelFile::parse("m.toml", "[links.intra\n").unwrap_err();
+        assert!(e.to_string().starts_with("m.toml:1:"), "{e}");
+        let e = ModelFile::parse(
+            "m.toml",
+            "[[ops]]\nclass = \"intra\"\nop = \"all_reduce\"\nalgorithm = \"magic\"\nranks = 2\nalpha_us = 1\nbeta_gbps = 1\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("m.toml:4:13: "), "{e}");
+        // The shape --calibrate writes (tests/bench_cli.rs round-trips a real one).
+        let text = "notes = [\"n\"]\n[links.intra]\nalpha_us = 10.0\nbeta_gbps = 100.0\nreduce_gbps = 2.5\n\n[[ops]]\nclass = \"intra\"\nop = \"all_to_all\"\nalgorithm = \"pairwise\"\nranks = 4\nalpha_us = 12.5\nbeta_gbps = 0.75\n";
+        let f = ModelFile::parse("x", text).unwrap();
+        assert_eq!(f.links.intra.reduce_gbps, Some(2.5));
+        assert_eq!(
+            f.ops,
+            vec![OpCost {
+                class: LinkClass::Intra,
+                op: BenchOp::AllToAll,
+                algorithm: Algorithm::Pairwise,
+                ranks: 4,
+                max_bytes: None,
+                alpha_us: 12.5,
+                beta_gbps: 0.75,
+            }]
+        );
+        let missing = ModelFile::load(std::path::Path::new("/nonexistent/m.toml")).unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .starts_with("/nonexistent/m.toml: cannot read"),
+            "{missing}"
+        );
     }
 
     /// Counts rank 0's messages and their largest payload.
@@ -393,8 +577,9 @@ mod tests {
         }
     }
 
-    /// (messages, largest payload) of the member that sends most, running the real algorithm.
-    fn measured(op: BenchOp, n: usize, bytes: usize) -> (usize, usize) {
+    /// (messages, largest payload) of the member that sends most, running core's
+    /// implementation of `alg`.
+    fn measured(op: BenchOp, alg: Algorithm, n: usize, bytes: usize) -> (usize, usize) {
         let per_rank = run_world(n, move |l| async move {
             let c = Counting {
                 inner: l,
@@ -402,23 +587,34 @@ mod tests {
             };
             let count = op.send_count(bytes, 4, n);
             let mut t = Tensor::from_fn(DType::F32, vec![count], |i| i as f64);
-            match op {
-                BenchOp::AllReduce => algo::all_reduce(&c, &mut t, ReduceOp::Sum)
+            match (op, alg) {
+                (BenchOp::AllReduce, Algorithm::Nreduce) => {
+                    algo::all_reduce_nreduce(&c, &mut t, ReduceOp::Sum).await
+                }
+                (BenchOp::AllReduce, Algorithm::RecursiveDoubling) => {
+                    algo::all_reduce_recursive_doubling(&c, &mut t, ReduceOp::Sum).await
+                }
+                (BenchOp::AllReduce, _) => algo::all_reduce(&c, &mut t, ReduceOp::Sum)
                     .await
                     .map(|_| ()),
-                BenchOp::AllGather => algo::all_gather(&c, &t).await.map(|_| ()),
-                BenchOp::ReduceScatter => algo::reduce_scatter(&c, &t, ReduceOp::Sum, &[count / n])
-                    .await
-                    .map(|_| ()),
-                BenchOp::AllToAll => {
+                (BenchOp::AllGather, Algorithm::Direct) => {
+                    algo::all_gather_direct(&c, &t).await.map(|_| ())
+                }
+                (BenchOp::AllGather, _) => algo::all_gather(&c, &t).await.map(|_| ()),
+                (BenchOp::ReduceScatter, _) => {
+                    algo::reduce_scatter(&c, &t, ReduceOp::Sum, &[count / n])
+                        .await
+                        .map(|_| ())
+                }
+                (BenchOp::AllToAll, _) => {
                     let chunk = bytes / n;
                     let sends = vec![vec![0u8; chunk]; n];
                     algo::all_to_all(&c, sends, &vec![chunk; n])
                         .await
                         .map(|_| ())
                 }
-                BenchOp::Broadcast => algo::broadcast(&c, &mut t, 0).await,
-                BenchOp::Reduce => algo::reduce(&c, &mut t, ReduceOp::Sum, 0).await,
+                (BenchOp::Broadcast, _) => algo::broadcast(&c, &mut t, 0).await,
+                (BenchOp::Reduce, _) => algo::reduce(&c, &mut t, ReduceOp::Sum, 0).await,
             }
             .expect("collective");
             c.sent.into_inner()
@@ -431,20 +627,28 @@ mod tests {
 
     #[test]
     fn schedules_match_the_algorithms_real_messages() {
-        for n in [2usize, 3, 4, 8] {
+        for n in [2usize, 3, 4, 5, 8] {
             let bytes = 4 * 8 * 9 * 7 * 5; // divisible by every n and by the f32 width
-            for op in BenchOp::ALL {
-                let s = schedule(op, n);
-                let (msgs, big) = measured(op, n, bytes);
-                let want_big = (bytes as f64 * s.bytes_factor).round() as usize;
+            let mut algs: Vec<(BenchOp, Algorithm)> = BenchOp::ALL
+                .iter()
+                .map(|&op| (op, Library::Scen.select(op, bytes, n)))
+                .collect();
+            algs.extend([
+                (BenchOp::AllReduce, Algorithm::Nreduce),
+                (BenchOp::AllReduce, Algorithm::RecursiveDoubling),
+                (BenchOp::AllGather, Algorithm::Direct),
+            ]);
+            for (op, alg) in algs {
+                let s = schedule(op, alg, bytes, n);
+                let (msgs, big) = measured(op, alg, n, bytes);
+                let want_big = (s.wire_bytes / s.messages as f64).round() as usize;
                 match op {
-                    // A binomial tree's root sends log2(n) messages (its critical path).
-                    BenchOp::Broadcast => assert_eq!(msgs, s.rounds, "{op} n={n}"),
                     // Reduce: every member sends once; the root receives log2(n) in sequence.
-                    BenchOp::Reduce => assert_eq!(msgs, 1, "{op} n={n}"),
-                    _ => assert_eq!(msgs, s.rounds, "{op} n={n}"),
+                    BenchOp::Reduce => assert_eq!(msgs, 1, "{op} {alg} n={n}"),
+                    // A binomial tree's root sends log2(n) messages (its critical path).
+                    _ => assert_eq!(msgs, s.messages, "{op} {alg} n={n}"),
                 }
-                assert_eq!(big, want_big, "{op} n={n}");
+                assert_eq!(big, want_big, "{op} {alg} n={n}");
             }
         }
     }

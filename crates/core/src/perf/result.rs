@@ -32,12 +32,22 @@ pub struct BenchRow {
     /// The timing model's prediction (`scen bench` without --hw, or with --sim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sim: Option<Timing>,
+    /// Median over the timed blocks of the hw path's microseconds per call (robust to load
+    /// bursts; what calibration fits and `err%` compares against).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_median_us: Option<f64>,
     /// Elements that differed from the expected result, summed over ranks (hw only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrong: Option<u64>,
 }
 
 impl BenchRow {
+    /// The measured time a prediction is compared with: the median over blocks where the run
+    /// recorded it, else the mean.
+    pub fn measured_us(&self) -> Option<f64> {
+        self.hw_median_us.or(self.hw.map(|t| t.time_us))
+    }
+
     /// The time `--compare` uses: measured if there is one, else the prediction.
     pub fn time_us(&self) -> Option<f64> {
         self.hw.or(self.sim).map(|t| t.time_us)

@@ -39,6 +39,11 @@ pub trait Clock: Clone + 'static {
     fn now_ms(&self) -> u64;
     /// Completes once `now_ms() >= t_ms`.
     fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()>;
+    /// Microseconds one TCPStore request and its reply of `bytes` in all cost (the store link
+    /// class). The simulator charges its timing model; real modes pay real time: 0.
+    fn store_round_trip_us(&self, _bytes: usize) -> f64 {
+        0.0
+    }
     /// The time rank `rank` spends sending `bytes` to rank `peer` (a device group's message when
     /// `device`). The simulator charges its timing model here (`perf::model`); real modes pay
     /// real time and do nothing.

@@ -153,6 +153,7 @@ pub fn run(parent: &mut Parent, rank: usize, world: usize, spec: &BenchSpec) -> 
                 index,
                 count,
                 time_us: 0.0,
+                median_us: None,
                 raw_us: None,
                 wrong: 0,
             };
@@ -171,12 +172,16 @@ pub fn run(parent: &mut Parent, rank: usize, world: usize, spec: &BenchSpec) -> 
                     call.once(&mut t).await?;
                 }
                 let t0 = Instant::now();
+                let mut per_call_us = Vec::new();
                 for b in blocks(spec.iters) {
+                    let tb = Instant::now();
                     for _ in 0..b {
                         call.once(&mut t).await?;
                     }
+                    per_call_us.push(tb.elapsed().as_secs_f64() * 1e6 / b as f64);
                 }
                 report.time_us = t0.elapsed().as_secs_f64() * 1e6 / spec.iters.max(1) as f64;
+                report.median_us = Some(super::median(per_call_us));
                 // Checked on a fresh input, outside the timed region.
                 let mut t = call.input(count);
                 let out = call.once(&mut t).await?;

@@ -93,6 +93,8 @@ fn spawn(spec: &BenchSpec, exe: &Path, addr: &str) -> Result<Ranks, HwError> {
             .map_err(|e| io("creating a rank log", e))?;
         let err = log.try_clone().map_err(|e| io("creating a rank log", e))?;
         let mut cmd = Command::new(exe);
+        // A killed `scen bench` takes its ranks with it (they would spin in oneCCL forever).
+        crate::procs::die_with_parent(&mut cmd);
         cmd.arg("__bench-rank")
             .stdin(Stdio::null())
             .stdout(log)
@@ -302,10 +304,12 @@ fn combine(job: BenchJob, per_rank: &[Option<RankJob>]) -> JobResult {
     let rs: Vec<&RankJob> = per_rank.iter().flatten().collect();
     let n = rs.len().max(1) as f64;
     let raw: Vec<f64> = rs.iter().filter_map(|r| r.raw_us).collect();
+    let med: Vec<f64> = rs.iter().filter_map(|r| r.median_us).collect();
     JobResult {
         job,
         count: rs.first().map_or(0, |r| r.count),
         time_us: rs.iter().map(|r| r.time_us).sum::<f64>() / n,
+        median_us: (!med.is_empty()).then(|| med.iter().sum::<f64>() / med.len() as f64),
         raw_us: (!raw.is_empty()).then(|| raw.iter().sum::<f64>() / raw.len() as f64),
         wrong: rs.iter().map(|r| r.wrong).sum(),
     }

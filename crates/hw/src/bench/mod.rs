@@ -63,6 +63,10 @@ pub struct JobResult {
     /// Elements of each rank's send buffer.
     pub count: usize,
     pub time_us: f64,
+    /// Median over the timed blocks of microseconds per call (robust to a shared machine's
+    /// bursts of load; calibration fits it), averaged over ranks.
+    #[serde(default)]
+    pub median_us: Option<f64>,
     pub raw_us: Option<f64>,
     pub wrong: u64,
 }
@@ -73,8 +77,20 @@ pub struct RankJob {
     pub index: usize,
     pub count: usize,
     pub time_us: f64,
+    #[serde(default)]
+    pub median_us: Option<f64>,
     pub raw_us: Option<f64>,
     pub wrong: u64,
+}
+
+/// The median of `v` (0 when empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 pub use launch::run;

@@ -171,6 +171,7 @@ fn run_oneccl(
             index,
             count,
             time_us: 0.0,
+            median_us: None,
             raw_us: None,
             wrong: 0,
         };
@@ -179,6 +180,7 @@ fn run_oneccl(
             fill(&mut k.send, dt, rank, rop);
             k.run(spec.warmup).map_err(|e| e.to_string())?;
             let (mut scen_s, mut raw_s) = (0.0f64, 0.0f64);
+            let mut per_call_us = Vec::new();
             for (i, b) in blocks(spec.iters).into_iter().enumerate() {
                 // ABBA order: scen first in even pairs, raw first in odd ones.
                 let scen_first = !spec.raw || i % 2 == 0;
@@ -186,7 +188,9 @@ fn run_oneccl(
                     let t0 = Instant::now();
                     if (pass == 0) == scen_first {
                         k.run(b).map_err(|e| e.to_string())?;
-                        scen_s += t0.elapsed().as_secs_f64();
+                        let s = t0.elapsed().as_secs_f64();
+                        scen_s += s;
+                        per_call_us.push(s * 1e6 / b as f64);
                     } else {
                         let rc = raw_loop(&mut k, b);
                         raw_s += t0.elapsed().as_secs_f64();
@@ -197,6 +201,7 @@ fn run_oneccl(
             let iters = spec.iters.max(1) as f64;
             report.time_us = scen_s * 1e6 / iters;
             report.raw_us = spec.raw.then(|| raw_s * 1e6 / iters);
+            report.median_us = Some(super::median(per_call_us));
             report.wrong = count_wrong(&k.recv, dt, job.op, world, rank, count, rop);
         }
         parent.send(&Wire::Job { rank, job: report })?;

@@ -1,7 +1,7 @@
 //! `[world]` validation: nodes, ranks, platforms, link costs, services, env layers and rank
 //! selectors, each error naming file:line:col like the rest of load.rs.
 
-use super::{Cx, R};
+use super::{Cx, ScenarioError, R};
 use crate::scenario::env::{build_rank_envs, EnvLayer};
 use crate::scenario::expr::{interpolate, Expr};
 use crate::scenario::limits;
@@ -136,10 +136,40 @@ impl Cx<'_> {
         })
     }
 
-    /// `[world.links]`: per class `alpha_us` (>= 0) and `beta_gbps` (> 0), defaults elsewhere.
+    /// `[world.links]`: a model file's links (`model = "model.toml"`, relative to the scenario),
+    /// then per class `alpha_us` (>= 0) and `beta_gbps` (> 0) on top; defaults elsewhere.
     pub(super) fn link_costs(&self, raw: &RawLinks) -> R<crate::perf::model::TimingModel> {
-        use crate::perf::model::{LinkClass, TimingModel};
-        let mut m = TimingModel::default();
+        use crate::perf::model::{LinkClass, ModelError, ModelFile};
+        let mut m = match &raw.model {
+            None => Default::default(),
+            Some(rel) => {
+                let dir = std::path::Path::new(self.file)
+                    .parent()
+                    .unwrap_or(std::path::Path::new(""));
+                let path = dir.join(rel.get_ref());
+                match ModelFile::load(&path) {
+                    Ok(f) => f.links,
+                    Err(ModelError::Parse {
+                        file,
+                        line,
+                        col,
+                        message,
+                    }) => {
+                        return Err(ScenarioError {
+                            file,
+                            line,
+                            col,
+                            message: format!("in the model file of [world.links]: {message}"),
+                        })
+                    }
+                    Err(ModelError::Read { file, message }) => {
+                        return Err(
+                            self.at(rel, format!("cannot read the model file {file}: {message}"))
+                        )
+                    }
+                }
+            }
+        };
         let classes = [
             (LinkClass::Intra, &raw.intra),
             (LinkClass::Inter, &raw.inter),
