@@ -4,8 +4,20 @@
 //! Exit codes: 0 when the scenario's expectations hold, 1 when they do not, 2 on invalid input
 //! (a bad scenario file or argument) or when the requested mode cannot run.
 
+/// `println!` and `print!` for the whole binary: a closed stdout (`scen run FILE | head`) drops
+/// the rest of the output instead of panicking (src/stdout.rs). Defined before the modules so
+/// that their uses resolve here, not to std's.
+macro_rules! println {
+    () => { $crate::stdout::write(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::stdout::write(format_args!($($arg)*), true) };
+}
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::stdout::write(format_args!($($arg)*), false) };
+}
+
 mod cli;
 mod cmd;
+mod stdout;
 mod torch_cmd;
 
 use clap::Parser;

@@ -136,3 +136,21 @@ fn level_zero_devices() -> usize {
         .map(|p| p.devices.len())
         .unwrap_or(0)
 }
+
+/// `scen run FILE --trace | head -1`: the reader goes away; scen must not panic on the closed
+/// pipe and must still end with the verdict's exit code.
+#[test]
+fn closed_stdout_is_no_panic_and_keeps_the_exit_code() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args(["run", "scenarios/missing_rank_all_reduce.toml", "--trace"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn scen");
+    drop(child.stdout.take()); // the reader exits before scen prints anything
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
