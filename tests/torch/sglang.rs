@@ -43,17 +43,7 @@ fn planned_calls(s: &Scenario) -> Option<Vec<String>> {
         return None;
     };
     let version: SglangVersion = v.unwrap_or(init);
-    let config = ParallelConfig {
-        world_size: s.world.size(),
-        tp: d.tp,
-        ulysses: d.ulysses,
-        ring: d.ring,
-        sp: d.sp,
-        cfg: d.cfg,
-        dp: d.dp,
-        pp: d.pp,
-        vae_parallel_size: d.vae,
-    };
+    let config = ParallelConfig::from_degrees(s.world.size(), d);
     let plan = ps::plan_initialize_model_parallel(config, version).ok()?;
     let platform = match s.world.nodes[0].platform {
         Platform::Cpu => ps::Platform::Cpu,

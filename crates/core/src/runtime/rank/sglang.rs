@@ -327,17 +327,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             });
         }
         let version = version.unwrap_or(self.sgl.as_ref().expect("set").version);
-        let config = ParallelConfig {
-            world_size: ws,
-            tp: d.tp,
-            ulysses: d.ulysses,
-            ring: d.ring,
-            sp: d.sp,
-            cfg: d.cfg,
-            dp: d.dp,
-            pp: d.pp,
-            vae_parallel_size: d.vae,
-        };
+        let config = ParallelConfig::from_degrees(ws, d);
         let plan = match shared_plan(config, version) {
             Ok(p) => p,
             // R4/R15: ranks past dp*cfg*sp*pp*tp die in the DP coordinator's assertion; the

@@ -152,6 +152,22 @@ pub struct ParallelConfig {
 }
 
 impl ParallelConfig {
+    /// The degrees a scenario's `initialize_model_parallel` step names, in a world of
+    /// `world_size` ranks.
+    pub fn from_degrees(world_size: usize, d: &crate::scenario::SglangDegrees) -> Self {
+        Self {
+            world_size,
+            tp: d.tp,
+            ulysses: d.ulysses,
+            ring: d.ring,
+            sp: d.sp,
+            cfg: d.cfg,
+            dp: d.dp,
+            pp: d.pp,
+            vae_parallel_size: d.vae,
+        }
+    }
+
     /// All degrees 1, no VAE group.
     pub fn new(world_size: usize) -> Self {
         Self {
