@@ -78,7 +78,11 @@ fn human_table_has_the_nccl_tests_columns_and_patterns_report_per_step() {
 
 #[test]
 fn compare_prints_buckets_and_a_verdict() {
-    let dir = std::env::temp_dir().join(format!("scen-bench-cmp-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-bench-cmp-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let slow = dir.join("slow.toml");
     std::fs::write(&slow, "[links.intra]\nalpha_us = 10.0\nbeta_gbps = 10.0\n").unwrap();
@@ -195,7 +199,11 @@ fn completes_ms(o: &Output) -> u64 {
 
 #[test]
 fn model_files_load_for_scenarios_and_bad_ones_name_file_line_col() {
-    let dir = std::env::temp_dir().join(format!("scen-bench-model-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-bench-model-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(dir.join("models")).unwrap();
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -275,7 +283,11 @@ fn model_files_load_for_scenarios_and_bad_ones_name_file_line_col() {
 
 #[test]
 fn calibration_on_the_gloo_path_writes_a_model_the_prediction_reads_back() {
-    let dir = std::env::temp_dir().join(format!("scen-bench-cal-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-bench-cal-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let model = dir.join("m.toml");
     let m = model.to_str().unwrap();

@@ -42,7 +42,11 @@ fn a_wrong_expectation_exits_one() {
             "error = \"RuntimeError: No backend type associated with device type xpu\"\n",
             "",
         );
-    let dir = std::env::temp_dir().join(format!("scen-cli-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-cli-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("wrong.toml");
     std::fs::write(&path, wrong).unwrap();
@@ -53,7 +57,11 @@ fn a_wrong_expectation_exits_one() {
 
 #[test]
 fn invalid_input_exits_two_naming_file_line_col() {
-    let dir = std::env::temp_dir().join(format!("scen-cli-bad-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-cli-bad-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bad.toml");
     std::fs::write(

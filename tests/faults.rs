@@ -84,7 +84,11 @@ fn explore_finds_the_order_dependent_hang_identically_for_any_jobs() {
 #[test]
 fn shards_merge_to_the_whole_exploration() {
     let whole = explore_json(&[]);
-    let dir = std::env::temp_dir().join(format!("scen-shards-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-shards-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let mut parts = Vec::new();
     for i in 0..3 {
@@ -122,7 +126,11 @@ fn shrink_output_loads_keeps_the_class_and_is_smaller() {
         .find(|c| c["key"].as_str().is_some_and(|k| k.contains("hangs")))
         .and_then(|c| c["first_seed"].as_u64())
         .expect("a hanging seed");
-    let out = std::env::temp_dir().join(format!("scen-shrunk-{}.toml", std::process::id()));
+    let out_tmp = tempfile::Builder::new()
+        .prefix("scen-shrunk-")
+        .tempdir()
+        .expect("temp dir");
+    let out = out_tmp.path().join("shrunk.toml");
     let (code, _, err) = scen(&[
         "shrink",
         RACE,

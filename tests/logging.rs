@@ -63,7 +63,11 @@ fn logging_at_trace_level_changes_no_trace() {
 
 #[test]
 fn verbose_shows_rank_spans_and_log_file_is_deterministic() {
-    let dir = std::env::temp_dir().join(format!("scen-logging-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-logging-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).expect("tmp");
     let run = |extra: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_scen"))

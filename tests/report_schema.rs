@@ -150,7 +150,11 @@ fn the_schema_check_catches_old_spellings() {
 
 #[test]
 fn report_file_gets_json_while_the_terminal_gets_the_human_report() {
-    let dir = std::env::temp_dir().join(format!("scen-report-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-report-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).expect("tmp");
     let out_path = dir.join("r.json");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
@@ -177,7 +181,11 @@ fn report_file_gets_json_while_the_terminal_gets_the_human_report() {
 
 #[test]
 fn invalid_input_as_json_names_file_line_column_and_report_refuses_the_input_path() {
-    let dir = std::env::temp_dir().join(format!("scen-report-bad-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-report-bad-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).expect("tmp");
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[world]\nranks_per_node = \"x\"\n").expect("write");

@@ -209,7 +209,11 @@ fn the_project_scen_toml_is_found_from_the_scenario_path_not_only_the_cwd() {
     assert!(dir.join("snaps/missing_rank_all_reduce.snap").is_file());
     // From another directory, with an absolute path: the same snapshots, the same relative
     // scenario paths inside them, so everything passes and nothing is written where we stand.
-    let other = std::env::temp_dir().join(format!("scen-suite-other-{}", std::process::id()));
+    let other_tmp = tempfile::Builder::new()
+        .prefix("scen-suite-other-")
+        .tempdir()
+        .expect("temp dir");
+    let other = other_tmp.path().to_path_buf();
     std::fs::create_dir_all(&other).unwrap();
     let abs = dir.join("suite");
     let (code, out, _) = scen_in(&other, &["test", abs.to_str().unwrap()]);

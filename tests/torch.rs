@@ -238,7 +238,11 @@ fn check(path: &Path, python: &Path, sglang: Option<&str>) -> Outcome {
 fn sigint_ends_the_run_with_a_report(python: &Path) -> Result<(), String> {
     use std::process::{Command, Stdio};
     use std::time::Duration;
-    let dir = std::env::temp_dir().join(format!("scen-torch-sigint-{}", std::process::id()));
+    let dir_tmp = tempfile::Builder::new()
+        .prefix("scen-torch-sigint-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let file = dir.join("sleepers.toml");
