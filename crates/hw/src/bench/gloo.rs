@@ -149,14 +149,7 @@ pub fn run(parent: &mut Parent, rank: usize, world: usize, spec: &BenchSpec) -> 
         }
         for (index, job) in spec.jobs.iter().enumerate() {
             let count = send_count(job.op, job.size_bytes, dt.size_bytes(), world);
-            let mut report = RankJob {
-                index,
-                count,
-                time_us: 0.0,
-                median_us: None,
-                raw_us: None,
-                wrong: 0,
-            };
+            let mut report = RankJob::new(index, count);
             if count > 0 {
                 let call = Call {
                     fabric: &fabric,

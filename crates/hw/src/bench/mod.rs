@@ -83,6 +83,20 @@ pub struct RankJob {
     pub wrong: u64,
 }
 
+impl RankJob {
+    /// A job's report before it is timed: `count` elements sent, nothing measured yet.
+    pub fn new(index: usize, count: usize) -> Self {
+        Self {
+            index,
+            count,
+            time_us: 0.0,
+            median_us: None,
+            raw_us: None,
+            wrong: 0,
+        }
+    }
+}
+
 /// The median of `v` (0 when empty).
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
