@@ -56,13 +56,13 @@ pub enum StoreError {
 /// rendezvous of W ranks cost W^2 wake-ups (issue 11's profile). A waiter only ever re-checks
 /// its own key, so waking the others changed nothing but the cost.
 ///
-/// Keys live in a hash map: the store only looks keys up (nothing iterates them, so no hash
-/// order reaches any output), and in a large world its keys share long prefixes
+/// Keys and watches live in hash maps: the store only looks them up (nothing iterates them, so
+/// no hash order reaches any output), and in a large world its keys share long prefixes
 /// (`default_pg/0//12//cpu//...`) that made every ordered-map comparison a long memcmp.
 #[derive(Default)]
 pub struct StoreState {
     keys: RefCell<HashMap<String, Vec<u8>>>,
-    changed: RefCell<BTreeMap<String, Rc<Notify>>>,
+    changed: RefCell<HashMap<String, Rc<Notify>>>,
 }
 
 impl StoreState {
@@ -80,11 +80,13 @@ impl StoreState {
 
     /// The notification of `key`'s next change.
     fn watch(&self, key: &str) -> Rc<Notify> {
-        self.changed
-            .borrow_mut()
-            .entry(key.to_string())
-            .or_default()
-            .clone()
+        let mut changed = self.changed.borrow_mut();
+        if let Some(n) = changed.get(key) {
+            return n.clone();
+        }
+        let n = Rc::new(Notify::new());
+        changed.insert(key.to_string(), n.clone());
+        n
     }
 
     fn counter(&self, key: &str) -> i64 {
@@ -267,11 +269,15 @@ async fn wait_for<C: Clock, T>(
     ready: impl Fn() -> Option<T>,
 ) -> Option<T> {
     loop {
-        let watch = state.watch(key);
-        let changed = watch.notified();
+        // Checked before a watch is made: most reads find their key (a rendezvous reads keys
+        // set long before), and a watch made for them would stay in the map until the key's
+        // next `set`, which never comes (W^2 entries in a large world). Nothing runs between
+        // this check and the watch below (one thread, no await), so no `set` can be missed.
         if let Some(v) = ready() {
             return Some(v);
         }
+        let watch = state.watch(key);
+        let changed = watch.notified();
         let Some(deadline_ms) = deadline_ms else {
             changed.await;
             continue;

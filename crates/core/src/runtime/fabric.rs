@@ -40,7 +40,11 @@ pub struct Fabric<N: Net> {
     net: N,
     me: usize,
     port: u16,
-    peers: RefCell<BTreeMap<usize, (String, u16)>>,
+    /// Where each peer listens, by rank (`None`: not learned yet). A rank learns every member
+    /// of every group it joins (W entries on each of W ranks in a large world), so host names
+    /// are shared through `hosts` rather than copied per peer.
+    peers: RefCell<Vec<Option<(Rc<str>, u16)>>>,
+    hosts: RefCell<BTreeSet<Rc<str>>>,
     out: RefCell<BTreeMap<usize, Rc<Mutex<N::Stream>>>>,
     inbox: Rc<Inbox>,
     acceptor: RefCell<Option<tokio::task::JoinHandle<()>>>,
@@ -62,7 +66,8 @@ impl<N: Net> Fabric<N> {
             net,
             me,
             port,
-            peers: RefCell::new(BTreeMap::new()),
+            peers: RefCell::default(),
+            hosts: RefCell::default(),
             out: RefCell::new(BTreeMap::new()),
             inbox,
         }))
@@ -83,26 +88,45 @@ impl<N: Net> Fabric<N> {
 
     /// Records where a peer listens (learned through a rendezvous).
     pub fn learn(&self, peer: usize, address: &str) {
-        if let Some((h, p)) = address.rsplit_once(':') {
-            if let Ok(p) = p.parse() {
-                self.peers.borrow_mut().insert(peer, (h.to_string(), p));
-            }
+        let Some((h, p)) = address.rsplit_once(':') else {
+            return;
+        };
+        let Ok(p) = p.parse::<u16>() else {
+            return;
+        };
+        let mut peers = self.peers.borrow_mut();
+        if peers.len() <= peer {
+            peers.resize(peer + 1, None);
         }
+        if matches!(&peers[peer], Some((h0, p0)) if **h0 == *h && *p0 == p) {
+            return;
+        }
+        let mut hosts = self.hosts.borrow_mut();
+        let host = match hosts.get(h) {
+            Some(x) => x.clone(),
+            None => {
+                let x: Rc<str> = Rc::from(h);
+                hosts.insert(x.clone());
+                x
+            }
+        };
+        peers[peer] = Some((host, p));
     }
 
     async fn conn(&self, peer: usize) -> Result<Rc<Mutex<N::Stream>>, FabricError> {
         if let Some(c) = self.out.borrow().get(&peer) {
             return Ok(c.clone());
         }
-        let (host, port) =
-            self.peers
-                .borrow()
-                .get(&peer)
-                .cloned()
-                .ok_or_else(|| FabricError::Unreachable {
-                    peer,
-                    reason: "address unknown".into(),
-                })?;
+        let (host, port) = self
+            .peers
+            .borrow()
+            .get(peer)
+            .cloned()
+            .flatten()
+            .ok_or_else(|| FabricError::Unreachable {
+                peer,
+                reason: "address unknown".into(),
+            })?;
         let mut s = self
             .net
             .connect(&host, port)

@@ -337,18 +337,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             format!("{} ({})", pg.label, pg.name),
         );
         let store = self.world()?.store.clone();
+        // Every key is `join_key(prefixes, group rank)`: the joined prefix is made once, not
+        // per key (a world's mesh reads W keys on each of W ranks).
+        let base = join_key(&prefixes, "");
+        let key_of = |gr: usize| format!("{base}{gr}");
         store
-            .set(
-                &join_key(&prefixes, &grank.to_string()),
-                self.fabric.address().as_bytes(),
-            )
+            .set(&key_of(grank), self.fabric.address().as_bytes())
             .await
             .map_err(|e| self.store_err(e))?;
         let mut missing = Vec::new();
         for (gr, r) in ranks.iter().enumerate() {
             if *r != me
                 && !store
-                    .check(&join_key(&prefixes, &gr.to_string()))
+                    .check(&key_of(gr))
                     .await
                     .map_err(|e| self.store_err(e))?
             {
@@ -359,10 +360,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             if *r == me {
                 continue;
             }
-            let key = join_key(&prefixes, &gr.to_string());
+            let key = key_of(gr);
             // R24: a store timeout here reaches Python as the store's own DistStoreError, not
             // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
-            let timeout = error::store_wait_timeout(timeout_ms, &key);
+            let timeout = || error::store_wait_timeout(timeout_ms, &key);
             let v = self
                 .store_get(
                     &key,
@@ -370,11 +371,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     missing.clone(),
                     format!("gloo connectFullMesh of group {label}: store get '{key}'"),
                     Some(label.clone()),
-                    Some(timeout.clone()),
+                    Some(timeout()),
                 )
                 .await
                 .map_err(|e| match e {
-                    StoreError::Timeout { .. } => timeout.clone(),
+                    StoreError::Timeout { .. } => timeout(),
                     other => self.store_err(other),
                 })?;
             missing.retain(|m| m != r);
