@@ -215,6 +215,11 @@ pub mod net;
 mod rt;
 use rt::Rt;
 
+/// scen patch: the maps turmoil looks up on every message (hosts, links, sockets, a socket's
+/// reorder buffer) hash with FxHash instead of SipHash. An `IndexMap` iterates in insertion
+/// order whatever its hasher, so nothing observable changes.
+pub(crate) type FastMap<K, V> = indexmap::IndexMap<K, V, rustc_hash::FxBuildHasher>;
+
 mod sim;
 pub use sim::Sim;
 

@@ -6,7 +6,6 @@ use std::ops::DerefMut;
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use indexmap::IndexMap;
 use tokio::time::Duration;
 use tracing::Level;
 
@@ -26,7 +25,7 @@ pub struct Sim<'a> {
     world: RefCell<World>,
 
     /// Per simulated host runtimes
-    rts: IndexMap<IpAddr, Rt<'a>>,
+    rts: crate::FastMap<IpAddr, Rt<'a>>,
 
     /// Simulation duration since unix epoch. Set when the simulation is
     /// created.
@@ -48,7 +47,7 @@ impl<'a> Sim<'a> {
         Self {
             config,
             world: RefCell::new(world),
-            rts: IndexMap::new(),
+            rts: crate::FastMap::default(),
             since_epoch,
             elapsed: Duration::ZERO,
             steps: 1, // bumped after each step

@@ -3,7 +3,6 @@ use crate::host::Host;
 use crate::rt::Rt;
 use crate::{config, TRACING_TARGET};
 
-use indexmap::IndexMap;
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, Exp};
 use std::collections::{BTreeSet, VecDeque};
@@ -17,7 +16,7 @@ pub(crate) struct Topology {
     config: config::Link,
 
     /// Specific configuration overrides between specific hosts.
-    links: IndexMap<Pair, Link>,
+    links: crate::FastMap<Pair, Link>,
 
     /// We don't use a Rt for async. Right now, we just use it to tick time
     /// forward in the same way we do it elsewhere. We'd like to represent
@@ -30,7 +29,7 @@ pub(crate) struct Topology {
     /// scen patch: per destination host, the indices (in `links`) of the links holding messages
     /// ready for it, in index order, so delivery visits links in the same order as iterating
     /// every link did.
-    ready: IndexMap<IpAddr, BTreeSet<usize>>,
+    ready: crate::FastMap<IpAddr, BTreeSet<usize>>,
 
     /// scen patch: indices of the links with sent messages still to be ticked (scheduled for
     /// later or on hold). Only these are ticked; the others have nothing to move.
@@ -162,7 +161,7 @@ struct Link {
     sent: VecDeque<Sent>,
 
     /// Messages that are ready to be delivered.
-    deliverable: IndexMap<IpAddr, VecDeque<Envelope>>,
+    deliverable: crate::FastMap<IpAddr, VecDeque<Envelope>>,
 
     /// The current network time, moved forward with [`Link::tick`].
     now: Instant,
@@ -190,10 +189,10 @@ impl Topology {
         let now = rt.now();
         Topology {
             config,
-            links: IndexMap::new(),
+            links: crate::FastMap::default(),
             rt,
             now,
-            ready: IndexMap::new(),
+            ready: crate::FastMap::default(),
             in_flight: BTreeSet::new(),
         }
     }
@@ -403,7 +402,7 @@ impl Link {
             state_b_a: State::Healthy,
             config: config::Link::default(),
             sent: VecDeque::new(),
-            deliverable: IndexMap::new(),
+            deliverable: crate::FastMap::default(),
             now,
         }
     }

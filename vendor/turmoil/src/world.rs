@@ -8,7 +8,6 @@ use crate::{
     TRACING_TARGET,
 };
 
-use indexmap::IndexMap;
 use rand::RngCore;
 use scoped_tls::scoped_thread_local;
 use std::cell::RefCell;
@@ -19,7 +18,7 @@ use std::time::Duration;
 /// Tracks all the state for the simulated world.
 pub(crate) struct World {
     /// Tracks all individual hosts
-    pub(crate) hosts: IndexMap<IpAddr, Host>,
+    pub(crate) hosts: crate::FastMap<IpAddr, Host>,
 
     /// Tracks how each host is connected to each other.
     pub(crate) topology: Topology,
@@ -53,7 +52,7 @@ impl World {
         tick_duration: Duration,
     ) -> World {
         World {
-            hosts: IndexMap::new(),
+            hosts: crate::FastMap::default(),
             topology: Topology::new(link),
             dns: Dns::new(addrs),
             multicast_groups: MulticastGroups::default(),
