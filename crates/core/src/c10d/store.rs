@@ -10,7 +10,9 @@
 //! version; a connection that does not open with a well-formed hello of bounded size is closed.
 
 use crate::runtime::net::{Clock, Net};
-use crate::wire::{read_frame, read_frame_max, write_frame, Dec, Enc, WireError};
+use crate::wire::{
+    framed_body_len, read_frame, read_frame_max, write_frame, write_framed, Dec, Enc, WireError,
+};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -68,6 +70,10 @@ pub struct StoreState {
 impl StoreState {
     fn get(&self, key: &str) -> Option<Vec<u8>> {
         self.keys.borrow().get(key).cloned()
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.keys.borrow().contains_key(key)
     }
 
     fn set(&self, key: String, value: Vec<u8>) {
@@ -200,53 +206,54 @@ where
         let req = read_frame(&mut stream).await?;
         let reply = handle(&req, &state, &clock).await?;
         // The round trip's cost on the store link class (the simulator's timing model).
-        debt_us += clock.store_round_trip_us(req.len() + reply.len());
+        debt_us += clock.store_round_trip_us(req.len() + framed_body_len(&reply));
         let ms = (debt_us / 1000.0).floor();
         if ms > 0.0 {
             debt_us -= ms * 1000.0;
             clock.sleep_until_ms(clock.now_ms() + ms as u64).await;
         }
-        write_frame(&mut stream, &reply).await?;
+        write_framed(&mut stream, &reply).await?;
     }
 }
 
+/// The reply to one request, as a whole frame (`Enc::framed`).
 async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<Vec<u8>, WireError> {
     let mut d = Dec::new(req);
     let op = d.u8()?;
-    let key = d.str()?;
+    let key = d.str_ref()?;
     Ok(match op {
         OP_SET => {
-            state.set(key, d.bytes()?);
-            Enc::default().u8(REPLY_OK).done()
+            state.set(key.to_string(), d.bytes()?);
+            Enc::frame().u8(REPLY_OK).framed()
         }
         OP_ADD => {
-            let v = state.add(&key, d.i64()?);
-            Enc::default().u8(REPLY_OK).i64(v).done()
+            let v = state.add(key, d.i64()?);
+            Enc::frame().u8(REPLY_OK).i64(v).framed()
         }
-        OP_CHECK => Enc::default()
+        OP_CHECK => Enc::frame()
             .u8(REPLY_OK)
-            .u8(state.get(&key).is_some() as u8)
-            .done(),
+            .u8(state.contains(key) as u8)
+            .framed(),
         OP_GET => {
             let timeout_ms = d.u64()?;
             let deadline = deadline_after(clock, timeout_ms);
-            let ready = || state.get(&key);
-            match wait_for(state, &key, clock, deadline, ready).await {
-                Some(v) => Enc::default().u8(REPLY_OK).bytes(&v).done(),
-                None => Enc::default().u8(REPLY_TIMEOUT).i64(0).done(),
+            let ready = || state.get(key);
+            match wait_for(state, key, clock, deadline, ready).await {
+                Some(v) => Enc::frame().u8(REPLY_OK).bytes(&v).framed(),
+                None => Enc::frame().u8(REPLY_TIMEOUT).i64(0).framed(),
             }
         }
         OP_WAIT_GE => {
             let n = d.i64()?;
             let timeout_ms = d.u64()?;
             let deadline = deadline_after(clock, timeout_ms);
-            let ready = || Some(state.counter(&key)).filter(|v| *v >= n);
-            match wait_for(state, &key, clock, deadline, ready).await {
-                Some(v) => Enc::default().u8(REPLY_OK).i64(v).done(),
-                None => Enc::default()
+            let ready = || Some(state.counter(key)).filter(|v| *v >= n);
+            match wait_for(state, key, clock, deadline, ready).await {
+                Some(v) => Enc::frame().u8(REPLY_OK).i64(v).framed(),
+                None => Enc::frame()
                     .u8(REPLY_TIMEOUT)
-                    .i64(state.counter(&key))
-                    .done(),
+                    .i64(state.counter(key))
+                    .framed(),
             }
         }
         other => return Err(WireError::Malformed(format!("unknown store op {other}"))),
@@ -321,14 +328,15 @@ impl<N: Net> StoreClient<N> {
         Ok(StoreClient::new(stream, addr))
     }
 
+    /// One request (a whole frame, `Enc::framed`) and its reply's body.
     async fn call(&self, req: Vec<u8>) -> Result<Vec<u8>, StoreError> {
         let mut conn = self.conn.lock().await;
-        write_frame(&mut *conn, &req).await?;
+        write_framed(&mut *conn, &req).await?;
         Ok(read_frame(&mut *conn).await?)
     }
 
     pub async fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        let req = Enc::default().u8(OP_SET).str(key).bytes(value).done();
+        let req = Enc::frame().u8(OP_SET).str(key).bytes(value).framed();
         let reply = self.call(req).await?;
         Dec::new(&reply).u8()?;
         Ok(())
@@ -336,7 +344,7 @@ impl<N: Net> StoreClient<N> {
 
     pub async fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
         let reply = self
-            .call(Enc::default().u8(OP_ADD).str(key).i64(delta).done())
+            .call(Enc::frame().u8(OP_ADD).str(key).i64(delta).framed())
             .await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
@@ -345,7 +353,7 @@ impl<N: Net> StoreClient<N> {
 
     pub async fn check(&self, key: &str) -> Result<bool, StoreError> {
         let reply = self
-            .call(Enc::default().u8(OP_CHECK).str(key).done())
+            .call(Enc::frame().u8(OP_CHECK).str(key).framed())
             .await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
@@ -354,7 +362,7 @@ impl<N: Net> StoreClient<N> {
 
     /// Blocks until `key` exists, up to `timeout_ms`.
     pub async fn get(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
-        let req = Enc::default().u8(OP_GET).str(key).u64(timeout_ms).done();
+        let req = Enc::frame().u8(OP_GET).str(key).u64(timeout_ms).framed();
         let reply = self.call(req).await?;
         let mut d = Dec::new(&reply);
         match d.u8()? {
@@ -369,12 +377,12 @@ impl<N: Net> StoreClient<N> {
 
     /// Blocks until the counter `key` reaches `n`, up to `timeout_ms`; returns its value.
     pub async fn wait_ge(&self, key: &str, n: i64, timeout_ms: u64) -> Result<i64, StoreError> {
-        let req = Enc::default()
+        let req = Enc::frame()
             .u8(OP_WAIT_GE)
             .str(key)
             .i64(n)
             .u64(timeout_ms)
-            .done();
+            .framed();
         let reply = self.call(req).await?;
         let mut d = Dec::new(&reply);
         let status = d.u8()?;
