@@ -20,6 +20,12 @@ mod cmd;
 mod stdout;
 mod torch_cmd;
 
+/// mimalloc instead of glibc's malloc: a simulated world allocates and frees small buffers for
+/// every message and store request, and glibc's malloc/free were ~20 % of a 1024-rank run
+/// (docs/scale.md).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use cli::{Cli, Cmd};
 use std::process::ExitCode;
