@@ -35,6 +35,9 @@ struct Inbox {
     changed: Notify,
 }
 
+/// Where a peer listens: host (shared among the peers of one host) and port.
+type PeerAddr = (Rc<str>, u16);
+
 /// One rank's endpoint.
 pub struct Fabric<N: Net> {
     net: N,
@@ -43,7 +46,7 @@ pub struct Fabric<N: Net> {
     /// Where each peer listens, by rank (`None`: not learned yet). A rank learns every member
     /// of every group it joins (W entries on each of W ranks in a large world), so host names
     /// are shared through `hosts` rather than copied per peer.
-    peers: RefCell<Vec<Option<(Rc<str>, u16)>>>,
+    peers: RefCell<Vec<Option<PeerAddr>>>,
     hosts: RefCell<BTreeSet<Rc<str>>>,
     out: RefCell<BTreeMap<usize, Rc<Mutex<N::Stream>>>>,
     inbox: Rc<Inbox>,
