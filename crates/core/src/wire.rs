@@ -44,14 +44,6 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, body: &[u8]) -> Resul
     Ok(())
 }
 
-/// Writes a frame made with [`Enc::frame`] and [`Enc::framed`]: the same bytes as
-/// [`write_frame`] of its body, in one write, without copying the body into a new buffer.
-pub async fn write_framed<W: AsyncWrite + Unpin>(w: &mut W, frame: &[u8]) -> Result<(), WireError> {
-    w.write_all(frame).await?;
-    w.flush().await?;
-    Ok(())
-}
-
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>, WireError> {
     read_frame_max(r, MAX_FRAME_BYTES).await
 }
@@ -101,23 +93,6 @@ impl Enc {
     pub fn done(self) -> Vec<u8> {
         self.0
     }
-    /// A frame's encoder: room for the length first, then the body's fields.
-    pub fn frame() -> Self {
-        let mut v = Vec::with_capacity(64);
-        v.extend_from_slice(&[0; 4]);
-        Enc(v)
-    }
-    /// The frame [`Enc::frame`] started, its length filled in (for [`write_framed`]).
-    pub fn framed(mut self) -> Vec<u8> {
-        let n = (self.0.len() - 4) as u32;
-        self.0[..4].copy_from_slice(&n.to_le_bytes());
-        self.0
-    }
-}
-
-/// The body's length of a frame made by [`Enc::framed`].
-pub fn framed_body_len(frame: &[u8]) -> usize {
-    frame.len().saturating_sub(4)
 }
 
 /// Reads fields back, checking every length.

@@ -10,13 +10,13 @@
 //! version; a connection that does not open with a well-formed hello of bounded size is closed.
 
 use crate::runtime::net::{Clock, Net};
-use crate::wire::{
-    framed_body_len, read_frame, read_frame_max, write_frame, write_framed, Dec, Enc, WireError,
-};
+use crate::wire::{read_frame, read_frame_max, write_frame, Dec, Enc, WireError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use tokio::sync::{Mutex, Notify};
+
+mod seq;
 
 const OP_SET: u8 = 1;
 const OP_GET: u8 = 2;
@@ -24,6 +24,11 @@ const OP_ADD: u8 = 3;
 const OP_CHECK: u8 = 4;
 const OP_WAIT_GE: u8 = 5;
 const OP_HELLO: u8 = 6;
+const OP_SEQ: u8 = 7;
+
+/// [`OP_SEQ`] modes: a client's loop of `check`s, or of `get`s up to the first absent key.
+const SEQ_CHECK: u8 = 0;
+const SEQ_GET: u8 = 1;
 
 const REPLY_OK: u8 = 0;
 const REPLY_TIMEOUT: u8 = 1;
@@ -32,7 +37,7 @@ const REPLY_REFUSED: u8 = 2;
 /// What a hello starts with.
 pub const HELLO_MAGIC: &[u8] = b"scen-tcpstore";
 /// The store protocol this build speaks; a hello with another version is refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The largest hello accepted (a token is 32 hex digits): a stranger cannot make the server
 /// allocate more before it has proven to be of this job.
 pub const MAX_HELLO_BYTES: usize = 4096;
@@ -204,19 +209,27 @@ where
     let mut debt_us = 0.0;
     loop {
         let req = read_frame(&mut stream).await?;
-        let reply = handle(&req, &state, &clock).await?;
+        let mut reply = if req.first() == Some(&OP_SEQ) {
+            seq::serve(&req, &state, &clock, &mut debt_us).await?
+        } else {
+            handle(&req, &state, &clock).await?
+        };
         // The round trip's cost on the store link class (the simulator's timing model).
-        debt_us += clock.store_round_trip_us(req.len() + framed_body_len(&reply));
+        debt_us += clock.store_round_trip_us(req.len() + reply.len());
         let ms = (debt_us / 1000.0).floor();
         if ms > 0.0 {
             debt_us -= ms * 1000.0;
             clock.sleep_until_ms(clock.now_ms() + ms as u64).await;
         }
-        write_framed(&mut stream, &reply).await?;
+        if req.first() == Some(&OP_SET) {
+            // What the server itself spent on this set, so the client can tell the network's
+            // share of the round trip it measured (`seq`).
+            reply.extend_from_slice(&(ms as u64).to_le_bytes());
+        }
+        write_frame(&mut stream, &reply).await?;
     }
 }
 
-/// The reply to one request, as a whole frame (`Enc::framed`).
 async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<Vec<u8>, WireError> {
     let mut d = Dec::new(req);
     let op = d.u8()?;
@@ -224,23 +237,23 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
     Ok(match op {
         OP_SET => {
             state.set(key.to_string(), d.bytes()?);
-            Enc::frame().u8(REPLY_OK).framed()
+            Enc::default().u8(REPLY_OK).done()
         }
         OP_ADD => {
             let v = state.add(key, d.i64()?);
-            Enc::frame().u8(REPLY_OK).i64(v).framed()
+            Enc::default().u8(REPLY_OK).i64(v).done()
         }
-        OP_CHECK => Enc::frame()
+        OP_CHECK => Enc::default()
             .u8(REPLY_OK)
             .u8(state.contains(key) as u8)
-            .framed(),
+            .done(),
         OP_GET => {
             let timeout_ms = d.u64()?;
             let deadline = deadline_after(clock, timeout_ms);
             let ready = || state.get(key);
             match wait_for(state, key, clock, deadline, ready).await {
-                Some(v) => Enc::frame().u8(REPLY_OK).bytes(&v).framed(),
-                None => Enc::frame().u8(REPLY_TIMEOUT).i64(0).framed(),
+                Some(v) => Enc::default().u8(REPLY_OK).bytes(&v).done(),
+                None => Enc::default().u8(REPLY_TIMEOUT).i64(0).done(),
             }
         }
         OP_WAIT_GE => {
@@ -249,11 +262,11 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
             let deadline = deadline_after(clock, timeout_ms);
             let ready = || Some(state.counter(key)).filter(|v| *v >= n);
             match wait_for(state, key, clock, deadline, ready).await {
-                Some(v) => Enc::frame().u8(REPLY_OK).i64(v).framed(),
-                None => Enc::frame()
+                Some(v) => Enc::default().u8(REPLY_OK).i64(v).done(),
+                None => Enc::default()
                     .u8(REPLY_TIMEOUT)
                     .i64(state.counter(key))
-                    .framed(),
+                    .done(),
             }
         }
         other => return Err(WireError::Malformed(format!("unknown store op {other}"))),
@@ -328,23 +341,29 @@ impl<N: Net> StoreClient<N> {
         Ok(StoreClient::new(stream, addr))
     }
 
-    /// One request (a whole frame, `Enc::framed`) and its reply's body.
     async fn call(&self, req: Vec<u8>) -> Result<Vec<u8>, StoreError> {
         let mut conn = self.conn.lock().await;
-        write_framed(&mut *conn, &req).await?;
+        write_frame(&mut *conn, &req).await?;
         Ok(read_frame(&mut *conn).await?)
     }
 
     pub async fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        let req = Enc::frame().u8(OP_SET).str(key).bytes(value).framed();
+        self.set_timed(key, value).await.map(|_| ())
+    }
+
+    /// [`Self::set`], returning the milliseconds the server spent on it (its share of the round
+    /// trip; the rest is the network's).
+    pub async fn set_timed(&self, key: &str, value: &[u8]) -> Result<u64, StoreError> {
+        let req = Enc::default().u8(OP_SET).str(key).bytes(value).done();
         let reply = self.call(req).await?;
-        Dec::new(&reply).u8()?;
-        Ok(())
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        Ok(d.u64()?)
     }
 
     pub async fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
         let reply = self
-            .call(Enc::frame().u8(OP_ADD).str(key).i64(delta).framed())
+            .call(Enc::default().u8(OP_ADD).str(key).i64(delta).done())
             .await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
@@ -353,7 +372,7 @@ impl<N: Net> StoreClient<N> {
 
     pub async fn check(&self, key: &str) -> Result<bool, StoreError> {
         let reply = self
-            .call(Enc::frame().u8(OP_CHECK).str(key).framed())
+            .call(Enc::default().u8(OP_CHECK).str(key).done())
             .await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
@@ -362,7 +381,7 @@ impl<N: Net> StoreClient<N> {
 
     /// Blocks until `key` exists, up to `timeout_ms`.
     pub async fn get(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
-        let req = Enc::frame().u8(OP_GET).str(key).u64(timeout_ms).framed();
+        let req = Enc::default().u8(OP_GET).str(key).u64(timeout_ms).done();
         let reply = self.call(req).await?;
         let mut d = Dec::new(&reply);
         match d.u8()? {
@@ -377,12 +396,12 @@ impl<N: Net> StoreClient<N> {
 
     /// Blocks until the counter `key` reaches `n`, up to `timeout_ms`; returns its value.
     pub async fn wait_ge(&self, key: &str, n: i64, timeout_ms: u64) -> Result<i64, StoreError> {
-        let req = Enc::frame()
+        let req = Enc::default()
             .u8(OP_WAIT_GE)
             .str(key)
             .i64(n)
             .u64(timeout_ms)
-            .framed();
+            .done();
         let reply = self.call(req).await?;
         let mut d = Dec::new(&reply);
         let status = d.u8()?;

@@ -235,6 +235,7 @@ impl Cx<'_> {
             latency_min_ms: lo,
             latency_max_ms: hi,
             random_order: raw.random_order.unwrap_or(false),
+            batch_store_loops: true,
         })
     }
 

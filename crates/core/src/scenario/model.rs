@@ -47,6 +47,10 @@ pub struct SimSettings {
     pub latency_max_ms: u64,
     /// turmoil's `enable_random_order`: hosts (nodes) run in a seeded random order each tick.
     pub random_order: bool,
+    /// Whether the simulator may send a client's loop of store reads as one request charged as
+    /// the loop (`c10d::store::seq`; it does only where round trips cost alike). Always true
+    /// from a file; tests turn it off to compare with the loop simulated request by request.
+    pub batch_store_loops: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
