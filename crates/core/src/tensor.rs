@@ -4,7 +4,7 @@
 //! can be compared with the simulator by [`Tensor::digest`].
 
 use crate::dtype::DType;
-use crate::trace::fnv1a;
+use crate::trace::Fnv1a;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
@@ -47,7 +47,13 @@ impl Tensor {
     }
 
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        (0..self.numel()).map(|i| self.get_f64(i)).collect()
+        self.head_f64(self.numel())
+    }
+
+    /// The first `k` elements (fewer if the tensor is smaller): what a summary shows, without
+    /// decoding the rest.
+    pub fn head_f64(&self, k: usize) -> Vec<f64> {
+        (0..self.numel().min(k)).map(|i| self.get_f64(i)).collect()
     }
 
     /// Concatenation along dim 0 (all_gather's output as one tensor).
@@ -73,12 +79,34 @@ impl Tensor {
     }
 
     /// FNV-1a of dtype, shape and bytes: equal digests mean equal results (sim vs hardware).
+    /// Streamed over the three parts, so the data is not copied first (the value equals FNV-1a
+    /// of their concatenation, which torch mode computes in Python).
     pub fn digest(&self) -> u64 {
-        let mut bytes = self.dtype.name().as_bytes().to_vec();
+        let mut h = Fnv1a::default();
+        h.write(self.dtype.name().as_bytes());
         for d in &self.shape {
-            bytes.extend_from_slice(&(*d as u64).to_le_bytes());
+            h.write(&(*d as u64).to_le_bytes());
         }
-        bytes.extend_from_slice(&self.data);
-        fnv1a(&bytes)
+        h.write(&self.data);
+        h.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::fnv1a;
+
+    #[test]
+    fn digest_is_fnv1a_of_dtype_shape_and_bytes_concatenated() {
+        let t = Tensor::from_fn(DType::BF16, vec![3, 5], |i| i as f64 * 0.5 - 2.0);
+        let mut bytes = b"bf16".to_vec();
+        for d in [3u64, 5] {
+            bytes.extend_from_slice(&d.to_le_bytes());
+        }
+        bytes.extend_from_slice(&t.data);
+        assert_eq!(t.digest(), fnv1a(&bytes));
+        assert_eq!(t.head_f64(4), t.to_f64_vec()[..4].to_vec());
+        assert_eq!(t.head_f64(100).len(), 15);
     }
 }

@@ -428,10 +428,18 @@ fn barrier_after_init(spec: &RankSpec) -> bool {
 }
 
 /// `[6, 6, 6, 6] digest 1a2b...`: result values as the trace prints them (first 8).
-fn summarize(vals: &[f64], digest: u64) -> String {
-    let shown: Vec<String> = vals.iter().take(8).map(|v| format_number(*v)).collect();
-    let more = if vals.len() > 8 {
-        format!(", ... ({} values)", vals.len())
+/// How many values a done text shows.
+const SHOWN_VALUES: usize = 8;
+
+/// The values a done text shows: the first [`SHOWN_VALUES`] of a tensor's `numel`.
+fn summarize(head: &[f64], numel: usize, digest: u64) -> String {
+    let shown: Vec<String> = head
+        .iter()
+        .take(SHOWN_VALUES)
+        .map(|v| format_number(*v))
+        .collect();
+    let more = if numel > SHOWN_VALUES {
+        format!(", ... ({numel} values)")
     } else {
         String::new()
     };

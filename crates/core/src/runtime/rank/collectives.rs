@@ -222,8 +222,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             } else {
                 "not dst: sent"
             };
-            let vals = t.to_f64_vec();
-            return Ok(format!("{} ({what})", summarize(&vals, t.digest())));
+            let head = t.head_f64(SHOWN_VALUES);
+            return Ok(format!(
+                "{} ({what})",
+                summarize(&head, t.numel(), t.digest())
+            ));
         }
         let out = out.unwrap_or(t);
         let vars = coll::out_vars(c, call, out.numel());
@@ -330,11 +333,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         out: &Tensor,
         vars: &OutVars,
     ) -> Res<String> {
-        let vals = out.to_f64_vec();
-        let summary = summarize(&vals, out.digest());
         let Some(expect) = expect else {
-            return Ok(summary);
+            // Nothing to check: decode only what the summary shows.
+            let head = out.head_f64(SHOWN_VALUES);
+            return Ok(summarize(&head, out.numel(), out.digest()));
         };
+        let vals = out.to_f64_vec();
+        let summary = summarize(&vals, vals.len(), out.digest());
         for (i, got) in vals.iter().enumerate() {
             let want = expect.eval(&|v| vars.get(i, v).unwrap_or_else(|| self.var(v)));
             let want_cast = Tensor::from_fn(spec.dtype, vec![1], |_| want).get_f64(0);
