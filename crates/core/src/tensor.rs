@@ -1,23 +1,71 @@
-//! Tensors with real data: dtype, shape and little-endian bytes.
+//! Tensors: dtype, shape and contents, by default real little-endian bytes.
 //!
 //! Collectives compute on these for real, so a scenario can check values and a hardware run
-//! can be compared with the simulator by [`Tensor::digest`].
+//! can be compared with the simulator by [`Tensor::digest`]. A [`Tensor<Symbolic>`] carries
+//! only lengths and digests (payload.rs), for worlds whose values nobody checks.
 
 use crate::dtype::DType;
+use crate::payload::{Payload, Symbolic};
 use crate::trace::Fnv1a;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Tensor {
+pub struct Tensor<D = Vec<u8>> {
     pub dtype: DType,
     pub shape: Vec<usize>,
-    pub data: Vec<u8>,
+    pub data: D,
 }
 
-impl Tensor {
+impl<D: Payload> Tensor<D> {
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
 
+    /// Concatenation along dim 0 (all_gather's output as one tensor).
+    pub fn concat(parts: &[Tensor<D>]) -> Tensor<D> {
+        let Some(first) = parts.first() else {
+            return Tensor {
+                dtype: DType::F32,
+                shape: vec![0],
+                data: D::default(),
+            };
+        };
+        let mut shape = first.shape.clone();
+        if shape.is_empty() {
+            shape.push(1);
+        }
+        shape[0] *= parts.len();
+        Tensor {
+            dtype: first.dtype,
+            shape,
+            data: D::concat(parts.iter().map(|p| &p.data)),
+        }
+    }
+}
+
+impl Tensor<Symbolic> {
+    /// FNV-1a of dtype, shape and the symbolic contents' digest.
+    pub fn digest(&self) -> u64 {
+        let mut h = Fnv1a::default();
+        h.write(self.dtype.name().as_bytes());
+        for d in &self.shape {
+            h.write(&(*d as u64).to_le_bytes());
+        }
+        h.write(&self.data.digest().to_le_bytes());
+        h.0
+    }
+
+    /// The done text of a symbolic result: `[262144 x f32] symbolic, digest 0123abcd...`.
+    pub fn summary(&self) -> String {
+        format!(
+            "[{} x {}] symbolic, digest {:016x}",
+            self.numel(),
+            self.dtype.name(),
+            self.digest()
+        )
+    }
+}
+
+impl Tensor {
     /// A tensor whose element `i` (flat index) is `f(i)` cast to `dtype`.
     pub fn from_fn(dtype: DType, shape: Vec<usize>, f: impl Fn(usize) -> f64) -> Tensor {
         let n: usize = shape.iter().product();
@@ -54,28 +102,6 @@ impl Tensor {
     /// decoding the rest.
     pub fn head_f64(&self, k: usize) -> Vec<f64> {
         (0..self.numel().min(k)).map(|i| self.get_f64(i)).collect()
-    }
-
-    /// Concatenation along dim 0 (all_gather's output as one tensor).
-    pub fn concat(parts: &[Tensor]) -> Tensor {
-        let Some(first) = parts.first() else {
-            return Tensor {
-                dtype: DType::F32,
-                shape: vec![0],
-                data: vec![],
-            };
-        };
-        let mut shape = first.shape.clone();
-        if shape.is_empty() {
-            shape.push(1);
-        }
-        shape[0] *= parts.len();
-        let data = parts.iter().flat_map(|p| p.data.iter().copied()).collect();
-        Tensor {
-            dtype: first.dtype,
-            shape,
-            data,
-        }
     }
 
     /// FNV-1a of dtype, shape and bytes: equal digests mean equal results (sim vs hardware).
