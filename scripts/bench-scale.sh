@@ -22,6 +22,7 @@ MAX_RANKS=${1:-4096}
 TIMEOUT_S=${TIMEOUT_S:-300}
 FAMILIES=${FAMILIES:-"c10d sglang"}
 COLL_BYTES=${COLL_BYTES:-1048576}
+case "${PAYLOADS:-}" in ""|values|symbolic) ;; *) echo "PAYLOADS must be values or symbolic" >&2; exit 2 ;; esac
 if [[ -z "${SCEN:-}" ]]; then
   cargo build --release --quiet --bin scen
   SCEN=target/release/scen
@@ -37,7 +38,6 @@ echo "# scripts/bench-scale.sh on $(hostname) at $(date -u +%FT%TZ); $(nproc) co
 echo "# scen: $SCEN (built $(date -u -r "$SCEN" +%FT%TZ); worktree at $(git rev-parse --short HEAD 2>/dev/null || echo '?')); timeout ${TIMEOUT_S}s per run"
 echo "# cpu_s (user + system of the run) is the number to compare on a shared machine; wall_s follows the load"
 echo "# c10d payloads: ${PAYLOADS:-scenario default}"
-case "${PAYLOADS:-}" in ""|values|symbolic) ;; *) echo "PAYLOADS must be values or symbolic" >&2; exit 2 ;; esac
 
 python3 - "$SCEN" "$work" "$MAX_RANKS" "$TIMEOUT_S" "$COLL_BYTES" $FAMILIES <<'PY'
 import math, os, re, sys, time
