@@ -124,8 +124,9 @@ impl Version {
     }
 }
 
-/// Simulator guard: per-rank memberships are O(world²), so plans stop here.
-pub const MAX_WORLD_SIZE: usize = 1024;
+/// Simulator guard: the largest world a plan is made for, the scenario's own world limit (the
+/// plan is shared by all ranks and memberships are computed when asked, so its size is O(world)).
+pub const MAX_WORLD_SIZE: usize = crate::scenario::limits::MAX_WORLD_SIZE;
 
 /// Parallel degrees as passed to `initialize_model_parallel`, plus the real
 /// world size from `init_process_group`.
