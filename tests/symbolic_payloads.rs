@@ -387,3 +387,36 @@ fn real_modes_refuse_symbolic_payloads() {
     );
     assert_eq!(s.sim.payloads.real_mode_refusal(), None);
 }
+
+#[test]
+fn hardware_mode_refuses_a_symbolic_world_before_starting_anything() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, payloads, want) in [
+        (
+            "auto.toml",
+            None,
+            "its tensors would need 2.0 GiB over all ranks",
+        ),
+        (
+            "explicit.toml",
+            Some("symbolic"),
+            "it sets [sim] payloads = \"symbolic\", which only the simulator has",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, big_world(false, payloads)).expect("write");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+            .args(["run", "--hw"])
+            .arg(&path)
+            .output()
+            .expect("scen runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!(
+                "error: this scenario cannot run in hardware mode: {want}"
+            )),
+            "{err}"
+        );
+    }
+}
