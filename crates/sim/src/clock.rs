@@ -18,15 +18,24 @@ use std::future::Future;
 use std::rc::Rc;
 use tokio::sync::oneshot;
 
+/// A pending timer: whom to wake, and whether it is a busy timer (`Clock::busy_until_ms`).
+struct Timer {
+    wake: oneshot::Sender<()>,
+    busy: bool,
+}
+
 #[derive(Default)]
 struct State {
     now_ms: Cell<u64>,
     seq: Cell<u64>,
-    timers: RefCell<BTreeMap<(u64, u64), oneshot::Sender<()>>>,
+    /// Pending timers by (deadline, registration).
+    timers: RefCell<BTreeMap<(u64, u64), Timer>>,
     /// The timing model and each rank's node; `None`: messages are free.
     model: RefCell<Option<(TimingModel, Vec<usize>)>>,
     /// Per rank: microseconds charged but not yet slept.
     debt_us: RefCell<Vec<f64>>,
+    /// Whether a loop of store requests may go as one request (`Clock::batches_store_loops`).
+    batch_round_trips: Cell<bool>,
 }
 
 /// Cheap to clone; every rank on every node shares one.
@@ -60,6 +69,14 @@ impl VirtualClock {
         ms as u64
     }
 
+    /// Lets loops of store requests go as one request, each charged the round trip its client
+    /// measured. Only where every round trip costs about the same: with latency drawn at random
+    /// per message, a loop's round trips are simulated one by one, so the races `scen explore`
+    /// finds keep their per-message randomness.
+    pub fn set_batch_round_trips(&self, on: bool) {
+        self.state.batch_round_trips.set(on);
+    }
+
     pub fn set_now(&self, t_ms: u64) {
         self.state.now_ms.set(t_ms);
     }
@@ -76,7 +93,7 @@ impl VirtualClock {
             if entry.key().0 > now {
                 break;
             }
-            let tx = entry.remove();
+            let tx = entry.remove().wake;
             drop(timers);
             // A dropped receiver (the waiter was cancelled) is not progress.
             if tx.send(()).is_ok() {
@@ -89,8 +106,35 @@ impl VirtualClock {
     /// The earliest pending deadline, skipping timers whose waiters are gone.
     pub fn next_deadline(&self) -> Option<u64> {
         let mut timers = self.state.timers.borrow_mut();
-        timers.retain(|_, tx| !tx.is_closed());
+        timers.retain(|_, t| !t.wake.is_closed());
         timers.keys().next().map(|(t, _)| *t)
+    }
+
+    /// Whether some rank's wait stands for work under way (a busy timer is pending): the world
+    /// is not stuck, only between two modelled events.
+    pub fn busy_pending(&self) -> bool {
+        let timers = self.state.timers.borrow();
+        timers.values().any(|t| t.busy && !t.wake.is_closed())
+    }
+
+    fn timer(&self, t_ms: u64, busy: bool) -> impl Future<Output = ()> {
+        let rx = if t_ms <= self.state.now_ms.get() {
+            None
+        } else {
+            let (tx, rx) = oneshot::channel();
+            let seq = self.state.seq.get();
+            self.state.seq.set(seq + 1);
+            self.state
+                .timers
+                .borrow_mut()
+                .insert((t_ms, seq), Timer { wake: tx, busy });
+            Some(rx)
+        };
+        async move {
+            if let Some(rx) = rx {
+                let _ = rx.await;
+            }
+        }
     }
 }
 
@@ -100,20 +144,15 @@ impl scen_core::runtime::net::Clock for VirtualClock {
     }
 
     fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()> {
-        let rx = if t_ms <= self.state.now_ms.get() {
-            None
-        } else {
-            let (tx, rx) = oneshot::channel();
-            let seq = self.state.seq.get();
-            self.state.seq.set(seq + 1);
-            self.state.timers.borrow_mut().insert((t_ms, seq), tx);
-            Some(rx)
-        };
-        async move {
-            if let Some(rx) = rx {
-                let _ = rx.await;
-            }
-        }
+        self.timer(t_ms, false)
+    }
+
+    fn busy_until_ms(&self, t_ms: u64) -> impl Future<Output = ()> {
+        self.timer(t_ms, true)
+    }
+
+    fn batches_store_loops(&self) -> bool {
+        self.state.batch_round_trips.get()
     }
 
     fn store_round_trip_us(&self, bytes: usize) -> f64 {

@@ -16,12 +16,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use tokio::sync::{Mutex, Notify};
 
+mod seq;
+
 const OP_SET: u8 = 1;
 const OP_GET: u8 = 2;
 const OP_ADD: u8 = 3;
 const OP_CHECK: u8 = 4;
 const OP_WAIT_GE: u8 = 5;
 const OP_HELLO: u8 = 6;
+const OP_SEQ: u8 = 7;
+
+/// [`OP_SEQ`] modes: a client's loop of `check`s, or of `get`s up to the first absent key.
+const SEQ_CHECK: u8 = 0;
+const SEQ_GET: u8 = 1;
 
 const REPLY_OK: u8 = 0;
 const REPLY_TIMEOUT: u8 = 1;
@@ -30,7 +37,7 @@ const REPLY_REFUSED: u8 = 2;
 /// What a hello starts with.
 pub const HELLO_MAGIC: &[u8] = b"scen-tcpstore";
 /// The store protocol this build speaks; a hello with another version is refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The largest hello accepted (a token is 32 hex digits): a stranger cannot make the server
 /// allocate more before it has proven to be of this job.
 pub const MAX_HELLO_BYTES: usize = 4096;
@@ -196,13 +203,22 @@ where
     let mut debt_us = 0.0;
     loop {
         let req = read_frame(&mut stream).await?;
-        let reply = handle(&req, &state, &clock).await?;
+        let mut reply = if req.first() == Some(&OP_SEQ) {
+            seq::serve(&req, &state, &clock, &mut debt_us).await?
+        } else {
+            handle(&req, &state, &clock).await?
+        };
         // The round trip's cost on the store link class (the simulator's timing model).
         debt_us += clock.store_round_trip_us(req.len() + reply.len());
         let ms = (debt_us / 1000.0).floor();
         if ms > 0.0 {
             debt_us -= ms * 1000.0;
             clock.sleep_until_ms(clock.now_ms() + ms as u64).await;
+        }
+        if req.first() == Some(&OP_SET) {
+            // What the server itself spent on this set, so the client can tell the network's
+            // share of the round trip it measured (`seq`).
+            reply.extend_from_slice(&(ms as u64).to_le_bytes());
         }
         write_frame(&mut stream, &reply).await?;
     }
@@ -322,10 +338,17 @@ impl<N: Net> StoreClient<N> {
     }
 
     pub async fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.set_timed(key, value).await.map(|_| ())
+    }
+
+    /// [`Self::set`], returning the milliseconds the server spent on it (its share of the round
+    /// trip; the rest is the network's).
+    pub async fn set_timed(&self, key: &str, value: &[u8]) -> Result<u64, StoreError> {
         let req = Enc::default().u8(OP_SET).str(key).bytes(value).done();
         let reply = self.call(req).await?;
-        Dec::new(&reply).u8()?;
-        Ok(())
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        Ok(d.u64()?)
     }
 
     pub async fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {

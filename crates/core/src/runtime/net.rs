@@ -39,10 +39,22 @@ pub trait Clock: Clone + 'static {
     fn now_ms(&self) -> u64;
     /// Completes once `now_ms() >= t_ms`.
     fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()>;
+    /// [`Clock::sleep_until_ms`] for a wait that stands for work under way (a loop of store
+    /// requests charged at once): the simulator does not take a world waiting only on such
+    /// timers for a stall.
+    fn busy_until_ms(&self, t_ms: u64) -> impl Future<Output = ()> {
+        self.sleep_until_ms(t_ms)
+    }
     /// Microseconds one TCPStore request and its reply of `bytes` in all cost (the store link
     /// class). The simulator charges its timing model; real modes pay real time: 0.
     fn store_round_trip_us(&self, _bytes: usize) -> f64 {
         0.0
+    }
+    /// Whether a client's loop of store reads goes as one request (`c10d::store::seq`), charged
+    /// the virtual time its requests would have taken. The simulator says yes where round trips
+    /// all cost about the same; real modes, no (their loops are real requests).
+    fn batches_store_loops(&self) -> bool {
+        false
     }
     /// The time rank `rank` spends sending `bytes` to rank `peer` (a device group's message when
     /// `device`). The simulator charges its timing model here (`perf::model`); real modes pay

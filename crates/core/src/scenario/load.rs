@@ -248,6 +248,7 @@ impl Cx<'_> {
             latency_max_ms: hi,
             random_order: raw.random_order.unwrap_or(false),
             payloads: Payloads::Values,
+            batch_store_loops: true,
         })
     }
 

@@ -49,6 +49,10 @@ pub struct SimSettings {
     pub random_order: bool,
     /// `payloads`: what collectives compute (see [`Payloads`]).
     pub payloads: Payloads,
+    /// Whether the simulator may send a client's loop of store reads as one request charged as
+    /// the loop (`c10d::store::seq`; it does only where round trips cost alike). Always true
+    /// from a file; tests turn it off to compare with the loop simulated request by request.
+    pub batch_store_loops: bool,
 }
 
 /// `[sim] payloads`: whether collectives compute real values or only sizes and digests.

@@ -251,31 +251,44 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         // The library's own bootstrap: every member must join; oneCCL/NCCL init never times out.
         let pos = members.iter().position(|m| *m == me).expect("member");
-        store
-            .set(
+        let t0_ms = self.now();
+        let server_ms = store
+            .set_timed(
                 &format!("{key}/addr/{pos}"),
                 self.fabric.address().as_bytes(),
             )
             .await
             .map_err(|e| self.store_err(e))?;
-        // Every member must join this communicator, even one whose address gloo already knows.
-        for (i, m) in members.iter().enumerate() {
-            if *m == me {
-                continue;
-            }
-            let k = format!("{key}/addr/{i}");
-            let v = self
-                .store_get(
-                    &k,
-                    None,
-                    vec![*m],
-                    format!("{backend} communicator init of group {label}: waiting for rank {m} to join"),
-                    Some(label.clone()),
-                    None,
-                )
+        let net_rtt_ms = (self.now() - t0_ms).saturating_sub(server_ms);
+        // Every member must join this communicator, even one whose address gloo already knows:
+        // one get per member, the loop sent as one request (c10d::store::seq).
+        let (others, keys): (Vec<usize>, Vec<String>) = (members.iter().enumerate())
+            .filter(|(_, m)| **m != me)
+            .map(|(i, m)| (*m, format!("{key}/addr/{i}")))
+            .unzip();
+        let mut next = 0;
+        while next < others.len() {
+            let m = others[next];
+            let what = format!(
+                "{backend} communicator init of group {label}: waiting for rank {m} to join"
+            );
+            let got = self
+                .store_get_seq(&keys[next..], net_rtt_ms, &[m], &what, &label)
                 .await
                 .map_err(|e| self.store_err(e))?;
-            self.fabric.learn(*m, &String::from_utf8_lossy(&v));
+            let mut values = got.into_iter();
+            let v = match values.next() {
+                Some(v) => v,
+                None => self
+                    .store_get(&keys[next], None, vec![m], what, Some(label.clone()), None)
+                    .await
+                    .map_err(|e| self.store_err(e))?,
+            };
+            for v in std::iter::once(v).chain(values) {
+                self.fabric
+                    .learn(others[next], &String::from_utf8_lossy(&v));
+                next += 1;
+            }
         }
         self.pgs
             .get_mut(name)

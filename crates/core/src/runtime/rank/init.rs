@@ -314,6 +314,55 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         r
     }
 
+    /// `check` of every key, in order: one request where the clock batches store loops
+    /// ([`Clock::batches_store_loops`]), else a request per key.
+    pub(super) async fn store_check_all(
+        &self,
+        keys: &[String],
+        net_rtt_ms: u64,
+    ) -> Result<Vec<bool>, StoreError> {
+        let store = self.world.as_ref().expect("world").store.clone();
+        if self.env.clock.batches_store_loops() && !keys.is_empty() {
+            return store.check_seq(keys, net_rtt_ms).await;
+        }
+        let mut present = Vec::with_capacity(keys.len());
+        for k in keys {
+            present.push(store.check(k).await?);
+        }
+        Ok(present)
+    }
+
+    /// The values of `keys` before the first one absent when the loop reaches it, as one request
+    /// ([`StoreClient::get_seq`](crate::c10d::store::StoreClient::get_seq), with the wait
+    /// record of its first key's get; it never blocks) where the clock batches store loops.
+    /// Elsewhere none: the caller then gets each key with a blocking get of its own.
+    pub(super) async fn store_get_seq(
+        &self,
+        keys: &[String],
+        net_rtt_ms: u64,
+        peers: &[usize],
+        what: &str,
+        group: &str,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        if !self.env.clock.batches_store_loops() || keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let store = self.world.as_ref().expect("world").store.clone();
+        self.wait(Some(Wait {
+            step: self.step,
+            what: what.to_string(),
+            group: Some(group.to_string()),
+            seq: None,
+            peers: peers.to_vec(),
+            since_ms: self.now(),
+            deadline_ms: None,
+            timeout_error: None,
+        }));
+        let r = store.get_seq(keys, net_rtt_ms).await;
+        self.wait(None);
+        r
+    }
+
     /// R24 gloo: connectFullMesh over the group's prefix store, blocking among members.
     pub(super) async fn construct_backends(&mut self, name: &str) -> Res<()> {
         let pg = &self.pgs[name];
@@ -337,48 +386,68 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             format!("{} ({})", pg.label, pg.name),
         );
         let store = self.world()?.store.clone();
-        store
-            .set(
+        let t0_ms = self.now();
+        let server_ms = store
+            .set_timed(
                 &join_key(&prefixes, &grank.to_string()),
                 self.fabric.address().as_bytes(),
             )
             .await
             .map_err(|e| self.store_err(e))?;
-        let mut missing = Vec::new();
-        for (gr, r) in ranks.iter().enumerate() {
-            if *r != me
-                && !store
-                    .check(&join_key(&prefixes, &gr.to_string()))
-                    .await
-                    .map_err(|e| self.store_err(e))?
-            {
-                missing.push(*r);
-            }
-        }
-        for (gr, r) in ranks.iter().enumerate() {
-            if *r == me {
-                continue;
-            }
-            let key = join_key(&prefixes, &gr.to_string());
+        // The network's share of one round trip: what the loops below are charged per key.
+        let net_rtt_ms = (self.now() - t0_ms).saturating_sub(server_ms);
+        let (peers, keys): (Vec<usize>, Vec<String>) = ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r != me)
+            .map(|(gr, r)| (*r, join_key(&prefixes, &gr.to_string())))
+            .unzip();
+        // One check per peer, then one get per peer; each loop goes as one request and is
+        // charged as the loop (c10d::store::seq).
+        let present = self
+            .store_check_all(&keys, net_rtt_ms)
+            .await
+            .map_err(|e| self.store_err(e))?;
+        let mut missing: Vec<usize> = (peers.iter().zip(&present))
+            .filter(|(_, p)| !**p)
+            .map(|(r, _)| *r)
+            .collect();
+        let mut next = 0;
+        while next < peers.len() {
+            let key = &keys[next];
+            let what = format!("gloo connectFullMesh of group {label}: store get '{key}'");
             // R24: a store timeout here reaches Python as the store's own DistStoreError, not
             // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
-            let timeout = error::store_wait_timeout(timeout_ms, &key);
-            let v = self
-                .store_get(
-                    &key,
-                    Some(timeout_ms),
-                    missing.clone(),
-                    format!("gloo connectFullMesh of group {label}: store get '{key}'"),
-                    Some(label.clone()),
-                    Some(timeout.clone()),
-                )
+            let timeout = error::store_wait_timeout(timeout_ms, key);
+            let got = self
+                .store_get_seq(&keys[next..], net_rtt_ms, &missing, &what, &label)
                 .await
-                .map_err(|e| match e {
-                    StoreError::Timeout { .. } => timeout.clone(),
-                    other => self.store_err(other),
-                })?;
-            missing.retain(|m| m != r);
-            self.fabric.learn(*r, &String::from_utf8_lossy(&v));
+                .map_err(|e| self.store_err(e))?;
+            let mut values = got.into_iter();
+            let v = match values.next() {
+                Some(v) => v,
+                // Absent when the loop reached it: the blocking get the loop makes.
+                None => self
+                    .store_get(
+                        key,
+                        Some(timeout_ms),
+                        missing.clone(),
+                        what,
+                        Some(label.clone()),
+                        Some(timeout.clone()),
+                    )
+                    .await
+                    .map_err(|e| match e {
+                        StoreError::Timeout { .. } => timeout.clone(),
+                        other => self.store_err(other),
+                    })?,
+            };
+            for v in std::iter::once(v).chain(values) {
+                let r = peers[next];
+                missing.retain(|m| *m != r);
+                self.fabric.learn(r, &String::from_utf8_lossy(&v));
+                next += 1;
+            }
         }
         self.event(
             EventKind::Info,

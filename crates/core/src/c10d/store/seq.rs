@@ -1,0 +1,110 @@
+//! A client's loop of store reads, sent as one request and charged as the loop it stands for.
+//!
+//! gloo's connectFullMesh reads every peer's address key one request at a time (real gloo's
+//! default; `multi_get` only with `GLOO_ENABLE_STORE_V2_API=1`), and device communicators read
+//! every member's, so a start-up of W ranks makes W^2 store round trips. Simulating each as
+//! turmoil messages made that the cost of a large world (issue 11). Here the client sends the
+//! loop's keys at once; the server evaluates key `i` at the virtual time the loop's `i`-th
+//! request would have reached it — the first at arrival, each next one a round trip later (the
+//! network's share the client measured, plus the store class's modelled cost) — and replies
+//! when the loop would have ended. A key already present stays present (keys are never removed),
+//! so only an absent key needs the clock moved to its time. The modelled count and timing of
+//! round trips are kept; only the messages that carried them are saved. Where the clock is
+//! real (hardware mode) nothing is charged: the loop simply costs one round trip.
+
+use super::{StoreClient, StoreError, StoreState, OP_SEQ, REPLY_OK, SEQ_CHECK, SEQ_GET};
+use crate::runtime::net::{Clock, Net};
+use crate::wire::{Dec, Enc, WireError};
+
+/// Serves an [`OP_SEQ`] request; `debt_us` is the connection's modelled time not yet slept.
+pub(super) async fn serve<C: Clock>(
+    req: &[u8],
+    state: &StoreState,
+    clock: &C,
+    debt_us: &mut f64,
+) -> Result<Vec<u8>, WireError> {
+    let mut d = Dec::new(req);
+    d.u8()?;
+    let mode = d.u8()?;
+    let net_rtt_ms = d.u64()?;
+    let n = d.u64()?;
+    let start_ms = clock.now_ms();
+    // Time since `start_ms` at which the loop's current request reaches the server.
+    let mut cursor_us = 0.0;
+    let mut out = Enc::default().u8(REPLY_OK);
+    let mut answered = 0u64;
+    let mut body = Enc::default();
+    for i in 0..n {
+        let key = d.str()?;
+        if i > 0 {
+            cursor_us += net_rtt_ms as f64 * 1000.0 + clock.store_round_trip_us(key.len() + 21);
+        }
+        let at_ms = start_ms + (cursor_us / 1000.0).floor() as u64;
+        let mut value = state.get(&key);
+        if value.is_none() && at_ms > clock.now_ms() {
+            clock.busy_until_ms(at_ms).await;
+            value = state.get(&key);
+        }
+        match (mode, value) {
+            (SEQ_CHECK, v) => body = body.u8(v.is_some() as u8),
+            (SEQ_GET, Some(v)) => body = body.bytes(&v),
+            (SEQ_GET, None) => break,
+            (other, _) => return Err(WireError::Malformed(format!("unknown seq mode {other}"))),
+        }
+        answered += 1;
+    }
+    // The loop ends a round trip after its last request: the caller charges that one.
+    let end_ms = start_ms + (cursor_us / 1000.0).floor() as u64;
+    if end_ms > clock.now_ms() {
+        clock.busy_until_ms(end_ms).await;
+    }
+    *debt_us += cursor_us - (cursor_us / 1000.0).floor() * 1000.0;
+    out = out.u64(answered);
+    let mut reply = out.done();
+    reply.extend_from_slice(&body.done());
+    Ok(reply)
+}
+
+impl<N: Net> StoreClient<N> {
+    /// `check` of every key in order, as one request: whether each existed when the loop's
+    /// request for it would have reached the server. `net_rtt_ms`: the network's share of one
+    /// round trip on this connection, as the caller measured it ([`StoreClient::set_timed`]).
+    pub async fn check_seq(
+        &self,
+        keys: &[String],
+        net_rtt_ms: u64,
+    ) -> Result<Vec<bool>, StoreError> {
+        let reply = self.call(request(SEQ_CHECK, keys, net_rtt_ms)).await?;
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        let n = d.u64()?;
+        (0..n).map(|_| Ok(d.u8()? != 0)).collect()
+    }
+
+    /// `get` of the keys in order, as one request, up to the first key absent when its request
+    /// would have reached the server: the values of the keys before it (all, if none is absent).
+    /// The caller waits for the absent key with a blocking [`StoreClient::get`] of its own.
+    pub async fn get_seq(
+        &self,
+        keys: &[String],
+        net_rtt_ms: u64,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let reply = self.call(request(SEQ_GET, keys, net_rtt_ms)).await?;
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        let n = d.u64()?;
+        (0..n).map(|_| Ok(d.bytes()?)).collect()
+    }
+}
+
+fn request(mode: u8, keys: &[String], net_rtt_ms: u64) -> Vec<u8> {
+    let mut e = Enc::default()
+        .u8(OP_SEQ)
+        .u8(mode)
+        .u64(net_rtt_ms)
+        .u64(keys.len() as u64);
+    for k in keys {
+        e = e.str(k);
+    }
+    e.done()
+}
