@@ -12,7 +12,9 @@
 # Usage: scripts/bench-scale.sh [MAX_RANKS]      (default 4096; 8 64 256 1024 4096 up to it)
 # Env:   SCEN (binary; default: cargo build --release), TIMEOUT_S (per run, default 300),
 #        FAMILIES (default "c10d sglang"), SIZES (default "8 64 256 1024 4096"), COLL_BYTES (default 1048576), KEEP_DIR (write the
-#        generated scenarios and outputs there and keep them, e.g. to profile one).
+#        generated scenarios and outputs there and keep them, e.g. to profile one),
+#        PAYLOADS (values | symbolic: written as `[sim] payloads` into the c10d scenarios; unset:
+#        the scenario default, values while the world fits scen's tensor limits, else symbolic).
 # A run over TIMEOUT_S prints "timeout"; a scenario scen refuses prints its first error line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,7 @@ MAX_RANKS=${1:-4096}
 TIMEOUT_S=${TIMEOUT_S:-300}
 FAMILIES=${FAMILIES:-"c10d sglang"}
 COLL_BYTES=${COLL_BYTES:-1048576}
+case "${PAYLOADS:-}" in ""|values|symbolic) ;; *) echo "PAYLOADS must be values or symbolic" >&2; exit 2 ;; esac
 if [[ -z "${SCEN:-}" ]]; then
   cargo build --release --quiet --bin scen
   SCEN=target/release/scen
@@ -34,6 +37,7 @@ fi
 echo "# scripts/bench-scale.sh on $(hostname) at $(date -u +%FT%TZ); $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# scen: $SCEN (built $(date -u -r "$SCEN" +%FT%TZ); worktree at $(git rev-parse --short HEAD 2>/dev/null || echo '?')); timeout ${TIMEOUT_S}s per run"
 echo "# cpu_s (user + system of the run) is the number to compare on a shared machine; wall_s follows the load"
+echo "# c10d payloads: ${PAYLOADS:-scenario default}"
 
 python3 - "$SCEN" "$work" "$MAX_RANKS" "$TIMEOUT_S" "$COLL_BYTES" $FAMILIES <<'PY'
 import math, os, re, sys, time
@@ -74,6 +78,8 @@ def c10d(w):
             if group == "even": s += "on = \"rank % 2 == 0\"\n"
         if extra: s += extra + "\n"
     s += "\n[[step]]\nop = \"barrier\"\n\n[[expect]]\noutcome = \"completes\"\n"
+    if os.environ.get("PAYLOADS"):
+        s += f"\n[sim]\npayloads = \"{os.environ['PAYLOADS']}\"\n"
     return s
 
 def sglang(w):

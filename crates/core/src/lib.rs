@@ -11,6 +11,7 @@ pub mod fr;
 pub mod log;
 pub mod observe;
 pub mod parity;
+pub mod payload;
 pub mod perf;
 pub mod reduce;
 pub mod runtime;

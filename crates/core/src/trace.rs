@@ -154,10 +154,27 @@ pub fn format_ms(t_ms: u64) -> String {
 }
 
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in bytes {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x100000001b3);
+    let mut h = Fnv1a::default();
+    h.write(bytes);
+    h.0
+}
+
+/// FNV-1a fed in parts: the same value as [`fnv1a`] of the parts concatenated.
+pub struct Fnv1a(pub u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf29ce484222325)
     }
-    h
+}
+
+impl Fnv1a {
+    pub fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0;
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        self.0 = h;
+    }
 }

@@ -68,6 +68,9 @@ pub fn check_eligible(s: &Scenario, o: &HwOptions, external: bool) -> Result<(),
             "it declares [[world.service]] (another job's TCPStore), which only the simulator provides".into(),
         ));
     }
+    if let Some(why) = s.sim.payloads.real_mode_refusal() {
+        return Err(HwError::NotEligible(why));
+    }
     if !s.faults.is_empty() {
         return Err(HwError::NotEligible(
             "it declares [[faults]], which the simulator injects (on hardware, `--kill-rank R:S` SIGKILLs a real rank)".into(),

@@ -144,7 +144,13 @@ fn garbage_oversized_and_truncated_frames_close_the_connection_and_nothing_else(
     for (what, bytes) in cases {
         let mut s = raw(port);
         s.write_all(&bytes).expect("writes");
-        s.shutdown(std::net::Shutdown::Write).expect("half-closes");
+        // The server may have closed (even reset) the connection already, as soon as the
+        // bytes it read were enough to refuse them: then there is nothing left to half-close.
+        match s.shutdown(std::net::Shutdown::Write) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {}
+            Err(e) => panic!("{what}: half-close failed: {e}"),
+        }
         let got = read_to_close(s).unwrap_or_else(|e| panic!("{what}: {e}"));
         // At most a refusal reply; never a served request.
         assert!(

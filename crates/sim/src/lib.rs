@@ -668,6 +668,7 @@ fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
     let mut notes = attribution(probe, &ranks);
     let o = probe.state.borrow();
     notes.extend(scen_core::verdict::expect_notes(s, &o.trace));
+    notes.extend(s.sim.payloads.note());
     let (diagnosis, calls) =
         diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
     Report {

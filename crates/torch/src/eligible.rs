@@ -18,6 +18,9 @@ pub fn accel_device(s: &Scenario, _step: &Step) -> &'static str {
 
 /// `Err(reason)` when torch mode cannot run `s` on CPU PyTorch.
 pub fn check(s: &Scenario) -> Result<(), String> {
+    if let Some(why) = s.sim.payloads.real_mode_refusal() {
+        return Err(why);
+    }
     check_with(s, true)
 }
 

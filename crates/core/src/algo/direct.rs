@@ -4,14 +4,19 @@
 //! buffers, and the direct ("naive") all-gather. Written over the same [`Link`] as scen's own
 //! algorithms, so the timing model's schedules for them are checked against real messages.
 
-use super::{chunks, recv, send, Link, K_AG, K_GATHER, K_RS, R};
-use crate::reduce::{finish_avg, reduce_into, ReduceOp};
+use super::{chunks, recv, send, send_all, Link, K_AG, K_GATHER, K_RS, R};
+use crate::payload::Payload;
+use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
 
 /// nreduce all-reduce in place: direct reduce-scatter (chunk `c` is reduced by member `c` from
 /// every peer's copy), then direct all-gather of the reduced chunks. Peers are visited in
 /// pairwise order (`me + s` / `me - s`), so every pair meets once per phase.
-pub async fn all_reduce_nreduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) -> R<()> {
+pub async fn all_reduce_nreduce<L: Link, D: Payload>(
+    l: &L,
+    t: &mut Tensor<D>,
+    op: ReduceOp,
+) -> R<()> {
     let (n, me) = (l.size(), l.rank());
     if n > 1 {
         let w = t.dtype.size_bytes();
@@ -19,19 +24,19 @@ pub async fn all_reduce_nreduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) ->
         let mine = cs[me].clone();
         for s in 1..n {
             let (to, from) = ((me + s) % n, (me + n - s) % n);
-            send(l, to, K_RS, &t.data[cs[to].clone()]).await?;
-            let got = recv(l, from, K_RS, mine.len()).await?;
-            reduce_into(t.dtype, op, &mut t.data[mine.clone()], &got);
+            send(l, to, K_RS, &t.data, cs[to].clone()).await?;
+            let got: D = recv(l, from, K_RS, mine.len()).await?;
+            t.data.reduce_in(mine.clone(), &got, t.dtype, op);
         }
         for s in 1..n {
             let (to, from) = ((me + s) % n, (me + n - s) % n);
-            send(l, to, K_AG, &t.data[mine.clone()]).await?;
-            let got = recv(l, from, K_AG, cs[from].len()).await?;
-            t.data[cs[from].clone()].copy_from_slice(&got);
+            send(l, to, K_AG, &t.data, mine.clone()).await?;
+            let got: D = recv(l, from, K_AG, cs[from].len()).await?;
+            t.data.copy_in(cs[from].clone(), &got);
         }
     }
     if op == ReduceOp::Avg {
-        finish_avg(t.dtype, &mut t.data, n);
+        t.data.finish_avg(t.dtype, n);
     }
     Ok(())
 }
@@ -39,7 +44,11 @@ pub async fn all_reduce_nreduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) ->
 /// Recursive-doubling all-reduce in place: log2(p) exchanges of the whole buffer among the
 /// largest power of two p <= n; the first 2(n - p) members pair up first (the even one folds
 /// its buffer into the odd one and receives the result at the end).
-pub async fn all_reduce_recursive_doubling<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) -> R<()> {
+pub async fn all_reduce_recursive_doubling<L: Link, D: Payload>(
+    l: &L,
+    t: &mut Tensor<D>,
+    op: ReduceOp,
+) -> R<()> {
     let (n, me) = (l.size(), l.rank());
     if n > 1 {
         let len = t.data.len();
@@ -48,11 +57,11 @@ pub async fn all_reduce_recursive_doubling<L: Link>(l: &L, t: &mut Tensor, op: R
         // Members below 2*rem pair up: even ones fold in and sit out.
         let new_rank = if me < 2 * rem {
             if me % 2 == 0 {
-                send(l, me + 1, K_RS, &t.data).await?;
+                send_all(l, me + 1, K_RS, &t.data).await?;
                 None
             } else {
-                let got = recv(l, me - 1, K_RS, len).await?;
-                reduce_into(t.dtype, op, &mut t.data, &got);
+                let got: D = recv(l, me - 1, K_RS, len).await?;
+                t.data.reduce_in(0..len, &got, t.dtype, op);
                 Some(me / 2)
             }
         } else {
@@ -67,40 +76,40 @@ pub async fn all_reduce_recursive_doubling<L: Link>(l: &L, t: &mut Tensor, op: R
                 } else {
                     peer_new + rem
                 };
-                send(l, peer, K_RS, &t.data).await?;
-                let got = recv(l, peer, K_RS, len).await?;
+                send_all(l, peer, K_RS, &t.data).await?;
+                let got: D = recv(l, peer, K_RS, len).await?;
                 // The lower member's data first, so every member reduces in the same order.
                 if peer < me {
                     let mine = std::mem::replace(&mut t.data, got);
-                    reduce_into(t.dtype, op, &mut t.data, &mine);
+                    t.data.reduce_in(0..len, &mine, t.dtype, op);
                 } else {
-                    reduce_into(t.dtype, op, &mut t.data, &got);
+                    t.data.reduce_in(0..len, &got, t.dtype, op);
                 }
                 mask <<= 1;
             }
         }
         if me < 2 * rem {
             if me % 2 == 1 {
-                send(l, me - 1, K_AG, &t.data).await?;
+                send_all(l, me - 1, K_AG, &t.data).await?;
             } else {
                 t.data = recv(l, me + 1, K_AG, len).await?;
             }
         }
     }
     if op == ReduceOp::Avg {
-        finish_avg(t.dtype, &mut t.data, n);
+        t.data.finish_avg(t.dtype, n);
     }
     Ok(())
 }
 
 /// Direct all-gather: every member sends its input to every peer (pairwise order).
-pub async fn all_gather_direct<L: Link>(l: &L, input: &Tensor) -> R<Vec<Tensor>> {
+pub async fn all_gather_direct<L: Link, D: Payload>(l: &L, input: &Tensor<D>) -> R<Vec<Tensor<D>>> {
     let (n, me) = (l.size(), l.rank());
-    let mut parts: Vec<Option<Vec<u8>>> = vec![None; n];
+    let mut parts: Vec<Option<D>> = vec![None; n];
     parts[me] = Some(input.data.clone());
     for s in 1..n {
         let (to, from) = ((me + s) % n, (me + n - s) % n);
-        send(l, to, K_GATHER, &input.data).await?;
+        send_all(l, to, K_GATHER, &input.data).await?;
         parts[from] = Some(recv(l, from, K_GATHER, input.data.len()).await?);
     }
     Ok(parts
@@ -147,6 +156,38 @@ mod tests {
                         let (g, w) = (g.expect("ok"), w.clone().expect("ok"));
                         assert_eq!(g.data, w.data, "n={n} numel={numel} which={which} rank {r}");
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn symbolic_all_reduces_give_every_member_one_digest_worlds_1_to_8() {
+        use crate::payload::{Payload, Symbolic};
+        for n in 1..=8 {
+            for numel in [1usize, 5, 24] {
+                for which in 0..3 {
+                    let got = run_world(n, move |l| async move {
+                        let mut t = Tensor {
+                            dtype: DType::F32,
+                            shape: vec![numel],
+                            data: Symbolic::leaf(numel * 4, 100 + l.rank() as u64),
+                        };
+                        match which {
+                            0 => super::super::all_reduce(&l, &mut t, ReduceOp::Sum).await?,
+                            1 => all_reduce_nreduce(&l, &mut t, ReduceOp::Sum).await?,
+                            _ => all_reduce_recursive_doubling(&l, &mut t, ReduceOp::Sum).await?,
+                        }
+                        assert_eq!(t.data.len(), numel * 4);
+                        Ok::<_, super::super::CollectiveError>(t.data.digest())
+                    });
+                    let got: Vec<u64> = got.into_iter().map(|g| g.expect("ok")).collect();
+                    assert!(
+                        got.iter().all(|d| *d == got[0]),
+                        "n={n} numel={numel} which={which}: {got:x?}"
+                    );
+                    let input = Symbolic::leaf(numel * 4, 100).digest();
+                    assert_eq!(got[0] == input, n == 1, "n={n} which={which}");
                 }
             }
         }

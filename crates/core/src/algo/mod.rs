@@ -5,6 +5,10 @@
 //! all-gather), rooted trees and fans (broadcast, reduce, gather, scatter) and exchanges
 //! (all-to-all, barrier). Every message carries a small header (algorithm, byte count) so a
 //! peer that is running a different collective is detected instead of silently mis-read.
+//!
+//! The algorithms are generic over the [`Payload`] they move: real bytes, or symbolic payloads
+//! (payload.rs) whose messages are a header and a few segment records. Either way a message is
+//! charged its logical size, `9 + payload bytes`.
 
 mod direct;
 mod exchange;
@@ -25,7 +29,9 @@ pub use rooted::{broadcast, gather, reduce, scatter};
 pub trait Link {
     fn rank(&self) -> usize;
     fn size(&self) -> usize;
-    async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError>;
+    /// Sends `data`, a message of `bytes` logical bytes: `data.len()` for real payloads, more
+    /// for a symbolic one (whose data is only its header). The timing model charges `bytes`.
+    async fn send(&self, to: usize, data: Vec<u8>, bytes: usize) -> Result<(), LinkError>;
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError>;
 }
 
@@ -46,6 +52,9 @@ pub enum CollectiveError {
 }
 
 pub(crate) type R<T> = Result<T, CollectiveError>;
+
+use crate::payload::Payload;
+use std::ops::Range;
 
 const K_RS: u8 = 1;
 const K_AG: u8 = 2;
@@ -74,15 +83,28 @@ fn kind_name(k: u8) -> &'static str {
     }
 }
 
-pub(crate) async fn send<L: Link>(l: &L, to: usize, kind: u8, body: &[u8]) -> R<()> {
-    let mut m = Vec::with_capacity(body.len() + 9);
+/// Sends bytes `r` of `body`: kind, logical length, then the payload's encoding.
+pub(crate) async fn send<L: Link, D: Payload>(
+    l: &L,
+    to: usize,
+    kind: u8,
+    body: &D,
+    r: Range<usize>,
+) -> R<()> {
+    let len = r.len();
+    let mut m = Vec::with_capacity(len.min(1 << 20) + 9);
     m.push(kind);
-    m.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    m.extend_from_slice(body);
-    Ok(l.send(to, m).await?)
+    m.extend_from_slice(&(len as u64).to_le_bytes());
+    body.encode(r, &mut m);
+    Ok(l.send(to, m, 9 + len).await?)
 }
 
-pub(crate) async fn recv<L: Link>(l: &L, from: usize, kind: u8, len: usize) -> R<Vec<u8>> {
+/// Sends all of `body`.
+pub(crate) async fn send_all<L: Link, D: Payload>(l: &L, to: usize, kind: u8, body: &D) -> R<()> {
+    send(l, to, kind, body, 0..body.len()).await
+}
+
+pub(crate) async fn recv<L: Link, D: Payload>(l: &L, from: usize, kind: u8, len: usize) -> R<D> {
     let m = l.recv(from).await?;
     if m.len() < 9 {
         return Err(CollectiveError::Mismatch(format!(
@@ -90,15 +112,18 @@ pub(crate) async fn recv<L: Link>(l: &L, from: usize, kind: u8, len: usize) -> R
         )));
     }
     let got_len = u64::from_le_bytes(m[1..9].try_into().expect("8 bytes")) as usize;
-    if m[0] != kind || got_len != len || m.len() != 9 + len {
-        return Err(CollectiveError::Mismatch(format!(
+    let body = (m[0] == kind && got_len == len)
+        .then(|| D::decode(&m[9..]))
+        .flatten()
+        .filter(|b| b.len() == len);
+    body.ok_or_else(|| {
+        CollectiveError::Mismatch(format!(
             "group rank {from} sent {} bytes of {} while this rank expects {len} bytes of {}",
             got_len,
             kind_name(m[0]),
             kind_name(kind)
-        )));
-    }
-    Ok(m[9..].to_vec())
+        ))
+    })
 }
 
 /// Byte ranges of `n` elements split into `parts` nearly equal chunks.

@@ -2,11 +2,12 @@
 //! independent of the group size. All-reduce is a reduce-scatter followed by an all-gather.
 
 use super::{chunks, recv, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R};
-use crate::reduce::{finish_avg, reduce_into, ReduceOp};
+use crate::payload::Payload;
+use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
 
 /// Ring all-reduce in place: reduce-scatter, then all-gather of the reduced chunks.
-pub async fn all_reduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) -> R<()> {
+pub async fn all_reduce<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, op: ReduceOp) -> R<()> {
     let (n, me) = (l.size(), l.rank());
     if n > 1 {
         let w = t.dtype.size_bytes();
@@ -15,35 +16,35 @@ pub async fn all_reduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp) -> R<()> {
         for s in 0..n - 1 {
             let send_c = (me + n - s) % n;
             let recv_c = (me + n - s - 1) % n;
-            send(l, next, K_RS, &t.data[cs[send_c].clone()]).await?;
-            let got = recv(l, prev, K_RS, cs[recv_c].len()).await?;
-            reduce_into(t.dtype, op, &mut t.data[cs[recv_c].clone()], &got);
+            send(l, next, K_RS, &t.data, cs[send_c].clone()).await?;
+            let got: D = recv(l, prev, K_RS, cs[recv_c].len()).await?;
+            t.data.reduce_in(cs[recv_c].clone(), &got, t.dtype, op);
         }
         for s in 0..n - 1 {
             let send_c = (me + 1 + n - s) % n;
             let recv_c = (me + n - s) % n;
-            send(l, next, K_AG, &t.data[cs[send_c].clone()]).await?;
-            let got = recv(l, prev, K_AG, cs[recv_c].len()).await?;
-            t.data[cs[recv_c].clone()].copy_from_slice(&got);
+            send(l, next, K_AG, &t.data, cs[send_c].clone()).await?;
+            let got: D = recv(l, prev, K_AG, cs[recv_c].len()).await?;
+            t.data.copy_in(cs[recv_c].clone(), &got);
         }
     }
     if op == ReduceOp::Avg {
-        finish_avg(t.dtype, &mut t.data, n);
+        t.data.finish_avg(t.dtype, n);
     }
     Ok(())
 }
 
 /// Ring all-gather: every rank ends with every rank's input, in group-rank order.
-pub async fn all_gather<L: Link>(l: &L, input: &Tensor) -> R<Vec<Tensor>> {
+pub async fn all_gather<L: Link, D: Payload>(l: &L, input: &Tensor<D>) -> R<Vec<Tensor<D>>> {
     let (n, me) = (l.size(), l.rank());
-    let mut parts: Vec<Option<Vec<u8>>> = vec![None; n];
+    let mut parts: Vec<Option<D>> = vec![None; n];
     parts[me] = Some(input.data.clone());
     let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
     for s in 0..n.saturating_sub(1) {
         let send_i = (me + n - s) % n;
         let recv_i = (me + n - s - 1) % n;
-        let body = parts[send_i].clone().expect("filled in an earlier round");
-        send(l, next, K_GATHER, &body).await?;
+        let body = parts[send_i].as_ref().expect("filled in an earlier round");
+        send(l, next, K_GATHER, body, 0..body.len()).await?;
         parts[recv_i] = Some(recv(l, prev, K_GATHER, input.data.len()).await?);
     }
     Ok(parts
@@ -61,12 +62,12 @@ pub async fn all_gather<L: Link>(l: &L, input: &Tensor) -> R<Vec<Tensor>> {
 ///
 /// In round `s` a member sends chunk `me - s - 1` and folds the chunk `me - s - 2` it receives
 /// from its predecessor into its own copy, so after `n - 1` rounds chunk `me` is complete.
-pub async fn reduce_scatter<L: Link>(
+pub async fn reduce_scatter<L: Link, D: Payload>(
     l: &L,
-    input: &Tensor,
+    input: &Tensor<D>,
     op: ReduceOp,
     out_shape: &[usize],
-) -> R<Tensor> {
+) -> R<Tensor<D>> {
     let (n, me) = (l.size(), l.rank());
     let m: usize = out_shape.iter().product();
     if input.numel() != n * m {
@@ -82,13 +83,13 @@ pub async fn reduce_scatter<L: Link>(
     for s in 0..n.saturating_sub(1) {
         let send_c = (me + 2 * n - s - 1) % n;
         let recv_c = (me + 2 * n - s - 2) % n;
-        send(l, next, K_RSCATTER, &acc[cs[send_c].clone()]).await?;
-        let got = recv(l, prev, K_RSCATTER, cs[recv_c].len()).await?;
-        reduce_into(input.dtype, op, &mut acc[cs[recv_c].clone()], &got);
+        send(l, next, K_RSCATTER, &acc, cs[send_c].clone()).await?;
+        let got: D = recv(l, prev, K_RSCATTER, cs[recv_c].len()).await?;
+        acc.reduce_in(cs[recv_c].clone(), &got, input.dtype, op);
     }
-    let mut data = acc[cs[me].clone()].to_vec();
+    let mut data = acc.slice(cs[me].clone());
     if op == ReduceOp::Avg {
-        finish_avg(input.dtype, &mut data, n);
+        data.finish_avg(input.dtype, n);
     }
     Ok(Tensor {
         dtype: input.dtype,

@@ -1,12 +1,13 @@
 //! Rooted collectives: a binomial tree for broadcast and reduce, a direct fan for gather and
 //! scatter (the root exchanges one message with every other member, in group-rank order).
 
-use super::{recv, send, CollectiveError, Link, K_BCAST, K_REDUCE, K_ROOTGATHER, K_SCATTER, R};
-use crate::reduce::{finish_avg, reduce_into, ReduceOp};
+use super::{recv, send_all, CollectiveError, Link, K_BCAST, K_REDUCE, K_ROOTGATHER, K_SCATTER, R};
+use crate::payload::Payload;
+use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
 
 /// Binomial-tree broadcast from group rank `root`.
-pub async fn broadcast<L: Link>(l: &L, t: &mut Tensor, root: usize) -> R<()> {
+pub async fn broadcast<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, root: usize) -> R<()> {
     let (n, me) = (l.size(), l.rank());
     let vr = (me + n - root) % n;
     let mut mask = 1;
@@ -22,7 +23,7 @@ pub async fn broadcast<L: Link>(l: &L, t: &mut Tensor, root: usize) -> R<()> {
     while mask > 0 {
         if vr + mask < n {
             let dst = (vr + mask + root) % n;
-            send(l, dst, K_BCAST, &t.data).await?;
+            send_all(l, dst, K_BCAST, &t.data).await?;
         }
         mask >>= 1;
     }
@@ -31,24 +32,29 @@ pub async fn broadcast<L: Link>(l: &L, t: &mut Tensor, root: usize) -> R<()> {
 
 /// Binomial-tree reduce to group rank `root`: the root's tensor becomes the reduction of every
 /// member's tensor; the other members' tensors are left as they were (as NCCL/oneCCL do).
-pub async fn reduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp, root: usize) -> R<()> {
+pub async fn reduce<L: Link, D: Payload>(
+    l: &L,
+    t: &mut Tensor<D>,
+    op: ReduceOp,
+    root: usize,
+) -> R<()> {
     let (n, me) = (l.size(), l.rank());
     let vr = (me + n - root) % n;
     let mut acc = t.data.clone();
     let mut mask = 1;
     while mask < n {
         if vr & mask != 0 {
-            send(l, (vr - mask + root) % n, K_REDUCE, &acc).await?;
+            send_all(l, (vr - mask + root) % n, K_REDUCE, &acc).await?;
             return Ok(());
         }
         if vr + mask < n {
-            let got = recv(l, (vr + mask + root) % n, K_REDUCE, acc.len()).await?;
-            reduce_into(t.dtype, op, &mut acc, &got);
+            let got: D = recv(l, (vr + mask + root) % n, K_REDUCE, acc.len()).await?;
+            acc.reduce_in(0..acc.len(), &got, t.dtype, op);
         }
         mask <<= 1;
     }
     if op == ReduceOp::Avg {
-        finish_avg(t.dtype, &mut acc, n);
+        acc.finish_avg(t.dtype, n);
     }
     t.data = acc;
     Ok(())
@@ -56,10 +62,14 @@ pub async fn reduce<L: Link>(l: &L, t: &mut Tensor, op: ReduceOp, root: usize) -
 
 /// Gather to group rank `root`: the root gets every member's tensor in group-rank order
 /// (`Some`), the others `None`.
-pub async fn gather<L: Link>(l: &L, t: &Tensor, root: usize) -> R<Option<Vec<Tensor>>> {
+pub async fn gather<L: Link, D: Payload>(
+    l: &L,
+    t: &Tensor<D>,
+    root: usize,
+) -> R<Option<Vec<Tensor<D>>>> {
     let (n, me) = (l.size(), l.rank());
     if me != root {
-        send(l, root, K_ROOTGATHER, &t.data).await?;
+        send_all(l, root, K_ROOTGATHER, &t.data).await?;
         return Ok(None);
     }
     let mut parts = Vec::with_capacity(n);
@@ -80,12 +90,12 @@ pub async fn gather<L: Link>(l: &L, t: &Tensor, root: usize) -> R<Option<Vec<Ten
 
 /// Scatter from group rank `root`: the root passes one tensor per member (`parts`, group-rank
 /// order); every member returns its part, whose dtype and shape `like` gives.
-pub async fn scatter<L: Link>(
+pub async fn scatter<L: Link, D: Payload>(
     l: &L,
-    parts: Option<Vec<Tensor>>,
-    like: &Tensor,
+    parts: Option<Vec<Tensor<D>>>,
+    like: &Tensor<D>,
     root: usize,
-) -> R<Tensor> {
+) -> R<Tensor<D>> {
     let (n, me) = (l.size(), l.rank());
     let mut out = like.clone();
     if me != root {
@@ -101,7 +111,7 @@ pub async fn scatter<L: Link>(
     }
     for (to, p) in parts.iter().enumerate() {
         if to != me {
-            send(l, to, K_SCATTER, &p.data).await?;
+            send_all(l, to, K_SCATTER, &p.data).await?;
         }
     }
     if parts[me].data.len() != like.data.len() {

@@ -21,7 +21,7 @@ impl Link for ChanLink {
     fn size(&self) -> usize {
         self.tx.len()
     }
-    async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
+    async fn send(&self, to: usize, data: Vec<u8>, _bytes: usize) -> Result<(), LinkError> {
         self.tx[to]
             .send(data)
             .map_err(|_| LinkError::Failed(format!("rank {to} is gone")))

@@ -564,13 +564,13 @@ mod tests {
         fn size(&self) -> usize {
             self.inner.size()
         }
-        async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
+        async fn send(&self, to: usize, data: Vec<u8>, bytes: usize) -> Result<(), LinkError> {
             {
                 let mut s = self.sent.borrow_mut();
                 s.0 += 1;
-                s.1 = s.1.max(data.len() - 9);
+                s.1 = s.1.max(bytes - 9);
             }
-            self.inner.send(to, data).await
+            self.inner.send(to, data, bytes).await
         }
         async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
             self.inner.recv(from).await

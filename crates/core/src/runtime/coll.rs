@@ -8,6 +8,7 @@ use crate::algo::{self, CollectiveError, Link};
 use crate::c10d::collective::{CollOp, Layout};
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
+use crate::payload::{Payload, Symbolic};
 use crate::reduce::ReduceOp;
 use crate::scenario::{CollStep, Splits, TensorSpec};
 use crate::tensor::Tensor;
@@ -72,7 +73,11 @@ impl Coll {
 
     /// Runs the call on `x`; `t` is the input (updated in place by in-place ops); returns the
     /// output when it is another tensor (`None` for in-place ops and non-roots of gather).
-    pub async fn run<X: Exec>(&self, x: &X, t: &mut Tensor) -> Result<Option<Tensor>, X::Error> {
+    pub async fn run<D: Payload, X: Exec<D>>(
+        &self,
+        x: &X,
+        t: &mut Tensor<D>,
+    ) -> Result<Option<Tensor<D>>, X::Error> {
         match &self.algo {
             Algo::AllReduce(op) => x.all_reduce(t, *op).await.map(|_| None),
             Algo::Reduce(op, root) => x.reduce(t, *op, *root).await.map(|_| None),
@@ -87,7 +92,12 @@ impl Coll {
                 .map(|parts| Tensor::concat(&parts))),
             Algo::Scatter { root, out_shape } => {
                 let n = x.members();
-                let like = Tensor::from_fn(t.dtype, out_shape.clone(), |_| 0.0);
+                let numel: usize = out_shape.iter().product();
+                let like = Tensor {
+                    dtype: t.dtype,
+                    shape: out_shape.clone(),
+                    data: D::zeros(numel * t.dtype.size_bytes()),
+                };
                 let parts = (x.me() == *root).then(|| split_even(t, n, out_shape));
                 x.scatter(parts, &like, *root).await.map(Some)
             }
@@ -104,7 +114,7 @@ impl Coll {
                     let input = Tensor {
                         dtype: t.dtype,
                         shape: vec![n * m],
-                        data: t.data[k * n * m * w..(k + 1) * n * m * w].to_vec(),
+                        data: t.data.slice(k * n * m * w..(k + 1) * n * m * w),
                     };
                     outs.push(x.reduce_scatter(&input, *op, out_shape).await?);
                 }
@@ -123,7 +133,7 @@ impl Coll {
                 let mut sends = Vec::with_capacity(send_rows.len());
                 let mut at = 0;
                 for rows in send_rows {
-                    sends.push(t.data[at..at + rows * w].to_vec());
+                    sends.push(t.data.slice(at..at + rows * w));
                     at += rows * w;
                 }
                 let lens: Vec<usize> = recv_rows.iter().map(|r| r * w).collect();
@@ -133,7 +143,7 @@ impl Coll {
                 Ok(Some(Tensor {
                     dtype: t.dtype,
                     shape,
-                    data: got.concat(),
+                    data: D::concat(&got),
                 }))
             }
             Algo::Barrier => x.barrier().await.map(|_| None),
@@ -146,43 +156,49 @@ impl Coll {
 /// (hardware mode's oneCCL). How a step's tensors split into primitive calls and reassemble is
 /// written once, in [`Coll::run`]. Roots and ranks are group ranks.
 #[allow(async_fn_in_trait)]
-pub(crate) trait Exec {
+pub(crate) trait Exec<D: Payload = Vec<u8>> {
     type Error;
     fn members(&self) -> usize;
     fn me(&self) -> usize;
-    async fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), Self::Error>;
-    async fn reduce(&self, t: &mut Tensor, op: ReduceOp, root: usize) -> Result<(), Self::Error>;
-    async fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<(), Self::Error>;
+    async fn all_reduce(&self, t: &mut Tensor<D>, op: ReduceOp) -> Result<(), Self::Error>;
+    async fn reduce(&self, t: &mut Tensor<D>, op: ReduceOp, root: usize)
+        -> Result<(), Self::Error>;
+    async fn broadcast(&self, t: &mut Tensor<D>, root: usize) -> Result<(), Self::Error>;
     /// One part per member, in group-rank order.
-    async fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>, Self::Error>;
+    async fn all_gather(&self, t: &Tensor<D>) -> Result<Vec<Tensor<D>>, Self::Error>;
     /// The parts on the root, `None` elsewhere.
-    async fn gather(&self, t: &Tensor, root: usize) -> Result<Option<Vec<Tensor>>, Self::Error>;
+    #[allow(clippy::type_complexity)]
+    async fn gather(
+        &self,
+        t: &Tensor<D>,
+        root: usize,
+    ) -> Result<Option<Vec<Tensor<D>>>, Self::Error>;
     async fn scatter(
         &self,
-        parts: Option<Vec<Tensor>>,
-        like: &Tensor,
+        parts: Option<Vec<Tensor<D>>>,
+        like: &Tensor<D>,
         root: usize,
-    ) -> Result<Tensor, Self::Error>;
+    ) -> Result<Tensor<D>, Self::Error>;
     async fn reduce_scatter(
         &self,
-        input: &Tensor,
+        input: &Tensor<D>,
         op: ReduceOp,
         out_shape: &[usize],
-    ) -> Result<Tensor, Self::Error>;
+    ) -> Result<Tensor<D>, Self::Error>;
     /// `sends[k]` to member k; returns `recv_lens[k]` bytes from each member k.
     async fn all_to_all(
         &self,
         dtype: DType,
-        sends: Vec<Vec<u8>>,
+        sends: Vec<D>,
         recv_lens: &[usize],
-    ) -> Result<Vec<Vec<u8>>, Self::Error>;
+    ) -> Result<Vec<D>, Self::Error>;
     async fn barrier(&self) -> Result<(), Self::Error>;
 }
 
 /// Core's algorithms over a transport.
 pub(crate) struct OnLink<'a, L>(pub &'a L);
 
-impl<L: Link> Exec for OnLink<'_, L> {
+impl<L: Link, D: Payload> Exec<D> for OnLink<'_, L> {
     type Error = CollectiveError;
     fn members(&self) -> usize {
         self.0.size()
@@ -190,52 +206,52 @@ impl<L: Link> Exec for OnLink<'_, L> {
     fn me(&self) -> usize {
         self.0.rank()
     }
-    async fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), CollectiveError> {
+    async fn all_reduce(&self, t: &mut Tensor<D>, op: ReduceOp) -> Result<(), CollectiveError> {
         algo::all_reduce(self.0, t, op).await
     }
     async fn reduce(
         &self,
-        t: &mut Tensor,
+        t: &mut Tensor<D>,
         op: ReduceOp,
         root: usize,
     ) -> Result<(), CollectiveError> {
         algo::reduce(self.0, t, op, root).await
     }
-    async fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<(), CollectiveError> {
+    async fn broadcast(&self, t: &mut Tensor<D>, root: usize) -> Result<(), CollectiveError> {
         algo::broadcast(self.0, t, root).await
     }
-    async fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>, CollectiveError> {
+    async fn all_gather(&self, t: &Tensor<D>) -> Result<Vec<Tensor<D>>, CollectiveError> {
         algo::all_gather(self.0, t).await
     }
     async fn gather(
         &self,
-        t: &Tensor,
+        t: &Tensor<D>,
         root: usize,
-    ) -> Result<Option<Vec<Tensor>>, CollectiveError> {
+    ) -> Result<Option<Vec<Tensor<D>>>, CollectiveError> {
         algo::gather(self.0, t, root).await
     }
     async fn scatter(
         &self,
-        parts: Option<Vec<Tensor>>,
-        like: &Tensor,
+        parts: Option<Vec<Tensor<D>>>,
+        like: &Tensor<D>,
         root: usize,
-    ) -> Result<Tensor, CollectiveError> {
+    ) -> Result<Tensor<D>, CollectiveError> {
         algo::scatter(self.0, parts, like, root).await
     }
     async fn reduce_scatter(
         &self,
-        input: &Tensor,
+        input: &Tensor<D>,
         op: ReduceOp,
         out_shape: &[usize],
-    ) -> Result<Tensor, CollectiveError> {
+    ) -> Result<Tensor<D>, CollectiveError> {
         algo::reduce_scatter(self.0, input, op, out_shape).await
     }
     async fn all_to_all(
         &self,
         _dtype: DType,
-        sends: Vec<Vec<u8>>,
+        sends: Vec<D>,
         recv_lens: &[usize],
-    ) -> Result<Vec<Vec<u8>>, CollectiveError> {
+    ) -> Result<Vec<D>, CollectiveError> {
         algo::all_to_all(self.0, sends, recv_lens).await
     }
     async fn barrier(&self) -> Result<(), CollectiveError> {
@@ -245,17 +261,19 @@ impl<L: Link> Exec for OnLink<'_, L> {
 
 /// all_gather of `count` concatenated inputs: reorder member-major parts to input-major
 /// (`[k][member][element]`), the layout of the coalesced ops' output lists.
-fn regroup(parts: &[Tensor], count: usize, input: &Tensor) -> Tensor {
+fn regroup<D: Payload>(parts: &[Tensor<D>], count: usize, input: &Tensor<D>) -> Tensor<D> {
     if count == 1 {
         return Tensor::concat(parts);
     }
     let per = input.data.len() / count;
-    let mut data = Vec::with_capacity(per * count * parts.len());
-    for k in 0..count {
-        for p in parts {
-            data.extend_from_slice(&p.data[k * per..(k + 1) * per]);
-        }
-    }
+    let pieces: Vec<D> = (0..count)
+        .flat_map(|k| {
+            parts
+                .iter()
+                .map(move |p| p.data.slice(k * per..(k + 1) * per))
+        })
+        .collect();
+    let data = D::concat(&pieces);
     Tensor {
         dtype: input.dtype,
         shape: vec![data.len() / input.dtype.size_bytes()],
@@ -264,13 +282,13 @@ fn regroup(parts: &[Tensor], count: usize, input: &Tensor) -> Tensor {
 }
 
 /// `t` cut into `n` tensors of `shape`.
-fn split_even(t: &Tensor, n: usize, shape: &[usize]) -> Vec<Tensor> {
+fn split_even<D: Payload>(t: &Tensor<D>, n: usize, shape: &[usize]) -> Vec<Tensor<D>> {
     let len = t.data.len() / n.max(1);
     (0..n)
         .map(|r| Tensor {
             dtype: t.dtype,
             shape: shape.to_vec(),
-            data: t.data[r * len..(r + 1) * len].to_vec(),
+            data: t.data.slice(r * len..(r + 1) * len),
         })
         .collect()
 }
@@ -375,12 +393,12 @@ pub(crate) fn eval_splits(
     Ok(Some((i, o)))
 }
 
-/// The call's input buffer on this rank and the algorithm to run on it.
-pub(crate) fn build(
+/// The call's input buffer on this rank (real values or symbolic) and the algorithm to run on it.
+pub(crate) fn build<D: Fill>(
     c: &CollStep,
     call: &CallShape,
     var: &dyn Fn(&str) -> f64,
-) -> Res<(Tensor, Coll)> {
+) -> Res<(Tensor<D>, Coll)> {
     let n = call.members;
     let shape = input_shape(
         c.op,
@@ -395,7 +413,7 @@ pub(crate) fn build(
     } else {
         shape.iter().product()
     };
-    let t = fill_tensor(&c.tensor, shape, per_tensor, var);
+    let t = D::fill(&c.tensor, shape, per_tensor, var);
     let root = call.root.unwrap_or(0);
     let algo = match c.op {
         CollOp::AllReduce | CollOp::AllReduceCoalesced => Algo::AllReduce(c.reduce_op),
@@ -468,6 +486,110 @@ pub(crate) fn out_vars(c: &CollStep, call: &CallShape, total: usize) -> OutVars 
                 (None, false) => even_chunks(call.members, elems),
             };
             OutVars::new(Layout::Chunks, &chunks, total, total)
+        }
+    }
+}
+
+/// A finished call's input (as left by in-place ops) and output, by payload kind.
+pub(crate) enum Done {
+    Values(Tensor, Option<Tensor>),
+    Symbolic(Tensor<Symbolic>, Option<Tensor<Symbolic>>),
+}
+
+/// How a step's `fill` becomes a tensor's contents, and how a result is kept.
+pub(crate) trait Fill: Payload {
+    fn done(t: Tensor<Self>, out: Option<Tensor<Self>>) -> Done;
+    /// The tensor as real bytes, for a device library (`None` when symbolic).
+    fn values(t: &mut Tensor<Self>) -> Option<&mut Tensor>;
+    fn values_ref(t: &Tensor<Self>) -> Option<&Tensor>;
+    /// A result of real bytes as this kind (symbolic: their digest).
+    fn from_values(t: Tensor) -> Tensor<Self>;
+
+    /// A tensor of `shape` filled by `spec.fill`, element `i` of list tensor `k` of
+    /// `per_tensor` elements.
+    fn fill(
+        spec: &TensorSpec,
+        shape: Vec<usize>,
+        per_tensor: usize,
+        var: &dyn Fn(&str) -> f64,
+    ) -> Tensor<Self>;
+}
+
+impl Fill for Vec<u8> {
+    fn done(t: Tensor, out: Option<Tensor>) -> Done {
+        Done::Values(t, out)
+    }
+    fn values(t: &mut Tensor) -> Option<&mut Tensor> {
+        Some(t)
+    }
+    fn values_ref(t: &Tensor) -> Option<&Tensor> {
+        Some(t)
+    }
+    fn from_values(t: Tensor) -> Tensor {
+        t
+    }
+    fn fill(
+        spec: &TensorSpec,
+        shape: Vec<usize>,
+        per_tensor: usize,
+        var: &dyn Fn(&str) -> f64,
+    ) -> Tensor {
+        fill_tensor(spec, shape, per_tensor, var)
+    }
+}
+
+/// Symbolic: no element is computed. The digest covers the dtype, the shape, the formula and
+/// its value at the first and last element of the first and last list tensor, so ranks whose
+/// fills differ (`rank + i`) start from different digests.
+impl Fill for Symbolic {
+    fn done(t: Tensor<Symbolic>, out: Option<Tensor<Symbolic>>) -> Done {
+        Done::Symbolic(t, out)
+    }
+    fn values(_: &mut Tensor<Symbolic>) -> Option<&mut Tensor> {
+        None
+    }
+    fn values_ref(_: &Tensor<Symbolic>) -> Option<&Tensor> {
+        None
+    }
+    fn from_values(t: Tensor) -> Tensor<Symbolic> {
+        let data = Symbolic::leaf(t.data.len(), t.digest());
+        Tensor {
+            dtype: t.dtype,
+            shape: t.shape,
+            data,
+        }
+    }
+    fn fill(
+        spec: &TensorSpec,
+        shape: Vec<usize>,
+        per_tensor: usize,
+        var: &dyn Fn(&str) -> f64,
+    ) -> Tensor<Symbolic> {
+        let per = per_tensor.max(1);
+        let numel: usize = shape.iter().product();
+        let tensors = numel.div_ceil(per).max(1);
+        let mut h = crate::trace::Fnv1a::default();
+        h.write(spec.dtype.name().as_bytes());
+        for d in &shape {
+            h.write(&(*d as u64).to_le_bytes());
+        }
+        h.write(spec.fill.to_string().as_bytes());
+        for k in [0, tensors - 1] {
+            for i in [0, per - 1] {
+                let v = spec.fill.eval(&|v| match v {
+                    "i" => i as f64,
+                    "n" => per as f64,
+                    "k" => k as f64,
+                    other => var(other),
+                });
+                h.write(&v.to_bits().to_le_bytes());
+            }
+        }
+        let len = numel * spec.dtype.size_bytes();
+        Tensor {
+            dtype: spec.dtype,
+            shape,
+            data: Symbolic::leaf(len, h.0),
         }
     }
 }

@@ -88,10 +88,10 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         self.members.len()
     }
 
-    async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
+    async fn send(&self, to: usize, data: Vec<u8>, bytes: usize) -> Result<(), LinkError> {
         let peer = self.members[to];
         let (me, device) = (self.info.proc_rank, self.info.device);
-        self.clock.charge(me, peer, device, data.len()).await;
+        self.clock.charge(me, peer, device, bytes).await;
         match self.fabric.send(peer, &self.tag, &data).await {
             Err(FabricError::PeerClosed(_) | FabricError::Unreachable { .. })
                 if !self.info.peer_exit_is_error =>
@@ -145,7 +145,7 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
             .collect();
         self.probe.set_wait(self.info.proc_rank, Some(w));
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
-        let r = super::rank::wait_out_peer_exit(self.clock, deadline).await;
+        let r = super::rank::wait_out_peer_exit::<_, ()>(self.clock, deadline).await;
         let peer = self.members[(self.me + 1) % self.members.len()];
         match r {
             Ok(_) => CollectiveError::Mismatch(why.to_string()),

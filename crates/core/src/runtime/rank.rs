@@ -23,7 +23,6 @@ use crate::scenario::expr::{format_number, interpolate};
 use crate::scenario::{
     CollStep, IntArg, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec, RANK_VARS,
 };
-use crate::tensor::Tensor;
 use crate::trace::{Event, EventKind, Probe, Wait};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -115,7 +114,7 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     works: BTreeMap<String, Work<P>>,
 }
 
-type CallResult = Res<(Tensor, Option<Tensor>)>;
+type CallResult = Res<super::coll::Done>;
 
 /// An `async_op = true` call: `None` on a non-member (R27 returns None instead of a Work).
 enum Work<P: Probe> {
@@ -410,10 +409,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
 /// oneCCL/NCCL do not notice a peer's exit (oneccl.md §4): the call just never completes, until
 /// a timeout rule (blocking wait, watchdog) applies.
-pub(crate) async fn wait_out_peer_exit<C: Clock>(
+pub(crate) async fn wait_out_peer_exit<C: Clock, T>(
     clock: &C,
     deadline: Option<u64>,
-) -> Result<Vec<u8>, super::fabric::FabricError> {
+) -> Result<T, super::fabric::FabricError> {
     match deadline {
         Some(d) => {
             clock.sleep_until_ms(d).await;
@@ -428,10 +427,18 @@ fn barrier_after_init(spec: &RankSpec) -> bool {
 }
 
 /// `[6, 6, 6, 6] digest 1a2b...`: result values as the trace prints them (first 8).
-fn summarize(vals: &[f64], digest: u64) -> String {
-    let shown: Vec<String> = vals.iter().take(8).map(|v| format_number(*v)).collect();
-    let more = if vals.len() > 8 {
-        format!(", ... ({} values)", vals.len())
+/// How many values a done text shows.
+const SHOWN_VALUES: usize = 8;
+
+/// The values a done text shows: the first [`SHOWN_VALUES`] of a tensor's `numel`.
+fn summarize(head: &[f64], numel: usize, digest: u64) -> String {
+    let shown: Vec<String> = head
+        .iter()
+        .take(SHOWN_VALUES)
+        .map(|v| format_number(*v))
+        .collect();
+    let more = if numel > SHOWN_VALUES {
+        format!(", ... ({numel} values)")
     } else {
         String::new()
     };

@@ -98,6 +98,9 @@ pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, Sce
         works: RefCell::new(Vec::new()),
         lines: Locator::new(text),
         denoise_work: std::cell::Cell::new(0),
+        payloads_key: std::cell::Cell::new(None),
+        over_limit: RefCell::new(None),
+        first_expect: std::cell::Cell::new(None),
     };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
         let at = e.span().map(|s| s.start).unwrap_or(0);
@@ -114,6 +117,13 @@ struct Cx<'a> {
     lines: Locator,
     /// denoise_step work so far (layers x elements), against [`limits::MAX_DENOISE_WORK`].
     denoise_work: std::cell::Cell<u64>,
+    /// `[sim] payloads` as written: `Some(true)` symbolic, `Some(false)` values.
+    payloads_key: std::cell::Cell<Option<bool>>,
+    /// Without a `payloads` key: the first collective over [`limits::MAX_TENSOR_BYTES_TOTAL`]
+    /// (its refusal) and the largest such total, decided once every step is read.
+    over_limit: RefCell<Option<(ScenarioError, u64)>>,
+    /// Where the first step's `expect` is (symbolic payloads cannot check values).
+    first_expect: std::cell::Cell<Option<usize>>,
 }
 
 type R<T> = Result<T, ScenarioError>;
@@ -165,6 +175,7 @@ impl Cx<'_> {
 
     fn scenario(&self, raw: RawScenario, default_name: &str) -> R<Scenario> {
         let world = self.world(raw.world)?;
+        self.payloads_key.set(self.payloads_key(&raw.sim)?);
         if raw.step.len() > limits::MAX_STEPS {
             let at = raw.step[limits::MAX_STEPS].span().start;
             return Err(self.err(
@@ -187,7 +198,8 @@ impl Cx<'_> {
             .into_iter()
             .map(|e| self.expectation(e, &world, &steps))
             .collect::<R<Vec<_>>>()?;
-        let sim = self.sim(raw.sim)?;
+        let mut sim = self.sim(raw.sim)?;
+        sim.payloads = self.payloads()?;
         let faults = raw
             .faults
             .into_iter()
@@ -235,8 +247,36 @@ impl Cx<'_> {
             latency_min_ms: lo,
             latency_max_ms: hi,
             random_order: raw.random_order.unwrap_or(false),
+            payloads: Payloads::Values,
             batch_store_loops: true,
         })
+    }
+
+    /// `[sim] payloads`: `Some(true)` for "symbolic", `Some(false)` for "values".
+    fn payloads_key(&self, raw: &RawSim) -> R<Option<bool>> {
+        let Some(p) = &raw.payloads else {
+            return Ok(None);
+        };
+        match p.get_ref().as_str() {
+            "values" => Ok(Some(false)),
+            "symbolic" => Ok(Some(true)),
+            other => Err(self.at(p, format!("unknown payloads `{other}` (values, symbolic)"))),
+        }
+    }
+
+    /// The payload kind, once every step is read: as written, else values when the world fits
+    /// scen's limits, else symbolic when no step checks values, else the first refusal.
+    fn payloads(&self) -> R<Payloads> {
+        match (self.payloads_key.get(), self.over_limit.borrow_mut().take()) {
+            (Some(true), _) => Ok(Payloads::Symbolic {
+                auto_total_bytes: None,
+            }),
+            (Some(false), _) | (None, None) => Ok(Payloads::Values),
+            (None, Some((refusal, _))) if self.first_expect.get().is_some() => Err(refusal),
+            (None, Some((_, total))) => Ok(Payloads::Symbolic {
+                auto_total_bytes: Some(total),
+            }),
+        }
     }
 
     fn positive(&self, v: &Option<Spanned<i64>>, default: usize, what: &str) -> R<usize> {

@@ -47,10 +47,68 @@ pub struct SimSettings {
     pub latency_max_ms: u64,
     /// turmoil's `enable_random_order`: hosts (nodes) run in a seeded random order each tick.
     pub random_order: bool,
+    /// `payloads`: what collectives compute (see [`Payloads`]).
+    pub payloads: Payloads,
     /// Whether the simulator may send a client's loop of store reads as one request charged as
     /// the loop (`c10d::store::seq`; it does only where round trips cost alike). Always true
     /// from a file; tests turn it off to compare with the loop simulated request by request.
     pub batch_store_loops: bool,
+}
+
+/// `[sim] payloads`: whether collectives compute real values or only sizes and digests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payloads {
+    /// Real bytes: results can be checked (`expect`) and compared with hardware.
+    Values,
+    /// Sizes and digests only (payload.rs): the same messages and virtual times, no values.
+    /// `auto_total_bytes`: chosen by the loader (no `payloads` key) because the world's tensors
+    /// would need this many bytes over all ranks, over [`super::limits::MAX_TENSOR_BYTES_TOTAL`].
+    Symbolic { auto_total_bytes: Option<u64> },
+}
+
+impl Payloads {
+    pub fn symbolic(self) -> bool {
+        matches!(self, Payloads::Symbolic { .. })
+    }
+
+    /// Why a real mode (hardware, torch) refuses these payloads: real modes always move real
+    /// bytes, and a world the loader made symbolic is over scen's limit for them.
+    pub fn real_mode_refusal(self) -> Option<String> {
+        match self {
+            Payloads::Values => None,
+            Payloads::Symbolic {
+                auto_total_bytes: None,
+            } => Some(
+                "it sets [sim] payloads = \"symbolic\", which only the simulator has: real modes always move real bytes (remove it, or set payloads = \"values\")".into(),
+            ),
+            Payloads::Symbolic {
+                auto_total_bytes: Some(b),
+            } => Some(format!(
+                "its tensors would need {} over all ranks, over scen's {} limit (the simulator runs it with symbolic payloads; real modes always move real bytes)",
+                super::limits::human_bytes(b),
+                super::limits::human_bytes(super::limits::MAX_TENSOR_BYTES_TOTAL)
+            )),
+        }
+    }
+
+    /// The report's note when payloads are symbolic.
+    pub fn note(self) -> Option<String> {
+        match self {
+            Payloads::Symbolic {
+                auto_total_bytes: Some(b),
+            } => Some(format!(
+                "payloads: symbolic (tensors would need {} over all ranks, over the {} limit; values are not computed)",
+                super::limits::human_bytes(b),
+                super::limits::human_bytes(super::limits::MAX_TENSOR_BYTES_TOTAL)
+            )),
+            Payloads::Symbolic {
+                auto_total_bytes: None,
+            } => Some(
+                "payloads: symbolic ([sim] payloads = \"symbolic\"; values are not computed)".into(),
+            ),
+            Payloads::Values => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

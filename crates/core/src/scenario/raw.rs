@@ -37,6 +37,7 @@ pub struct RawSim {
     pub seed: Option<u64>,
     pub latency_ms: Option<Spanned<[u64; 2]>>,
     pub random_order: Option<bool>,
+    pub payloads: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

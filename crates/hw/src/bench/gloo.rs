@@ -31,7 +31,7 @@ impl Link for GlooLink<'_> {
     fn size(&self) -> usize {
         self.n
     }
-    async fn send(&self, to: usize, data: Vec<u8>) -> Result<(), LinkError> {
+    async fn send(&self, to: usize, data: Vec<u8>, _bytes: usize) -> Result<(), LinkError> {
         self.fabric
             .send(to, &self.tag, &data)
             .await

@@ -4,6 +4,7 @@
 use super::{wait_out_peer_exit, Net, Probe, Proc};
 use crate::c10d::error::C10dError;
 use crate::diagnose::{CallKind, CallRecord, CallState, Fingerprint, Splits};
+use crate::payload::Payload;
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Algo, Coll};
 use crate::runtime::fabric::FabricError;
@@ -12,14 +13,14 @@ use crate::tensor::Tensor;
 use crate::trace::Wait;
 
 /// What a call is, as the hook needs it.
-pub(super) struct CallSpec<'a> {
+pub(super) struct CallSpec<'a, D = Vec<u8>> {
     /// The group's c10d name (key of `Proc::pgs`).
     pub group: &'a str,
     pub backend: &'a str,
     pub kind: CallKind,
     pub op: &'a str,
     pub seq: u64,
-    pub tensor: &'a Tensor,
+    pub tensor: &'a Tensor<D>,
     /// Broadcast source, global rank.
     pub root: Option<usize>,
     pub reduce_op: Option<ReduceOp>,
@@ -31,7 +32,7 @@ pub(super) struct CallSpec<'a> {
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// Records the start of a call; pass the result to [`Proc::call_end`].
-    pub(super) fn call_begin(&self, c: CallSpec<'_>) -> CallRecord {
+    pub(super) fn call_begin<D: Payload>(&self, c: CallSpec<'_, D>) -> CallRecord {
         let pg = &self.pgs[c.group];
         let rec = CallRecord {
             rank: self
@@ -73,15 +74,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// Device backends do not compare a send's size with its recv's (docs/diagnosis.md): a
     /// recv that got another byte count keeps waiting until a timeout rule applies. gloo's pair
     /// raises instead, which the caller does.
-    pub(super) async fn p2p_size_rule(
+    pub(super) async fn p2p_size_rule<D: Payload>(
         &self,
-        r: Result<Vec<u8>, FabricError>,
+        r: Result<D, FabricError>,
         backend: &str,
         peer: usize,
         seq: u64,
         want_bytes: usize,
         timeout: &Option<(u64, C10dError)>,
-    ) -> Result<Vec<u8>, FabricError> {
+    ) -> Result<D, FabricError> {
         match r {
             Ok(d) if d.len() != want_bytes && backend != "gloo" => {
                 self.wait(Some(Wait {
@@ -118,14 +119,14 @@ pub(super) fn end_record<Q: Probe, K: Clock>(probe: &Q, clock: &K, mut rec: Call
 
 /// The call record's view of a collective: its root as a global rank and its reduce op, which
 /// the fingerprint compares (DETAIL does not, R32).
-pub(super) fn spec_of<'a>(
+pub(super) fn spec_of<'a, D>(
     coll: &Coll,
     group: &'a str,
     backend: &'a str,
     seq: u64,
-    t: &'a Tensor,
+    t: &'a Tensor<D>,
     members: &[usize],
-) -> CallSpec<'a> {
+) -> CallSpec<'a, D> {
     let (root, reduce_op) = match &coll.algo {
         Algo::Broadcast(r) | Algo::Gather(r) => (Some(members[*r]), None),
         Algo::Scatter { root, .. } => (Some(members[*root]), None),

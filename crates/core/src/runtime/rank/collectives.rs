@@ -5,8 +5,9 @@ use super::*;
 use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
+use crate::payload::Symbolic;
 use crate::reduce::{self, ReduceOp};
-use crate::runtime::coll::{self, AsyncProbe, CallShape, Coll, OutVars};
+use crate::runtime::coll::{self, AsyncProbe, CallShape, Coll, Done, Fill, OutVars};
 use crate::runtime::link::{CallInfo, FabricLink};
 use crate::runtime::net::{Clock, Net};
 use crate::scenario::expr::{format_number, Expr};
@@ -125,22 +126,42 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             splits: coll::eval_splits(c, members, &|v| self.var(v))?,
             post_error,
         };
-        let (t, coll) = coll::build(c, &call, &|v| self.var(v))?;
-        if detail::enabled(&self.spec.env, &backend) {
-            if let Some(fp) = detail::FingerPrint::of(c, &t, &dev, self.pgs[&name].seq) {
-                self.detail_checks(&name, fp).await?;
+        if self.env.scenario.sim.payloads.symbolic() {
+            self.run_collective::<Symbolic>(c, &name, &backend, &dev, call)
+                .await
+        } else {
+            self.run_collective::<Vec<u8>>(c, &name, &backend, &dev, call)
+                .await
+        }
+    }
+
+    /// A member's collective call with `D` payloads: the input, DETAIL's checks, the call
+    /// (or its async work) and the result.
+    async fn run_collective<D: Fill>(
+        &mut self,
+        c: &CollStep,
+        name: &str,
+        backend: &str,
+        dev: &str,
+        call: CallShape,
+    ) -> Res<String> {
+        let (t, coll) = coll::build::<D>(c, &call, &|v| self.var(v))?;
+        if detail::enabled(&self.spec.env, backend) {
+            if let Some(fp) = detail::FingerPrint::of(c, &t, dev, self.pgs[name].seq) {
+                self.detail_checks(name, fp).await?;
             }
         }
         if backend != "gloo" {
-            self.ensure_comm(&name, &dev, &backend, None).await?;
+            self.ensure_comm(name, dev, backend, None).await?;
         }
         if let Some(w) = &c.work {
             let probe = AsyncProbe {
                 inner: self.env.probe.clone(),
                 state: Default::default(),
             };
-            let fut = self.call_future(&name, &backend, &coll, t, probe.clone())?;
-            let handle = tokio::task::spawn_local(fut);
+            let fut = self.call_future(name, backend, &coll, t, probe.clone())?;
+            let handle =
+                tokio::task::spawn_local(async move { fut.await.map(|(t, o)| D::done(t, o)) });
             self.works.insert(
                 w.clone(),
                 Work::Pending {
@@ -152,9 +173,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             );
             return Ok(format!("enqueued (async_op, work \"{w}\")"));
         }
-        let mut t = t;
-        let out = self.run_algo(&name, &backend, &coll, &mut t).await?;
-        self.coll_result(c, &call, t, out)
+        let probe = self.env.probe.clone();
+        let (t, out) = self.call_future(name, backend, &coll, t, probe)?.await?;
+        self.coll_result(c, &call, D::done(t, out))
     }
 
     /// R27: a call on a group this rank is not in warns and does nothing. Its `expect` does not
@@ -197,21 +218,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 probe.start_waiting(self.env.proc_rank, self.step);
                 let r = handle.await;
                 self.wait(None);
-                let (t, out) =
+                let done =
                     r.map_err(|e| error::runtime(format!("work `{work}` was lost: {e}")))??;
-                self.coll_result(&step, &call, t, out)
+                self.coll_result(&step, &call, done)
             }
         }
     }
 
     /// The call's output on this rank, checked against the step's `expect`.
-    pub(super) fn coll_result(
-        &self,
-        c: &CollStep,
-        call: &CallShape,
-        t: Tensor,
-        out: Option<Tensor>,
-    ) -> Res<String> {
+    /// A symbolic result has no values: its done text names its size and digest, and the
+    /// loader refuses an `expect` with symbolic payloads.
+    pub(super) fn coll_result(&self, c: &CollStep, call: &CallShape, done: Done) -> Res<String> {
         if let Some(e) = &call.post_error {
             return Err(e.clone());
         }
@@ -222,12 +239,23 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             } else {
                 "not dst: sent"
             };
-            let vals = t.to_f64_vec();
-            return Ok(format!("{} ({what})", summarize(&vals, t.digest())));
+            let summary = match done {
+                Done::Values(t, _) => {
+                    let head = t.head_f64(SHOWN_VALUES);
+                    summarize(&head, t.numel(), t.digest())
+                }
+                Done::Symbolic(t, _) => t.summary(),
+            };
+            return Ok(format!("{summary} ({what})"));
         }
-        let out = out.unwrap_or(t);
-        let vars = coll::out_vars(c, call, out.numel());
-        self.check_values(&c.tensor, &c.expect, &out, &vars)
+        match done {
+            Done::Values(t, out) => {
+                let out = out.unwrap_or(t);
+                let vars = coll::out_vars(c, call, out.numel());
+                self.check_values(&c.tensor, &c.expect, &out, &vars)
+            }
+            Done::Symbolic(t, out) => Ok(out.unwrap_or(t).summary()),
+        }
     }
 
     pub(super) async fn run_algo(
@@ -246,14 +274,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
     /// One collective call as a future that owns what it needs, so an `async_op` call can run
     /// as its own task while the program goes on.
-    pub(super) fn call_future<Q: Probe>(
+    #[allow(clippy::type_complexity)]
+    pub(super) fn call_future<Q: Probe, D: Fill>(
         &mut self,
         name: &str,
         backend: &str,
         coll: &Coll,
-        mut t: Tensor,
+        mut t: Tensor<D>,
         probe: Q,
-    ) -> Res<impl std::future::Future<Output = CallResult> + 'static> {
+    ) -> Res<impl std::future::Future<Output = Res<(Tensor<D>, Option<Tensor<D>>)>> + 'static> {
         let me = self.world()?.rank;
         let pg = self.pgs.get_mut(name).expect("pg");
         pg.seq += 1;
@@ -285,12 +314,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         span.in_scope(|| tracing::debug!(t_ms = since_ms, "call started"));
         let fut = async move {
             if let Some(d) = device {
+                let Some(values) = D::values(&mut t) else {
+                    return Err(error::runtime(
+                        "symbolic payloads cannot run on a device library (hardware mode moves real bytes)",
+                    ));
+                };
                 let r = device_ops::run_on_device(
-                    &*d, &comm, &coll, &mut t, &info, &probe, &members, since_ms,
+                    &*d, &comm, &coll, values, &info, &probe, &members, since_ms,
                 )
                 .await;
                 calls::end_record(&probe, &clock, call, r.is_ok());
-                return r.map(|out| (t, out));
+                return r.map(|out| (t, out.map(D::from_values)));
             }
             let link = FabricLink {
                 fabric: &fabric,
@@ -330,11 +364,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         out: &Tensor,
         vars: &OutVars,
     ) -> Res<String> {
-        let vals = out.to_f64_vec();
-        let summary = summarize(&vals, out.digest());
         let Some(expect) = expect else {
-            return Ok(summary);
+            // Nothing to check: decode only what the summary shows.
+            let head = out.head_f64(SHOWN_VALUES);
+            return Ok(summarize(&head, out.numel(), out.digest()));
         };
+        let vals = out.to_f64_vec();
+        let summary = summarize(&vals, vals.len(), out.digest());
         for (i, got) in vals.iter().enumerate() {
             let want = expect.eval(&|v| vars.get(i, v).unwrap_or_else(|| self.var(v)));
             let want_cast = Tensor::from_fn(spec.dtype, vec![1], |_| want).get_f64(0);

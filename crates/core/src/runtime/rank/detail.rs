@@ -75,7 +75,7 @@ fn device_text(dev: &str) -> String {
 impl FingerPrint {
     /// What the wrapper checks for `c` (ProcessGroupWrapper.cpp): the op type and which
     /// tensors; all_to_all and the coalesced ops pass none ("alltoall supports uneven split").
-    pub fn of(c: &CollStep, input: &Tensor, dev: &str, seq: u64) -> Option<FingerPrint> {
+    pub fn of<D>(c: &CollStep, input: &Tensor<D>, dev: &str, seq: u64) -> Option<FingerPrint> {
         let t = |shape: &[usize]| {
             vec![(
                 input.dtype.torch_name().to_string(),

@@ -2,7 +2,10 @@
 
 use super::*;
 use crate::c10d::error;
+use crate::payload::Symbolic;
 use crate::runtime::coll::OutVars;
+use crate::runtime::coll::{Done, Fill};
+use crate::runtime::fabric::FabricError;
 use crate::runtime::net::{Clock, Net};
 use crate::scenario::expr::Expr;
 use crate::scenario::{IntArg, P2pOp, TensorSpec};
@@ -18,7 +21,51 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         send: bool,
         expect: &Option<Expr>,
     ) -> Res<String> {
-        let (t, dev) = self.make_tensor(spec);
+        if self.env.scenario.sim.payloads.symbolic() {
+            let (t, dev) = self.make_symbolic(spec);
+            self.p2p_with(group, spec, t, dev, peer, send, expect).await
+        } else {
+            let (t, dev) = self.make_tensor(spec);
+            self.p2p_with(group, spec, t, dev, peer, send, expect).await
+        }
+    }
+
+    /// A step's tensor as a symbolic payload (its fill's digest, no values).
+    fn make_symbolic(&self, spec: &TensorSpec) -> (Tensor<Symbolic>, String) {
+        let n = spec.shape.iter().product::<usize>();
+        let t = Symbolic::fill(spec, spec.shape.clone(), n, &|v| self.var(v));
+        let dev = spec
+            .device
+            .clone()
+            .unwrap_or_else(|| self.accel().to_string());
+        (t, dev)
+    }
+
+    /// A received tensor's done text: checked values, or a symbolic summary.
+    fn p2p_result<D: Fill>(
+        &self,
+        spec: &TensorSpec,
+        expect: &Option<Expr>,
+        out: Tensor<D>,
+        vars: &OutVars,
+    ) -> Res<String> {
+        match D::done(out, None) {
+            Done::Values(out, _) => self.check_values(spec, expect, &out, vars),
+            Done::Symbolic(out, _) => Ok(out.summary()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn p2p_with<D: Fill>(
+        &mut self,
+        group: &Option<String>,
+        spec: &TensorSpec,
+        t: Tensor<D>,
+        dev: String,
+        peer: usize,
+        send: bool,
+        expect: &Option<Expr>,
+    ) -> Res<String> {
         let op = if send { "send" } else { "recv" };
         let Some(name) = self.resolve_group(group)? else {
             return self.non_member(op, expect);
@@ -43,20 +90,23 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         match self.p2p_transfer(&name, &backend, &t, peer, send).await? {
             None => Ok(format!("sent {} elements to rank {peer}", t.numel())),
-            Some(out) => self.check_values(spec, expect, &out, &OutVars::flat(out.numel())),
+            Some(out) => {
+                let vars = OutVars::flat(out.numel());
+                self.p2p_result(spec, expect, out, &vars)
+            }
         }
     }
 
     /// One send or receive of `t` with `peer` on group `name` (its communicator ready); returns
     /// the received tensor.
-    pub(super) async fn p2p_transfer(
+    pub(super) async fn p2p_transfer<D: Fill>(
         &mut self,
         name: &str,
         backend: &str,
-        t: &Tensor,
+        t: &Tensor<D>,
         peer: usize,
         send: bool,
-    ) -> Res<Option<Tensor>> {
+    ) -> Res<Option<Tensor<D>>> {
         let me = self.world()?.rank;
         let (src, dst) = if send { (me, peer) } else { (peer, me) };
         let pg = self.pgs.get_mut(name).expect("pg");
@@ -92,18 +142,23 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         });
         if backend != "gloo" {
             if let Some(d) = self.env.device.clone() {
+                let Some(values) = D::values_ref(t) else {
+                    return Err(error::runtime(
+                        "symbolic payloads cannot run on a device library (hardware mode moves real bytes)",
+                    ));
+                };
                 let r = self
-                    .p2p_device(&*d, name, t, peer, send, seq, group_label, timeout)
+                    .p2p_device(&*d, name, values, peer, send, seq, group_label, timeout)
                     .await;
                 self.call_end(call, r.is_ok());
-                return r;
+                return r.map(|o| o.map(D::from_values));
             }
         }
         if send {
             let me = self.env.proc_rank;
             let device = backend != "gloo";
             self.env.clock.charge(me, peer, device, t.data.len()).await;
-            let r = self.fabric.send(peer, &tag, &t.data).await;
+            let r = self.fabric.send(peer, &tag, &t.data.wire()).await;
             self.call_end(call, r.is_ok());
             r.map_err(|e| error::runtime(e.to_string()))?;
             return Ok(None);
@@ -126,7 +181,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 &tag,
                 timeout.as_ref().map(|(d, _)| *d),
             )
-            .await;
+            .await
+            .and_then(|body| {
+                D::decode(&body).ok_or_else(|| {
+                    FabricError::Wire(crate::wire::WireError::Malformed(format!(
+                        "rank {peer} sent a message of another payload kind"
+                    )))
+                })
+            });
         let r = self
             .p2p_size_rule(r, backend, peer, seq, t.data.len(), &timeout)
             .await;
@@ -134,11 +196,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let size_ok = r.as_ref().is_ok_and(|d| d.len() == t.data.len());
         self.call_end(call, size_ok);
         let data = r.map_err(|e| match e {
-            crate::runtime::fabric::FabricError::Timeout => timeout
+            FabricError::Timeout => timeout
                 .clone()
                 .map(|(_, e)| e)
                 .unwrap_or_else(|| error::runtime("timed out")),
-            crate::runtime::fabric::FabricError::PeerClosed(p) => error::peer_closed(p),
+            FabricError::PeerClosed(p) => error::peer_closed(p),
             other => error::runtime(other.to_string()),
         })?;
         if data.len() != t.data.len() {
@@ -167,7 +229,25 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let Some(name) = self.resolve_group(group)? else {
             return self.non_member("batch_isend_irecv", expect);
         };
-        let (t, dev) = self.make_tensor(spec);
+        if self.env.scenario.sim.payloads.symbolic() {
+            let (t, dev) = self.make_symbolic(spec);
+            self.batch_with(&name, spec, t, dev, ops, expect).await
+        } else {
+            let (t, dev) = self.make_tensor(spec);
+            self.batch_with(&name, spec, t, dev, ops, expect).await
+        }
+    }
+
+    async fn batch_with<D: Fill>(
+        &mut self,
+        name: &str,
+        spec: &TensorSpec,
+        t: Tensor<D>,
+        dev: String,
+        ops: &[P2pOp],
+        expect: &Option<Expr>,
+    ) -> Res<String> {
+        let name = name.to_string();
         let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
         self.check_device(&backend, &dev)?;
         self.check_dtype(&backend, t.dtype, None)?;
@@ -208,7 +288,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .with("k", k as f64);
             notes.push(format!(
                 "from {p}: {}",
-                self.check_values(spec, expect, &out, &vars)?
+                self.p2p_result(spec, expect, out, &vars)?
             ));
         }
         let sends = ops.iter().filter(|o| o.send).count();

@@ -209,6 +209,17 @@ impl Cx<'_> {
                 ));
             }
         }
+        if let Some(e) = &r.expect {
+            if self.payloads_key.get() == Some(true) {
+                return Err(self.at(
+                    e,
+                    "`expect` checks values, which `[sim] payloads = \"symbolic\"` does not compute (remove the expect, or use payloads = \"values\")",
+                ));
+            }
+            if self.first_expect.get().is_none() {
+                self.first_expect.set(Some(e.span().start));
+            }
+        }
         let on = match &r.on {
             Some(sel) => self.selector(sel, world.size())?,
             None => Selector::All,
@@ -453,7 +464,12 @@ impl Cx<'_> {
         } else {
             return Ok(());
         };
-        Err(self.err(
+        let over_total = what == "over all ranks";
+        if over_total && self.payloads_key.get() == Some(true) {
+            // Symbolic payloads hold no tensor data: only the per-rank limit applies.
+            return Ok(());
+        }
+        let mut refusal = self.err(
             op_at,
             format!(
                 "{} needs about {} of tensors {what} ({count} x {:?} {}, world {ws}): over scen's limit of {} {what}",
@@ -463,7 +479,23 @@ impl Cx<'_> {
                 tensor.dtype.name(),
                 human_bytes(limit)
             ),
-        ))
+        );
+        if !over_total {
+            return Err(refusal);
+        }
+        refusal.message.push_str(
+            "; `[sim] payloads = \"symbolic\"` lifts this limit when no step checks values (`expect`)",
+        );
+        if self.payloads_key.get() == Some(false) {
+            return Err(refusal);
+        }
+        // No `payloads` key: symbolic if no step checks values (decided after the last step).
+        let mut over = self.over_limit.borrow_mut();
+        match over.as_mut() {
+            None => *over = Some((refusal, total)),
+            Some((_, max)) => *max = (*max).max(total),
+        }
+        Ok(())
     }
 
     pub(super) fn required_rank(
