@@ -16,6 +16,10 @@ use super::{StoreClient, StoreError, StoreState, OP_SEQ, REPLY_OK, SEQ_CHECK, SE
 use crate::runtime::net::{Clock, Net};
 use crate::wire::{Dec, Enc, WireError};
 
+/// The bytes around a key in one request and its reply of the loop a batch stands for (frame
+/// lengths, op, key length, timeout, status): what the store class charges besides the key.
+const PER_KEY_FRAMING_BYTES: usize = 21;
+
 /// Serves an [`OP_SEQ`] request; `debt_us` is the connection's modelled time not yet slept.
 pub(super) async fn serve<C: Clock>(
     req: &[u8],
@@ -37,7 +41,7 @@ pub(super) async fn serve<C: Clock>(
     for i in 0..n {
         let key = d.str()?;
         if i > 0 {
-            cursor_us += net_rtt_ms as f64 * 1000.0 + clock.store_round_trip_us(key.len() + 21);
+            cursor_us += net_rtt_ms as f64 * 1000.0 + clock.store_round_trip_us(key.len() + PER_KEY_FRAMING_BYTES);
         }
         let at_ms = start_ms + (cursor_us / 1000.0).floor() as u64;
         let mut value = state.get(&key);
