@@ -41,7 +41,8 @@ pub(super) async fn serve<C: Clock>(
     for i in 0..n {
         let key = d.str()?;
         if i > 0 {
-            cursor_us += net_rtt_ms as f64 * 1000.0 + clock.store_round_trip_us(key.len() + PER_KEY_FRAMING_BYTES);
+            cursor_us += net_rtt_ms as f64 * 1000.0
+                + clock.store_round_trip_us(key.len() + PER_KEY_FRAMING_BYTES);
         }
         let at_ms = start_ms + (cursor_us / 1000.0).floor() as u64;
         let mut value = state.get(&key);
