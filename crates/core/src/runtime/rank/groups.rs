@@ -251,15 +251,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         // The library's own bootstrap: every member must join; oneCCL/NCCL init never times out.
         let pos = members.iter().position(|m| *m == me).expect("member");
-        let t0_ms = self.now();
-        let server_ms = store
-            .set_timed(
-                &format!("{key}/addr/{pos}"),
-                self.fabric.address().as_bytes(),
-            )
-            .await
-            .map_err(|e| self.store_err(e))?;
-        let net_rtt_ms = (self.now() - t0_ms).saturating_sub(server_ms);
+        let net_rtt_ms = self.publish_address(&format!("{key}/addr/{pos}")).await?;
         // Every member must join this communicator, even one whose address gloo already knows:
         // one get per member, the loop sent as one request (c10d::store::seq).
         let (others, keys): (Vec<usize>, Vec<String>) = (members.iter().enumerate())

@@ -314,6 +314,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         r
     }
 
+    /// Sets `key` to this rank's fabric address and returns the network's share of that round
+    /// trip (the round trip minus the server's own time): what a loop of store reads sent as
+    /// one request is charged per key (`c10d::store::seq`).
+    pub(super) async fn publish_address(&self, key: &str) -> Res<u64> {
+        let store = self.world()?.store.clone();
+        let t0_ms = self.now();
+        let server_ms = store
+            .set_timed(key, self.fabric.address().as_bytes())
+            .await
+            .map_err(|e| self.store_err(e))?;
+        Ok((self.now() - t0_ms).saturating_sub(server_ms))
+    }
+
     /// `check` of every key, in order: one request where the clock batches store loops
     /// ([`Clock::batches_store_loops`]), else a request per key.
     pub(super) async fn store_check_all(
@@ -385,17 +398,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             pg.timeout_ms,
             format!("{} ({})", pg.label, pg.name),
         );
-        let store = self.world()?.store.clone();
-        let t0_ms = self.now();
-        let server_ms = store
-            .set_timed(
-                &join_key(&prefixes, &grank.to_string()),
-                self.fabric.address().as_bytes(),
-            )
-            .await
-            .map_err(|e| self.store_err(e))?;
-        // The network's share of one round trip: what the loops below are charged per key.
-        let net_rtt_ms = (self.now() - t0_ms).saturating_sub(server_ms);
+        let net_rtt_ms = self
+            .publish_address(&join_key(&prefixes, &grank.to_string()))
+            .await?;
         let (peers, keys): (Vec<usize>, Vec<String>) = ranks
             .iter()
             .enumerate()
