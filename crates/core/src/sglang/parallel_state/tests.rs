@@ -282,3 +282,25 @@ fn legacy_split_mixes_tp_pairs() {
         vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]
     );
 }
+
+#[test]
+fn worlds_up_to_the_scenario_limit_are_planned() {
+    // The plan's guard is the scenario's world limit (it once stopped at 1024): a 4096-rank
+    // tp2 x u2 x r2 x cfg2 x dp256 world is planned, one past the limit is guarded.
+    let limit = crate::scenario::limits::MAX_WORLD_SIZE;
+    let big = |world| ParallelConfig {
+        dp: world / 16,
+        ..cfg(world, 2, 2, 2, 2)
+    };
+    let plan = plan_initialize_model_parallel(big(limit), Version::V2).expect("4096 ranks");
+    assert!(plan.memberships(limit - 1).contains_key("tp"));
+    let err = plan_initialize_model_parallel(
+        ParallelConfig {
+            dp: 1,
+            ..cfg(limit + 1, 1, 1, 1, 1)
+        },
+        Version::V2,
+    )
+    .unwrap_err();
+    assert_eq!(err.python_exception(), "SimulatorGuard");
+}
