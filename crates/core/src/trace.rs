@@ -5,7 +5,7 @@
 //! on through a [`Probe`]; the simulator and the hardware runner each collect them.
 
 use crate::diagnose::record::CallRecord;
-use crate::diagnose::GroupRecord;
+use crate::diagnose::{GroupRecord, PlannedRecord};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -93,18 +93,11 @@ pub trait Probe: Clone + 'static {
     fn call(&self, _rec: &CallRecord) {}
     /// A `new_group` call that took a name from the group counter (members and non-members).
     fn group(&self, _rec: &GroupRecord) {}
-    /// [`Probe::group`] for a call whose record is `make()`, of `rank` under `(generation,
-    /// index)` with signature `(ranks, backend)`: a runner that keeps one record per distinct
-    /// call (the simulator) builds it only when it is new. sglang's start-up makes O(W) calls
-    /// on each of W ranks.
-    fn group_with(
-        &self,
-        _rank: usize,
-        _name: (u32, u64),
-        _signature: (&[usize], &str),
-        make: &dyn Fn() -> GroupRecord,
-    ) {
-        self.group(&make());
+    /// [`Probe::group`] for a call of a list many ranks share (sglang's start-up plan): a runner
+    /// that keeps runs of such calls (the simulator) adds it in O(1), without building its
+    /// record. sglang's start-up makes O(W) calls on each of W ranks.
+    fn planned_group(&self, rec: &PlannedRecord) {
+        self.group(&rec.record());
     }
 }
 

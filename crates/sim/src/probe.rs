@@ -7,7 +7,7 @@
 use crate::clock::VirtualClock;
 use crate::faults::{crash_error, Acted, FaultPlan};
 use crate::net::Activity;
-use scen_core::diagnose::{CallRecord, GroupRecord};
+use scen_core::diagnose::{CallRecord, GroupRecord, PlannedRecord};
 use scen_core::observe::Observed;
 use scen_core::runtime::net::Clock;
 use scen_core::runtime::rank::RankEnd;
@@ -147,16 +147,7 @@ impl Probe for SimProbe {
         self.state.borrow_mut().groups.push_ref(rec);
     }
 
-    fn group_with(
-        &self,
-        rank: usize,
-        name: (u32, u64),
-        signature: (&[usize], &str),
-        make: &dyn Fn() -> GroupRecord,
-    ) {
-        self.state
-            .borrow_mut()
-            .groups
-            .push_with(rank, name, signature, make);
+    fn planned_group(&self, rec: &PlannedRecord) {
+        self.state.borrow_mut().groups.push_planned(rec);
     }
 }

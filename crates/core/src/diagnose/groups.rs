@@ -7,6 +7,7 @@
 //! ranks on each side.
 
 use super::hang::ranges;
+use super::planned::{PlannedRecord, Runs};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -92,15 +93,17 @@ pub fn check(records: &[GroupRecord]) -> Option<GroupDivergence> {
 /// Every rank's counter-named `new_group` calls, kept per name as the distinct calls made under
 /// it and the ranks that made each. A start-up makes O(W) calls on each of W ranks
 /// (sglang: every rank calls new_group for every group); storing each record was W^2 records
-/// (issue 11: 24 M at 4096 ranks), this is one entry (and a bitset) per name while the ranks
-/// agree.
+/// (issue 11: 24 M at 4096 ranks). A call reported as a record is one entry (and a bitset) per
+/// name while the ranks agree; a planned call (sglang's) extends its rank's run
+/// (`planned.rs`): O(1) per call, no state per name.
 #[derive(Debug, Default)]
 pub struct GroupLog {
     names: BTreeMap<(u32, u64), Vec<Side>>,
+    runs: Runs,
 }
 
 /// One distinct call under a name: the record of the lowest rank that made it, and its ranks.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Side {
     call: GroupRecord,
     ranks: RankSet,
@@ -112,32 +115,9 @@ impl GroupLog {
         self.push_ref(&rec);
     }
 
-    /// Adds `rank`'s call under `name` with `signature`; `make` builds its record, called only
-    /// where the call starts a side or now leads one (a lower rank).
-    pub fn push_with(
-        &mut self,
-        rank: usize,
-        name: (u32, u64),
-        signature: (&[usize], &str),
-        make: &dyn Fn() -> GroupRecord,
-    ) {
-        let sides = self.names.entry(name).or_default();
-        match sides.iter_mut().find(|s| s.call.signature() == signature) {
-            Some(side) => {
-                side.ranks.insert(rank);
-                if rank < side.call.rank {
-                    side.call = make();
-                }
-            }
-            None => {
-                let mut ranks = RankSet::default();
-                ranks.insert(rank);
-                sides.push(Side {
-                    call: make(),
-                    ranks,
-                });
-            }
-        }
+    /// Adds one rank's planned call (its run grows by one).
+    pub fn push_planned(&mut self, rec: &PlannedRecord) {
+        self.runs.push(rec);
     }
 
     /// Adds one rank's call, copying the record only where it starts or leads a side.
@@ -166,35 +146,93 @@ impl GroupLog {
 
     /// The first name that means different groups on different ranks, if any: the largest
     /// set of agreeing ranks and the first other set (sets ordered by their lowest rank).
+    /// Planned runs count as the records they stand for; a name only one class of runs
+    /// covers (and no record) agrees by construction and costs nothing.
     pub fn check(&self) -> Option<GroupDivergence> {
-        self.names.values().find_map(|sides| {
-            if sides.len() < 2 {
-                return None;
+        let classes = self.runs.classes();
+        let mut names: Vec<(u32, u64)> = self.names.keys().copied().collect();
+        for c in &classes {
+            let (g, a, b) = c.span();
+            names.extend((a..b).map(|i| (g, i)));
+        }
+        names.sort_unstable();
+        names.dedup();
+        let mut order: Vec<usize> = (0..classes.len()).collect();
+        order.sort_by_key(|i| {
+            let (g, a, _) = classes[*i].span();
+            (g, a)
+        });
+        let (mut next, mut active) = (0, Vec::new());
+        for name in names {
+            while let Some(i) = order.get(next).filter(|i| {
+                let (g, a, _) = classes[**i].span();
+                (g, a) <= name
+            }) {
+                active.push(*i);
+                next += 1;
             }
-            let mut order: Vec<&Side> = sides.iter().collect();
-            order.sort_by_key(|s| s.ranks.min());
-            let major = (0..order.len())
-                .max_by_key(|i| (order[*i].ranks.len(), usize::MAX - i))
-                .expect("two sides");
-            let minor = (0..order.len()).find(|i| *i != major).expect("two sides");
-            Some(GroupDivergence {
-                name: order[major].call.index.to_string(),
-                majority: order[major].ranks.to_vec(),
-                majority_call: order[major].call.clone(),
-                minority: order[minor].ranks.to_vec(),
-                minority_call: order[minor].call.clone(),
-            })
-        })
+            active.retain(|i| {
+                let (g, _, b) = classes[*i].span();
+                name < (g, b)
+            });
+            let explicit = self.names.get(&name).map_or(&[][..], |s| &s[..]);
+            if explicit.len() + active.len() < 2 {
+                continue;
+            }
+            let mut sigs: Vec<(&[usize], &str)> =
+                explicit.iter().map(|s| s.call.signature()).collect();
+            sigs.extend(active.iter().map(|i| classes[*i].signature(name.1)));
+            sigs.sort_unstable();
+            sigs.dedup();
+            if sigs.len() < 2 {
+                continue;
+            }
+            let mut sides = explicit.to_vec();
+            for c in active.iter().map(|i| &classes[*i]) {
+                match sides
+                    .iter_mut()
+                    .find(|s| s.call.signature() == c.signature(name.1))
+                {
+                    Some(side) => {
+                        side.ranks.union_with(&c.ranks);
+                        if c.ranks.min() < side.call.rank {
+                            side.call = c.record(name.1);
+                        }
+                    }
+                    None => sides.push(Side {
+                        call: c.record(name.1),
+                        ranks: c.ranks.clone(),
+                    }),
+                }
+            }
+            return divergence(&sides);
+        }
+        None
     }
+}
+
+/// The divergence among a name's sides (two or more).
+fn divergence(sides: &[Side]) -> Option<GroupDivergence> {
+    let mut order: Vec<&Side> = sides.iter().collect();
+    order.sort_by_key(|s| s.ranks.min());
+    let major = (0..order.len()).max_by_key(|i| (order[*i].ranks.len(), usize::MAX - i))?;
+    let minor = (0..order.len()).find(|i| *i != major)?;
+    Some(GroupDivergence {
+        name: order[major].call.index.to_string(),
+        majority: order[major].ranks.to_vec(),
+        majority_call: order[major].call.clone(),
+        minority: order[minor].ranks.to_vec(),
+        minority_call: order[minor].call.clone(),
+    })
 }
 
 /// A set of ranks as a bitset: ranks of a large world arrive in scheduling order (node by
 /// node), so an insert must not depend on their order.
-#[derive(Debug, Default)]
-struct RankSet(Vec<u64>);
+#[derive(Debug, Default, Clone)]
+pub(super) struct RankSet(Vec<u64>);
 
 impl RankSet {
-    fn insert(&mut self, r: usize) {
+    pub(super) fn insert(&mut self, r: usize) {
         let (word, bit) = (r / 64, r % 64);
         if self.0.len() <= word {
             self.0.resize(word + 1, 0);
@@ -202,7 +240,16 @@ impl RankSet {
         self.0[word] |= 1 << bit;
     }
 
-    fn min(&self) -> usize {
+    pub(super) fn union_with(&mut self, other: &RankSet) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (w, o) in self.0.iter_mut().zip(&other.0) {
+            *w |= o;
+        }
+    }
+
+    pub(super) fn min(&self) -> usize {
         self.0
             .iter()
             .position(|w| *w != 0)

@@ -11,11 +11,13 @@ pub mod dot;
 pub mod env;
 pub mod groups;
 pub mod hang;
+pub mod planned;
 pub mod record;
 pub mod report;
 pub mod splits;
 pub mod timeline;
 
 pub use groups::{GroupDivergence, GroupLog, GroupRecord};
+pub use planned::{PlannedCalls, PlannedRecord};
 pub use record::{CallKind, CallRecord, CallState, Fingerprint, Splits};
 pub use report::Diagnosis;

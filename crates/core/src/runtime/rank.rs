@@ -34,7 +34,7 @@ mod groups;
 mod init;
 mod p2p;
 mod sglang;
-use crate::diagnose::{CallKind, GroupRecord};
+use crate::diagnose::{CallKind, GroupRecord, PlannedCalls, PlannedRecord};
 use calls::CallSpec;
 
 /// How a rank's program ended (a rank that never ends is hung: the runner decides that).
@@ -54,6 +54,14 @@ pub struct RankEnv<N: Net, C: Clock, P: Probe> {
     pub proc_rank: usize,
     /// The device collectives (hardware: oneCCL); `None` = core's algorithms over the fabric.
     pub device: Option<Rc<dyn DeviceComms>>,
+}
+
+/// Who asks `new_group` for a group: a scenario step (the result text is the step's), or
+/// sglang's start-up (text discarded: O(W) calls on every rank), whose call may be one of a plan
+/// every rank shares (`(plan, index)`: reported as such, see `diagnose::planned`).
+enum Caller<'a> {
+    Step,
+    Sglang(Option<(&'a Rc<dyn PlannedCalls>, usize)>),
 }
 
 /// What a user handle (`as = "tp"`) refers to on this rank.
@@ -289,7 +297,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     device_id,
                     *timeout_ms,
                     handle,
-                    true,
+                    Caller::Step,
                 )
                 .await
             }

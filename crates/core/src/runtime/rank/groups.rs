@@ -10,9 +10,9 @@ use crate::runtime::net::{Clock, Net};
 use crate::trace::{EventKind, Probe};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
-    /// `describe`: return the step's result text (a scenario's own new_group step); sglang's
-    /// planned calls (O(W) on every rank) discard it, and formatting it was a tenth of a large
-    /// start-up's time.
+    /// `by`: a scenario step gets the result text; sglang's planned calls (O(W) on every rank)
+    /// discard it (formatting it was a tenth of a large start-up's time) and report a call of
+    /// their plan as such.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn new_group(
         &mut self,
@@ -22,8 +22,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         device_id: &Option<String>,
         timeout_ms: Option<u64>,
         handle: &Option<String>,
-        describe: bool,
+        by: Caller<'_>,
     ) -> Res<String> {
+        let describe = matches!(by, Caller::Step);
         let (me, ws, default_config, bound, default_timeout) = {
             let w = self.world()?;
             (
@@ -83,16 +84,31 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let name = if local_sync {
             naming::hashed_name(&ranks, self.group_count)
         } else {
-            self.env.probe.group(&GroupRecord {
-                rank: me,
-                generation: self.group_generation,
-                index: self.group_count,
-                ranks: ranks.clone(),
-                backend: config.original.clone(),
-                label: label.clone(),
-                step: self.step,
-                line: self.env.scenario.steps[self.step].loc.line,
-            });
+            let (step, line) = (self.step, self.env.scenario.steps[self.step].loc.line);
+            let name = (self.group_generation, self.group_count);
+            match by {
+                Caller::Sglang(Some((source, call))) => {
+                    self.env.probe.planned_group(&PlannedRecord {
+                        rank: me,
+                        name,
+                        source,
+                        call,
+                        backend: &config.original,
+                        step,
+                        line,
+                    })
+                }
+                _ => self.env.probe.group(&GroupRecord {
+                    rank: me,
+                    generation: name.0,
+                    index: name.1,
+                    ranks: ranks.clone(),
+                    backend: config.original.clone(),
+                    label: label.clone(),
+                    step,
+                    line,
+                }),
+            }
             naming::counter_name(self.group_count)
         };
         self.group_count += 1;

@@ -8,11 +8,11 @@
 //! `cfg`, ...), its gloo group `<kind>_cpu`; the world coordinator's are `world_group` and
 //! `world_group_cpu`.
 
-use super::{barrier_after_init, Handle, Proc, Res};
+use super::{barrier_after_init, Caller, Handle, Proc, Res};
 use crate::c10d::backend::BackendConfig;
 use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
-use crate::diagnose::GroupRecord;
+use crate::diagnose::{GroupRecord, PlannedCalls, PlannedRecord};
 use crate::dtype::DType;
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Algo, Coll};
@@ -49,12 +49,23 @@ thread_local! {
     /// holds every group of the world; in the simulator every rank runs on one thread, so the
     /// ranks share one plan instead of each making its own (W plans of W groups: the start-up
     /// cost grew as W^3, issue 11).
-    static LAST_PLAN: RefCell<Option<(ParallelConfig, SglangVersion, Rc<Plan>)>> =
+    static LAST_PLAN: RefCell<Option<(ParallelConfig, SglangVersion, SharedPlan)>> =
         const { RefCell::new(None) };
 }
 
+/// A plan the ranks of this thread share, with what its checks need to know once.
+#[derive(Clone)]
+struct SharedPlan {
+    plan: Rc<Plan>,
+    /// The same plan as the list of calls group records name (`diagnose::planned`).
+    calls: Rc<dyn PlannedCalls>,
+    /// The highest rank any call names, if every call's list is sorted (what `new_group`
+    /// records: such calls can be reported by their index in the plan).
+    sorted_max_rank: Option<usize>,
+}
+
 /// [`ps::plan_initialize_model_parallel`], shared with the other ranks of this thread.
-fn shared_plan(config: ParallelConfig, version: SglangVersion) -> Result<Rc<Plan>, PlanError> {
+fn shared_plan(config: ParallelConfig, version: SglangVersion) -> Result<SharedPlan, PlanError> {
     let hit = LAST_PLAN.with_borrow(|last| {
         last.as_ref()
             .filter(|(c, v, _)| *c == config && *v == version)
@@ -64,8 +75,32 @@ fn shared_plan(config: ParallelConfig, version: SglangVersion) -> Result<Rc<Plan
         return Ok(p);
     }
     let plan = Rc::new(ps::plan_initialize_model_parallel(config, version)?);
-    LAST_PLAN.with_borrow_mut(|last| *last = Some((config, version, plan.clone())));
-    Ok(plan)
+    let sorted = (plan.calls.iter()).all(|c| c.ranks.windows(2).all(|w| w[0] < w[1]));
+    let max_rank = plan.calls.iter().filter_map(|c| c.ranks.last()).max();
+    let shared = SharedPlan {
+        calls: plan.clone(),
+        sorted_max_rank: max_rank.copied().filter(|_| sorted),
+        plan,
+    };
+    LAST_PLAN.with_borrow_mut(|last| *last = Some((config, version, shared.clone())));
+    Ok(shared)
+}
+
+/// Group records name a planned call by its index (`diagnose::planned`).
+impl PlannedCalls for Plan {
+    fn ranks(&self, i: usize) -> &[usize] {
+        &self.calls[i].ranks
+    }
+
+    fn backend_slot(&self, i: usize) -> usize {
+        self.calls[i].backend as usize
+    }
+
+    fn label(&self, i: usize, rank: usize) -> String {
+        let call = &self.calls[i];
+        let handle = handle_of(call).filter(|_| call.ranks.contains(&rank));
+        handle.unwrap_or_else(|| "unnamed".into())
+    }
 }
 
 fn sg_platform(p: Platform) -> ps::Platform {
@@ -201,7 +236,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             purpose,
         });
         for c in &calls {
-            self.sg_new_group(c).await?;
+            self.sg_new_group(c, None).await?;
         }
         let me = self.world()?.rank;
         let view = ps::CommunicatorGroup {
@@ -242,8 +277,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// One planned `new_group`; the rank takes the handle only where it is a member (R4: the
-    /// last list containing it wins).
-    async fn sg_new_group(&mut self, call: &NewGroupCall) -> Res<String> {
+    /// last list containing it wins). `planned`: the call is this plan's call of that index
+    /// (the plan's lists are sorted and in range, and no init barrier runs): its group record
+    /// says so, O(1).
+    async fn sg_new_group(
+        &mut self,
+        call: &NewGroupCall,
+        planned: Option<(&Rc<dyn PlannedCalls>, usize)>,
+    ) -> Res<String> {
         let backend = match call.backend {
             BackendChoice::Device => self.sgl.as_ref().map(|s| s.backend.clone()),
             BackendChoice::Gloo => Some("gloo".to_string()),
@@ -252,14 +293,25 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let (me, ws) = (self.world()?.rank, self.world()?.world_size);
         let member = call.ranks.contains(&me);
         if !member {
-            if let Some(done) = self.planned_non_member(call, &backend, ws) {
-                return Ok(done);
+            if self
+                .planned_non_member(call, &backend, ws, planned)
+                .is_some()
+            {
+                return Ok(String::new());
             }
         }
         let handle = handle_of(call).filter(|_| member);
         let ranks = Some(call.ranks.clone());
         let done = self
-            .new_group(&ranks, &backend, false, &None, None, &handle, false)
+            .new_group(
+                &ranks,
+                &backend,
+                false,
+                &None,
+                None,
+                &handle,
+                Caller::Sglang(planned),
+            )
             .await?;
         let original = match &backend {
             Some(b) => self.expand(b),
@@ -281,31 +333,42 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         call: &NewGroupCall,
         backend: &Option<String>,
         ws: usize,
-    ) -> Option<String> {
-        let original = self.sgl.as_ref()?.checked.get(backend)?.clone();
-        let sorted = call.ranks.windows(2).all(|w| w[0] < w[1]);
-        let in_range = call.ranks.last().is_none_or(|r| *r < ws);
-        if !sorted || !in_range || barrier_after_init(&self.spec) {
-            return None;
-        }
+        planned: Option<(&Rc<dyn PlannedCalls>, usize)>,
+    ) -> Option<()> {
+        let original = self.sgl.as_ref()?.checked.get(backend)?;
         let me = self.world().ok()?.rank;
-        let (generation, index) = (self.group_generation, self.group_count);
+        let name = (self.group_generation, self.group_count);
         let (step, line) = (self.step, self.env.scenario.steps[self.step].loc.line);
-        let make = || GroupRecord {
-            rank: me,
-            generation,
-            index,
-            ranks: call.ranks.clone(),
-            backend: original.clone(),
-            label: "unnamed".into(),
-            step,
-            line,
-        };
-        self.env
-            .probe
-            .group_with(me, (generation, index), (&call.ranks, &original), &make);
+        match planned {
+            Some((source, index)) => self.env.probe.planned_group(&PlannedRecord {
+                rank: me,
+                name,
+                source,
+                call: index,
+                backend: original,
+                step,
+                line,
+            }),
+            None => {
+                let sorted = call.ranks.windows(2).all(|w| w[0] < w[1]);
+                let in_range = call.ranks.last().is_none_or(|r| *r < ws);
+                if !sorted || !in_range || barrier_after_init(&self.spec) {
+                    return None;
+                }
+                self.env.probe.group(&GroupRecord {
+                    rank: me,
+                    generation: name.0,
+                    index: name.1,
+                    ranks: call.ranks.clone(),
+                    backend: original.clone(),
+                    label: "unnamed".into(),
+                    step,
+                    line,
+                });
+            }
+        }
         self.group_count += 1;
-        Some(String::new())
+        Some(())
     }
 
     /// spec §3–§4: every coordinator's `new_group` calls, their device communicators, aliases.
@@ -341,12 +404,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
             Err(e) => {
                 for call in e.issued_calls().iter().filter(|c| c.coordinator != "world") {
-                    self.sg_new_group(call).await?;
+                    self.sg_new_group(call, None).await?;
                 }
                 return Err(plan_error(&e));
             }
         };
         let issued = self.issue_plan(&plan, usp_fallback).await?;
+        let plan = plan.plan;
         self.alias_handles(&plan, usp_fallback);
         let summary = self.membership_summary(&plan, me, usp_fallback);
         self.sgl.as_mut().expect("set").plan = Some(plan);
@@ -356,14 +420,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         ))
     }
 
-    async fn issue_plan(&mut self, plan: &Plan, usp_fallback: bool) -> Res<usize> {
+    async fn issue_plan(&mut self, shared: &SharedPlan, usp_fallback: bool) -> Res<usize> {
+        let (plan, ws) = (&shared.plan, self.world()?.world_size);
+        let in_range = shared.sorted_max_rank.is_some_and(|r| r < ws);
+        let source = (in_range && !barrier_after_init(&self.spec)).then_some(&shared.calls);
         let mut issued = 0;
         for (i, call) in plan.calls.iter().enumerate() {
             let usp = matches!(call.coordinator, "ulysses" | "ring");
             if call.coordinator == "world" || (usp && usp_fallback) {
                 continue;
             }
-            self.sg_new_group(call).await?;
+            self.sg_new_group(call, source.map(|s| (s, i))).await?;
             issued += 1;
             for c in plan
                 .coordinators
