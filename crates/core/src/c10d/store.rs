@@ -17,6 +17,7 @@ use std::rc::Rc;
 use tokio::sync::{Mutex, Notify};
 
 mod seq;
+pub use seq::KeySeq;
 
 const OP_SET: u8 = 1;
 const OP_GET: u8 = 2;
@@ -209,13 +210,13 @@ where
     let mut debt_us = 0.0;
     loop {
         let req = read_frame(&mut stream).await?;
-        let mut reply = if req.first() == Some(&OP_SEQ) {
+        let (mut reply, req_len) = if req.first() == Some(&OP_SEQ) {
             seq::serve(&req, &state, &clock, &mut debt_us).await?
         } else {
-            handle(&req, &state, &clock).await?
+            (handle(&req, &state, &clock).await?, req.len())
         };
         // The round trip's cost on the store link class (the simulator's timing model).
-        debt_us += clock.store_round_trip_us(req.len() + reply.len());
+        debt_us += clock.store_round_trip_us(req_len + reply.len());
         let ms = (debt_us / 1000.0).floor();
         if ms > 0.0 {
             debt_us -= ms * 1000.0;

@@ -79,8 +79,8 @@ struct RunKey {
 pub(super) struct Runs {
     sources: Vec<Rc<dyn PlannedCalls>>,
     runs: Vec<Run>,
-    /// Rank → its last run (the one a next call may extend).
-    open: BTreeMap<usize, usize>,
+    /// Rank → its last run (the one a next call may extend), `usize::MAX`: none.
+    open: Vec<usize>,
 }
 
 impl std::fmt::Debug for Runs {
@@ -93,7 +93,7 @@ impl Runs {
     /// Adds one call: extends the rank's last run where the call continues it, else starts one.
     pub(super) fn push(&mut self, r: &PlannedRecord) {
         let slot = r.source.backend_slot(r.call);
-        if let Some(run) = self.open.get(&r.rank).map(|i| &mut self.runs[*i]) {
+        if let Some(run) = self.open.get(r.rank).and_then(|i| self.runs.get_mut(*i)) {
             let k = &mut run.key;
             let continues = k.generation == r.name.0
                 && k.first + k.count == r.name.1
@@ -126,7 +126,10 @@ impl Runs {
             step: r.step,
             line: r.line,
         };
-        self.open.insert(r.rank, self.runs.len());
+        if self.open.len() <= r.rank {
+            self.open.resize(r.rank + 1, usize::MAX);
+        }
+        self.open[r.rank] = self.runs.len();
         self.runs.push(Run { rank: r.rank, key });
     }
 

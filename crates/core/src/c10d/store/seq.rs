@@ -11,35 +11,108 @@
 //! so only an absent key needs the clock moved to its time. The modelled count and timing of
 //! round trips are kept; only the messages that carried them are saved. Where the clock is
 //! real (hardware mode) nothing is charged: the loop simply costs one round trip.
+//!
+//! The keys go as a [`KeySeq`] (a prefix and a range of indexes): every rank of a W-rank world
+//! group reads W keys, and sending (and holding) them as strings made the world group's
+//! start-up hold W^2 key strings at once (issue 11: most of a 4096-rank run's memory). The
+//! store class is charged for the request the loop's keys would have made as strings.
 
 use super::{StoreClient, StoreError, StoreState, OP_SEQ, REPLY_OK, SEQ_CHECK, SEQ_GET};
 use crate::runtime::net::{Clock, Net};
 use crate::wire::{Dec, Enc, WireError};
+use std::fmt::Write;
 
 /// The bytes around a key in one request and its reply of the loop a batch stands for (frame
 /// lengths, op, key length, timeout, status): what the store class charges besides the key.
 const PER_KEY_FRAMING_BYTES: usize = 21;
 
+/// The keys of one store loop, in order: `<prefix><i>` for `i` in `start..end` except `skip`
+/// (gloo's connectFullMesh and a device communicator's bootstrap read every other member's
+/// key under one prefix).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeySeq {
+    pub prefix: String,
+    pub start: usize,
+    pub end: usize,
+    pub skip: Option<usize>,
+}
+
+impl KeySeq {
+    /// The indexes of the keys, in order.
+    pub fn indexes(&self) -> impl Iterator<Item = usize> + '_ {
+        (self.start..self.end).filter(move |i| Some(*i) != self.skip)
+    }
+
+    pub fn len(&self) -> usize {
+        let skipped = self
+            .skip
+            .is_some_and(|s| (self.start..self.end).contains(&s));
+        self.end.saturating_sub(self.start) - skipped as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `k`-th key.
+    pub fn key(&self, k: usize) -> String {
+        format!("{}{}", self.prefix, self.index(k))
+    }
+
+    /// The keys from the `k`-th on.
+    pub fn from(&self, k: usize) -> KeySeq {
+        KeySeq {
+            start: self.index(k).min(self.end),
+            ..self.clone()
+        }
+    }
+
+    fn index(&self, k: usize) -> usize {
+        let i = self.start + k;
+        i + self.skip.is_some_and(|s| s >= self.start && s <= i) as usize
+    }
+
+    /// The length of the request the loop's keys make as strings (the old wire form: a
+    /// 4-byte length and the key each, after an 18-byte header): what the store class charges.
+    pub(super) fn request_len(&self) -> usize {
+        let digits = |i: usize| i.checked_ilog10().map_or(1, |d| d as usize + 1);
+        18 + self
+            .indexes()
+            .map(|i| 4 + self.prefix.len() + digits(i))
+            .sum::<usize>()
+    }
+}
+
 /// Serves an [`OP_SEQ`] request; `debt_us` is the connection's modelled time not yet slept.
+/// Returns the reply and the request length the store class charges (the keys as strings).
 pub(super) async fn serve<C: Clock>(
     req: &[u8],
     state: &StoreState,
     clock: &C,
     debt_us: &mut f64,
-) -> Result<Vec<u8>, WireError> {
+) -> Result<(Vec<u8>, usize), WireError> {
     let mut d = Dec::new(req);
     d.u8()?;
     let mode = d.u8()?;
     let net_rtt_ms = d.u64()?;
-    let n = d.u64()?;
+    let seq = KeySeq {
+        prefix: d.str()?,
+        start: d.u64()? as usize,
+        end: d.u64()? as usize,
+        skip: Some(d.u64()?)
+            .filter(|s| *s != u64::MAX)
+            .map(|s| s as usize),
+    };
     let start_ms = clock.now_ms();
     // Time since `start_ms` at which the loop's current request reaches the server.
     let mut cursor_us = 0.0;
     let mut out = Enc::default().u8(REPLY_OK);
     let mut answered = 0u64;
     let mut body = Enc::default();
-    for i in 0..n {
-        let key = d.str()?;
+    let mut key = String::new();
+    for (i, index) in seq.indexes().enumerate() {
+        key.clear();
+        let _ = write!(key, "{}{index}", seq.prefix);
         if i > 0 {
             cursor_us += net_rtt_ms as f64 * 1000.0
                 + clock.store_round_trip_us(key.len() + PER_KEY_FRAMING_BYTES);
@@ -67,18 +140,14 @@ pub(super) async fn serve<C: Clock>(
     out = out.u64(answered);
     let mut reply = out.done();
     reply.extend_from_slice(&body.done());
-    Ok(reply)
+    Ok((reply, seq.request_len()))
 }
 
 impl<N: Net> StoreClient<N> {
     /// `check` of every key in order, as one request: whether each existed when the loop's
     /// request for it would have reached the server. `net_rtt_ms`: the network's share of one
     /// round trip on this connection, as the caller measured it ([`StoreClient::set_timed`]).
-    pub async fn check_seq(
-        &self,
-        keys: &[String],
-        net_rtt_ms: u64,
-    ) -> Result<Vec<bool>, StoreError> {
+    pub async fn check_seq(&self, keys: &KeySeq, net_rtt_ms: u64) -> Result<Vec<bool>, StoreError> {
         let reply = self.call(request(SEQ_CHECK, keys, net_rtt_ms)).await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
@@ -91,7 +160,7 @@ impl<N: Net> StoreClient<N> {
     /// The caller waits for the absent key with a blocking [`StoreClient::get`] of its own.
     pub async fn get_seq(
         &self,
-        keys: &[String],
+        keys: &KeySeq,
         net_rtt_ms: u64,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         let reply = self.call(request(SEQ_GET, keys, net_rtt_ms)).await?;
@@ -102,14 +171,37 @@ impl<N: Net> StoreClient<N> {
     }
 }
 
-fn request(mode: u8, keys: &[String], net_rtt_ms: u64) -> Vec<u8> {
-    let mut e = Enc::default()
+fn request(mode: u8, keys: &KeySeq, net_rtt_ms: u64) -> Vec<u8> {
+    Enc::default()
         .u8(OP_SEQ)
         .u8(mode)
         .u64(net_rtt_ms)
-        .u64(keys.len() as u64);
-    for k in keys {
-        e = e.str(k);
+        .str(&keys.prefix)
+        .u64(keys.start as u64)
+        .u64(keys.end as u64)
+        .u64(keys.skip.map_or(u64::MAX, |s| s as u64))
+        .done()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_seq_skips_its_own_index_and_charges_the_keys_as_strings() {
+        let s = KeySeq {
+            prefix: "p/".into(),
+            start: 0,
+            end: 12,
+            skip: Some(3),
+        };
+        let keys: Vec<String> = (0..s.len()).map(|k| s.key(k)).collect();
+        assert_eq!(keys.len(), 11);
+        assert_eq!((keys[2].as_str(), keys[3].as_str()), ("p/2", "p/4"));
+        assert_eq!(s.from(3).key(0), "p/4");
+        assert_eq!(s.from(2).len(), 9);
+        assert_eq!(s.from(11).len(), 0);
+        let old = 18 + keys.iter().map(|k| 4 + k.len()).sum::<usize>();
+        assert_eq!(s.request_len(), old);
     }
-    e.done()
 }

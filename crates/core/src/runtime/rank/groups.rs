@@ -5,7 +5,7 @@ use super::*;
 use crate::c10d::backend::{self, BackendConfig};
 use crate::c10d::error;
 use crate::c10d::naming;
-use crate::c10d::store::{join_key, StoreError};
+use crate::c10d::store::{join_key, KeySeq, StoreError};
 use crate::runtime::net::{Clock, Net};
 use crate::trace::{EventKind, Probe};
 
@@ -270,10 +270,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let net_rtt_ms = self.publish_address(&format!("{key}/addr/{pos}")).await?;
         // Every member must join this communicator, even one whose address gloo already knows:
         // one get per member, the loop sent as one request (c10d::store::seq).
-        let (others, keys): (Vec<usize>, Vec<String>) = (members.iter().enumerate())
-            .filter(|(_, m)| **m != me)
-            .map(|(i, m)| (*m, format!("{key}/addr/{i}")))
-            .unzip();
+        let others: Vec<usize> = members.iter().copied().filter(|m| *m != me).collect();
+        let keys = KeySeq {
+            prefix: format!("{key}/addr/"),
+            start: 0,
+            end: members.len(),
+            skip: Some(pos),
+        };
         let mut next = 0;
         while next < others.len() {
             let m = others[next];
@@ -281,14 +284,21 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 "{backend} communicator init of group {label}: waiting for rank {m} to join"
             );
             let got = self
-                .store_get_seq(&keys[next..], net_rtt_ms, &[m], &what, &label)
+                .store_get_seq(&keys.from(next), net_rtt_ms, &[m], &what, &label)
                 .await
                 .map_err(|e| self.store_err(e))?;
             let mut values = got.into_iter();
             let v = match values.next() {
                 Some(v) => v,
                 None => self
-                    .store_get(&keys[next], None, vec![m], what, Some(label.clone()), None)
+                    .store_get(
+                        &keys.key(next),
+                        None,
+                        vec![m],
+                        what,
+                        Some(label.clone()),
+                        None,
+                    )
                     .await
                     .map_err(|e| self.store_err(e))?,
             };

@@ -5,7 +5,7 @@ use super::*;
 use crate::c10d::backend::{self, BackendConfig, Device};
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::rendezvous;
-use crate::c10d::store::{self, join_key, StoreClient, StoreError};
+use crate::c10d::store::{self, join_key, KeySeq, StoreClient, StoreError};
 use crate::runtime::net::{Clock, Net};
 use crate::scenario::Launcher;
 use crate::trace::{EventKind, Probe, Wait};
@@ -331,7 +331,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// ([`Clock::batches_store_loops`]), else a request per key.
     pub(super) async fn store_check_all(
         &self,
-        keys: &[String],
+        keys: &KeySeq,
         net_rtt_ms: u64,
     ) -> Result<Vec<bool>, StoreError> {
         let store = self.world.as_ref().expect("world").store.clone();
@@ -339,8 +339,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return store.check_seq(keys, net_rtt_ms).await;
         }
         let mut present = Vec::with_capacity(keys.len());
-        for k in keys {
-            present.push(store.check(k).await?);
+        for k in 0..keys.len() {
+            present.push(store.check(&keys.key(k)).await?);
         }
         Ok(present)
     }
@@ -351,7 +351,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// Elsewhere none: the caller then gets each key with a blocking get of its own.
     pub(super) async fn store_get_seq(
         &self,
-        keys: &[String],
+        keys: &KeySeq,
         net_rtt_ms: u64,
         peers: &[usize],
         what: &str,
@@ -401,31 +401,40 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let net_rtt_ms = self
             .publish_address(&join_key(&prefixes, &grank.to_string()))
             .await?;
-        let (peers, keys): (Vec<usize>, Vec<String>) = ranks
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| **r != me)
-            .map(|(gr, r)| (*r, join_key(&prefixes, &gr.to_string())))
-            .unzip();
+        let peers: Vec<usize> = ranks.iter().copied().filter(|r| *r != me).collect();
+        let keys = KeySeq {
+            prefix: join_key(&prefixes, ""),
+            start: 0,
+            end: ranks.len(),
+            skip: Some(grank),
+        };
         // One check per peer, then one get per peer; each loop goes as one request and is
         // charged as the loop (c10d::store::seq).
         let present = self
             .store_check_all(&keys, net_rtt_ms)
             .await
             .map_err(|e| self.store_err(e))?;
-        let mut missing: Vec<usize> = (peers.iter().zip(&present))
+        // Peers absent at the check, in peer order: values arrive in that order too, so the
+        // ones still missing are always `missing[gone..]`.
+        let missing: Vec<usize> = (peers.iter().zip(&present))
             .filter(|(_, p)| !**p)
             .map(|(r, _)| *r)
             .collect();
-        let mut next = 0;
+        let (mut next, mut gone) = (0, 0);
         while next < peers.len() {
-            let key = &keys[next];
+            let key = &keys.key(next);
             let what = format!("gloo connectFullMesh of group {label}: store get '{key}'");
             // R24: a store timeout here reaches Python as the store's own DistStoreError, not
             // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
             let timeout = error::store_wait_timeout(timeout_ms, key);
             let got = self
-                .store_get_seq(&keys[next..], net_rtt_ms, &missing, &what, &label)
+                .store_get_seq(
+                    &keys.from(next),
+                    net_rtt_ms,
+                    &missing[gone..],
+                    &what,
+                    &label,
+                )
                 .await
                 .map_err(|e| self.store_err(e))?;
             let mut values = got.into_iter();
@@ -436,7 +445,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     .store_get(
                         key,
                         Some(timeout_ms),
-                        missing.clone(),
+                        missing[gone..].to_vec(),
                         what,
                         Some(label.clone()),
                         Some(timeout.clone()),
@@ -448,9 +457,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     })?,
             };
             for v in std::iter::once(v).chain(values) {
-                let r = peers[next];
-                missing.retain(|m| *m != r);
-                self.fabric.learn(r, &String::from_utf8_lossy(&v));
+                gone += (missing.get(gone) == Some(&peers[next])) as usize;
+                self.fabric.learn(peers[next], &String::from_utf8_lossy(&v));
                 next += 1;
             }
         }
