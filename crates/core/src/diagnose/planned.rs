@@ -99,12 +99,12 @@ impl Runs {
                 && k.first + k.count == r.name.1
                 && k.offset + k.count as usize == r.call
                 && (k.step, k.line) == (r.step, r.line)
-                && ptr_eq(&self.sources[k.source], r.source)
-                && k.backends.get(&slot).is_none_or(|b| b == r.backend);
-            if continues {
-                k.backends
-                    .entry(slot)
-                    .or_insert_with(|| r.backend.to_string());
+                && ptr_eq(&self.sources[k.source], r.source);
+            let known = k.backends.get(&slot).map(|b| b == r.backend);
+            if continues && known != Some(false) {
+                if known.is_none() {
+                    k.backends.insert(slot, r.backend.to_string());
+                }
                 k.count += 1;
                 return;
             }

@@ -29,7 +29,6 @@ use crate::sglang::parallel_state::{
 use crate::tensor::Tensor;
 use crate::trace::{EventKind, Probe};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// What `init_distributed_environment` decided, for the steps after it.
@@ -39,9 +38,9 @@ pub(super) struct SgState {
     /// The platform backend behind `BackendChoice::Device` (spec §2.7).
     backend: String,
     plan: Option<Rc<Plan>>,
-    /// Backend arguments a planned `new_group` already passed with (and the backend string
-    /// they stand for): later non-member calls with them take the short path.
-    checked: BTreeMap<Option<String>, String>,
+    /// Backend arguments (by [`BackendChoice`]) a planned `new_group` already passed with, as
+    /// the backend string they stand for: later non-member calls with them take the short path.
+    checked: [Option<String>; 3],
 }
 
 thread_local! {
@@ -222,7 +221,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             platform,
             backend: backend.to_string(),
             plan: None,
-            checked: BTreeMap::new(),
+            checked: Default::default(),
         });
         let world: Vec<usize> = (0..ws).collect();
         let calls = [
@@ -285,21 +284,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         call: &NewGroupCall,
         planned: Option<(&Rc<dyn PlannedCalls>, usize)>,
     ) -> Res<String> {
+        let (me, ws) = (self.world()?.rank, self.world()?.world_size);
+        let member = call.ranks.contains(&me);
+        if !member && self.planned_non_member(call, ws, planned).is_some() {
+            return Ok(String::new());
+        }
         let backend = match call.backend {
             BackendChoice::Device => self.sgl.as_ref().map(|s| s.backend.clone()),
             BackendChoice::Gloo => Some("gloo".to_string()),
             BackendChoice::Default => None,
         };
-        let (me, ws) = (self.world()?.rank, self.world()?.world_size);
-        let member = call.ranks.contains(&me);
-        if !member {
-            if self
-                .planned_non_member(call, &backend, ws, planned)
-                .is_some()
-            {
-                return Ok(String::new());
-            }
-        }
         let handle = handle_of(call).filter(|_| member);
         let ranks = Some(call.ranks.clone());
         let done = self
@@ -319,7 +313,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let original = BackendConfig::parse(&original, Some(self.accel()))?.original;
         if let Some(s) = self.sgl.as_mut() {
-            s.checked.insert(backend, original);
+            s.checked[call.backend as usize] = Some(original);
         }
         Ok(done)
     }
@@ -331,11 +325,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     fn planned_non_member(
         &mut self,
         call: &NewGroupCall,
-        backend: &Option<String>,
         ws: usize,
         planned: Option<(&Rc<dyn PlannedCalls>, usize)>,
     ) -> Option<()> {
-        let original = self.sgl.as_ref()?.checked.get(backend)?;
+        let original = self.sgl.as_ref()?.checked[call.backend as usize].as_ref()?;
         let me = self.world().ok()?.rank;
         let name = (self.group_generation, self.group_count);
         let (step, line) = (self.step, self.env.scenario.steps[self.step].loc.line);
@@ -386,7 +379,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 platform: sg_platform(self.platform),
                 backend: original,
                 plan: None,
-                checked: BTreeMap::new(),
+                checked: Default::default(),
             });
         }
         let version = version.unwrap_or(self.sgl.as_ref().expect("set").version);
