@@ -209,7 +209,6 @@ impl Builder {
             self.link.clone(),
             Box::new(rng),
             self.ip_version.iter(),
-            self.config.tick,
         );
 
         Sim::new(self.config.clone(), world)

@@ -1,3 +1,4 @@
+use crate::loopback::Loopback;
 use crate::envelope::{hex, Datagram, Protocol, Segment, Syn};
 #[cfg(feature = "unstable-fs")]
 use crate::fs::{Fs, FsConfig};
@@ -48,6 +49,9 @@ pub(crate) struct Host {
 
     next_ephemeral_port: u16,
     ephemeral_ports: RangeInclusive<u16>,
+
+    /// scen patch: messages this host sent to itself, delivered by its tick.
+    pub(crate) loopback: Loopback,
 }
 
 impl Host {
@@ -70,6 +74,7 @@ impl Host {
             timer,
             next_ephemeral_port: *ephemeral_ports.start(),
             ephemeral_ports,
+            loopback: Loopback::default(),
         }
     }
 
@@ -90,6 +95,7 @@ impl Host {
             timer,
             next_ephemeral_port: *ephemeral_ports.start(),
             ephemeral_ports,
+            loopback: Loopback::default(),
         }
     }
 

@@ -35,10 +35,8 @@ pub(crate) struct World {
     /// Random number generator used for all decisions. To make execution
     /// deterministic, reuse the same seed.
     pub(crate) rng: Box<dyn RngCore>,
-
-    /// Run duration for each host on every step.
-    // TODO: Remove this once we've cleaned up the loopback implementation hacks
-    pub(crate) tick_duration: Duration,
+    // scen patch: `tick_duration` (read only by the loopback delivery tasks) is gone with
+    // them: a loopback message is due at the host's next tick (`crate::loopback`).
 }
 
 scoped_thread_local!(static CURRENT: RefCell<World>);
@@ -49,7 +47,6 @@ impl World {
         link: config::Link,
         rng: Box<dyn RngCore>,
         addrs: IpVersionAddrIter,
-        tick_duration: Duration,
     ) -> World {
         World {
             hosts: crate::FastMap::default(),
@@ -58,7 +55,6 @@ impl World {
             multicast_groups: MulticastGroups::default(),
             current: None,
             rng,
-            tick_duration,
         }
     }
 

@@ -2,7 +2,6 @@ use bytes::Bytes;
 use indexmap::{IndexMap, IndexSet};
 use tokio::{
     sync::{mpsc, Mutex},
-    time::sleep,
 };
 
 use crate::{
@@ -378,7 +377,7 @@ impl UdpSocket {
                         .into_iter()
                         .try_for_each(|dst| match dst {
                             dst if src.ip() == dst.ip() => {
-                                send_loopback(src, dst, Protocol::Udp(packet.clone()));
+                                send_loopback(world, src, dst, Protocol::Udp(packet.clone()));
                                 Ok(())
                             }
                             dst => world.send_message(src, dst, Protocol::Udp(packet.clone())),
@@ -397,14 +396,14 @@ impl UdpSocket {
                     dst if src.ip() == dst.ip() => {
                         let host = world.current_host();
                         if host.udp.is_multicast_loop_enabled(dst.port()) {
-                            send_loopback(src, dst, Protocol::Udp(packet.clone()));
+                            send_loopback(world, src, dst, Protocol::Udp(packet.clone()));
                         }
                         Ok(())
                     }
                     dst => world.send_message(src, dst, Protocol::Udp(packet.clone())),
                 }),
             dst if is_same(src, dst) => {
-                send_loopback(src, dst, Protocol::Udp(packet));
+                send_loopback(world, src, dst, Protocol::Udp(packet));
                 Ok(())
             }
             _ => world.send_message(src, dst, Protocol::Udp(packet)),
@@ -627,21 +626,19 @@ impl UdpSocket {
     }
 }
 
-fn send_loopback(src: SocketAddr, dst: SocketAddr, message: Protocol) {
-    tokio::spawn(async move {
-        // FIXME: Forces delivery on the next step which better aligns with the
-        // remote networking behavior.
-        // https://github.com/tokio-rs/turmoil/issues/132
-        let tick_duration = World::current(|world| world.tick_duration);
-        sleep(tick_duration).await;
-
-        World::current(|world| {
-            world
-                .current_host_mut()
-                .receive_from_network(Envelope { src, dst, message })
-                .expect("UDP does not get feedback on delivery errors");
-        })
-    });
+fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: Protocol) {
+    // FIXME: Forces delivery on the next step which better aligns with the
+    // remote networking behavior.
+    // https://github.com/tokio-rs/turmoil/issues/132
+    //
+    // scen patch: queued on the host and delivered by its next tick where upstream's
+    // per-message task (spawned here, sleeping one tick) would have delivered it
+    // (`crate::loopback`). Upstream spawned without checking for a runtime (a panic outside
+    // one); sending outside a runtime now queues the message as in one.
+    world
+        .current_host_mut()
+        .loopback
+        .send(Envelope { src, dst, message });
 }
 
 fn verify_ipv4_bind_interface<A>(interface: A, addr: IpAddr) -> Result<()>

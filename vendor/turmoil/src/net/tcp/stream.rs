@@ -15,7 +15,6 @@ use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     runtime::Handle,
     sync::{mpsc, oneshot},
-    time::sleep,
 };
 
 use crate::{
@@ -89,7 +88,7 @@ impl TcpStream {
             if !is_same(pair.local, pair.remote) {
                 world.send_message(pair.local, pair.remote, syn)?;
             } else {
-                send_loopback(pair.local, pair.remote, syn);
+                send_loopback(world, pair.local, pair.remote, syn);
             };
 
             Ok::<_, Error>((pair, rx, bidi))
@@ -417,7 +416,7 @@ impl WriteHalf {
     fn send(&self, world: &mut World, segment: Segment) -> Result<()> {
         let message = Protocol::Tcp(segment);
         if is_same(self.pair.local, self.pair.remote) {
-            send_loopback(self.pair.local, self.pair.remote, message);
+            send_loopback(world, self.pair.local, self.pair.remote, message);
         } else {
             world.send_message(self.pair.local, self.pair.remote, message)?;
         }
@@ -425,7 +424,7 @@ impl WriteHalf {
     }
 }
 
-fn send_loopback(src: SocketAddr, dst: SocketAddr, message: Protocol) {
+fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: Protocol) {
     // Check for a runtime before spawning as this code is hit in the drop path
     // as streams attempt to send FINs.
     // TODO: Investigate drop ordering within the Sim to ensure things are unrolling
@@ -434,27 +433,17 @@ fn send_loopback(src: SocketAddr, dst: SocketAddr, message: Protocol) {
         return;
     }
 
-    tokio::spawn(async move {
-        // FIXME: Forces delivery on the next step which better aligns with the
-        // remote networking behavior.
-        // https://github.com/tokio-rs/turmoil/issues/132
-        let tick_duration = World::current(|world| world.tick_duration);
-        sleep(tick_duration).await;
-
-        World::current(|world| {
-            if let Err(rst) =
-                world
-                    .current_host_mut()
-                    .receive_from_network(Envelope { src, dst, message })
-            {
-                _ = world.current_host_mut().receive_from_network(Envelope {
-                    src: dst,
-                    dst: src,
-                    message: rst,
-                });
-            }
-        })
-    });
+    // FIXME: Forces delivery on the next step which better aligns with the
+    // remote networking behavior.
+    // https://github.com/tokio-rs/turmoil/issues/132
+    //
+    // scen patch: queued on the host and delivered by its next tick at the point where
+    // upstream's per-message task (spawned here, sleeping one tick) would have delivered it
+    // (`crate::loopback`).
+    world
+        .current_host_mut()
+        .loopback
+        .send(Envelope { src, dst, message });
 }
 
 /// Bidirectional flow control for a TCP connection.
@@ -611,7 +600,7 @@ impl Drop for ReadHalf {
                 let pair = *self.pair;
                 let message = Protocol::Tcp(Segment::Rst);
                 if is_same(pair.local, pair.remote) {
-                    send_loopback(pair.local, pair.remote, message);
+                    send_loopback(world, pair.local, pair.remote, message);
                 } else {
                     let _ = world.send_message(pair.local, pair.remote, message);
                 }
