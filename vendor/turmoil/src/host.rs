@@ -406,6 +406,28 @@ impl StreamSocket {
     fn buffer(&mut self, seq: u64, segment: SequencedSegment) -> Result<(), Protocol> {
         use mpsc::error::TrySendError::*;
 
+        // scen patch: the next segment in order with nothing waiting for reordering (every
+        // segment of a loopback or in-order link) goes straight to the channel, without a
+        // round trip through the reorder map. Same outcome as the loop below: a full channel
+        // keeps it for later, a closed one keeps it (it was inserted) and answers RST.
+        if self.buf.is_empty() && seq == self.recv_seq + 1 {
+            match self.sender.try_reserve() {
+                Ok(permit) => {
+                    self.recv_seq = seq;
+                    permit.send(segment);
+                }
+                Err(Closed(())) => {
+                    self.recv_seq = seq;
+                    self.buf.insert(seq, segment);
+                    return Err(Protocol::Tcp(Segment::Rst));
+                }
+                Err(Full(())) => {
+                    self.buf.insert(seq, segment);
+                }
+            }
+            return Ok(());
+        }
+
         let exists = self.buf.insert(seq, segment);
 
         assert!(exists.is_none(), "duplicate segment {seq}");

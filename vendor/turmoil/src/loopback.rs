@@ -43,14 +43,14 @@ pub(crate) struct Loopback {
     due: VecDeque<Envelope>,
     /// Messages sent this tick, in send order; the first `registered` of them have had their
     /// run-queue turn (their timer is set), the rest still wait for it.
-    next: Vec<Envelope>,
+    next: VecDeque<Envelope>,
     registered: usize,
 }
 
 impl Loopback {
     /// Queues `envelope`, as a spawned delivery task would be (at the back of the run queue).
     pub(crate) fn send(&mut self, envelope: Envelope) {
-        self.next.push(envelope);
+        self.next.push_back(envelope);
     }
 
     /// Whether any run-queue entry is waiting for its turn.
@@ -62,7 +62,12 @@ impl Loopback {
     pub(crate) fn end_tick(&mut self) {
         debug_assert!(!self.has_runnable(), "loopback run queue left over at tick end");
         self.registered = 0;
-        self.due.extend(self.next.drain(..));
+        if self.due.is_empty() {
+            // Keeps both allocations.
+            std::mem::swap(&mut self.due, &mut self.next);
+        } else {
+            self.due.extend(self.next.drain(..));
+        }
     }
 
     /// The host's runtime was replaced (crash, bounce): its tasks, and so these messages, are
