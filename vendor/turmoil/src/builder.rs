@@ -205,11 +205,7 @@ impl Builder {
             None => SmallRng::from_os_rng(),
         };
 
-        let world = World::new(
-            self.link.clone(),
-            Box::new(rng),
-            self.ip_version.iter(),
-        );
+        let world = World::new(self.link.clone(), Box::new(rng), self.ip_version.iter());
 
         Sim::new(self.config.clone(), world)
     }

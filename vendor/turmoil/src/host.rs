@@ -1,7 +1,7 @@
-use crate::loopback::Loopback;
 use crate::envelope::{hex, Datagram, Protocol, Segment, Syn};
 #[cfg(feature = "unstable-fs")]
 use crate::fs::{Fs, FsConfig};
+use crate::loopback::Loopback;
 use crate::net::tcp::stream::BidiFlowControl;
 use crate::net::{SocketPair, TcpListener, UdpSocket};
 use crate::{Envelope, TRACING_TARGET};

@@ -60,7 +60,10 @@ impl Loopback {
 
     /// The tick ended (its timers fired): this tick's messages are due next tick.
     pub(crate) fn end_tick(&mut self) {
-        debug_assert!(!self.has_runnable(), "loopback run queue left over at tick end");
+        debug_assert!(
+            !self.has_runnable(),
+            "loopback run queue left over at tick end"
+        );
         self.registered = 0;
         if self.due.is_empty() {
             // Keeps both allocations.

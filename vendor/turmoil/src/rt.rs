@@ -272,7 +272,10 @@ impl<F: Future> Future for Tick<'_, F> {
             // The first poll of a `block_on` future always happens: it counts as woken.
             let flag = match this.slot {
                 Some(flag) if flag.inner.will_wake(cx.waker()) => flag.clone(),
-                _ => this.slot.insert(Arc::new(WakeFlag::new(cx.waker()))).clone(),
+                _ => this
+                    .slot
+                    .insert(Arc::new(WakeFlag::new(cx.waker())))
+                    .clone(),
             };
             flag.woken.store(true, Ordering::Relaxed);
             Waker::from(flag)

@@ -1,8 +1,6 @@
 use bytes::Bytes;
 use indexmap::{IndexMap, IndexSet};
-use tokio::{
-    sync::{mpsc, Mutex},
-};
+use tokio::sync::{mpsc, Mutex};
 
 use crate::{
     envelope::{Datagram, Envelope, Protocol},
