@@ -21,6 +21,10 @@
 //!   delivery tasks are therefore the whole run queue when the host's next tick starts, and
 //!   each one, when run, delivers its message.
 //!
+//! Hosts opt in with `Builder::loopback_queue` (upstream's tasks stay the default), which
+//! needs a 1 ms tick: every task of a tick then runs at its first instant, so every delivery
+//! task's timer would have been due at the tick's end.
+//!
 //! So a queued message is `spawned` (counts as one run-queue entry this tick, then waits for
 //! the next tick) and then `due` (counts as one entry and is delivered). Nothing else runs on
 //! the runtime's queue in scen (every other task is on the `LocalSet`), which is what makes
@@ -62,7 +66,8 @@ impl Loopback {
     pub(crate) fn end_tick(&mut self) {
         debug_assert!(
             !self.has_runnable(),
-            "loopback run queue left over at tick end"
+            "loopback queue: a message sent after the tick's last turn (from a task spawned \
+             on the host's runtime? Builder::loopback_queue needs spawn_local)"
         );
         self.registered = 0;
         if self.due.is_empty() {

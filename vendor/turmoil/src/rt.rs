@@ -43,6 +43,9 @@ pub struct Config {
     /// Only used if the `tokio_unstable` cfg flag is set.
     #[cfg_attr(not(tokio_unstable), expect(dead_code))]
     pub rng: Option<SmallRng>,
+
+    /// scen patch: the host's ticks deliver its loopback queue (`crate::loopback`).
+    pub loopback_queue: bool,
 }
 
 /// Per host simulated runtime.
@@ -173,7 +176,7 @@ impl<'a> Rt<'a> {
         let run = self.local.run_until(async {
             sleep(duration).await;
         });
-        if matches!(self.kind, Kind::NoSoftware) {
+        if !self.config.loopback_queue || matches!(self.kind, Kind::NoSoftware) {
             self.tokio.block_on(run);
         } else {
             // scen patch: the host's loopback messages are delivered by the tick itself

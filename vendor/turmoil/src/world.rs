@@ -35,8 +35,14 @@ pub(crate) struct World {
     /// Random number generator used for all decisions. To make execution
     /// deterministic, reuse the same seed.
     pub(crate) rng: Box<dyn RngCore>,
-    // scen patch: `tick_duration` (read only by the loopback delivery tasks) is gone with
-    // them: a loopback message is due at the host's next tick (`crate::loopback`).
+
+    /// Run duration for each host on every step.
+    // TODO: Remove this once we've cleaned up the loopback implementation hacks
+    pub(crate) tick_duration: Duration,
+
+    /// scen patch: loopback messages go through the host's queue (`crate::loopback`), not
+    /// one task each (`Builder::loopback_queue`).
+    pub(crate) loopback_queue: bool,
 }
 
 scoped_thread_local!(static CURRENT: RefCell<World>);
@@ -47,6 +53,8 @@ impl World {
         link: config::Link,
         rng: Box<dyn RngCore>,
         addrs: IpVersionAddrIter,
+        tick_duration: Duration,
+        loopback_queue: bool,
     ) -> World {
         World {
             hosts: crate::FastMap::default(),
@@ -55,6 +63,8 @@ impl World {
             multicast_groups: MulticastGroups::default(),
             current: None,
             rng,
+            tick_duration,
+            loopback_queue,
         }
     }
 

@@ -1,6 +1,9 @@
 use bytes::Bytes;
 use indexmap::{IndexMap, IndexSet};
-use tokio::sync::{mpsc, Mutex};
+use tokio::{
+    sync::{mpsc, Mutex},
+    time::sleep,
+};
 
 use crate::{
     envelope::{Datagram, Envelope, Protocol},
@@ -625,18 +628,30 @@ impl UdpSocket {
 }
 
 fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: Protocol) {
-    // FIXME: Forces delivery on the next step which better aligns with the
-    // remote networking behavior.
-    // https://github.com/tokio-rs/turmoil/issues/132
-    //
-    // scen patch: queued on the host and delivered by its next tick where upstream's
-    // per-message task (spawned here, sleeping one tick) would have delivered it
-    // (`crate::loopback`). Upstream spawned without checking for a runtime (a panic outside
-    // one); sending outside a runtime now queues the message as in one.
-    world
-        .current_host_mut()
-        .loopback
-        .send(Envelope { src, dst, message });
+    // scen patch: with `Builder::loopback_queue`, queued on the host and delivered by its
+    // next tick where the task below would have delivered it (`crate::loopback`).
+    if world.loopback_queue {
+        world
+            .current_host_mut()
+            .loopback
+            .send(Envelope { src, dst, message });
+        return;
+    }
+
+    tokio::spawn(async move {
+        // FIXME: Forces delivery on the next step which better aligns with the
+        // remote networking behavior.
+        // https://github.com/tokio-rs/turmoil/issues/132
+        let tick_duration = World::current(|world| world.tick_duration);
+        sleep(tick_duration).await;
+
+        World::current(|world| {
+            world
+                .current_host_mut()
+                .receive_from_network(Envelope { src, dst, message })
+                .expect("UDP does not get feedback on delivery errors");
+        })
+    });
 }
 
 fn verify_ipv4_bind_interface<A>(interface: A, addr: IpAddr) -> Result<()>

@@ -15,6 +15,7 @@ use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     runtime::Handle,
     sync::{mpsc, oneshot},
+    time::sleep,
 };
 
 use crate::{
@@ -433,17 +434,37 @@ fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: P
         return;
     }
 
-    // FIXME: Forces delivery on the next step which better aligns with the
-    // remote networking behavior.
-    // https://github.com/tokio-rs/turmoil/issues/132
-    //
-    // scen patch: queued on the host and delivered by its next tick at the point where
-    // upstream's per-message task (spawned here, sleeping one tick) would have delivered it
-    // (`crate::loopback`).
-    world
-        .current_host_mut()
-        .loopback
-        .send(Envelope { src, dst, message });
+    // scen patch: with `Builder::loopback_queue`, queued on the host and delivered by its
+    // next tick where the task below would have delivered it (`crate::loopback`).
+    if world.loopback_queue {
+        world
+            .current_host_mut()
+            .loopback
+            .send(Envelope { src, dst, message });
+        return;
+    }
+
+    tokio::spawn(async move {
+        // FIXME: Forces delivery on the next step which better aligns with the
+        // remote networking behavior.
+        // https://github.com/tokio-rs/turmoil/issues/132
+        let tick_duration = World::current(|world| world.tick_duration);
+        sleep(tick_duration).await;
+
+        World::current(|world| {
+            if let Err(rst) =
+                world
+                    .current_host_mut()
+                    .receive_from_network(Envelope { src, dst, message })
+            {
+                _ = world.current_host_mut().receive_from_network(Envelope {
+                    src: dst,
+                    dst: src,
+                    message: rst,
+                });
+            }
+        })
+    });
 }
 
 /// Bidirectional flow control for a TCP connection.
