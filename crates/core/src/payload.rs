@@ -37,6 +37,8 @@ pub trait Payload: Clone + Default + std::fmt::Debug + 'static {
     fn concat<'a>(parts: impl IntoIterator<Item = &'a Self>) -> Self;
     /// Bytes `r` as a message body.
     fn encode(&self, r: Range<usize>, out: &mut Vec<u8>);
+    /// About how long [`Payload::encode`]'s body for `r` is (a buffer's capacity, not a rule).
+    fn encoded_len_hint(&self, r: &Range<usize>) -> usize;
     /// A whole message body (what point-to-point sends).
     fn wire(&self) -> Cow<'_, [u8]>;
     /// The payload a body holds; `None` when it is not one.
@@ -71,6 +73,9 @@ impl Payload for Vec<u8> {
     }
     fn encode(&self, r: Range<usize>, out: &mut Vec<u8>) {
         out.extend_from_slice(&self[r]);
+    }
+    fn encoded_len_hint(&self, r: &Range<usize>) -> usize {
+        r.len()
     }
     fn wire(&self) -> Cow<'_, [u8]> {
         Cow::Borrowed(self)
@@ -269,6 +274,42 @@ impl Symbolic {
         self.merge_between(at.start, pos);
     }
 
+    /// The segment that spans exactly `at`, if one does (a ring's chunk after its first
+    /// update): updating it in place skips the splits and merges of [`Symbolic::splice`].
+    fn exact_mut(&mut self, at: &Range<usize>) -> Option<&mut Seg> {
+        self.segs
+            .get_mut(&at.start)
+            .filter(|s| s.len == at.len() && !at.is_empty())
+    }
+
+    /// The segment (by start) whose bytes include all of `at` (non-empty), if one does.
+    fn within(&self, at: &Range<usize>) -> Option<(usize, Seg)> {
+        let (&a, &s) = self.segs.range(..=at.start).next_back()?;
+        (!at.is_empty() && a + s.len >= at.end).then_some((a, s))
+    }
+
+    /// Bytes `at`, all inside segment `(a, s)`, become the whole segment `seg`: the pieces of
+    /// `s` left on either side stay as they were. A whole segment continues no neighbour (its
+    /// window starts at 0 and ends at its base's end), so the form stays canonical unmerged.
+    fn replace_within(&mut self, (a, s): (usize, Seg), at: &Range<usize>, seg: Seg) {
+        debug_assert!(seg.whole() && seg.len == at.len());
+        if a < at.start {
+            self.segs.get_mut(&a).expect("present").len = at.start - a;
+        }
+        self.segs.insert(at.start, seg);
+        if a + s.len > at.end {
+            let cut = at.end - a;
+            self.segs.insert(
+                at.end,
+                Seg {
+                    off: s.off + cut,
+                    len: s.len - cut,
+                    ..s
+                },
+            );
+        }
+    }
+
     /// The digest of the buffer's contents.
     pub fn digest(&self) -> u64 {
         let mut h = Fnv1a::default();
@@ -302,16 +343,42 @@ impl Payload for Symbolic {
         out
     }
     fn copy_in(&mut self, at: Range<usize>, src: &Self) {
+        if let (1, Some(one)) = (src.segs.len(), src.segs.values().next()) {
+            if let Some(seg) = self.exact_mut(&at) {
+                *seg = *one;
+                if !one.whole() {
+                    self.merge_between(at.start, at.end);
+                }
+                return;
+            }
+        }
         self.splice(at, src.segs.values().copied());
     }
     fn reduce_in(&mut self, at: Range<usize>, src: &Self, _dtype: DType, op: ReduceOp) {
         let op = op_tag(op);
-        let mine = self.slice(at.clone());
         let sum = |p: &Symbolic| match (p.segs.len(), p.segs.values().next()) {
             (1, Some(one)) => one.summand(op),
             _ => mix64(p.digest()),
         };
         let len = at.len();
+        if let Some((a, s)) = self.within(&at) {
+            // The common case (a ring's chunk): the bytes lie in one segment, whose window
+            // over `at` is this side's operand.
+            let mine = Seg {
+                off: s.off + (at.start - a),
+                len,
+                ..s
+            };
+            let seg = Seg {
+                base: Base::Sum(op, mine.summand(op).wrapping_add(sum(src))),
+                base_len: len,
+                off: 0,
+                len,
+            };
+            self.replace_within((a, s), &at, seg);
+            return;
+        }
+        let mine = self.slice(at.clone());
         let seg = Seg {
             base: Base::Sum(op, sum(&mine).wrapping_add(sum(src))),
             base_len: len,
@@ -345,6 +412,10 @@ impl Payload for Symbolic {
                 out.extend_from_slice(&(x as u64).to_le_bytes());
             }
         }
+    }
+    fn encoded_len_hint(&self, _r: &Range<usize>) -> usize {
+        // Most messages are one or two windows (a chunk, or a chunk across a boundary).
+        2 * SEG_WIRE
     }
     fn wire(&self) -> Cow<'_, [u8]> {
         let mut out = Vec::with_capacity(self.segs.len() * SEG_WIRE);
@@ -435,6 +506,61 @@ mod tests {
         zxy.reduce_in(0..8, &xy, DType::F32, ReduceOp::Sum);
         assert_eq!(zxy, s);
         assert_ne!(fold([&x, &y, &z], ReduceOp::Max).digest(), s.digest());
+    }
+
+    /// The in-place paths of `reduce_in` / `copy_in` against the general splice they shortcut:
+    /// random chunk-aligned and unaligned updates give the same segments.
+    #[test]
+    fn in_place_updates_equal_the_general_splice() {
+        fn slow_reduce(b: &mut Symbolic, at: Range<usize>, src: &Symbolic, op: ReduceOp) {
+            let op = op_tag(op);
+            let sum = |p: &Symbolic| match (p.segs.len(), p.segs.values().next()) {
+                (1, Some(one)) => one.summand(op),
+                _ => mix64(p.digest()),
+            };
+            let mine = b.slice(at.clone());
+            let len = at.len();
+            let base = Base::Sum(op, sum(&mine).wrapping_add(sum(src)));
+            b.splice(
+                at,
+                [Seg {
+                    base,
+                    base_len: len,
+                    off: 0,
+                    len,
+                }],
+            );
+        }
+        let mut seed = 0x9e3779b97f4a7c15u64;
+        let mut next = |m: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % m
+        };
+        for round in 0..200 {
+            let n = 1 + next(64);
+            let mut fast = Symbolic::leaf(n, round);
+            let mut slow = fast.clone();
+            let other = Symbolic::leaf(n, 1000 + round);
+            for _ in 0..40 {
+                let a = next(n + 1);
+                let b = a + next(n + 1 - a);
+                let src = if next(2) == 0 {
+                    other.slice(a..b)
+                } else {
+                    fast.slice(a..b)
+                };
+                if next(2) == 0 {
+                    fast.reduce_in(a..b, &src, DType::F32, ReduceOp::Sum);
+                    slow_reduce(&mut slow, a..b, &src, ReduceOp::Sum);
+                } else {
+                    fast.copy_in(a..b, &src);
+                    slow.splice(a..b, src.segs.values().copied());
+                }
+                assert_eq!(fast, slow, "round {round}, {a}..{b}");
+            }
+        }
     }
 
     #[test]

@@ -36,10 +36,30 @@ impl From<std::io::Error> for WireError {
 }
 
 pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, body: &[u8]) -> Result<(), WireError> {
-    let mut buf = Vec::with_capacity(body.len() + 4);
-    buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    let mut buf = frame_buf(body.len());
     buf.extend_from_slice(body);
-    w.write_all(&buf).await?;
+    write_built_frame(w, &buf).await
+}
+
+/// A frame under construction: the length prefix of a `body_len`-byte body, with room for the
+/// body (append exactly `body_len` bytes, then [`write_built_frame`]). Saves a copy where the
+/// body is assembled from parts.
+pub fn frame_buf(body_len: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(body_len + 4);
+    buf.extend_from_slice(&(body_len as u32).to_le_bytes());
+    buf
+}
+
+/// Writes a frame made with [`frame_buf`].
+pub async fn write_built_frame<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    frame: &[u8],
+) -> Result<(), WireError> {
+    debug_assert_eq!(
+        u32::from_le_bytes(frame[..4].try_into().expect("a length prefix")) as usize,
+        frame.len() - 4
+    );
+    w.write_all(frame).await?;
     w.flush().await?;
     Ok(())
 }

@@ -92,7 +92,7 @@ pub(crate) async fn send<L: Link, D: Payload>(
     r: Range<usize>,
 ) -> R<()> {
     let len = r.len();
-    let mut m = Vec::with_capacity(len.min(1 << 20) + 9);
+    let mut m = Vec::with_capacity(body.encoded_len_hint(&r).min(1 << 20) + 9);
     m.push(kind);
     m.extend_from_slice(&(len as u64).to_le_bytes());
     body.encode(r, &mut m);

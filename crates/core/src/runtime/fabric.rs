@@ -6,7 +6,7 @@
 //! [`Net`] it is given: turmoil in the simulator, the OS in hardware mode.
 
 use super::net::{Clock, Net};
-use crate::wire::{read_frame, write_frame, Dec, Enc, WireError};
+use crate::wire::{frame_buf, read_frame, write_built_frame, write_frame, Dec, Enc, WireError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
@@ -25,8 +25,10 @@ pub enum FabricError {
     Wire(#[from] WireError),
 }
 
-/// Messages waiting to be received, per (source rank, tag), in arrival order.
-type Queues = BTreeMap<(usize, String), VecDeque<Vec<u8>>>;
+/// Messages waiting to be received, per source rank and tag, in arrival order. Keyed in two
+/// levels so a lookup by `&str` needs no key of its own; a queue is dropped once emptied, so
+/// a long run does not keep one per call it ever made.
+type Queues = BTreeMap<usize, BTreeMap<String, VecDeque<Vec<u8>>>>;
 
 #[derive(Default)]
 struct Inbox {
@@ -148,11 +150,17 @@ impl<N: Net> Fabric<N> {
     pub async fn send(&self, peer: usize, tag: &str, data: &[u8]) -> Result<(), FabricError> {
         let c = self.conn(peer).await?;
         let mut s = c.lock().await;
-        let frame = Enc::default().str(tag).bytes(data).done();
-        write_frame(&mut *s, &frame).await.map_err(|e| match e {
-            WireError::Closed => FabricError::PeerClosed(peer),
-            other => FabricError::Wire(other),
-        })
+        write_built_frame(&mut *s, &tagged_frame(tag, data))
+            .await
+            .map_err(|e| match e {
+                WireError::Closed => FabricError::PeerClosed(peer),
+                other => FabricError::Wire(other),
+            })
+    }
+
+    /// The next message from `peer` with `tag` if it has already arrived (no waiting).
+    pub fn try_recv(&self, peer: usize, tag: &str) -> Option<Vec<u8>> {
+        self.inbox.take(peer, tag)
     }
 
     /// Takes the next message from `peer` with `tag`, waiting up to `deadline_ms` (None: forever).
@@ -163,16 +171,9 @@ impl<N: Net> Fabric<N> {
         tag: &str,
         deadline_ms: Option<u64>,
     ) -> Result<Vec<u8>, FabricError> {
-        let key = (peer, tag.to_string());
         loop {
             let changed = self.inbox.changed.notified();
-            if let Some(m) = self
-                .inbox
-                .queues
-                .borrow_mut()
-                .get_mut(&key)
-                .and_then(|q| q.pop_front())
-            {
+            if let Some(m) = self.inbox.take(peer, tag) {
                 return Ok(m);
             }
             if self.inbox.closed.borrow().contains(&peer) {
@@ -198,6 +199,48 @@ impl<N: Net> Drop for Fabric<N> {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+impl Inbox {
+    /// The oldest message from `peer` with `tag`, if one has arrived.
+    fn take(&self, peer: usize, tag: &str) -> Option<Vec<u8>> {
+        let mut queues = self.queues.borrow_mut();
+        let by_tag = queues.get_mut(&peer)?;
+        let q = by_tag.get_mut(tag)?;
+        let m = q.pop_front();
+        if q.is_empty() {
+            by_tag.remove(tag);
+            if by_tag.is_empty() {
+                queues.remove(&peer);
+            }
+        }
+        m
+    }
+
+    /// Files a message that arrived from `peer` and wakes the receivers.
+    fn put(&self, peer: usize, tag: &str, data: Vec<u8>) {
+        let mut queues = self.queues.borrow_mut();
+        let by_tag = queues.entry(peer).or_default();
+        match by_tag.get_mut(tag) {
+            Some(q) => q.push_back(data),
+            None => {
+                by_tag.insert(tag.to_string(), VecDeque::from([data]));
+            }
+        }
+        drop(queues);
+        self.changed.notify_waiters();
+    }
+}
+
+/// A message's frame: its tag, then its data, each length-prefixed (as `Enc::str` and
+/// `Enc::bytes` write them), built in one buffer of the right size.
+fn tagged_frame(tag: &str, data: &[u8]) -> Vec<u8> {
+    let mut body = frame_buf(8 + tag.len() + data.len());
+    body.extend_from_slice(&(tag.len() as u32).to_le_bytes());
+    body.extend_from_slice(tag.as_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(data);
+    body
 }
 
 /// Accepts peers; the readers live in a JoinSet so aborting this task closes them all.
@@ -227,17 +270,42 @@ async fn read_loop<S: tokio::io::AsyncRead + Unpin>(
             Err(e) => break Err(e),
         };
         let mut d = Dec::new(&frame);
-        let tag = d.str()?;
+        let tag = d.str_ref()?;
         let data = d.bytes()?;
-        inbox
-            .queues
-            .borrow_mut()
-            .entry((peer, tag))
-            .or_default()
-            .push_back(data);
-        inbox.changed.notify_waiters();
+        inbox.put(peer, tag, data);
     };
     inbox.closed.borrow_mut().insert(peer);
     inbox.changed.notify_waiters();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagged_frames_read_back_as_tag_and_data() {
+        let frame = tagged_frame("pg0/xccl/7", b"\x01\x02\x03");
+        let body = Enc::default()
+            .str("pg0/xccl/7")
+            .bytes(b"\x01\x02\x03")
+            .done();
+        assert_eq!(&frame[..4], &(body.len() as u32).to_le_bytes());
+        assert_eq!(&frame[4..], &body[..]);
+    }
+
+    #[test]
+    fn the_inbox_keeps_arrival_order_per_peer_and_tag_and_forgets_empty_queues() {
+        let inbox = Inbox::default();
+        inbox.put(1, "a", vec![1]);
+        inbox.put(2, "a", vec![2]);
+        inbox.put(1, "a", vec![3]);
+        inbox.put(1, "b", vec![4]);
+        assert_eq!(inbox.take(1, "b"), Some(vec![4]));
+        assert_eq!(inbox.take(1, "b"), None);
+        assert_eq!(inbox.take(1, "a"), Some(vec![1]));
+        assert_eq!(inbox.take(1, "a"), Some(vec![3]));
+        assert_eq!(inbox.take(2, "a"), Some(vec![2]));
+        assert!(inbox.queues.borrow().is_empty());
+    }
 }

@@ -39,7 +39,13 @@ pub struct FabricLink<'a, N: Net, C: Clock, P: Probe> {
     pub info: CallInfo,
     /// The c10d error behind the last failure (LinkError only carries text).
     pub error: RefCell<Option<C10dError>>,
+    /// Receive wait records already built, by peer (see `recv_wait`).
+    pub recv_waits: RefCell<Vec<(usize, Wait)>>,
 }
+
+/// How many peers' receive wait records one call keeps (a ring has one peer per direction;
+/// calls that receive from every peer build the rest as they go).
+const RECV_WAITS_KEPT: usize = 2;
 
 impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
     fn fail(&self, e: C10dError) -> LinkError {
@@ -62,6 +68,28 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
             FabricError::PeerClosed(_) => self.fail(error::peer_closed(peer)),
             other => self.fail(error::runtime(other.to_string())),
         }
+    }
+
+    /// The wait record for a blocking receive from `peer`. A call receives from the same few
+    /// peers many times (a ring: n - 1 times from its predecessor), so the record is built once
+    /// per peer and copied with the current time.
+    fn recv_wait(&self, peer: usize) -> Wait {
+        let mut cached = self.recv_waits.borrow_mut();
+        if let Some((_, w)) = cached.iter().find(|(p, _)| *p == peer) {
+            return Wait {
+                since_ms: self.clock.now_ms(),
+                ..w.clone()
+            };
+        }
+        let what = format!(
+            "{} #{} on group {}: recv from rank {peer}",
+            self.info.op, self.info.seq, self.info.group
+        );
+        let w = self.wait_for(peer, what);
+        if cached.len() < RECV_WAITS_KEPT {
+            cached.push((peer, w.clone()));
+        }
+        w
     }
 
     /// The wait record for a receive from `peer`.
@@ -104,12 +132,12 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
         let peer = self.members[from];
-        let what = format!(
-            "{} #{} on group {}: recv from rank {peer}",
-            self.info.op, self.info.seq, self.info.group
-        );
+        // Already here: the rank does not block, so there is no wait to record.
+        if let Some(m) = self.fabric.try_recv(peer, &self.tag) {
+            return Ok(m);
+        }
         self.probe
-            .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
+            .set_wait(self.info.proc_rank, Some(self.recv_wait(peer)));
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
         let r = match self
             .fabric

@@ -335,6 +335,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 tag,
                 info,
                 error: Default::default(),
+                recv_waits: Default::default(),
             };
             let r = match coll.run(&coll::OnLink(&link), &mut t).await {
                 Err(crate::algo::CollectiveError::Mismatch(why))
