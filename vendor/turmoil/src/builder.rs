@@ -100,6 +100,18 @@ impl Builder {
         self
     }
 
+    /// scen patch: deliver each host's messages to itself from a queue on the host, in its
+    /// tick, instead of through one spawned task and one timer per message (upstream's way).
+    /// Delivery times and order are the same as upstream's (see `src/loopback.rs`) provided
+    /// that the tick is 1 ms (tokio's timer resolution: nothing in a tick happens after its
+    /// first instant) and that host software spawns no task on the runtime itself
+    /// (`tokio::spawn`; tasks on the host's `LocalSet`, `tokio::task::spawn_local`, are fine).
+    /// `build` panics if the tick is not 1 ms.
+    pub fn loopback_queue(&mut self, value: bool) -> &mut Self {
+        self.config.loopback_queue = value;
+        self
+    }
+
     /// Which kind of network should be simulated.
     pub fn ip_version(&mut self, value: IpVersion) -> &mut Self {
         self.ip_version = value;
@@ -200,6 +212,10 @@ impl Builder {
             panic!("Maximum message latency must be greater than minimum.");
         }
 
+        if self.config.loopback_queue && self.config.tick != Duration::from_millis(1) {
+            panic!("The loopback queue needs a tick of 1ms (tokio's timer resolution).");
+        }
+
         let rng = match self.rng_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_os_rng(),
@@ -210,6 +226,7 @@ impl Builder {
             Box::new(rng),
             self.ip_version.iter(),
             self.config.tick,
+            self.config.loopback_queue,
         );
 
         Sim::new(self.config.clone(), world)

@@ -50,6 +50,9 @@ pub(crate) struct Config {
     /// Filesystem configuration
     #[cfg(feature = "unstable-fs")]
     pub(crate) fs: FsConfig,
+
+    /// scen patch: loopback messages through the host's queue (`Builder::loopback_queue`).
+    pub(crate) loopback_queue: bool,
 }
 
 /// Configures link behavior.
@@ -105,6 +108,7 @@ impl Default for Config {
             random_node_order: false,
             #[cfg(feature = "unstable-fs")]
             fs: FsConfig::default(),
+            loopback_queue: false,
         }
     }
 }

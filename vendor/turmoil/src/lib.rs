@@ -200,6 +200,9 @@ mod host;
 use host::Host;
 
 mod ip;
+
+// scen patch: loopback messages queued on the host (see the module).
+mod loopback;
 pub use ip::IpVersion;
 
 #[cfg(feature = "unstable-fs")]

@@ -1,7 +1,9 @@
 use std::future::Future;
 use std::mem;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
 use rand::rngs::SmallRng;
 use tokio::runtime::Runtime;
@@ -10,6 +12,7 @@ use tokio::task::LocalSet;
 use tokio::time::{sleep, Duration, Instant};
 
 use super::Result;
+use crate::loopback::EVENT_INTERVAL;
 
 // To support re-creation, we need to store a factory of the future that
 // represents the software. This is somewhat annoying in that it requires
@@ -40,6 +43,9 @@ pub struct Config {
     /// Only used if the `tokio_unstable` cfg flag is set.
     #[cfg_attr(not(tokio_unstable), expect(dead_code))]
     pub rng: Option<SmallRng>,
+
+    /// scen patch: the host's ticks deliver its loopback queue (`crate::loopback`).
+    pub loopback_queue: bool,
 }
 
 /// Per host simulated runtime.
@@ -66,6 +72,9 @@ pub struct Rt<'a> {
 
     /// Runtime configuration.
     config: Config,
+
+    /// scen patch: the waker the host's tick polls its `LocalSet` with (kept across ticks).
+    wake_flag: Option<Arc<WakeFlag>>,
 }
 
 impl<'a> Rt<'a> {
@@ -84,6 +93,7 @@ impl<'a> Rt<'a> {
             nodename,
             handle: Some(handle),
             config,
+            wake_flag: None,
         }
     }
 
@@ -104,6 +114,7 @@ impl<'a> Rt<'a> {
             nodename,
             handle: Some(handle),
             config,
+            wake_flag: None,
         }
     }
 
@@ -118,6 +129,7 @@ impl<'a> Rt<'a> {
             nodename: String::new().into(),
             handle: None,
             config,
+            wake_flag: None,
         }
     }
 
@@ -161,13 +173,21 @@ impl<'a> Rt<'a> {
     // that caused failure. Subsequent calls do not return the error as it is
     // expected to fail the simulation.
     pub(crate) fn tick(&mut self, duration: Duration) -> Result<bool> {
-        self.tokio.block_on(async {
-            self.local
-                .run_until(async {
-                    sleep(duration).await;
-                })
-                .await
+        let run = self.local.run_until(async {
+            sleep(duration).await;
         });
+        if !self.config.loopback_queue || matches!(self.kind, Kind::NoSoftware) {
+            self.tokio.block_on(run);
+        } else {
+            // scen patch: the host's loopback messages are delivered by the tick itself
+            // (`crate::loopback`), where tokio would have run their delivery tasks.
+            self.tokio.block_on(Tick {
+                run: std::pin::pin!(run),
+                slot: &mut self.wake_flag,
+                waker: None,
+            });
+            crate::World::current(|world| world.current_host_mut().loopback.end_tick());
+        }
 
         // pull for software completion
         match &self.handle {
@@ -226,6 +246,84 @@ impl<'a> Rt<'a> {
 
         _ = mem::replace(&mut self.tokio, tokio);
         drop(mem::replace(&mut self.local, local));
+        // scen patch: the loopback messages were (upstream) tasks of the dropped runtime.
+        crate::World::current_if_set(|world| {
+            if let Some(host) = world.current.and_then(|addr| world.hosts.get_mut(&addr)) {
+                host.loopback.clear();
+            }
+        });
+    }
+}
+
+/// scen patch: a host's tick. It polls the host's `LocalSet` (`run`) exactly when tokio would
+/// have polled it as the `block_on` future (at the start, and after each wake-up), and between
+/// those polls gives the host's loopback messages their turns on the runtime's queue
+/// (`crate::loopback`), at most [`EVENT_INTERVAL`] at a time as tokio runs spawned tasks.
+struct Tick<'a, F> {
+    run: Pin<&'a mut F>,
+    slot: &'a mut Option<Arc<WakeFlag>>,
+    /// The waker made from `slot` for this tick (set at the first poll).
+    waker: Option<Waker>,
+}
+
+impl<F: Future> Future for Tick<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let waker = this.waker.get_or_insert_with(|| {
+            // The first poll of a `block_on` future always happens: it counts as woken.
+            let flag = match this.slot {
+                Some(flag) if flag.inner.will_wake(cx.waker()) => flag.clone(),
+                _ => this
+                    .slot
+                    .insert(Arc::new(WakeFlag::new(cx.waker())))
+                    .clone(),
+            };
+            flag.woken.store(true, Ordering::Relaxed);
+            Waker::from(flag)
+        });
+        let flag = this.slot.as_ref().expect("set with the waker");
+        if flag.woken.swap(false, Ordering::Relaxed) {
+            if let Poll::Ready(out) = this.run.as_mut().poll(&mut Context::from_waker(waker)) {
+                return Poll::Ready(out);
+            }
+        }
+        let ran = crate::World::current(|world| {
+            crate::loopback::run(world.current_host_mut(), EVENT_INTERVAL)
+        });
+        if ran == EVENT_INTERVAL {
+            // tokio yields to its driver after a full batch, then carries on.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}
+
+/// scen patch: records whether the `LocalSet` (or the tick's sleep) woke the tick, and passes
+/// the wake-up on to tokio's `block_on`.
+struct WakeFlag {
+    woken: AtomicBool,
+    inner: Waker,
+}
+
+impl WakeFlag {
+    fn new(inner: &Waker) -> Self {
+        Self {
+            woken: AtomicBool::new(true),
+            inner: inner.clone(),
+        }
+    }
+}
+
+impl Wake for WakeFlag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Relaxed);
+        self.inner.wake_by_ref();
     }
 }
 

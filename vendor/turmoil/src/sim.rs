@@ -100,6 +100,7 @@ impl<'a> Sim<'a> {
         let config = rt::Config {
             enable_io: self.config.enable_tokio_io,
             rng: Some(rng),
+            loopback_queue: self.config.loopback_queue,
         };
 
         let rt = World::enter(&self.world, || Rt::client(nodename, client, config));
@@ -145,6 +146,7 @@ impl<'a> Sim<'a> {
         let config = rt::Config {
             enable_io: self.config.enable_tokio_io,
             rng: Some(rng),
+            loopback_queue: self.config.loopback_queue,
         };
 
         let rt = World::enter(&self.world, || Rt::host(nodename, host, config));

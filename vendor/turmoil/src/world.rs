@@ -39,6 +39,10 @@ pub(crate) struct World {
     /// Run duration for each host on every step.
     // TODO: Remove this once we've cleaned up the loopback implementation hacks
     pub(crate) tick_duration: Duration,
+
+    /// scen patch: loopback messages go through the host's queue (`crate::loopback`), not
+    /// one task each (`Builder::loopback_queue`).
+    pub(crate) loopback_queue: bool,
 }
 
 scoped_thread_local!(static CURRENT: RefCell<World>);
@@ -50,6 +54,7 @@ impl World {
         rng: Box<dyn RngCore>,
         addrs: IpVersionAddrIter,
         tick_duration: Duration,
+        loopback_queue: bool,
     ) -> World {
         World {
             hosts: crate::FastMap::default(),
@@ -59,6 +64,7 @@ impl World {
             current: None,
             rng,
             tick_duration,
+            loopback_queue,
         }
     }
 

@@ -89,7 +89,7 @@ impl TcpStream {
             if !is_same(pair.local, pair.remote) {
                 world.send_message(pair.local, pair.remote, syn)?;
             } else {
-                send_loopback(pair.local, pair.remote, syn);
+                send_loopback(world, pair.local, pair.remote, syn);
             };
 
             Ok::<_, Error>((pair, rx, bidi))
@@ -417,7 +417,7 @@ impl WriteHalf {
     fn send(&self, world: &mut World, segment: Segment) -> Result<()> {
         let message = Protocol::Tcp(segment);
         if is_same(self.pair.local, self.pair.remote) {
-            send_loopback(self.pair.local, self.pair.remote, message);
+            send_loopback(world, self.pair.local, self.pair.remote, message);
         } else {
             world.send_message(self.pair.local, self.pair.remote, message)?;
         }
@@ -425,12 +425,22 @@ impl WriteHalf {
     }
 }
 
-fn send_loopback(src: SocketAddr, dst: SocketAddr, message: Protocol) {
+fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: Protocol) {
     // Check for a runtime before spawning as this code is hit in the drop path
     // as streams attempt to send FINs.
     // TODO: Investigate drop ordering within the Sim to ensure things are unrolling
     // as expected.
     if Handle::try_current().is_err() {
+        return;
+    }
+
+    // scen patch: with `Builder::loopback_queue`, queued on the host and delivered by its
+    // next tick where the task below would have delivered it (`crate::loopback`).
+    if world.loopback_queue {
+        world
+            .current_host_mut()
+            .loopback
+            .send(Envelope { src, dst, message });
         return;
     }
 
@@ -611,7 +621,7 @@ impl Drop for ReadHalf {
                 let pair = *self.pair;
                 let message = Protocol::Tcp(Segment::Rst);
                 if is_same(pair.local, pair.remote) {
-                    send_loopback(pair.local, pair.remote, message);
+                    send_loopback(world, pair.local, pair.remote, message);
                 } else {
                     let _ = world.send_message(pair.local, pair.remote, message);
                 }
