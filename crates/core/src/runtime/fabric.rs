@@ -37,8 +37,9 @@ struct Inbox {
     changed: Notify,
 }
 
-/// Where a peer listens: host (shared among the peers of one host) and port.
-type PeerAddr = (Rc<str>, u16);
+/// Where a peer listens: its host (an index into the endpoint's host names) and port. 8 bytes
+/// with the `Option` around it: a rank learns W of them in a W-rank world.
+type PeerAddr = (u32, u16);
 
 /// One rank's endpoint.
 pub struct Fabric<N: Net> {
@@ -47,9 +48,9 @@ pub struct Fabric<N: Net> {
     port: u16,
     /// Where each peer listens, by rank (`None`: not learned yet). A rank learns every member
     /// of every group it joins (W entries on each of W ranks in a large world), so host names
-    /// are shared through `hosts` rather than copied per peer.
+    /// are kept once, in `hosts`, and a peer names its host by index.
     peers: RefCell<Vec<Option<PeerAddr>>>,
-    hosts: RefCell<BTreeSet<Rc<str>>>,
+    hosts: RefCell<Hosts>,
     out: RefCell<BTreeMap<usize, Rc<Mutex<N::Stream>>>>,
     inbox: Rc<Inbox>,
     acceptor: RefCell<Option<tokio::task::JoinHandle<()>>>,
@@ -99,22 +100,11 @@ impl<N: Net> Fabric<N> {
         let Ok(p) = p.parse::<u16>() else {
             return;
         };
+        let host = self.hosts.borrow_mut().index(h);
         let mut peers = self.peers.borrow_mut();
         if peers.len() <= peer {
             peers.resize(peer + 1, None);
         }
-        if matches!(&peers[peer], Some((h0, p0)) if **h0 == *h && *p0 == p) {
-            return;
-        }
-        let mut hosts = self.hosts.borrow_mut();
-        let host = match hosts.get(h) {
-            Some(x) => x.clone(),
-            None => {
-                let x: Rc<str> = Rc::from(h);
-                hosts.insert(x.clone());
-                x
-            }
-        };
         peers[peer] = Some((host, p));
     }
 
@@ -126,8 +116,9 @@ impl<N: Net> Fabric<N> {
             .peers
             .borrow()
             .get(peer)
-            .cloned()
+            .copied()
             .flatten()
+            .map(|(h, port)| (self.hosts.borrow().name(h), port))
             .ok_or_else(|| FabricError::Unreachable {
                 peer,
                 reason: "address unknown".into(),
@@ -198,6 +189,31 @@ impl<N: Net> Fabric<N> {
 impl<N: Net> Drop for Fabric<N> {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// The host names an endpoint has learned, each once, by index.
+#[derive(Default)]
+struct Hosts {
+    names: Vec<Rc<str>>,
+    index: BTreeMap<Rc<str>, u32>,
+}
+
+impl Hosts {
+    /// The index of host `h`, adding it if new.
+    fn index(&mut self, h: &str) -> u32 {
+        if let Some(i) = self.index.get(h) {
+            return *i;
+        }
+        let i = self.names.len() as u32;
+        let name: Rc<str> = Rc::from(h);
+        self.names.push(name.clone());
+        self.index.insert(name, i);
+        i
+    }
+
+    fn name(&self, i: u32) -> Rc<str> {
+        self.names[i as usize].clone()
     }
 }
 
