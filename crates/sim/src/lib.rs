@@ -110,7 +110,7 @@ fn simulate_inner(
     // Ranks of a node share a host, so most messages are loopback: deliver them from a queue on
     // the host rather than one tokio task and timer each (vendor/turmoil/PATCHES.md; same times
     // and order with the 1 ms tick below and no task spawned on a host's runtime itself).
-    builder.loopback_queue(true);
+    builder.loopback_queue(scenario.sim.loopback_queue);
     let mut sim = builder
         .rng_seed(seed)
         .epoch(UNIX_EPOCH)

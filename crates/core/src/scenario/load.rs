@@ -249,6 +249,7 @@ impl Cx<'_> {
             random_order: raw.random_order.unwrap_or(false),
             payloads: Payloads::Values,
             batch_store_loops: true,
+            loopback_queue: true,
         })
     }
 

@@ -53,6 +53,10 @@ pub struct SimSettings {
     /// the loop (`c10d::store::seq`; it does only where round trips cost alike). Always true
     /// from a file; tests turn it off to compare with the loop simulated request by request.
     pub batch_store_loops: bool,
+    /// Whether turmoil delivers a host's loopback messages from a queue on the host (scen's
+    /// patch, vendor/turmoil/PATCHES.md) rather than a tokio task each. Always true from a
+    /// file; tests turn it off to show both give the same trace.
+    pub loopback_queue: bool,
 }
 
 /// `[sim] payloads`: whether collectives compute real values or only sizes and digests.
