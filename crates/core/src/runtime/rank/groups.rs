@@ -284,25 +284,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 "{backend} communicator init of group {label}: waiting for rank {m} to join"
             );
             let got = self
-                .store_get_seq(&keys.from(next), net_rtt_ms, &[m], &what, &label)
-                .await
-                .map_err(|e| self.store_err(e))?;
-            let mut values = got.into_iter();
-            let v = match values.next() {
-                Some(v) => v,
-                None => self
-                    .store_get(
-                        &keys.key(next),
-                        None,
-                        vec![m],
-                        what,
-                        Some(label.clone()),
-                        None,
-                    )
-                    .await
-                    .map_err(|e| self.store_err(e))?,
-            };
-            for v in std::iter::once(v).chain(values) {
+                .store_get_from(&keys, next, net_rtt_ms, &[m], what, &label, None)
+                .await?;
+            for v in got {
                 self.fabric
                     .learn(others[next], &String::from_utf8_lossy(&v));
                 next += 1;

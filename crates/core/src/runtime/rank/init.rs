@@ -376,6 +376,46 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         r
     }
 
+    /// The values of `keys` from the `next`-th on, at least one: the loop of gets sent as one
+    /// request ([`Proc::store_get_seq`]), and where its first key was absent when the loop
+    /// reached it, the blocking get the loop makes, waiting on `peers` (with `timeout`: its
+    /// deadline and the error raised at it, which a store timeout becomes).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn store_get_from(
+        &self,
+        keys: &KeySeq,
+        next: usize,
+        net_rtt_ms: u64,
+        peers: &[usize],
+        what: String,
+        group: &str,
+        timeout: Option<(u64, C10dError)>,
+    ) -> Res<Vec<Vec<u8>>> {
+        let got = self
+            .store_get_seq(&keys.from(next), net_rtt_ms, peers, &what, group)
+            .await
+            .map_err(|e| self.store_err(e))?;
+        if !got.is_empty() {
+            return Ok(got);
+        }
+        let (timeout_ms, timeout_error) = timeout.unzip();
+        let v = self
+            .store_get(
+                &keys.key(next),
+                timeout_ms,
+                peers.to_vec(),
+                what,
+                Some(group.to_string()),
+                timeout_error.clone(),
+            )
+            .await
+            .map_err(|e| match (e, &timeout_error) {
+                (StoreError::Timeout { .. }, Some(t)) => t.clone(),
+                (other, _) => self.store_err(other),
+            })?;
+        Ok(vec![v])
+    }
+
     /// R24 gloo: connectFullMesh over the group's prefix store, blocking among members.
     pub(super) async fn construct_backends(&mut self, name: &str) -> Res<()> {
         let pg = &self.pgs[name];
@@ -428,35 +468,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
             let timeout = error::store_wait_timeout(timeout_ms, key);
             let got = self
-                .store_get_seq(
-                    &keys.from(next),
+                .store_get_from(
+                    &keys,
+                    next,
                     net_rtt_ms,
                     &missing[gone..],
-                    &what,
+                    what,
                     &label,
+                    Some((timeout_ms, timeout)),
                 )
-                .await
-                .map_err(|e| self.store_err(e))?;
-            let mut values = got.into_iter();
-            let v = match values.next() {
-                Some(v) => v,
-                // Absent when the loop reached it: the blocking get the loop makes.
-                None => self
-                    .store_get(
-                        key,
-                        Some(timeout_ms),
-                        missing[gone..].to_vec(),
-                        what,
-                        Some(label.clone()),
-                        Some(timeout.clone()),
-                    )
-                    .await
-                    .map_err(|e| match e {
-                        StoreError::Timeout { .. } => timeout.clone(),
-                        other => self.store_err(other),
-                    })?,
-            };
-            for v in std::iter::once(v).chain(values) {
+                .await?;
+            for v in got {
                 gone += (missing.get(gone) == Some(&peers[next])) as usize;
                 self.fabric.learn(peers[next], &String::from_utf8_lossy(&v));
                 next += 1;
