@@ -18,11 +18,13 @@ mod ring;
 mod rooted;
 #[cfg(test)]
 pub(crate) mod testlink;
+mod topo;
 
 pub use direct::{all_gather_direct, all_reduce_nreduce, all_reduce_recursive_doubling};
 pub use exchange::{all_to_all, barrier};
 pub use ring::{all_gather, all_reduce, reduce_scatter};
 pub use rooted::{broadcast, gather, reduce, scatter};
+pub use topo::{all_reduce_topo, NodeLayout, ScaleOut};
 
 /// A member's view of one collective call: ordered byte messages to other members, by group rank.
 #[allow(async_fn_in_trait)]
@@ -33,6 +35,11 @@ pub trait Link {
     /// for a symbolic one (whose data is only its header). The timing model charges `bytes`.
     async fn send(&self, to: usize, data: Vec<u8>, bytes: usize) -> Result<(), LinkError>;
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError>;
+    /// Member `r`'s rank in the collective's group, for error texts: `r` itself, except on a
+    /// view of some of the group's members (topo.rs).
+    fn group_rank(&self, r: usize) -> usize {
+        r
+    }
 }
 
 /// The transport's error text, passed through unchanged.
@@ -108,7 +115,8 @@ pub(crate) async fn recv<L: Link, D: Payload>(l: &L, from: usize, kind: u8, len:
     let m = l.recv(from).await?;
     if m.len() < 9 {
         return Err(CollectiveError::Mismatch(format!(
-            "rank {from} sent a malformed message"
+            "rank {} sent a malformed message",
+            l.group_rank(from)
         )));
     }
     let got_len = u64::from_le_bytes(m[1..9].try_into().expect("8 bytes")) as usize;
@@ -118,7 +126,8 @@ pub(crate) async fn recv<L: Link, D: Payload>(l: &L, from: usize, kind: u8, len:
         .filter(|b| b.len() == len);
     body.ok_or_else(|| {
         CollectiveError::Mismatch(format!(
-            "group rank {from} sent {} bytes of {} while this rank expects {len} bytes of {}",
+            "group rank {} sent {} bytes of {} while this rank expects {len} bytes of {}",
+            l.group_rank(from),
             got_len,
             kind_name(m[0]),
             kind_name(kind)

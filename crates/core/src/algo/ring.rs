@@ -2,34 +2,62 @@
 //! independent of the group size. All-reduce is a reduce-scatter followed by an all-gather.
 
 use super::{chunks, recv, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R};
+use crate::dtype::DType;
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
+use std::ops::Range;
 
 /// Ring all-reduce in place: reduce-scatter, then all-gather of the reduced chunks.
 pub async fn all_reduce<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, op: ReduceOp) -> R<()> {
-    let (n, me) = (l.size(), l.rank());
+    let n = l.size();
     if n > 1 {
-        let w = t.dtype.size_bytes();
-        let cs = chunks(t.numel(), n, w);
-        let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
-        for s in 0..n - 1 {
-            let send_c = (me + n - s) % n;
-            let recv_c = (me + n - s - 1) % n;
-            send(l, next, K_RS, &t.data, cs[send_c].clone()).await?;
-            let got: D = recv(l, prev, K_RS, cs[recv_c].len()).await?;
-            t.data.reduce_in(cs[recv_c].clone(), &got, t.dtype, op);
-        }
-        for s in 0..n - 1 {
-            let send_c = (me + 1 + n - s) % n;
-            let recv_c = (me + n - s) % n;
-            send(l, next, K_AG, &t.data, cs[send_c].clone()).await?;
-            let got: D = recv(l, prev, K_AG, cs[recv_c].len()).await?;
-            t.data.copy_in(cs[recv_c].clone(), &got);
-        }
+        let cs = chunks(t.numel(), n, t.dtype.size_bytes());
+        reduce_scatter_chunks(l, &mut t.data, &cs, t.dtype, op).await?;
+        all_gather_chunks(l, &mut t.data, &cs).await?;
     }
     if op == ReduceOp::Avg {
         t.data.finish_avg(t.dtype, n);
+    }
+    Ok(())
+}
+
+/// The reduce-scatter half of the ring all-reduce over byte ranges `cs` (one per member) of
+/// `data`: after it, member `me` holds chunk `(me + 1) % n` reduced over every member.
+pub(crate) async fn reduce_scatter_chunks<L: Link, D: Payload>(
+    l: &L,
+    data: &mut D,
+    cs: &[Range<usize>],
+    dtype: DType,
+    op: ReduceOp,
+) -> R<()> {
+    let (n, me) = (l.size(), l.rank());
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    for s in 0..n.saturating_sub(1) {
+        let send_c = (me + n - s) % n;
+        let recv_c = (me + n - s - 1) % n;
+        send(l, next, K_RS, data, cs[send_c].clone()).await?;
+        let got: D = recv(l, prev, K_RS, cs[recv_c].len()).await?;
+        data.reduce_in(cs[recv_c].clone(), &got, dtype, op);
+    }
+    Ok(())
+}
+
+/// The all-gather half of the ring all-reduce: member `me` starts from its reduced chunk
+/// `(me + 1) % n` and ends with every chunk.
+pub(crate) async fn all_gather_chunks<L: Link, D: Payload>(
+    l: &L,
+    data: &mut D,
+    cs: &[Range<usize>],
+) -> R<()> {
+    let (n, me) = (l.size(), l.rank());
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    for s in 0..n.saturating_sub(1) {
+        let send_c = (me + 1 + n - s) % n;
+        let recv_c = (me + n - s) % n;
+        send(l, next, K_AG, data, cs[send_c].clone()).await?;
+        let got: D = recv(l, prev, K_AG, cs[recv_c].len()).await?;
+        data.copy_in(cs[recv_c].clone(), &got);
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! counters, backend maps. The rank interpreter (runtime/rank.rs) drives these pieces.
 
 pub mod backend;
+pub mod ccl_env;
 pub mod collective;
 pub mod error;
 pub mod naming;

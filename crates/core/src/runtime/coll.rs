@@ -5,6 +5,7 @@
 //! (rank.rs) only resolves the group, checks the backend's rules and runs the call.
 
 use crate::algo::{self, CollectiveError, Link};
+use crate::c10d::ccl_env::AllReduceAlgo;
 use crate::c10d::collective::{CollOp, Layout};
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
@@ -195,19 +196,31 @@ pub(crate) trait Exec<D: Payload = Vec<u8>> {
     async fn barrier(&self) -> Result<(), Self::Error>;
 }
 
-/// Core's algorithms over a transport.
-pub(crate) struct OnLink<'a, L>(pub &'a L);
+/// Core's algorithms over a transport; `all_reduce` picks the all-reduce (c10d/ccl_env.rs:
+/// the ring for gloo, oneCCL's selection for xccl).
+pub(crate) struct OnLink<'a, L> {
+    pub link: &'a L,
+    pub all_reduce: AllReduceAlgo,
+}
 
 impl<L: Link, D: Payload> Exec<D> for OnLink<'_, L> {
     type Error = CollectiveError;
     fn members(&self) -> usize {
-        self.0.size()
+        self.link.size()
     }
     fn me(&self) -> usize {
-        self.0.rank()
+        self.link.rank()
     }
     async fn all_reduce(&self, t: &mut Tensor<D>, op: ReduceOp) -> Result<(), CollectiveError> {
-        algo::all_reduce(self.0, t, op).await
+        let l = self.link;
+        match &self.all_reduce {
+            AllReduceAlgo::Ring => algo::all_reduce(l, t, op).await,
+            AllReduceAlgo::Nreduce => algo::all_reduce_nreduce(l, t, op).await,
+            AllReduceAlgo::RecursiveDoubling => algo::all_reduce_recursive_doubling(l, t, op).await,
+            AllReduceAlgo::Topo(layout, scale_out) => {
+                algo::all_reduce_topo(l, t, op, layout, *scale_out).await
+            }
+        }
     }
     async fn reduce(
         &self,
@@ -215,20 +228,20 @@ impl<L: Link, D: Payload> Exec<D> for OnLink<'_, L> {
         op: ReduceOp,
         root: usize,
     ) -> Result<(), CollectiveError> {
-        algo::reduce(self.0, t, op, root).await
+        algo::reduce(self.link, t, op, root).await
     }
     async fn broadcast(&self, t: &mut Tensor<D>, root: usize) -> Result<(), CollectiveError> {
-        algo::broadcast(self.0, t, root).await
+        algo::broadcast(self.link, t, root).await
     }
     async fn all_gather(&self, t: &Tensor<D>) -> Result<Vec<Tensor<D>>, CollectiveError> {
-        algo::all_gather(self.0, t).await
+        algo::all_gather(self.link, t).await
     }
     async fn gather(
         &self,
         t: &Tensor<D>,
         root: usize,
     ) -> Result<Option<Vec<Tensor<D>>>, CollectiveError> {
-        algo::gather(self.0, t, root).await
+        algo::gather(self.link, t, root).await
     }
     async fn scatter(
         &self,
@@ -236,7 +249,7 @@ impl<L: Link, D: Payload> Exec<D> for OnLink<'_, L> {
         like: &Tensor<D>,
         root: usize,
     ) -> Result<Tensor<D>, CollectiveError> {
-        algo::scatter(self.0, parts, like, root).await
+        algo::scatter(self.link, parts, like, root).await
     }
     async fn reduce_scatter(
         &self,
@@ -244,7 +257,7 @@ impl<L: Link, D: Payload> Exec<D> for OnLink<'_, L> {
         op: ReduceOp,
         out_shape: &[usize],
     ) -> Result<Tensor<D>, CollectiveError> {
-        algo::reduce_scatter(self.0, input, op, out_shape).await
+        algo::reduce_scatter(self.link, input, op, out_shape).await
     }
     async fn all_to_all(
         &self,
@@ -252,10 +265,10 @@ impl<L: Link, D: Payload> Exec<D> for OnLink<'_, L> {
         sends: Vec<D>,
         recv_lens: &[usize],
     ) -> Result<Vec<D>, CollectiveError> {
-        algo::all_to_all(self.0, sends, recv_lens).await
+        algo::all_to_all(self.link, sends, recv_lens).await
     }
     async fn barrier(&self) -> Result<(), CollectiveError> {
-        algo::barrier(self.0).await
+        algo::barrier(self.link).await
     }
 }
 

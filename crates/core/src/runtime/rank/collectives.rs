@@ -2,6 +2,7 @@
 //! algorithms or the device library, async works, result checks and barrier (R26-R32).
 
 use super::*;
+use crate::c10d::ccl_env::{self, AllReduceAlgo};
 use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
@@ -284,6 +285,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         probe: Q,
     ) -> Res<impl std::future::Future<Output = Res<(Tensor<D>, Option<Tensor<D>>)>> + 'static> {
         let me = self.world()?.rank;
+        let all_reduce = self.all_reduce_algo(name, backend, coll, t.data.len())?;
         let pg = self.pgs.get_mut(name).expect("pg");
         pg.seq += 1;
         let seq = pg.seq;
@@ -337,7 +339,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 error: Default::default(),
                 recv_waits: Default::default(),
             };
-            let r = match coll.run(&coll::OnLink(&link), &mut t).await {
+            let on = coll::OnLink {
+                link: &link,
+                all_reduce,
+            };
+            let r = match coll.run(&on, &mut t).await {
                 Err(crate::algo::CollectiveError::Mismatch(why))
                     if !link.info.peer_exit_is_error =>
                 {
@@ -356,6 +362,27 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
         };
         Ok(tracing::Instrument::instrument(fut, span))
+    }
+
+    /// The all-reduce a call on group `name` runs: the ring for gloo (gloo's ring), oneCCL's
+    /// selection from this rank's environment for xccl (c10d/ccl_env.rs).
+    fn all_reduce_algo(
+        &self,
+        name: &str,
+        backend: &str,
+        coll: &Coll,
+        bytes: usize,
+    ) -> Res<AllReduceAlgo> {
+        if backend != "xccl" || !matches!(coll.algo, coll::Algo::AllReduce(_)) {
+            return Ok(AllReduceAlgo::Ring);
+        }
+        let ranks = &self.env.scenario.world.ranks;
+        let nodes: Vec<usize> = self.pgs[name]
+            .ranks
+            .iter()
+            .map(|r| ranks[*r].node)
+            .collect();
+        ccl_env::all_reduce_algo(&self.spec.env, bytes, &nodes)
     }
 
     pub(super) fn check_values(
