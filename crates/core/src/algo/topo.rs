@@ -18,6 +18,7 @@ use crate::dtype::DType;
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// Where a group's members run: the group ranks on each node, nodes ordered by their lowest
@@ -32,16 +33,14 @@ impl NodeLayout {
     /// From each member's node id, by group rank; `None` when the group is on one node or its
     /// nodes host different numbers of its members (scen then runs the flat ring).
     pub fn of(node_of_member: &[usize]) -> Option<NodeLayout> {
-        let mut ids: Vec<usize> = Vec::new();
+        let mut index: BTreeMap<usize, usize> = BTreeMap::new();
         let mut nodes: Vec<Vec<usize>> = Vec::new();
         for (g, node) in node_of_member.iter().enumerate() {
-            match ids.iter().position(|n| n == node) {
-                Some(i) => nodes[i].push(g),
-                None => {
-                    ids.push(*node);
-                    nodes.push(vec![g]);
-                }
-            }
+            let i = *index.entry(*node).or_insert_with(|| {
+                nodes.push(Vec::new());
+                nodes.len() - 1
+            });
+            nodes[i].push(g);
         }
         let ppn = nodes.first()?.len();
         (nodes.len() > 1 && nodes.iter().all(|m| m.len() == ppn)).then_some(NodeLayout { nodes })

@@ -53,16 +53,26 @@ fn rows(n: usize) -> String {
 
 /// The pairs of one all_to_all call (one sequence number) whose splits disagree.
 fn disagreements(members: &[usize], by_rank: &BTreeMap<usize, &CallRecord>) -> Vec<Pair> {
-    let splits = |r: usize| {
-        by_rank
-            .get(&r)
-            .and_then(|c| c.fp.splits.as_ref())
-            .filter(|s| s.send_rows.len() == members.len() && s.recv_rows.len() == members.len())
-    };
+    // Looked up once per member: a call without splits (every collective but all_to_all)
+    // costs O(members), not O(members^2).
+    let splits: Vec<_> = members
+        .iter()
+        .map(|r| {
+            by_rank
+                .get(r)
+                .and_then(|c| c.fp.splits.as_ref())
+                .filter(|s| {
+                    s.send_rows.len() == members.len() && s.recv_rows.len() == members.len()
+                })
+        })
+        .collect();
     let mut out = Vec::new();
+    if splits.iter().all(Option::is_none) {
+        return out;
+    }
     for (src_g, &src) in members.iter().enumerate() {
         for (dst_g, &dst) in members.iter().enumerate() {
-            let (Some(s), Some(d)) = (splits(src), splits(dst)) else {
+            let (Some(s), Some(d)) = (splits[src_g], splits[dst_g]) else {
                 continue;
             };
             let (sent, expected) = (s.send_rows[dst_g], d.recv_rows[src_g]);

@@ -197,18 +197,26 @@ impl<N: Net> Drop for Fabric<N> {
 struct Hosts {
     names: Vec<Rc<str>>,
     index: BTreeMap<Rc<str>, u32>,
+    /// The host looked up last.
+    last: Option<u32>,
 }
 
 impl Hosts {
     /// The index of host `h`, adding it if new.
     fn index(&mut self, h: &str) -> u32 {
+        // A group's members come node by node: most lookups repeat the previous host.
+        if let Some(i) = self.last.filter(|i| &*self.names[*i as usize] == h) {
+            return i;
+        }
         if let Some(i) = self.index.get(h) {
+            self.last = Some(*i);
             return *i;
         }
         let i = self.names.len() as u32;
         let name: Rc<str> = Rc::from(h);
         self.names.push(name.clone());
         self.index.insert(name, i);
+        self.last = Some(i);
         i
     }
 
