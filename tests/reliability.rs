@@ -322,3 +322,21 @@ fn denoise_past_2_pow_24_elements_indexes_exactly() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("2 completed"), "{out}");
 }
+
+#[test]
+fn a_oneccl_algorithm_the_simulator_does_not_run_is_an_input_error() {
+    // CCL_ALLREDUCE names an algorithm scen does not simulate: exit 2 naming the variable and
+    // the rank, not a silent fallback to another algorithm.
+    let d = scratch("ccl_algo");
+    let f = write(
+        &d,
+        "s.toml",
+        "[world]\nnodes = 2\nranks_per_node = 2\n[[step]]\nop = \"init_process_group\"\nbackend = \"xccl\"\n[[step]]\nop = \"all_reduce\"\n[[faults]]\nkind = \"env\"\non = [2]\nenv = { CCL_ALLREDUCE = \"double_tree\" }\n",
+    );
+    let (code, _, err) = scen(&["run", &f]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("rank 2: CCL_ALLREDUCE=double_tree: scen does not simulate"),
+        "{err}"
+    );
+}
