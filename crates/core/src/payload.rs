@@ -142,6 +142,40 @@ impl Seg {
             _ => mix64(self.digest()),
         }
     }
+
+    /// The base as an operand of a reduction by `op` of aligned windows (see [`reduced`]):
+    /// what [`Seg::summand`] gives for the whole base.
+    fn base_summand(&self, op: u8) -> u64 {
+        Seg {
+            off: 0,
+            len: self.base_len,
+            ..*self
+        }
+        .summand(op)
+    }
+}
+
+/// The segment of `len` bytes that reducing `mine` with `theirs` by `op` leaves. Two windows at
+/// the same place of equally long bases (every rank's chunk of an all-reduce of same-shaped
+/// inputs) reduce to that window of the reduced bases: the chunks of one reduction are windows
+/// of one base, so they merge back into one segment however an algorithm cut them (a ring's
+/// chunks, a hierarchical algorithm's chunks of chunks). Other operands reduce to a whole
+/// segment of their own.
+fn reduced(mine: Option<Seg>, theirs: Option<Seg>, sums: (u64, u64), op: u8, len: usize) -> Seg {
+    if let (Some(m), Some(t)) = (mine, theirs) {
+        if m.base_len == t.base_len && m.off == t.off && m.len == len && t.len == len {
+            return Seg {
+                base: Base::Sum(op, m.base_summand(op).wrapping_add(t.base_summand(op))),
+                ..m
+            };
+        }
+    }
+    Seg {
+        base: Base::Sum(op, sums.0.wrapping_add(sums.1)),
+        base_len: len,
+        off: 0,
+        len,
+    }
 }
 
 /// A finaliser (splitmix64's): spreads a digest's bits before they are added.
@@ -288,11 +322,12 @@ impl Symbolic {
         (!at.is_empty() && a + s.len >= at.end).then_some((a, s))
     }
 
-    /// Bytes `at`, all inside segment `(a, s)`, become the whole segment `seg`: the pieces of
-    /// `s` left on either side stay as they were. A whole segment continues no neighbour (its
-    /// window starts at 0 and ends at its base's end), so the form stays canonical unmerged.
+    /// Bytes `at`, all inside segment `(a, s)`, become the segment `seg`: the pieces of `s` left
+    /// on either side stay as they were. A whole segment continues no neighbour (its window
+    /// starts at 0 and ends at its base's end), so the form stays canonical unmerged; the caller
+    /// merges around any other.
     fn replace_within(&mut self, (a, s): (usize, Seg), at: &Range<usize>, seg: Seg) {
-        debug_assert!(seg.whole() && seg.len == at.len());
+        debug_assert!(seg.len == at.len());
         if a < at.start {
             self.segs.get_mut(&a).expect("present").len = at.start - a;
         }
@@ -308,6 +343,26 @@ impl Symbolic {
                 },
             );
         }
+    }
+
+    /// How many segments the buffer has (tests: that a result merged back into one).
+    #[cfg(test)]
+    pub(crate) fn segments(&self) -> usize {
+        self.segs.len()
+    }
+
+    /// The buffer's only segment, if it has exactly one.
+    fn single(&self) -> Option<Seg> {
+        match (self.segs.len(), self.segs.values().next()) {
+            (1, Some(one)) => Some(*one),
+            _ => None,
+        }
+    }
+
+    /// The buffer as an operand of a reduction by `op`.
+    fn summand(&self, op: u8) -> u64 {
+        self.single()
+            .map_or_else(|| mix64(self.digest()), |one| one.summand(op))
     }
 
     /// The digest of the buffer's contents.
@@ -356,10 +411,6 @@ impl Payload for Symbolic {
     }
     fn reduce_in(&mut self, at: Range<usize>, src: &Self, _dtype: DType, op: ReduceOp) {
         let op = op_tag(op);
-        let sum = |p: &Symbolic| match (p.segs.len(), p.segs.values().next()) {
-            (1, Some(one)) => one.summand(op),
-            _ => mix64(p.digest()),
-        };
         let len = at.len();
         if let Some((a, s)) = self.within(&at) {
             // The common case (a ring's chunk): the bytes lie in one segment, whose window
@@ -369,23 +420,22 @@ impl Payload for Symbolic {
                 len,
                 ..s
             };
-            let seg = Seg {
-                base: Base::Sum(op, mine.summand(op).wrapping_add(sum(src))),
-                base_len: len,
-                off: 0,
+            let seg = reduced(
+                Some(mine),
+                src.single(),
+                (mine.summand(op), src.summand(op)),
+                op,
                 len,
-            };
+            );
             self.replace_within((a, s), &at, seg);
+            if !seg.whole() {
+                self.merge_between(at.start, at.end);
+            }
             return;
         }
         let mine = self.slice(at.clone());
-        let seg = Seg {
-            base: Base::Sum(op, sum(&mine).wrapping_add(sum(src))),
-            base_len: len,
-            off: 0,
-            len,
-        };
-        self.splice(at, [seg]);
+        let sums = (mine.summand(op), src.summand(op));
+        self.splice(at, [reduced(mine.single(), src.single(), sums, op, len)]);
     }
     fn finish_avg(&mut self, _dtype: DType, _n: usize) {
         // The reduction's op (AVG) is already in its digest.
@@ -514,22 +564,10 @@ mod tests {
     fn in_place_updates_equal_the_general_splice() {
         fn slow_reduce(b: &mut Symbolic, at: Range<usize>, src: &Symbolic, op: ReduceOp) {
             let op = op_tag(op);
-            let sum = |p: &Symbolic| match (p.segs.len(), p.segs.values().next()) {
-                (1, Some(one)) => one.summand(op),
-                _ => mix64(p.digest()),
-            };
             let mine = b.slice(at.clone());
-            let len = at.len();
-            let base = Base::Sum(op, sum(&mine).wrapping_add(sum(src)));
-            b.splice(
-                at,
-                [Seg {
-                    base,
-                    base_len: len,
-                    off: 0,
-                    len,
-                }],
-            );
+            let sums = (mine.summand(op), src.summand(op));
+            let seg = reduced(mine.single(), src.single(), sums, op, at.len());
+            b.splice(at, [seg]);
         }
         let mut seed = 0x9e3779b97f4a7c15u64;
         let mut next = |m: usize| {

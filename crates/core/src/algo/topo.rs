@@ -318,6 +318,42 @@ mod tests {
         assert!(e.to_string().contains("group rank 5 sent"), "{e}");
     }
 
+    #[test]
+    fn symbolic_results_are_one_segment_and_one_digest_whatever_the_algorithm() {
+        // Every chunk of a reduction is a window of one reduced base, so the ring's chunks and
+        // topo's chunks of chunks merge back into one segment with the same digest.
+        use crate::payload::Symbolic;
+        let layout = NodeLayout::of(&node_of(4, 2, false)).expect("layout");
+        let run = |topo: bool| {
+            let layout = layout.clone();
+            run_world(8, move |l| {
+                let layout = layout.clone();
+                async move {
+                    let mut t = Tensor {
+                        dtype: DType::F32,
+                        shape: vec![40],
+                        data: Symbolic::leaf(160, 100 + l.rank() as u64),
+                    };
+                    let r = if topo {
+                        all_reduce_topo(&l, &mut t, ReduceOp::Sum, &layout, ScaleOut::Rabenseifner)
+                            .await
+                    } else {
+                        all_reduce(&l, &mut t, ReduceOp::Sum).await
+                    };
+                    r.map(|_| t.data)
+                }
+            })
+        };
+        let (ring, topo) = (run(false), run(true));
+        let first = ring[0].clone().expect("ring");
+        for (a, b) in ring.into_iter().zip(topo) {
+            let (a, b) = (a.expect("ring"), b.expect("topo"));
+            assert_eq!(a.segments(), 1);
+            assert_eq!(a, b);
+            assert_eq!(a, first);
+        }
+    }
+
     /// Counts the messages a member sends.
     struct Counting<'a, L> {
         l: &'a L,
