@@ -174,3 +174,24 @@ fn async_work_names_resolve_for_wait() {
     .unwrap();
     assert_eq!(s.steps[1].kind.op_name(), "wait");
 }
+
+#[test]
+fn unreadable_oneccl_algorithm_ranges_are_located() {
+    // oneCCL's `<algo>:<lo>-<hi>` syntax is checked where it is written; which algorithms the
+    // simulator runs is checked when it runs one (hardware mode runs any).
+    let e = err(&format!(
+        "{WORLD}[[faults]]\nkind = \"env\"\non = [1]\nenv = {{ CCL_ALLREDUCE = \"ring:0-8k\" }}\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:7:25:") && e.contains("cannot read `ring:0-8k`"),
+        "{e}"
+    );
+    parse(
+        &format!(
+            "{WORLD}[[faults]]\nkind = \"env\"\non = [1]\nenv = {{ CCL_ALLREDUCE = \"direct\" }}\n"
+        ),
+        "s.toml",
+        "s",
+    )
+    .expect("any algorithm name loads");
+}

@@ -74,22 +74,29 @@ fn unsimulated(var: &str, algo: &str, known: &str) -> C10dError {
     ))
 }
 
-/// The algorithm `value` names for a message of `bytes`: `None` when no range covers it (oneCCL
-/// keeps its default there).
-fn pick<'a>(var: &str, value: &'a str, bytes: usize) -> Result<Option<&'a str>, C10dError> {
+/// Whether `value` of variable `name` reads as oneCCL's syntax (checked when a scenario loads,
+/// in every mode: which algorithms the simulator runs is checked when it runs one). `Err` holds
+/// the reason.
+pub fn check_syntax(name: &str, value: &str) -> Result<(), String> {
+    match name {
+        "CCL_ALLREDUCE" => ranges(value).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+/// The `(algorithm, lo, hi)` entries of a `CCL_<coll>` value; one name covers every size.
+fn ranges(value: &str) -> Result<Vec<(&str, usize, usize)>, String> {
     let value = value.trim();
     if value.is_empty() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     if !value.contains(':') {
-        return Ok(Some(value));
+        return Ok(vec![(value, 0, usize::MAX)]);
     }
+    let mut out = Vec::new();
     for part in value.split(';').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || {
-            error::limit(format!(
-                "{var}={value}: cannot read `{part}` (expected <algo>:<lo>-<hi>, sizes in bytes or `max`)"
-            ))
-        };
+        let bad =
+            || format!("cannot read `{part}` (expected <algo>:<lo>-<hi>, sizes in bytes or `max`)");
         let (algo, range) = part.split_once(':').ok_or_else(bad)?;
         let (lo, hi) = range.split_once('-').ok_or_else(bad)?;
         let lo: usize = lo.trim().parse().map_err(|_| bad())?;
@@ -97,11 +104,19 @@ fn pick<'a>(var: &str, value: &'a str, bytes: usize) -> Result<Option<&'a str>, 
             "max" => usize::MAX,
             h => h.parse().map_err(|_| bad())?,
         };
-        if (lo..=hi).contains(&bytes) {
-            return Ok(Some(algo.trim()));
-        }
+        out.push((algo.trim(), lo, hi));
     }
-    Ok(None)
+    Ok(out)
+}
+
+/// The algorithm `value` names for a message of `bytes`: `None` when no range covers it (oneCCL
+/// keeps its default there).
+fn pick<'a>(var: &str, value: &'a str, bytes: usize) -> Result<Option<&'a str>, C10dError> {
+    let entries = ranges(value).map_err(|why| error::limit(format!("{var}={value}: {why}")))?;
+    Ok(entries
+        .into_iter()
+        .find(|(_, lo, hi)| (*lo..=*hi).contains(&bytes))
+        .map(|(algo, _, _)| algo))
 }
 
 #[cfg(test)]
@@ -165,6 +180,15 @@ mod tests {
             all_reduce_algo(&e, 11, &TWO_NODES),
             Ok(AllReduceAlgo::Topo(..))
         ));
+    }
+
+    #[test]
+    fn the_loader_checks_the_syntax_not_the_algorithm() {
+        assert!(check_syntax("CCL_ALLREDUCE", "double_tree").is_ok());
+        assert!(check_syntax("CCL_ALLREDUCE", "ring:0-8192;direct:8193-max").is_ok());
+        let e = check_syntax("CCL_ALLREDUCE", "ring:0-8k").expect_err("8k");
+        assert!(e.contains("cannot read `ring:0-8k`"), "{e}");
+        assert!(check_syntax("OTHER", "ring:0-8k").is_ok());
     }
 
     #[test]

@@ -257,6 +257,10 @@ impl Cx<'_> {
                     format!("in `{k}`: {e}"),
                 )
             })?;
+            if !v.get_ref().contains('{') {
+                crate::c10d::ccl_env::check_syntax(k, v.get_ref())
+                    .map_err(|why| self.err(v.span().start, format!("in `{k}`: {why}")))?;
+            }
             vars.push((k.clone(), v.get_ref().clone(), v.span().start));
         }
         Ok(EnvLayer { on, vars })
