@@ -124,6 +124,10 @@ fn bad_arguments_exit_2_with_a_reason() {
             "not divisible",
         ),
         (vec!["bench", "--hw", "--env", "NOEQUALS"], "KEY=VALUE"),
+        (
+            vec!["bench", "--env", "CCL_ALLREDUCE=double_tree"],
+            "no schedule for all_reduce `double_tree`",
+        ),
     ] {
         let o = scen(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -347,4 +351,39 @@ fn calibration_on_the_gloo_path_writes_a_model_the_prediction_reads_back() {
     let v = json(&o);
     assert!(v["rows"][0]["sim"]["time_us"].as_f64().unwrap() > 0.0);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn predictions_run_the_all_reduce_ccl_allreduce_names() {
+    // At 4 KiB oneCCL's table picks recursive doubling (2 exchanges of the whole buffer on 4
+    // ranks); CCL_ALLREDUCE=ring makes it the ring (6 messages), which the prediction follows,
+    // per size range where the value has ranges.
+    let at_4k = |env: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--op",
+            "all_reduce",
+            "--sizes",
+            "4K",
+            "--ranks",
+            "4",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(env);
+        json(&scen(&args))["rows"][0]["sim"]["time_us"]
+            .as_f64()
+            .unwrap()
+    };
+    let table = at_4k(&[]);
+    let ring = at_4k(&["--env", "CCL_ALLREDUCE=ring"]);
+    assert!(ring > table, "ring {ring} vs table {table}");
+    assert_eq!(
+        at_4k(&[
+            "--env",
+            "CCL_ALLREDUCE=recursive_doubling:0-8192;ring:8193-max"
+        ]),
+        table
+    );
+    assert_eq!(at_4k(&["--env", "CCL_ALLREDUCE=ring:0-8192"]), ring);
 }

@@ -14,7 +14,7 @@ use scen_core::perf::fit::{self, Sample};
 use scen_core::perf::model::{self, LinkClass, ModelFile};
 use scen_core::perf::pattern::{self, Pattern, PatternKind, PatternParams};
 use scen_core::perf::result::{BenchReport, BenchRow, Timing, SCHEMA};
-use scen_core::perf::schedule::Library;
+use scen_core::perf::schedule::{AllReduceChoice, Library};
 use scen_core::perf::sweep::{human_size, parse_sweep};
 use scen_core::perf::{bandwidths, BenchOp};
 use scen_hw::bench::{median, BenchJob, BenchPath, BenchSpec, JobResult};
@@ -185,12 +185,19 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
         (_, true) => LinkClass::Inter,
         _ => LinkClass::Intra,
     };
-    // Whose algorithms the prediction charges: oneCCL's selection table for its path.
-    let library = match path {
-        BenchPath::Gloo => Library::Scen,
-        BenchPath::Oneccl => Library::OnecclCpu,
-    };
     let env = parse_env(&a.env)?;
+    // Whose algorithms the prediction charges: oneCCL's selection table for its path, with the
+    // all-reduce `--env CCL_ALLREDUCE=...` names (what the measured processes run).
+    let library = match (path, env.iter().find(|(k, _)| k == "CCL_ALLREDUCE")) {
+        (BenchPath::Gloo, _) => Library::Scen,
+        (BenchPath::Oneccl, None) => Library::OnecclCpu,
+        (BenchPath::Oneccl, Some((_, v))) => match AllReduceChoice::parse(v) {
+            Ok(c) => Library::OnecclCpuWith(c),
+            // Measured only: real oneCCL runs any algorithm and nothing is predicted.
+            Err(_) if a.hw && !a.sim && !a.calibrate => Library::OnecclCpu,
+            Err(why) => bail!("--env CCL_ALLREDUCE={v}: {why}"),
+        },
+    };
     let spec = BenchSpec {
         jobs: jobs.clone(),
         dtype: dtype.name().to_string(),

@@ -85,7 +85,7 @@ pub fn check_syntax(name: &str, value: &str) -> Result<(), String> {
 }
 
 /// The `(algorithm, lo, hi)` entries of a `CCL_<coll>` value; one name covers every size.
-fn ranges(value: &str) -> Result<Vec<(&str, usize, usize)>, String> {
+pub fn ranges(value: &str) -> Result<Vec<(&str, usize, usize)>, String> {
     let value = value.trim();
     if value.is_empty() {
         return Ok(Vec::new());

@@ -62,6 +62,55 @@ pub enum Library {
     /// oneCCL 2022.2's CPU backend over OFI (the selection table it prints at
     /// `CCL_LOG_LEVEL=debug`), for device groups measured with `scen bench --hw`.
     OnecclCpu,
+    /// The same with `CCL_ALLREDUCE` set: its algorithms for the sizes it covers.
+    OnecclCpuWith(AllReduceChoice),
+}
+
+/// `CCL_ALLREDUCE` as oneCCL reads it (`<algo>` or `<algo>:<lo>-<hi>;...`, c10d/ccl_env.rs):
+/// the all-reduce algorithm for each size range it names, up to [`AllReduceChoice::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllReduceChoice {
+    ranges: [(Algorithm, usize, usize); AllReduceChoice::MAX],
+    len: usize,
+}
+
+impl AllReduceChoice {
+    pub const MAX: usize = 8;
+
+    /// Reads a `CCL_ALLREDUCE` value; `Err` says why (unreadable, or an algorithm the model
+    /// has no schedule for).
+    pub fn parse(value: &str) -> Result<AllReduceChoice, String> {
+        let entries = crate::c10d::ccl_env::ranges(value)?;
+        if entries.len() > Self::MAX {
+            return Err(format!("more than {} size ranges", Self::MAX));
+        }
+        let mut c = AllReduceChoice {
+            ranges: [(Algorithm::Ring, 0, 0); Self::MAX],
+            len: entries.len(),
+        };
+        for (slot, (name, lo, hi)) in c.ranges.iter_mut().zip(entries) {
+            let alg = match name {
+                "ring" => Algorithm::Ring,
+                "nreduce" => Algorithm::Nreduce,
+                "recursive_doubling" => Algorithm::RecursiveDoubling,
+                other => {
+                    return Err(format!(
+                        "the model has no schedule for all_reduce `{other}` (it has ring, nreduce, recursive_doubling)"
+                    ))
+                }
+            };
+            *slot = (alg, lo, hi);
+        }
+        Ok(c)
+    }
+
+    /// The algorithm named for an all-reduce of `bytes`, if a range covers it.
+    fn pick(&self, bytes: usize) -> Option<Algorithm> {
+        self.ranges[..self.len]
+            .iter()
+            .find(|(_, lo, hi)| (*lo..=*hi).contains(&bytes))
+            .map(|(a, _, _)| *a)
+    }
 }
 
 /// oneCCL 2022.2 CPU thresholds (bytes; inclusive upper bounds), from its selection table.
@@ -75,6 +124,10 @@ impl Library {
     /// The algorithm this library runs `op` on a benchmark size of `bytes` over `ranks` with.
     pub fn select(self, op: BenchOp, bytes: usize, ranks: usize) -> Algorithm {
         match self {
+            Library::OnecclCpuWith(c) => match (op, c.pick(bytes)) {
+                (BenchOp::AllReduce, Some(alg)) => alg,
+                _ => Library::OnecclCpu.select(op, bytes, ranks),
+            },
             Library::Scen => match op {
                 BenchOp::AllReduce | BenchOp::AllGather | BenchOp::ReduceScatter => Algorithm::Ring,
                 BenchOp::AllToAll => Algorithm::Pairwise,
