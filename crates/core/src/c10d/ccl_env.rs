@@ -123,12 +123,7 @@ fn pick<'a>(var: &str, value: &'a str, bytes: usize) -> Result<Option<&'a str>, 
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::c10d::test_env as env;
 
     const TWO_NODES: [usize; 4] = [0, 0, 1, 1];
 

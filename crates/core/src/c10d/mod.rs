@@ -8,3 +8,12 @@ pub mod error;
 pub mod naming;
 pub mod rendezvous;
 pub mod store;
+
+/// An environment from `(name, value)` pairs, for tests.
+#[cfg(test)]
+pub(crate) fn test_env(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}

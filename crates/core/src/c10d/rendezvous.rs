@@ -204,12 +204,7 @@ fn resolve_env(
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::c10d::test_env as env;
 
     #[test]
     fn r15_tcp_ignores_master_port() {
