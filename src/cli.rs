@@ -126,7 +126,7 @@ pub struct RunArgs {
     /// Write the run as a Chrome/Perfetto trace (Trace Event Format JSON) to this file.
     #[arg(long, value_name = "OUT.json")]
     pub timeline: Option<PathBuf>,
-    /// Also write the JSON report (schema v1, docs/report.md) to this file; the terminal gets
+    /// Also write the JSON report (schema v2, docs/report.md) to this file; the terminal gets
     /// the `--format` output as usual.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,

@@ -1,4 +1,4 @@
-//! The JSON report, schema version 1 (`scen run --format json`, `--report FILE`): a stable,
+//! The JSON report, schema version 2 (`scen run --format json`, `--report FILE`): a stable,
 //! documented view of a run (docs/report.md, docs/report.schema.json) built from core's
 //! [`Report`]. It fixes what the internal form leaves to the reader: step numbers are 1-based
 //! as in the human report and `[[expect]] step`, with the step's id beside them; outcomes are
@@ -11,11 +11,13 @@ use scen_core::trace::Wait;
 use scen_core::verdict::{RankVerdict, Report, Stall};
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: each failed rank's `failure` says why as data (raised, killed, exited, over_limit,
+/// interrupted); `wait.timeout_error` is still its text. 1: `error` text only.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReportV1 {
+pub struct JsonReport {
     pub schema_version: u32,
     pub scenario: String,
     pub file: String,
@@ -27,15 +29,15 @@ pub struct ReportV1 {
     /// The verdict class: the set of per-rank outcomes, as `scen explore` groups seeds.
     pub verdict_class: String,
     pub end_ms: u64,
-    pub ranks: Vec<RankV1>,
-    pub expectations: Vec<ExpectationV1>,
-    pub first_stall: Option<StallV1>,
-    pub final_stall: Option<StallV1>,
-    pub calls: Vec<CallV1>,
-    pub diagnosis: DiagnosisV1,
+    pub ranks: Vec<JsonRank>,
+    pub expectations: Vec<JsonExpectation>,
+    pub first_stall: Option<JsonStall>,
+    pub final_stall: Option<JsonStall>,
+    pub calls: Vec<JsonCall>,
+    pub diagnosis: JsonDiagnosis,
     pub notes: Vec<String>,
     pub trace_hash: String,
-    pub trace: Vec<EventV1>,
+    pub trace: Vec<JsonEvent>,
 }
 
 /// A step reference: 1-based number, id (if the scenario gave one), label, scenario line.
@@ -50,7 +52,7 @@ pub struct StepRef {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RankV1 {
+pub struct JsonRank {
     pub rank: usize,
     /// `completes`, `fails` or `hangs`.
     pub outcome: String,
@@ -58,13 +60,16 @@ pub struct RankV1 {
     pub at: Option<StepRef>,
     /// When it completed or failed (virtual ms in sim mode); `null` when it hangs.
     pub t_ms: Option<u64>,
+    /// The failure's text, as the human report prints it; `null` unless it failed.
     pub error: Option<String>,
-    pub wait: Option<WaitV1>,
+    /// Why it failed, typed (docs/report.md); `null` unless it failed.
+    pub failure: Option<scen_core::outcome::Failure>,
+    pub wait: Option<JsonWait>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WaitV1 {
+pub struct JsonWait {
     pub at: StepRef,
     pub what: String,
     pub group: Option<String>,
@@ -79,7 +84,7 @@ pub struct WaitV1 {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExpectationV1 {
+pub struct JsonExpectation {
     pub rank: usize,
     pub expected: String,
     pub actual: String,
@@ -88,24 +93,24 @@ pub struct ExpectationV1 {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StallV1 {
+pub struct JsonStall {
     pub t_ms: u64,
-    pub stuck: Vec<StuckV1>,
+    pub stuck: Vec<JsonStuck>,
     pub others: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StuckV1 {
+pub struct JsonStuck {
     pub rank: usize,
-    pub wait: WaitV1,
+    pub wait: JsonWait,
     /// For each awaited peer: what that peer is doing.
     pub peers: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CallV1 {
+pub struct JsonCall {
     pub rank: usize,
     pub group: String,
     pub group_label: String,
@@ -130,7 +135,7 @@ pub struct CallV1 {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DiagnosisV1 {
+pub struct JsonDiagnosis {
     /// The diagnosis as the human report prints it, one line each.
     pub lines: Vec<String>,
     /// The structured diagnosis (mismatches, wait-for graph). Not covered by the schema
@@ -140,7 +145,7 @@ pub struct DiagnosisV1 {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EventV1 {
+pub struct JsonEvent {
     pub t_ms: u64,
     /// `null` for the world itself (faults, services).
     pub rank: Option<usize>,
@@ -151,12 +156,12 @@ pub struct EventV1 {
 }
 
 /// The v1 view of a run.
-pub fn build(s: &Scenario, r: &Report) -> ReportV1 {
-    ReportV1 {
+pub fn build(s: &Scenario, r: &Report) -> JsonReport {
+    JsonReport {
         schema_version: SCHEMA_VERSION,
         scenario: r.scenario.clone(),
         file: r.file.clone(),
-        mode: r.mode.clone(),
+        mode: r.mode.name().to_string(),
         seed: r.seed,
         passed: r.expectations_hold(),
         verdict_class: scen_core::class::class_key(s, r),
@@ -170,7 +175,7 @@ pub fn build(s: &Scenario, r: &Report) -> ReportV1 {
         expectations: r
             .expectations
             .iter()
-            .map(|e| ExpectationV1 {
+            .map(|e| JsonExpectation {
                 rank: e.rank,
                 expected: e.expected.clone(),
                 actual: e.actual.clone(),
@@ -180,7 +185,7 @@ pub fn build(s: &Scenario, r: &Report) -> ReportV1 {
         first_stall: r.first_stall.as_ref().map(|st| stall(s, st)),
         final_stall: r.final_stall.as_ref().map(|st| stall(s, st)),
         calls: r.calls.iter().map(|c| call(s, c)).collect(),
-        diagnosis: DiagnosisV1 {
+        diagnosis: JsonDiagnosis {
             lines: r.diagnosis.lines(&s.file),
             detail: serde_json::to_value(&r.diagnosis).unwrap_or(serde_json::Value::Null),
         },
@@ -190,7 +195,7 @@ pub fn build(s: &Scenario, r: &Report) -> ReportV1 {
             .trace
             .events
             .iter()
-            .map(|e| EventV1 {
+            .map(|e| JsonEvent {
                 t_ms: e.t_ms,
                 rank: e.rank,
                 step: e.step.map(|i| i + 1),
@@ -221,27 +226,33 @@ fn step_ref(s: &Scenario, index: usize) -> StepRef {
     }
 }
 
-fn rank(s: &Scenario, i: usize, v: &RankVerdict) -> RankV1 {
-    let base = RankV1 {
+fn rank(s: &Scenario, i: usize, v: &RankVerdict) -> JsonRank {
+    let base = JsonRank {
         rank: i,
         outcome: v.kind().to_string(),
         at: None,
         t_ms: None,
         error: None,
+        failure: None,
         wait: None,
     };
     match v {
-        RankVerdict::Completed { t_ms } => RankV1 {
+        RankVerdict::Completed { t_ms } => JsonRank {
             t_ms: Some(*t_ms),
             ..base
         },
-        RankVerdict::Failed { step, error, t_ms } => RankV1 {
+        RankVerdict::Failed {
+            step,
+            failure,
+            t_ms,
+        } => JsonRank {
             at: Some(step_ref(s, *step)),
             t_ms: Some(*t_ms),
-            error: Some(error.clone()),
+            error: Some(failure.text()),
+            failure: Some(failure.clone()),
             ..base
         },
-        RankVerdict::Hung { step, wait } => RankV1 {
+        RankVerdict::Hung { step, wait } => JsonRank {
             at: Some(step_ref(s, *step)),
             wait: wait.as_ref().map(|w| wait_v1(s, w)),
             ..base
@@ -257,12 +268,12 @@ fn split_group(text: &str) -> (String, String) {
     }
 }
 
-fn wait_v1(s: &Scenario, w: &Wait) -> WaitV1 {
+fn wait_v1(s: &Scenario, w: &Wait) -> JsonWait {
     let (group, group_label) = match w.group.as_deref().map(split_group) {
         Some((n, l)) => (Some(n), Some(l)),
         None => (None, None),
     };
-    WaitV1 {
+    JsonWait {
         at: step_ref(s, w.step),
         what: w.what.clone(),
         group,
@@ -271,17 +282,17 @@ fn wait_v1(s: &Scenario, w: &Wait) -> WaitV1 {
         peers: w.peers.clone(),
         since_ms: w.since_ms,
         deadline_ms: w.deadline_ms,
-        timeout_error: w.timeout_error.clone(),
+        timeout_error: w.timeout_error.as_ref().map(|f| f.text()),
     }
 }
 
-fn stall(s: &Scenario, st: &Stall) -> StallV1 {
-    StallV1 {
+fn stall(s: &Scenario, st: &Stall) -> JsonStall {
+    JsonStall {
         t_ms: st.t_ms,
         stuck: st
             .stuck
             .iter()
-            .map(|x| StuckV1 {
+            .map(|x| JsonStuck {
                 rank: x.rank,
                 wait: wait_v1(s, &x.wait),
                 peers: x.peers.clone(),
@@ -291,8 +302,8 @@ fn stall(s: &Scenario, st: &Stall) -> StallV1 {
     }
 }
 
-fn call(s: &Scenario, c: &CallRecord) -> CallV1 {
-    CallV1 {
+fn call(s: &Scenario, c: &CallRecord) -> JsonCall {
+    JsonCall {
         rank: c.rank,
         group: c.group.clone(),
         group_label: c.group_label.clone(),

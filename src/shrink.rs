@@ -279,12 +279,11 @@ fn expectations(r: &Report) -> String {
     for (rank, v) in r.ranks.iter().enumerate() {
         let e = match v {
             RankVerdict::Completed { .. } => "outcome = \"completes\"\n".to_string(),
-            RankVerdict::Failed { step, error, .. } => {
-                let kind = error.split(':').next().unwrap_or("").trim();
+            RankVerdict::Failed { step, failure, .. } => {
                 format!(
                     "outcome = \"fails\"\nstep = {}\nerror = {}\n",
                     step + 1,
-                    Value::String(kind.to_string())
+                    Value::String(failure.headline())
                 )
             }
             RankVerdict::Hung { step, .. } => {

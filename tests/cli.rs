@@ -102,7 +102,7 @@ fn json_output_is_deterministic_for_a_seed() {
     assert_eq!(a.1, b.1);
     let v: serde_json::Value = serde_json::from_str(&a.1).unwrap();
     assert_eq!(v["seed"], 3);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["ranks"][3]["outcome"], "completes");
     assert_eq!(v["ranks"][3]["rank"], 3);
     assert_eq!(v["passed"], true);

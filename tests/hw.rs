@@ -5,6 +5,7 @@
 //! simulator's. Fault: a rank SIGKILLed mid-collective is reported and everything is cleaned up.
 //! Without oneCCL these tests print a skip line saying why (CI installs it: .ci/run).
 
+use scen_core::outcome::Failure;
 use scen_core::parity::mode_independent;
 use scen_core::scenario::{load_file, Scenario};
 use scen_core::verdict::RankVerdict;
@@ -164,9 +165,12 @@ fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
     // The scenario's timeout is 10 s; every other rank must be stopped within it + 5 s.
     assert!(elapsed_ms < 15_000, "took {elapsed_ms} ms");
     match &r.ranks[1] {
-        RankVerdict::Failed { step, error, .. } => {
+        RankVerdict::Failed { step, failure, .. } => {
             assert_eq!(*step, 3);
-            assert!(error.contains("killed by signal 9"), "{error}");
+            assert!(
+                matches!(failure, Failure::Killed { signal: 9, .. }),
+                "{failure:?}"
+            );
         }
         other => panic!("rank 1: {other:?}"),
     }
@@ -319,7 +323,13 @@ fn a_rank_dying_in_communicator_creation_is_the_only_culprit() {
     };
     let Some(r) = run_hw(rel, &o) else { return };
     assert!(
-        matches!(&r.ranks[1], RankVerdict::Failed { error, .. } if error.contains("signal 9")),
+        matches!(
+            &r.ranks[1],
+            RankVerdict::Failed {
+                failure: Failure::Killed { signal: 9, .. },
+                ..
+            }
+        ),
         "{:?}",
         r.ranks[1]
     );
@@ -353,8 +363,10 @@ fn a_dead_store_host_ends_the_run_at_once_with_the_connect_timeout_error() {
     assert!(elapsed_ms < 15_000, "took {elapsed_ms} ms");
     for rank in [1, 2] {
         match &r.ranks[rank] {
-            RankVerdict::Failed { step, error, .. } => {
+            RankVerdict::Failed { step, failure, .. } => {
                 assert_eq!(*step, 1);
+                assert_eq!(failure.exception(), Some("DistNetworkError"));
+                let error = failure.text();
                 assert!(
                     error.starts_with("DistNetworkError: The client socket has timed out after 1800000ms while trying to connect to (127.0.0.1, "),
                     "rank {rank}: {error}"

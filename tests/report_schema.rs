@@ -1,10 +1,10 @@
-//! The JSON report (schema v1) of every shipped scenario, checked two ways: against
+//! The JSON report (schema v2) of every shipped scenario, checked two ways: against
 //! docs/report.schema.json (the keywords that file uses: type, const, enum, required,
 //! properties, additionalProperties, items, anyOf, $ref, minimum), and by a typed round trip
-//! (scen::report::ReportV1 denies unknown fields, so a field the docs do not name fails).
+//! (scen::report::JsonReport denies unknown fields, so a field the docs do not name fails).
 //! Also: `--report FILE` writes the same JSON while the terminal gets the human report.
 
-use scen::report::{build, ReportV1};
+use scen::report::{build, JsonReport};
 use scen::suite;
 use serde_json::Value;
 use std::path::Path;
@@ -107,14 +107,29 @@ fn every_shipped_scenarios_report_matches_the_schema_and_round_trips() {
     let files = suite::discover(&[root().join("scenarios")], None).expect("scenarios");
     assert!(files.len() > 50, "the shipped scenarios");
     let mut failures = Vec::new();
+    let mut kinds = std::collections::BTreeSet::new();
     for f in &files {
         let s = scen_core::scenario::load_file(f).expect("loads");
         let r = scen_sim::simulate(&s, None).expect("runs");
         let report = build(&s, &r);
+        for rank in &report.ranks {
+            // A failed rank's text is its typed failure's text, nothing else.
+            assert_eq!(
+                rank.error,
+                rank.failure.as_ref().map(|f| f.text()),
+                "{}",
+                f.display()
+            );
+            if let Some(x) = &rank.failure {
+                let v = serde_json::to_value(x).expect("serializes");
+                let who = v["by"]["who"].as_str().map(|w| format!(" by {w}"));
+                kinds.insert(format!("{}{}", x.kind(), who.unwrap_or_default()));
+            }
+        }
         let v = serde_json::to_value(&report).expect("serializes");
         let mut errors = Vec::new();
         validate(&v, &schema, defs, "$", &mut errors);
-        let back: ReportV1 = serde_json::from_value(v.clone()).expect("typed round trip");
+        let back: JsonReport = serde_json::from_value(v.clone()).expect("typed round trip");
         assert_eq!(back, report, "{}: round trip", f.display());
         // 1-based steps everywhere; every rank says its rank.
         for (i, rank) in report.ranks.iter().enumerate() {
@@ -129,6 +144,13 @@ fn every_shipped_scenarios_report_matches_the_schema_and_round_trips() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The shipped corpus exercises each way the simulator ends a rank.
+    let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
+    assert_eq!(
+        kinds,
+        ["killed by agent", "killed by fault", "raised"],
+        "failure kinds"
+    );
 }
 
 /// The validator is not vacuous: a report with a wrong outcome word, a 0-based step and an
@@ -168,7 +190,7 @@ fn report_file_gets_json_while_the_terminal_gets_the_human_report() {
     assert!(human.contains("expectations: 4/4 hold"), "{human}");
     let v: Value =
         serde_json::from_str(&std::fs::read_to_string(&out_path).expect("written")).expect("json");
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["ranks"][0]["at"]["step_id"], "skipped_by_3");
     assert_eq!(v["ranks"][0]["at"]["step"], 3);
     assert_eq!(v["ranks"][0]["wait"]["group"], "0");

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+#[path = "torch/modes.rs"]
+mod modes;
 #[path = "torch/sglang.rs"]
 mod sglang;
 
@@ -109,8 +111,13 @@ fn facts(r: &Report) -> Vec<String> {
         .enumerate()
         .map(|(i, v)| match v {
             RankVerdict::Completed { .. } => format!("rank {i}: completes"),
-            RankVerdict::Failed { step, error, .. } => {
-                format!("rank {i}: fails in #{}: {}", step + 1, redact(error))
+            RankVerdict::Failed { step, failure, .. } => {
+                format!(
+                    "rank {i}: fails in #{}: {} ({})",
+                    step + 1,
+                    redact(&failure.text()),
+                    failure.kind()
+                )
             }
             RankVerdict::Hung { step, .. } => format!("rank {i}: hangs in #{}", step + 1),
         })
@@ -383,6 +390,25 @@ fn main() {
         );
         if let Outcome::Differ(_) = o {
             results.push(("sigint".into(), o));
+        }
+    }
+    if filters.is_empty() || filters.iter().any(|f| "three_modes".contains(f.as_str())) {
+        let t = Instant::now();
+        let o = match modes::three_modes(&root(), &python) {
+            Ok(()) => Outcome::Agree,
+            Err(e) => Outcome::Differ(e),
+        };
+        let tag = if matches!(o, Outcome::Agree) {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        println!(
+            "torch three_modes (one program in sim, hw and torch: the same report sections): {tag} ({:.1} s)",
+            t.elapsed().as_secs_f64()
+        );
+        if let Outcome::Differ(_) = o {
+            results.push(("three_modes".into(), o));
         }
     }
     results.sort_by(|a, b| a.0.cmp(&b.0));

@@ -147,7 +147,7 @@ fn model_error(e: scen_core::perf::model::ModelError) -> ScenarioError {
     }
 }
 
-/// `{"schema_version": 1, "passed": false, "error": {...}}` for invalid input.
+/// `{"schema_version": 2, "passed": false, "error": {...}}` for invalid input.
 fn invalid_input_json(e: &ScenarioError) -> String {
     let doc = serde_json::json!({
         "schema_version": scen::report::SCHEMA_VERSION,

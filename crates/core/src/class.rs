@@ -11,9 +11,6 @@ use crate::scenario::Scenario;
 use crate::verdict::{RankVerdict, Report};
 use std::collections::BTreeSet;
 
-/// The marker crash faults put in a killed rank's error text.
-pub const CRASH_MARK: &str = "process killed by";
-
 /// One rank's outcome, canonical.
 pub fn rank_class(s: &Scenario, v: &RankVerdict) -> String {
     let step = |i: usize| match s.steps.get(i) {
@@ -25,9 +22,11 @@ pub fn rank_class(s: &Scenario, v: &RankVerdict) -> String {
     };
     match v {
         RankVerdict::Completed { .. } => "completes".into(),
-        RankVerdict::Failed { error, .. } if error.contains(CRASH_MARK) => "crashed".into(),
-        RankVerdict::Failed { step: i, error, .. } => {
-            format!("fails in {}: {}", step(*i), error_shape(error))
+        RankVerdict::Failed { failure, .. } if failure.is_crash() => "crashed".into(),
+        RankVerdict::Failed {
+            step: i, failure, ..
+        } => {
+            format!("fails in {}: {}", step(*i), error_shape(&failure.text()))
         }
         RankVerdict::Hung { step: i, wait } => {
             let what = wait

@@ -7,7 +7,7 @@
 use crate::diagnose::hang::RankAt;
 use crate::diagnose::record::CallKey;
 use crate::diagnose::{CallRecord, GroupLog};
-use crate::runtime::rank::RankEnd;
+use crate::outcome::RankEnd;
 use crate::trace::{Event, Trace, Wait};
 use crate::verdict::Stall;
 use std::collections::BTreeMap;

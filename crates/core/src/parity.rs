@@ -16,8 +16,8 @@ pub fn mode_independent(r: &Report) -> Vec<String> {
     for (rank, v) in r.ranks.iter().enumerate() {
         out.push(match v {
             RankVerdict::Completed { .. } => format!("rank {rank}: completes"),
-            RankVerdict::Failed { step, error, .. } => {
-                format!("rank {rank}: fails in #{}: {error}", step + 1)
+            RankVerdict::Failed { step, failure, .. } => {
+                format!("rank {rank}: fails in #{}: {failure}", step + 1)
             }
             RankVerdict::Hung { step, .. } => format!("rank {rank}: hangs in #{}", step + 1),
         });

@@ -6,7 +6,7 @@
 
 use crate::diagnose::hang::RankAt;
 use crate::observe::Observed;
-use crate::runtime::rank::RankEnd;
+use crate::outcome::RankEnd;
 use crate::scenario::Scenario;
 use crate::verdict::{Stall, Stuck};
 
@@ -51,8 +51,8 @@ pub fn peer_state(s: &Scenario, o: &Observed, p: usize) -> String {
     }
     match (&o.ends[p], &o.waits[p], o.step[p]) {
         (Some((RankEnd::Completed, _)), _, _) => format!("rank {p}, which finished its program"),
-        (Some((RankEnd::Failed { step, error }, _)), _, _) => {
-            format!("rank {p}, which failed in {}: {error}", label(*step))
+        (Some((RankEnd::Failed { step, failure }, _)), _, _) => {
+            format!("rank {p}, which failed in {}: {failure}", label(*step))
         }
         (None, Some(w), _) => format!("rank {p}, itself stuck in {}: {}", label(w.step), w.what),
         (None, None, Some(step)) => format!("rank {p}, last in {}", label(step)),

@@ -72,8 +72,8 @@ pub struct Wait {
     pub since_ms: u64,
     /// When the real system would give up with an error; `None` = it waits forever.
     pub deadline_ms: Option<u64>,
-    /// The error text raised at the deadline.
-    pub timeout_error: Option<String>,
+    /// The error raised at the deadline (a Python exception).
+    pub timeout_error: Option<crate::outcome::Failure>,
 }
 
 /// How ranks report to whoever runs them.

@@ -1,10 +1,10 @@
 //! Verdicts: how each rank ended, why the stuck ones are stuck, and whether the scenario's
-//! expectations hold. Both runners (simulator, hardware) produce a [`Report`] of this form.
+//! expectations hold. Every mode's report has this form, made by [`crate::report::build`].
 
 use crate::diagnose::hang::ranges;
 use crate::diagnose::hang::RankAt;
 use crate::diagnose::{CallRecord, Diagnosis, GroupLog};
-use crate::runtime::rank::RankEnd;
+use crate::outcome::{Failure, RankEnd};
 use crate::scenario::{ExpectedOutcome, Scenario};
 use crate::trace::{format_ms, EventKind, Trace, Wait};
 use serde::Serialize;
@@ -16,9 +16,10 @@ pub enum RankVerdict {
     Completed {
         t_ms: u64,
     },
+    /// `failure`: why, as data; its text is what reports print (`error` in JSON).
     Failed {
         step: usize,
-        error: String,
+        failure: Failure,
         t_ms: u64,
     },
     /// Still blocked when nothing else could happen; `wait` says on what.
@@ -36,6 +37,14 @@ impl RankVerdict {
             RankVerdict::Hung { .. } => "hangs",
         }
     }
+
+    /// The failure's text, for a failed rank.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            RankVerdict::Failed { failure, .. } => Some(failure.text()),
+            _ => None,
+        }
+    }
 }
 
 /// A rank's verdict from what its runner observed (both runners, one rule): how its program
@@ -47,9 +56,9 @@ pub fn rank_verdict(
 ) -> RankVerdict {
     match end {
         Some((RankEnd::Completed, t)) => RankVerdict::Completed { t_ms: *t },
-        Some((RankEnd::Failed { step, error }, t)) => RankVerdict::Failed {
+        Some((RankEnd::Failed { step, failure }, t)) => RankVerdict::Failed {
             step: *step,
-            error: error.clone(),
+            failure: failure.clone(),
             t_ms: *t,
         },
         None => RankVerdict::Hung {
@@ -109,7 +118,7 @@ pub struct ExpectationCheck {
 pub struct Report {
     pub scenario: String,
     pub file: String,
-    pub mode: String,
+    pub mode: crate::report::Mode,
     pub seed: u64,
     pub ranks: Vec<RankVerdict>,
     /// The first stall (the moment to look at), if any.
@@ -193,14 +202,12 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
             let holds = v.kind() == outcome.name()
                 && match v {
                     RankVerdict::Failed {
-                        step: s,
-                        error: text,
-                        ..
+                        step: s, failure, ..
                     } => {
                         step.is_none_or(|x| x == *s)
                             && error
                                 .as_ref()
-                                .is_none_or(|want| text.contains(want.as_str()))
+                                .is_none_or(|want| failure.text().contains(want.as_str()))
                     }
                     RankVerdict::Hung { step: s, .. } => step.is_none_or(|x| x == *s),
                     RankVerdict::Completed { .. } => true,
@@ -248,9 +255,13 @@ pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
     };
     match v {
         RankVerdict::Completed { t_ms } => format!("completes at {}", format_ms(*t_ms).trim()),
-        RankVerdict::Failed { step, error, t_ms } => {
+        RankVerdict::Failed {
+            step,
+            failure,
+            t_ms,
+        } => {
             format!(
-                "fails in {} at {}: {error}",
+                "fails in {} at {}: {failure}",
                 at(*step),
                 format_ms(*t_ms).trim()
             )
@@ -272,7 +283,7 @@ pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
 pub fn render_human(scenario: &Scenario, r: &Report) -> String {
     let mut out = String::new();
     // The simulator's time is virtual; the hardware mode's is wall time since its launch.
-    let (header_time, clock) = if r.mode == "hw" || r.mode == "torch" {
+    let (header_time, clock) = if r.mode.is_real() {
         ("wall clock".to_string(), "after launch")
     } else {
         (format!("seed {}, virtual epoch 0", r.seed), "virtual")

@@ -126,7 +126,7 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
     let end = local.block_on(&rt, run_rank(env));
     let failed = match end {
         RankEnd::Completed => None,
-        RankEnd::Failed { step, error } => Some((step, error)),
+        RankEnd::Failed { step, failure } => Some((step, failure)),
     };
     let code = i32::from(failed.is_some());
     probe.send(&Msg::End {

@@ -18,13 +18,13 @@ use crate::probe::Msg;
 use crate::procs::{self, RankProc};
 use crate::watchdog::{self, State};
 use crate::{reaper, signals, HwError, HwOptions};
-use scen_core::runtime::rank::RankEnd;
+use scen_core::outcome::{Failure, Launcher, RankEnd};
+use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::Scenario;
-use scen_core::trace::{Event, EventKind};
-use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
+use scen_core::verdict::Report;
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -322,7 +322,11 @@ fn watch(
             }
             if let Some((status, at)) = p.exit {
                 if st.obs.ends[p.rank].is_none() && (p.closed || t >= at + EXIT_SETTLE_MS) {
-                    st.process_died(p.rank, procs::describe_exit(status), t);
+                    st.process_died(
+                        p.rank,
+                        Failure::process_exit(status.code(), status.signal()),
+                        t,
+                    );
                 }
             }
         }
@@ -405,9 +409,11 @@ fn interrupt(st: &mut State, local: &[usize], sig: i32, t: u64) {
         o.ends[r] = Some((
             RankEnd::Failed {
                 step,
-                error: format!(
-                    "interrupted: the launcher received {name} and killed this rank{where_}"
-                ),
+                failure: Failure::Interrupted {
+                    signal: sig,
+                    launcher: Launcher::Hw,
+                    at: where_,
+                },
             },
             t,
         ));
@@ -508,44 +514,19 @@ fn spawn_acceptor(listener: TcpListener, tx: mpsc::Sender<Input>) {
     });
 }
 
-fn report(s: &Scenario, mut st: State, local: &[usize], end_ms: u64) -> Report {
-    let o = &mut st.obs;
-    o.trace.events.sort_by_key(|e| e.t_ms);
-    let ranks: Vec<RankVerdict> = (0..s.world.size())
-        .map(|r| rank_verdict(o.ends[r].as_ref(), o.waits[r].as_ref(), o.step[r]))
-        .collect();
-    let expectations = check_expectations(s, &ranks)
-        .into_iter()
-        .filter(|e| local.contains(&e.rank))
-        .collect();
-    for n in &st.notes {
-        o.trace.events.push(Event {
-            t_ms: end_ms,
-            rank: None,
-            step: None,
-            kind: EventKind::Verdict,
-            text: n.clone(),
-        });
-    }
-    let (diagnosis, calls) =
-        diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
-    let diagnosis = diagnosis.with_env(&s.world.ranks);
-    let mut notes = st.notes;
-    notes.extend(scen_core::verdict::expect_notes(s, &o.trace));
-    Report {
-        scenario: s.name.clone(),
-        file: s.file.clone(),
-        mode: "hw".into(),
-        seed: s.sim.seed,
-        ranks,
-        first_stall: o.first_stall.clone(),
-        final_stall: o.final_stall.clone(),
-        end_ms,
-        trace_hash: format!("{:016x}", o.trace.hash()),
-        trace: o.trace.clone(),
-        expectations,
-        notes,
-        calls,
-        diagnosis,
-    }
+/// The node's report: what the watchdog observed, through core's one report builder.
+fn report(s: &Scenario, st: State, local: &[usize], end_ms: u64) -> Report {
+    scen_core::report::build(
+        s,
+        st.obs,
+        RunFacts {
+            mode: Mode::Hw,
+            seed: s.sim.seed,
+            end_ms,
+            local: Some(local),
+            env_ranks: &s.world.ranks,
+            notes: st.notes,
+            gathered: true,
+        },
+    )
 }

@@ -22,10 +22,10 @@ pub enum Msg {
         rank: usize,
         wait: Option<Wait>,
     },
-    /// `failed`: (step, error text); `None` = completed.
+    /// `failed`: (step, why); `None` = completed.
     End {
         rank: usize,
-        failed: Option<(usize, String)>,
+        failed: Option<(usize, scen_core::outcome::Failure)>,
         t_ms: u64,
     },
     /// A line for the report's notes (e.g. how device tensors are backed).

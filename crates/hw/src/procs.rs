@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 
@@ -100,21 +100,6 @@ pub fn remove_shm(pids: &[u32]) -> usize {
     n
 }
 
-pub fn describe_exit(s: ExitStatus) -> String {
-    match (s.code(), s.signal()) {
-        (_, Some(sig)) => format!(
-            "the rank's process was killed by signal {sig}{}",
-            if sig == libc::SIGKILL {
-                " (SIGKILL)"
-            } else {
-                ""
-            }
-        ),
-        (Some(c), _) => format!("the rank's process exited with code {c} without reporting an end"),
-        _ => "the rank's process ended".into(),
-    }
-}
-
 /// A rank process's own output (its log lines, with `-v` its spans) as INFO events of the
 /// launcher, so `scen run --hw -v` and `--log-file` show every rank in one place.
 pub fn forward_rank_log(rank: usize, mut log: &File) {
@@ -183,6 +168,7 @@ mod tests {
         let mut child = h.join().expect("joins");
         let t = std::time::Instant::now();
         let status = child.wait().expect("waits");
+        use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(libc::SIGKILL));
         assert!(t.elapsed().as_secs() < 5);
     }

@@ -11,7 +11,7 @@
 use crate::probe::Msg;
 use scen_core::diagnose::record::CallState;
 use scen_core::observe::Observed;
-use scen_core::runtime::rank::RankEnd;
+use scen_core::outcome::{Failure, RankEnd};
 use scen_core::scenario::Scenario;
 use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Wait};
@@ -51,14 +51,14 @@ impl State {
     }
 
     /// A rank's process ended at `t_ms` without reporting how its program ended.
-    pub fn process_died(&mut self, rank: usize, error: String, t_ms: u64) {
+    pub fn process_died(&mut self, rank: usize, failure: Failure, t_ms: u64) {
         let o = &mut self.obs;
         let step = o.waits[rank]
             .as_ref()
             .map(|w| w.step)
             .or(o.step[rank])
             .unwrap_or(0);
-        o.ends[rank] = Some((RankEnd::Failed { step, error }, t_ms));
+        o.ends[rank] = Some((RankEnd::Failed { step, failure }, t_ms));
         self.died.push(rank);
         // The call it was in ended with it.
         end_open_calls(o, rank, t_ms);
@@ -96,7 +96,7 @@ pub fn absorb(st: &mut State, m: Msg) {
                 st.obs.waits[rank] = None;
                 let end = match failed {
                     None => RankEnd::Completed,
-                    Some((step, error)) => RankEnd::Failed { step, error },
+                    Some((step, failure)) => RankEnd::Failed { step, failure },
                 };
                 st.obs.ends[rank] = Some((end, t_ms));
             }
@@ -160,12 +160,12 @@ pub fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
             rank: Some(r),
             step: Some(w.step),
             kind: EventKind::Error,
-            text: err.clone(),
+            text: err.text(),
         });
         st.obs.ends[r] = Some((
             RankEnd::Failed {
                 step: w.step,
-                error: err,
+                failure: err,
             },
             at_ms,
         ));
@@ -259,6 +259,17 @@ mod tests {
     use super::*;
     use scen_core::scenario::parse;
 
+    fn timed_out() -> Failure {
+        Failure::Raised {
+            exception: "RuntimeError".into(),
+            message: "timed out".into(),
+        }
+    }
+
+    fn sigkill() -> Failure {
+        Failure::process_exit(None, Some(9))
+    }
+
     fn scenario() -> Scenario {
         parse(
             "[world]\nranks_per_node = 3\nplatform = \"xpu\"\n[[step]]\nop = \"init_process_group\"\nbackend = \"xccl\"\n[[step]]\nop = \"all_reduce\"\nfill = \"1\"\n",
@@ -277,7 +288,7 @@ mod tests {
             peers,
             since_ms: 0,
             deadline_ms,
-            timeout_error: deadline_ms.map(|_| "RuntimeError: timed out".into()),
+            timeout_error: deadline_ms.map(|_| timed_out()),
         }
     }
 
@@ -305,7 +316,7 @@ mod tests {
         st.obs.ends[2] = Some((
             RankEnd::Failed {
                 step: 1,
-                error: "killed".into(),
+                failure: sigkill(),
             },
             5,
         ));
@@ -336,7 +347,7 @@ mod tests {
             Some((
                 RankEnd::Failed {
                     step: 1,
-                    error: "RuntimeError: timed out".into()
+                    failure: timed_out()
                 },
                 1_000
             ))
@@ -351,7 +362,7 @@ mod tests {
             let peers = (0..3).filter(|p| *p != r).collect();
             st.obs.waits[r] = Some(wait(2, peers, None));
         }
-        st.process_died(1, "killed by signal 9".into(), 50);
+        st.process_died(1, sigkill(), 50);
         assert!(stalled(&s, &mut st, &[0, 1, 2], 10_000));
         let stall = st.obs.final_stall.expect("a stall");
         for x in &stall.stuck {
@@ -377,18 +388,22 @@ mod tests {
         let s = scenario();
         let mut st = state();
         st.store_hosts.insert(29_500, 0);
-        st.process_died(0, "killed by signal 9".into(), 40);
+        st.process_died(0, sigkill(), 40);
         for r in 1..3 {
             let mut w = wait(0, vec![], Some(1_800_000));
             w.what = "connect to TCPStore 127.0.0.1:29500".into();
             w.group = None;
-            w.timeout_error = Some("DistNetworkError: The client socket has timed out after 1800000ms while trying to connect to (127.0.0.1, 29500).".into());
+            w.timeout_error = Some(Failure::Raised {
+                exception: "DistNetworkError".into(),
+                message: "The client socket has timed out after 1800000ms while trying to connect to (127.0.0.1, 29500).".into(),
+            });
             st.obs.waits[r] = Some(w);
         }
         assert!(stalled(&s, &mut st, &[0, 1, 2], 2_000));
         for r in 1..3 {
             match &st.obs.ends[r] {
-                Some((RankEnd::Failed { error, .. }, t_ms)) => {
+                Some((RankEnd::Failed { failure, .. }, t_ms)) => {
+                    let error = failure.text();
                     assert!(error.contains("client socket has timed out"), "{error}");
                     assert_eq!(*t_ms, 2_000);
                 }

@@ -9,7 +9,7 @@
 
 use scen_core::scenario::fault::node_list;
 use scen_core::scenario::fault::ranks_of;
-pub use scen_core::scenario::fault::{apply_env, crash_error};
+pub use scen_core::scenario::fault::{apply_env, crash};
 use scen_core::scenario::{Fault, FaultKind, LinkSets, Scenario};
 
 /// Something the driver does to the network or the hosts at a time.

@@ -18,12 +18,14 @@ use net::{Activity, SimNet};
 use probe::SimProbe;
 use scen_core::c10d::store;
 
+use scen_core::outcome::{Failure, Killer, RankEnd, SIGTERM};
+use scen_core::report::{Mode, RunFacts};
 use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::{Launcher, Scenario};
 use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Probe};
-use scen_core::verdict::{check_expectations, diagnose_run, rank_verdict, RankVerdict, Report};
+use scen_core::verdict::Report;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -164,20 +166,27 @@ fn simulate_inner(
     if let Some(detail) = over_limit(&probe) {
         return Err(SimError::Limit(detail));
     }
-    let mut r = report(scenario, seed, &probe, end_ms);
-    r.diagnosis = std::mem::take(&mut r.diagnosis).with_env(&shared_env.world.ranks);
-    Ok(r)
+    Ok(report(
+        scenario,
+        seed,
+        &probe,
+        end_ms,
+        &shared_env.world.ranks,
+    ))
 }
 
 /// A rank that stopped on one of scen's limits (a value computed while running): the run
 /// cannot say what the scenario does, so it has no verdict.
 fn over_limit(probe: &SimProbe) -> Option<String> {
-    let prefix = format!("{}: ", scen_core::c10d::error::SCEN_LIMIT);
     let st = probe.state.borrow();
     st.ends.iter().enumerate().find_map(|(r, e)| match e {
-        Some((scen_core::runtime::rank::RankEnd::Failed { error, .. }, _)) => error
-            .strip_prefix(&prefix)
-            .map(|m| format!("rank {r}: {m}")),
+        Some((
+            RankEnd::Failed {
+                failure: Failure::OverLimit { detail },
+                ..
+            },
+            _,
+        )) => Some(format!("rank {r}: {detail}")),
         _ => None,
     })
 }
@@ -281,7 +290,7 @@ async fn boot_node(
                 }
                 end = run => {
                     let t = clock.now_ms();
-                    let failed = matches!(end, scen_core::runtime::rank::RankEnd::Failed { .. });
+                    let failed = matches!(end, RankEnd::Failed { .. });
                     {
                         let mut st = probe.state.borrow_mut();
                         st.waits[rank] = None;
@@ -328,9 +337,10 @@ async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize) {
     for r in running {
         probe.terminate(
             r,
-            format!(
-                "SIGTERM: torchrun stopped the worker group after rank {failed} failed (signal 15)"
-            ),
+            Failure::Killed {
+                signal: SIGTERM,
+                by: Killer::Agent { after_rank: failed },
+            },
         );
     }
 }
@@ -609,35 +619,39 @@ fn apply_latency(sim: &turmoil::Sim<'_>, s: &Scenario, probe: &SimProbe) {
 
 /// "rank 0 fails after fault #2 (...) acted at 0.500s: crash rank 3": which fault each
 /// failure or hang followed.
-fn attribution(probe: &SimProbe, ranks: &[RankVerdict]) -> Vec<String> {
+fn attribution(probe: &SimProbe) -> Vec<String> {
     let acted = probe.acted.borrow();
     let plan = probe.plan.borrow();
+    let ends = &probe.state.borrow().ends;
     let mut notes = Vec::new();
-    for (r, v) in ranks.iter().enumerate() {
-        let (verb, until) = match v {
-            RankVerdict::Completed { .. } => continue,
-            RankVerdict::Failed { error, t_ms, .. }
-                if error.contains(scen_core::class::CRASH_MARK) =>
-            {
-                let by = acted
-                    .iter()
-                    .rev()
-                    .find(|a| a.t_ms <= *t_ms && error.contains(&plan.label(a.fault)));
-                if let Some(a) = by {
-                    let f = &plan.faults[a.fault];
-                    notes.push(format!(
-                        "rank {r} crashed at {} (fault #{}, {}:{}): {}",
-                        scen_core::trace::format_ms(*t_ms).trim(),
-                        a.fault + 1,
-                        plan.file,
-                        f.loc.line,
-                        a.text
-                    ));
+    for (r, end) in ends.iter().enumerate() {
+        let (verb, until) = match end {
+            Some((RankEnd::Completed, _)) => continue,
+            Some((RankEnd::Failed { failure, .. }, t_ms)) => match failure {
+                Failure::Killed {
+                    by: Killer::Fault { index, .. },
+                    ..
+                } => {
+                    let by = acted
+                        .iter()
+                        .rev()
+                        .find(|a| a.t_ms <= *t_ms && a.fault == *index);
+                    if let Some(a) = by {
+                        let f = &plan.faults[a.fault];
+                        notes.push(format!(
+                            "rank {r} crashed at {} (fault #{}, {}:{}): {}",
+                            scen_core::trace::format_ms(*t_ms).trim(),
+                            a.fault + 1,
+                            plan.file,
+                            f.loc.line,
+                            a.text
+                        ));
+                    }
+                    continue;
                 }
-                continue;
-            }
-            RankVerdict::Failed { t_ms, .. } => ("fails", *t_ms),
-            RankVerdict::Hung { .. } => ("hangs", u64::MAX),
+                _ => ("fails", *t_ms),
+            },
+            None => ("hangs", u64::MAX),
         };
         if let Some(a) = acted.iter().rev().find(|a| a.t_ms <= until) {
             notes.push(format!(
@@ -662,33 +676,27 @@ fn note(probe: &SimProbe, t_ms: u64, text: String) {
     });
 }
 
-fn report(s: &Scenario, seed: u64, probe: &SimProbe, end_ms: u64) -> Report {
-    let o = probe.state.borrow();
-    let ranks: Vec<RankVerdict> = (0..s.world.size())
-        .map(|r| rank_verdict(o.ends[r].as_ref(), o.waits[r].as_ref(), o.step[r]))
-        .collect();
-    let expectations = check_expectations(s, &ranks);
-    drop(o);
-    let mut notes = attribution(probe, &ranks);
-    let o = probe.state.borrow();
-    notes.extend(scen_core::verdict::expect_notes(s, &o.trace));
-    notes.extend(s.sim.payloads.note());
-    let (diagnosis, calls) =
-        diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
-    Report {
-        scenario: s.name.clone(),
-        file: s.file.clone(),
-        mode: "sim".into(),
-        seed,
-        ranks,
-        first_stall: o.first_stall.clone(),
-        final_stall: o.final_stall.clone(),
-        end_ms,
-        trace_hash: format!("{:016x}", o.trace.hash()),
-        trace: o.trace.clone(),
-        expectations,
-        notes,
-        calls,
-        diagnosis,
-    }
+/// The run's report: what the probe observed, through core's one report builder.
+fn report(
+    s: &Scenario,
+    seed: u64,
+    probe: &SimProbe,
+    end_ms: u64,
+    env_ranks: &[scen_core::scenario::RankSpec],
+) -> Report {
+    let notes = attribution(probe);
+    let observed = std::mem::take(&mut *probe.state.borrow_mut());
+    scen_core::report::build(
+        s,
+        observed,
+        RunFacts {
+            mode: Mode::Sim,
+            seed,
+            end_ms,
+            local: None,
+            env_ranks,
+            notes,
+            gathered: false,
+        },
+    )
 }

@@ -5,12 +5,12 @@
 //! faults on a rank's own progress act (the step gate): a crash as a step starts, a slow rank.
 
 use crate::clock::VirtualClock;
-use crate::faults::{crash_error, Acted, FaultPlan};
+use crate::faults::{crash, Acted, FaultPlan};
 use crate::net::Activity;
 use scen_core::diagnose::{CallRecord, GroupRecord, PlannedRecord};
 use scen_core::observe::Observed;
+use scen_core::outcome::{Failure, RankEnd};
 use scen_core::runtime::net::Clock;
-use scen_core::runtime::rank::RankEnd;
 use scen_core::trace::{Event, EventKind, Probe, Wait};
 use std::cell::RefCell;
 use std::future::Future;
@@ -74,11 +74,11 @@ impl SimProbe {
     /// Kills a rank's process: it ends now, failed, and its task is dropped (sockets close).
     pub fn kill(&self, rank: usize, fault: usize) {
         let label = self.plan.borrow().label(fault);
-        self.terminate(rank, crash_error(&label));
+        self.terminate(rank, crash(fault, &label));
     }
 
-    /// Ends a rank's process now, failed with `error`, dropping its task (sockets close).
-    pub fn terminate(&self, rank: usize, error: String) {
+    /// Ends a rank's process now, failed with `failure`, dropping its task (sockets close).
+    pub fn terminate(&self, rank: usize, failure: Failure) {
         let t = self.clock.now_ms();
         let mut st = self.state.borrow_mut();
         if st.ends[rank].is_some() {
@@ -90,7 +90,7 @@ impl SimProbe {
             .or(st.step[rank])
             .unwrap_or(0);
         st.waits[rank] = None;
-        st.ends[rank] = Some((RankEnd::Failed { step, error }, t));
+        st.ends[rank] = Some((RankEnd::Failed { step, failure }, t));
         drop(st);
         if let Some(tx) = self.kills.borrow_mut()[rank].take() {
             let _ = tx.send(());

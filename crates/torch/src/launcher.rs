@@ -6,11 +6,13 @@
 
 use crate::net::Endpoints;
 use crate::{eligible, python, translate, TorchError, TorchOptions};
-use scen_core::runtime::rank::RankEnd;
-use scen_core::scenario::fault::{apply_env, crash_error, ranks_of};
+use scen_core::observe::Observed;
+use scen_core::outcome::{Failure, Killer, Launcher as Interrupter, RankEnd};
+use scen_core::report::{Mode, RunFacts};
+use scen_core::scenario::fault::{apply_env, crash, ranks_of};
 use scen_core::scenario::{FaultKind, Launcher, Scenario, StepKind};
 use scen_core::trace::{Event, EventKind, Trace};
-use scen_core::verdict::{check_expectations, diagnose_run, RankVerdict, Report};
+use scen_core::verdict::Report;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -314,11 +316,18 @@ fn run_in(
     if let Some(sig) = interrupted {
         interrupt(&mut ranks, sig, end_ms);
     }
-    let mut verdicts = verdicts(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
+    ends_from_exits(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
     // Texts name the scenario's ports, not the free ones the run used.
-    for v in verdicts.iter_mut() {
-        if let RankVerdict::Failed { error, .. } = v {
-            *error = ep.unmap_ports(error);
+    for st in ranks.iter_mut() {
+        if let Some((
+            RankEnd::Failed {
+                failure: Failure::Raised { message, .. },
+                ..
+            },
+            _,
+        )) = &mut st.end
+        {
+            *message = ep.unmap_ports(message);
         }
     }
     for e in trace.events.iter_mut() {
@@ -363,7 +372,7 @@ fn run_in(
             py.display()
         ),
     );
-    Ok(report(s, verdicts, trace, notes, end_ms))
+    Ok(report(s, &ranks, trace, notes, end_ms))
 }
 
 /// `SIGINT` and the like, for messages.
@@ -379,17 +388,20 @@ fn signal_name(sig: i32) -> String {
 /// A signal ended the run: every rank that had not ended fails where it was, saying so (as
 /// `--hw` reports it), instead of being reported as hanging.
 fn interrupt(ranks: &mut [RankState], sig: i32, end_ms: u64) {
-    let name = signal_name(sig);
     for st in ranks.iter_mut().filter(|st| st.end.is_none()) {
         let where_ = match st.step {
             Some(_) => format!(" in {}", st.step_text),
             None => " before it started any step".into(),
         };
-        let error = format!("interrupted: scen received {name} and killed this rank{where_}");
+        let failure = Failure::Interrupted {
+            signal: sig,
+            launcher: Interrupter::Torch,
+            at: where_,
+        };
         st.end = Some((
             RankEnd::Failed {
                 step: st.step.unwrap_or(0),
-                error,
+                failure,
             },
             end_ms,
         ));
@@ -455,13 +467,10 @@ fn absorb(s: &Scenario, rank: usize, st: &mut RankState, line: &str, trace: &mut
         "crash" => push(trace, EventKind::Fault, text),
         "fail" => {
             push(trace, EventKind::Error, text.clone());
-            st.end = Some((
-                RankEnd::Failed {
-                    step: step.unwrap_or(0),
-                    error: text,
-                },
-                t,
-            ));
+            // The prelude sends the exception's class and message apart (`exc`, `msg`).
+            let exception = v["exc"].as_str().unwrap_or("Exception");
+            let message = v["msg"].as_str().unwrap_or(&text).to_string();
+            st.end = Some((RankEnd::raised(step.unwrap_or(0), exception, message), t));
         }
         "end" => st.end = Some((RankEnd::Completed, t)),
         _ => {}
@@ -469,21 +478,42 @@ fn absorb(s: &Scenario, rank: usize, st: &mut RankState, line: &str, trace: &mut
 }
 
 /// The crash fault that killed `rank` with SIGKILL, if the scenario has one for it.
-fn crash_label(s: &Scenario, rank: usize) -> Option<String> {
+fn crash_fault(s: &Scenario, rank: usize) -> Option<Failure> {
     s.faults.iter().find_map(|f| match &f.kind {
-        FaultKind::Crash { on, .. } if ranks_of(s, on).contains(&rank) => Some(f.label(&s.file)),
+        FaultKind::Crash { on, .. } if ranks_of(s, on).contains(&rank) => {
+            Some(crash(f.index, &f.label(&s.file)))
+        }
         _ => None,
     })
 }
 
-fn verdicts(
+/// How a rank that never reported its end ended, from its process's exit: a crash fault's
+/// SIGKILL, torchrun's agent stopping the group, another signal, or an exit code.
+fn exit_failure(s: &Scenario, rank: usize, x: &Exit, failed_first: Option<usize>) -> Failure {
+    match (x.signal, x.by_agent) {
+        (Some(9), _) if crash_fault(s, rank).is_some() => {
+            crash_fault(s, rank).expect("checked just above")
+        }
+        (Some(signal), true) => Failure::Killed {
+            signal,
+            by: Killer::Agent {
+                after_rank: failed_first.unwrap_or(0),
+            },
+        },
+        (signal, _) => Failure::process_exit(x.code, signal),
+    }
+}
+
+/// Ends the ranks whose process exited without a word (from its exit record), and notes the
+/// ones still running when the watchdog ended the run.
+fn ends_from_exits(
     s: &Scenario,
     ranks: &mut [RankState],
     trace: &mut Trace,
     notes: &mut Vec<String>,
     hung: bool,
     end_ms: u64,
-) -> Vec<RankVerdict> {
+) {
     let failed_first = ranks
         .iter()
         .enumerate()
@@ -491,49 +521,27 @@ fn verdicts(
             Some((RankEnd::Failed { .. }, t)) => Some((*t, r)),
             _ => None,
         })
-        .min();
-    let mut out = Vec::new();
+        .min()
+        .map(|(_, r)| r);
     let mut hanging = Vec::new();
     for (r, st) in ranks.iter_mut().enumerate() {
         let step = st.step.unwrap_or(0);
         if st.end.is_none() {
             if let Some(x) = &st.exit {
-                let error = match (x.signal, x.by_agent) {
-                    (Some(9), _) if crash_label(s, r).is_some() => {
-                        crash_error(&crash_label(s, r).unwrap_or_default())
-                    }
-                    (Some(sig), true) => format!(
-                        "SIGTERM: torchrun stopped the worker group after rank {} failed (signal {sig})",
-                        failed_first.map(|(_, f)| f).unwrap_or(0)
-                    ),
-                    (Some(sig), false) => format!("the rank's process was killed by signal {sig}"),
-                    (None, _) => format!(
-                        "the rank's process exited with code {} without reporting an end",
-                        x.code.unwrap_or(-1)
-                    ),
-                };
+                let failure = exit_failure(s, r, x, failed_first);
                 trace.events.push(Event {
                     t_ms: x.t_ms,
                     rank: Some(r),
                     step: Some(step),
                     kind: EventKind::Error,
-                    text: error.clone(),
+                    text: failure.text(),
                 });
-                st.end = Some((RankEnd::Failed { step, error }, x.t_ms));
+                st.end = Some((RankEnd::Failed { step, failure }, x.t_ms));
             }
         }
-        out.push(match &st.end {
-            Some((RankEnd::Completed, t)) => RankVerdict::Completed { t_ms: *t },
-            Some((RankEnd::Failed { step, error }, t)) => RankVerdict::Failed {
-                step: *step,
-                error: error.clone(),
-                t_ms: *t,
-            },
-            None => {
-                hanging.push(format!("rank {r} in {}", st.step_text));
-                RankVerdict::Hung { step, wait: None }
-            }
-        });
+        if st.end.is_none() {
+            hanging.push(format!("rank {r} in {}", st.step_text));
+        }
     }
     if hung && !hanging.is_empty() {
         notes.push(format!(
@@ -541,7 +549,6 @@ fn verdicts(
             hanging.join("; ")
         ));
     }
-    out
 }
 
 fn log_tail(path: &Path, lines: usize) -> Option<String> {
@@ -553,39 +560,31 @@ fn log_tail(path: &Path, lines: usize) -> Option<String> {
     Some(all[all.len().saturating_sub(lines)..].join(" | "))
 }
 
+/// The run's report: the ranks' progress as an [`Observed`], through core's one report builder.
 fn report(
     s: &Scenario,
-    ranks: Vec<RankVerdict>,
-    mut trace: Trace,
+    ranks: &[RankState],
+    trace: Trace,
     notes: Vec<String>,
     end_ms: u64,
 ) -> Report {
-    trace.events.sort_by_key(|e| e.t_ms);
-    for n in &notes {
-        trace.events.push(Event {
-            t_ms: end_ms,
-            rank: None,
-            step: None,
-            kind: EventKind::Verdict,
-            text: n.clone(),
-        });
+    let mut o = Observed::new(ranks.len());
+    o.trace = trace;
+    for (r, st) in ranks.iter().enumerate() {
+        o.step[r] = st.step;
+        o.ends[r] = st.end.clone();
     }
-    let expectations = check_expectations(s, &ranks);
-    let (diagnosis, calls) = diagnose_run(&ranks, &[], &Default::default(), None);
-    Report {
-        scenario: s.name.clone(),
-        file: s.file.clone(),
-        mode: "torch".into(),
-        seed: s.sim.seed,
-        ranks,
-        first_stall: None,
-        final_stall: None,
-        end_ms,
-        trace_hash: format!("{:016x}", trace.hash()),
-        trace,
-        expectations,
-        notes,
-        calls,
-        diagnosis,
-    }
+    scen_core::report::build(
+        s,
+        o,
+        RunFacts {
+            mode: Mode::Torch,
+            seed: s.sim.seed,
+            end_ms,
+            local: None,
+            env_ranks: &s.world.ranks,
+            notes,
+            gathered: true,
+        },
+    )
 }

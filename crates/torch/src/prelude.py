@@ -30,9 +30,9 @@ def _now_ms():
     return max(0, int(time.time() * 1000 - _EPOCH_MS))
 
 
-def _emit(ev, step=None, text=""):
+def _emit(ev, step=None, text="", **more):
     if _OUT is not None:
-        line = json.dumps(dict(ev=ev, step=step, text=text, t=_now_ms())) + "\n"
+        line = json.dumps(dict(ev=ev, step=step, text=text, t=_now_ms(), **more)) + "\n"
         os.write(_OUT, line.encode())
     else:
         where = "" if step is None else " #%d" % (step + 1)
@@ -80,12 +80,12 @@ def _format_number(v):
     return repr(v)
 
 
-def _error_text(e):
+def _error_message(e):
     text = str(e)
     cut = text.find("\nException raised from ")
     if cut >= 0:
         text = text[:cut]
-    return "%s: %s" % (type(e).__name__, text.strip())
+    return text.strip()
 
 
 def run(main):
@@ -99,7 +99,8 @@ def run(main):
     try:
         main()
     except BaseException as e:
-        _emit("fail", _STEP[0], _error_text(e))
+        exc, msg = type(e).__name__, _error_message(e)
+        _emit("fail", _STEP[0], "%s: %s" % (exc, msg), exc=exc, msg=msg)
         if _OUT is None:
             raise
         os._exit(1)

@@ -31,7 +31,22 @@ pub fn runtime(message: impl Into<String>) -> C10dError {
     e("RuntimeError", message)
 }
 /// The kind of [`limit`] errors.
-pub const SCEN_LIMIT: &str = "ScenLimit";
+pub use crate::outcome::SCEN_LIMIT;
+
+/// A rank's failure from the error that ended its program: a [`limit`] error is scen's own
+/// limit, every other one a Python exception.
+impl From<C10dError> for crate::outcome::Failure {
+    fn from(e: C10dError) -> Self {
+        if e.kind == SCEN_LIMIT {
+            crate::outcome::Failure::OverLimit { detail: e.message }
+        } else {
+            crate::outcome::Failure::Raised {
+                exception: e.kind.to_string(),
+                message: e.message,
+            }
+        }
+    }
+}
 
 /// Not a PyTorch error: a value computed while running (a formula, an env var) exceeds one of
 /// scen's limits (scenario::limits). The simulator ends the run with this as an input error.

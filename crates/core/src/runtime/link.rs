@@ -102,7 +102,7 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
             peers: vec![peer],
             since_ms: self.clock.now_ms(),
             deadline_ms: self.info.timeout.as_ref().map(|(d, _)| *d),
-            timeout_error: self.info.timeout.as_ref().map(|(_, e)| e.to_string()),
+            timeout_error: self.info.timeout.as_ref().map(|(_, e)| e.clone().into()),
         }
     }
 }

@@ -37,12 +37,7 @@ mod sglang;
 use crate::diagnose::{CallKind, GroupRecord, PlannedCalls, PlannedRecord};
 use calls::CallSpec;
 
-/// How a rank's program ended (a rank that never ends is hung: the runner decides that).
-#[derive(Debug, Clone, PartialEq)]
-pub enum RankEnd {
-    Completed,
-    Failed { step: usize, error: String },
-}
+pub use crate::outcome::RankEnd;
 
 /// Everything a rank needs from its runner.
 pub struct RankEnv<N: Net, C: Clock, P: Probe> {
@@ -156,12 +151,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
     let node = env.scenario.world.nodes[spec.node].clone();
     let fabric = match Fabric::start(env.net.clone(), env.proc_rank).await {
         Ok(f) => f,
-        Err(e) => {
-            return RankEnd::Failed {
-                step: 0,
-                error: format!("RuntimeError: cannot listen: {e}"),
-            }
-        }
+        Err(e) => return RankEnd::raised(0, "RuntimeError", format!("cannot listen: {e}")),
     };
     let devices = match node.platform {
         Platform::Xpu => backend::visible_devices(
@@ -259,7 +249,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     self.event(EventKind::Error, e.to_string());
                     return RankEnd::Failed {
                         step: step.index,
-                        error: e.to_string(),
+                        failure: e.into(),
                     };
                 }
             }

@@ -5,7 +5,7 @@
 
 use super::expr::interpolate;
 use super::model::{Loc, Scenario, Selector, RANK_VARS};
-use crate::class::CRASH_MARK;
+use crate::outcome::{Failure, Killer, SIGKILL};
 
 /// One `[[faults]]` entry.
 #[derive(Debug, Clone)]
@@ -174,7 +174,13 @@ pub fn apply_env(s: &mut Scenario) -> Vec<(usize, String)> {
     notes
 }
 
-/// The error text of a killed rank.
-pub fn crash_error(label: &str) -> String {
-    format!("SIGKILL: {CRASH_MARK} {label}")
+/// How a rank killed by crash fault `index` (labelled `label`) fails: SIGKILL, by that fault.
+pub fn crash(index: usize, label: &str) -> Failure {
+    Failure::Killed {
+        signal: SIGKILL,
+        by: Killer::Fault {
+            index,
+            label: label.to_string(),
+        },
+    }
 }

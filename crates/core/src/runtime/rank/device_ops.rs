@@ -114,7 +114,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             vec![peer],
         );
         w.deadline_ms = timeout.as_ref().map(|(t, _)| *t);
-        w.timeout_error = timeout.as_ref().map(|(_, e)| e.to_string());
+        w.timeout_error = timeout.as_ref().map(|(_, e)| e.clone().into());
         self.wait(Some(w));
         let mut out = t.clone();
         let r = if send {
@@ -156,7 +156,7 @@ pub(super) async fn run_on_device<Q: Probe>(
             peers,
             since_ms,
             deadline_ms: info.timeout.as_ref().map(|(t, _)| *t),
-            timeout_error: info.timeout.as_ref().map(|(_, e)| e.to_string()),
+            timeout_error: info.timeout.as_ref().map(|(_, e)| e.clone().into()),
         }),
     );
     let r = coll.run(&OnDevice { d, comm }, t).await;

@@ -168,9 +168,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 peers: vec![],
                 since_ms: self.now(),
                 deadline_ms: Some(deadline),
-                timeout_error: Some(
-                    error::client_connect_timeout(timeout_ms, host, port).to_string(),
-                ),
+                timeout_error: Some(error::client_connect_timeout(timeout_ms, host, port).into()),
             }));
             match self.env.net.connect(host, port).await {
                 Ok(s) => {
@@ -235,7 +233,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             peers: (1..rv.world_size).collect(),
             since_ms: self.now(),
             deadline_ms: Some(self.now() + after_ms),
-            timeout_error: Some(error::workers_timeout(after_ms, n, rv.world_size).to_string()),
+            timeout_error: Some(error::workers_timeout(after_ms, n, rv.world_size).into()),
         }));
         let r = store.wait_ge("init/", rv.world_size as i64, after_ms).await;
         self.wait(None);
@@ -307,7 +305,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             peers,
             since_ms: self.now(),
             deadline_ms: timeout_ms.map(|t| self.now() + t),
-            timeout_error: timeout_error.map(|e| e.to_string()),
+            timeout_error: timeout_error.map(Into::into),
         }));
         let r = store.get(key, t).await;
         self.wait(None);

@@ -171,7 +171,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             peers: vec![peer],
             since_ms: self.now(),
             deadline_ms: timeout.as_ref().map(|(d, _)| *d),
-            timeout_error: timeout.as_ref().map(|(_, e)| e.to_string()),
+            timeout_error: timeout.as_ref().map(|(_, e)| e.clone().into()),
         }));
         let r = self
             .fabric

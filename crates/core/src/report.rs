@@ -1,0 +1,119 @@
+//! One report builder for every mode.
+//!
+//! The simulator, the hardware launcher and torch mode each observe a run their own way, but
+//! they hand what they saw to [`build`] as an [`Observed`] (trace, rank ends, waits, steps, call
+//! and group records, stalls) with the few facts only the mode knows ([`RunFacts`]). Verdicts,
+//! expectations, notes, the consistency and hang diagnosis and the environment diagnosis are
+//! then made here, once, the same way in every mode — so a comparison of modes compares runs,
+//! not three report builders.
+
+use crate::observe::Observed;
+use crate::scenario::{RankSpec, Scenario};
+use crate::trace::{Event, EventKind};
+use crate::verdict::{check_expectations, diagnose_run, expect_notes, rank_verdict, Report};
+use serde::Serialize;
+
+/// Which runner made a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The deterministic simulator (virtual time).
+    Sim,
+    /// `--hw`: real processes, sockets and oneCCL (wall time).
+    Hw,
+    /// `--torch`: the program on real PyTorch (wall time).
+    Torch,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Sim => "sim",
+            Mode::Hw => "hw",
+            Mode::Torch => "torch",
+        }
+    }
+
+    /// Real processes on the wall clock (times count from the launch), not virtual time.
+    pub fn is_real(self) -> bool {
+        !matches!(self, Mode::Sim)
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for Mode {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+/// What only the mode knows about a run.
+pub struct RunFacts<'a> {
+    pub mode: Mode,
+    pub seed: u64,
+    /// When the run ended (virtual ms in the simulator, ms after launch in the real modes).
+    pub end_ms: u64,
+    /// The ranks this run launched; `None` = all. A hardware node checks only its own ranks'
+    /// expectations (the others ran on other machines).
+    pub local: Option<&'a [usize]>,
+    /// The world's ranks as they ran (environment faults applied): the environment
+    /// diagnosis compares their variables.
+    pub env_ranks: &'a [RankSpec],
+    /// The mode's own notes (fault attribution, watchdog actions, ports...), first in the report.
+    pub notes: Vec<String>,
+    /// The trace was gathered from several processes (the real modes): it is put in time order
+    /// and closed with the notes as verdict events, which the simulator records as they happen.
+    pub gathered: bool,
+}
+
+/// The report of a run from what was observed of it.
+pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
+    if run.gathered {
+        o.trace.events.sort_by_key(|e| e.t_ms);
+        for n in &run.notes {
+            o.trace.events.push(Event {
+                t_ms: run.end_ms,
+                rank: None,
+                step: None,
+                kind: EventKind::Verdict,
+                text: n.clone(),
+            });
+        }
+    }
+    let ranks: Vec<_> = (0..s.world.size())
+        .map(|r| rank_verdict(o.ends[r].as_ref(), o.waits[r].as_ref(), o.step[r]))
+        .collect();
+    let expectations = check_expectations(s, &ranks)
+        .into_iter()
+        .filter(|e| run.local.is_none_or(|l| l.contains(&e.rank)))
+        .collect();
+    let mut notes = run.notes;
+    notes.extend(expect_notes(s, &o.trace));
+    if run.mode == Mode::Sim {
+        notes.extend(s.sim.payloads.note());
+    }
+    let (diagnosis, calls) =
+        diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
+    let diagnosis = diagnosis.with_env(run.env_ranks);
+    Report {
+        scenario: s.name.clone(),
+        file: s.file.clone(),
+        mode: run.mode,
+        seed: run.seed,
+        ranks,
+        first_stall: o.first_stall,
+        final_stall: o.final_stall,
+        end_ms: run.end_ms,
+        trace_hash: format!("{:016x}", o.trace.hash()),
+        trace: o.trace,
+        expectations,
+        notes,
+        calls,
+        diagnosis,
+    }
+}
