@@ -6,9 +6,10 @@
 //! its c10d name (`group`, "0" for WORLD) plus its label (`group_label`); each rank says its rank.
 
 use scen_core::diagnose::{CallKind, CallRecord};
+use scen_core::report::Report;
 use scen_core::scenario::Scenario;
 use scen_core::trace::Wait;
-use scen_core::verdict::{RankVerdict, Report, Stall};
+use scen_core::verdict::{RankVerdict, Stall};
 use serde::{Deserialize, Serialize};
 
 /// 2: each failed rank's `failure` says why as data (raised, killed, exited, over_limit,

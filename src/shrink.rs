@@ -6,8 +6,9 @@
 //! go. The result is written as a scenario file whose `[[expect]]` pins the shrunk verdict.
 
 use scen_core::class::class_key;
+use scen_core::report::Report;
 use scen_core::scenario::{parse, Scenario};
-use scen_core::verdict::{RankVerdict, Report};
+use scen_core::verdict::RankVerdict;
 use toml::{Table, Value};
 
 pub struct Shrunk {

@@ -1,8 +1,8 @@
 //! The CLI of torch mode: `scen run --torch`, `scen export --torch`, `--time-scale`, and the
 //! torch lines of `scen doctor` (crates/torch does the work; docs/torch.md).
 
+use scen_core::report::Report;
 use scen_core::scenario::{Scenario, TimeScale};
-use scen_core::verdict::Report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

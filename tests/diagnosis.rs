@@ -5,8 +5,8 @@
 
 use scen_core::diagnose::check::{Consequence, MismatchKind};
 use scen_core::diagnose::CallState;
+use scen_core::report::{render_human, Report};
 use scen_core::scenario::{load_file, Scenario};
-use scen_core::verdict::{render_human, Report};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;

@@ -32,7 +32,7 @@ fn options() -> HwOptions {
 }
 
 /// `None` (after printing why) when this machine has no oneCCL.
-fn run_hw(rel: &str, o: &HwOptions) -> Option<scen_core::verdict::Report> {
+fn run_hw(rel: &str, o: &HwOptions) -> Option<scen_core::report::Report> {
     let s = load(rel);
     match scen_hw::run(&s, &path(rel), o) {
         Ok(r) => Some(r),
@@ -59,7 +59,7 @@ fn shm_files_of(pids: &[u32]) -> Vec<String> {
         .collect()
 }
 
-fn pids_of(r: &scen_core::verdict::Report) -> Vec<u32> {
+fn pids_of(r: &scen_core::report::Report) -> Vec<u32> {
     let line = r
         .notes
         .iter()
@@ -76,7 +76,7 @@ fn pids_of(r: &scen_core::verdict::Report) -> Vec<u32> {
         .collect()
 }
 
-fn assert_cleaned_up(r: &scen_core::verdict::Report) {
+fn assert_cleaned_up(r: &scen_core::report::Report) {
     let pids = pids_of(r);
     for p in &pids {
         assert!(

@@ -8,9 +8,10 @@
 
 use scen::suite;
 use scen_core::class::class_key;
+use scen_core::report::Report;
 use scen_core::scenario::load_file;
 use scen_core::scenario::Scenario;
-use scen_core::verdict::{describe_verdict, Report};
+use scen_core::verdict::describe_verdict;
 use std::path::Path;
 
 /// A rank verdict line without its times (`at 1.234s`, `t=12ms`, `after 30ms`).

@@ -4,9 +4,9 @@
 //! only the done texts differ (a size and a digest instead of values). Also: the loader's
 //! choice between values and symbolic, its errors, and digests equal across ranks.
 
+use scen_core::report::Report;
 use scen_core::scenario::{parse, Payloads, Scenario};
 use scen_core::trace::EventKind;
-use scen_core::verdict::Report;
 use std::path::Path;
 
 /// Scenarios covering all_reduce, reduce, broadcast, all_gather, reduce_scatter, all_to_all,

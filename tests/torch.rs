@@ -11,8 +11,9 @@
 //! run, unless SCEN_TORCH_REQUIRED=1 (CI) makes that a failure. Filter: `cargo test --test
 //! torch -- NAME...` runs only scenarios whose name contains one of the NAMEs.
 
+use scen_core::report::Report;
 use scen_core::scenario::{load_file, Scenario, TimeScale};
-use scen_core::verdict::{RankVerdict, Report};
+use scen_core::verdict::RankVerdict;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;

@@ -3,8 +3,8 @@
 
 use crate::cli::{Format, ReplayArgs, RunArgs};
 use scen::output::write_whole;
+use scen_core::report::{render_human, Report};
 use scen_core::scenario::{load_file, Scenario, ScenarioError};
-use scen_core::verdict::{render_human, Report};
 use std::path::Path;
 use std::process::ExitCode;
 

@@ -296,7 +296,7 @@ fn relative(file: &Path, root: &Path) -> String {
 /// `settings.determinism_seeds`, each run twice.
 fn determinism(
     s: &Scenario,
-    first: &scen_core::verdict::Report,
+    first: &scen_core::report::Report,
     settings: &Settings,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
@@ -337,7 +337,7 @@ fn determinism(
 fn check_snapshot(
     out: &mut Outcome,
     s: &Scenario,
-    r: &scen_core::verdict::Report,
+    r: &scen_core::report::Report,
     settings: &Settings,
 ) {
     let path = settings.snapshots.path_for(&out.file, &s.name);

@@ -2,8 +2,9 @@
 //! YAML body insta's own serializer writes), so `cargo insta review` reads what `scen test`
 //! writes and the other way round.
 
+use scen_core::report::Report;
 use scen_core::scenario::Scenario;
-use scen_core::verdict::{describe_verdict, Report};
+use scen_core::verdict::describe_verdict;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

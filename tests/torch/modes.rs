@@ -7,7 +7,8 @@
 //! no diagnosis at all) fails here. The wait-for graph is not compared: it is built from wait
 //! records, which torch mode cannot see inside PyTorch.
 
-use scen_core::verdict::{RankVerdict, Report};
+use scen_core::report::Report;
+use scen_core::verdict::RankVerdict;
 use std::path::{Path, PathBuf};
 
 const FIXTURE: &str = "tests/fixtures/modes/world_size_differs.toml";

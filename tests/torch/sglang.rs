@@ -4,10 +4,10 @@
 //! sglang's `new_group` calls, one trace line each (`new_group [0, 1] gloo`), must be the model's
 //! plan call for call: the same ranks and backend argument, in the same order, on every rank.
 
+use scen_core::report::Report;
 use scen_core::scenario::{Platform, Scenario, SglangVersion, StepKind};
 use scen_core::sglang::parallel_state::{self as ps, BackendChoice, ParallelConfig};
 use scen_core::trace::EventKind;
-use scen_core::verdict::Report;
 
 fn is_sglang_step(k: &StepKind) -> bool {
     matches!(

@@ -7,8 +7,9 @@
 //! text with numbers removed (see [`error_shape`]). Rank-agnostic and position-agnostic on purpose: a
 //! shrinker that removes ranks or earlier steps keeps the class when the failure stays the same.
 
+use crate::report::Report;
 use crate::scenario::Scenario;
-use crate::verdict::{RankVerdict, Report};
+use crate::verdict::RankVerdict;
 use std::collections::BTreeSet;
 
 /// One rank's outcome, canonical.

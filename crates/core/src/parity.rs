@@ -4,8 +4,9 @@
 //! verdict, the error texts, each rank's sequence of steps (hence every group's op order), the
 //! warnings and log lines, and the digests of result tensors must not.
 
+use crate::report::Report;
 use crate::trace::EventKind;
-use crate::verdict::{RankVerdict, Report};
+use crate::verdict::RankVerdict;
 
 /// The start of rank.rs's warning for a TCPStore connect retry (R16).
 const CONNECT_RETRY: &str = "TCP client failed to connect/validate";

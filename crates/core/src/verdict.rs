@@ -1,5 +1,5 @@
 //! Verdicts: how each rank ended, why the stuck ones are stuck, and whether the scenario's
-//! expectations hold. Every mode's report has this form, made by [`crate::report::build`].
+//! expectations hold: the parts of every mode's report (report.rs builds and prints it).
 
 use crate::diagnose::hang::ranges;
 use crate::diagnose::hang::RankAt;
@@ -114,35 +114,6 @@ pub struct ExpectationCheck {
     pub holds: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
-    pub scenario: String,
-    pub file: String,
-    pub mode: crate::report::Mode,
-    pub seed: u64,
-    pub ranks: Vec<RankVerdict>,
-    /// The first stall (the moment to look at), if any.
-    pub first_stall: Option<Stall>,
-    /// The final stall, when ranks are still stuck at the end.
-    pub final_stall: Option<Stall>,
-    pub end_ms: u64,
-    pub trace: Trace,
-    pub trace_hash: String,
-    pub expectations: Vec<ExpectationCheck>,
-    pub notes: Vec<String>,
-    /// Every collective/p2p call of every rank, flight-recorder style, in report order
-    /// (by group, then rank, then call order).
-    pub calls: Vec<CallRecord>,
-    /// Consistency mismatches and the wait-for graph of the first stall.
-    pub diagnosis: Diagnosis,
-}
-
-impl Report {
-    pub fn expectations_hold(&self) -> bool {
-        self.expectations.iter().all(|e| e.holds)
-    }
-}
-
 /// Starts the trace line a rank writes when a step's `expect` cannot apply to it (a call on a
 /// group it is not in is a no-op, R27); [`expect_notes`] turns those lines into report notes.
 pub const EXPECT_NOT_APPLIED: &str = "expect does not apply";
@@ -222,31 +193,6 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
         .collect()
 }
 
-/// Verdict lines with the ranks that share them, in rank order of first appearance. When the
-/// diagnosis has a wait-for graph, hung ranks print without their wait detail (it says more).
-fn grouped_verdicts(scenario: &Scenario, r: &Report) -> Vec<(String, Vec<usize>)> {
-    let mut out: Vec<(String, Vec<usize>)> = Vec::new();
-    for (i, v) in r.ranks.iter().enumerate() {
-        let line = match v {
-            RankVerdict::Hung { step, .. } if r.diagnosis.hang.is_some() => {
-                let st = &scenario.steps[*step];
-                format!(
-                    "hangs in {} ({}:{})",
-                    st.label(),
-                    scenario.file,
-                    st.loc.line
-                )
-            }
-            _ => describe_verdict(scenario, v),
-        };
-        match out.iter_mut().find(|(l, _)| *l == line) {
-            Some((_, ranks)) => ranks.push(i),
-            None => out.push((line, vec![i])),
-        }
-    }
-    out
-}
-
 /// `fails in #2 new_group (file:12): RuntimeError: ...`.
 pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
     let at = |s: usize| {
@@ -277,90 +223,4 @@ pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
             s
         }
     }
-}
-
-/// The human report: verdict per rank, the first stall, expectations. Fits a screen for 16 ranks.
-pub fn render_human(scenario: &Scenario, r: &Report) -> String {
-    let mut out = String::new();
-    // The simulator's time is virtual; the hardware mode's is wall time since its launch.
-    let (header_time, clock) = if r.mode.is_real() {
-        ("wall clock".to_string(), "after launch")
-    } else {
-        (format!("seed {}, virtual epoch 0", r.seed), "virtual")
-    };
-    let _ = writeln!(
-        out,
-        "scen {} — {} ({} mode, {header_time})",
-        r.scenario, r.file, r.mode
-    );
-    let counts = |k: &str| r.ranks.iter().filter(|v| v.kind() == k).count();
-    let _ = writeln!(
-        out,
-        "outcome: {} completed, {} failed, {} hung; ended at {} {clock}",
-        counts("completes"),
-        counts("fails"),
-        counts("hangs"),
-        format_ms(r.end_ms).trim()
-    );
-    for (line, ranks) in grouped_verdicts(scenario, r) {
-        let who = if ranks.len() == 1 {
-            format!("rank {:>3}", ranks[0])
-        } else {
-            format!("ranks {}", ranges(&ranks))
-        };
-        let _ = writeln!(out, "  {who}: {line}");
-    }
-    if !r.diagnosis.is_empty() {
-        let _ = writeln!(out, "diagnosis:");
-        for l in r.diagnosis.lines(&scenario.file) {
-            let _ = writeln!(out, "  {l}");
-        }
-    }
-    if let (Some(st), None) = (&r.first_stall, &r.diagnosis.hang) {
-        let _ = writeln!(
-            out,
-            "first stall at {}: no rank could make progress",
-            format_ms(st.t_ms).trim()
-        );
-        for s in &st.stuck {
-            let when = match (&s.wait.deadline_ms, &s.wait.timeout_error) {
-                (Some(d), Some(e)) => format!("times out at {}: {e}", format_ms(*d).trim()),
-                (Some(d), None) => format!("times out at {}", format_ms(*d).trim()),
-                _ => "waits forever (no watchdog)".to_string(),
-            };
-            let _ = writeln!(
-                out,
-                "  rank {:>3} in {}: {}",
-                s.rank,
-                scenario.steps[s.step].label(),
-                s.wait.what
-            );
-            for p in &s.peers {
-                let _ = writeln!(out, "           waiting for {p}");
-            }
-            let _ = writeln!(out, "           {when}");
-        }
-        for o in &st.others {
-            let _ = writeln!(out, "  {o}");
-        }
-    }
-    for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-    let ok = r.expectations.iter().filter(|e| e.holds).count();
-    let _ = writeln!(out, "expectations: {ok}/{} hold", r.expectations.len());
-    for e in r.expectations.iter().filter(|e| !e.holds) {
-        let _ = writeln!(
-            out,
-            "  rank {}: expected {}, got {}",
-            e.rank, e.expected, e.actual
-        );
-    }
-    let _ = writeln!(
-        out,
-        "trace: {} events, hash {}",
-        r.trace.events.len(),
-        r.trace_hash
-    );
-    out
 }

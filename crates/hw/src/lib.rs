@@ -22,8 +22,8 @@ pub mod reaper;
 pub mod signals;
 pub mod watchdog;
 
+use scen_core::report::Report;
 use scen_core::scenario::Scenario;
-use scen_core::verdict::Report;
 use std::path::{Path, PathBuf};
 
 /// Options of `scen run --hw`.

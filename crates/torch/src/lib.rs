@@ -13,8 +13,8 @@ pub mod net;
 pub mod python;
 pub mod translate;
 
+use scen_core::report::Report;
 use scen_core::scenario::Scenario;
-use scen_core::verdict::Report;
 use std::path::PathBuf;
 
 /// Options of `scen run --torch`.
