@@ -5,6 +5,10 @@
 //! simulator's. Fault: a rank SIGKILLed mid-collective is reported and everything is cleaned up.
 //! Without oneCCL these tests print a skip line saying why (CI installs it: .ci/run).
 
+/// `scen bench --hw` and its gloo host path: real processes too.
+#[path = "hw/bench.rs"]
+mod bench;
+
 use scen_core::outcome::Failure;
 use scen_core::parity::mode_independent;
 use scen_core::scenario::{load_file, Scenario};

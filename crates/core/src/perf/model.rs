@@ -526,7 +526,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().starts_with("m.toml:4:13: "), "{e}");
-        // The shape --calibrate writes (tests/bench_cli.rs round-trips a real one).
+        // The shape --calibrate writes (tests/hw/bench.rs round-trips a real one).
         let text = "notes = [\"n\"]\n[links.intra]\nalpha_us = 10.0\nbeta_gbps = 100.0\nreduce_gbps = 2.5\n\n[[ops]]\nclass = \"intra\"\nop = \"all_to_all\"\nalgorithm = \"pairwise\"\nranks = 4\nalpha_us = 12.5\nbeta_gbps = 0.75\n";
         let f = ModelFile::parse("x", text).unwrap();
         assert_eq!(f.links.intra.reduce_gbps, Some(2.5));

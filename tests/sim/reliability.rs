@@ -1,7 +1,7 @@
 //! Issue 12 through the binary: an internal error is never a verdict (exit 3, seed, replay),
 //! outputs never destroy inputs, shrink writes only what check accepts, and each reproducer of
 //! ../shared/fuzz-repro that needs a run (or a file on disk) gives a clear error or a correct
-//! verdict. The load-time reproducers are cases in tests/bad_input.rs.
+//! verdict. The load-time reproducers are cases in tests/sim/bad_input.rs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
