@@ -9,7 +9,7 @@
 #[path = "hw/bench.rs"]
 mod bench;
 
-use scen_core::outcome::Failure;
+use scen_core::outcome::{Failure, Killer};
 use scen_core::parity::mode_independent;
 use scen_core::scenario::{load_file, Scenario};
 use scen_core::verdict::RankVerdict;
@@ -172,8 +172,18 @@ fn a_rank_killed_mid_collective_is_reported_and_cleaned_up() {
         RankVerdict::Failed { step, failure, .. } => {
             assert_eq!(*step, 3);
             assert!(
-                matches!(failure, Failure::Killed { signal: 9, .. }),
+                matches!(
+                    failure,
+                    Failure::Killed {
+                        signal: 9,
+                        by: Killer::Launcher { .. }
+                    }
+                ),
                 "{failure:?}"
+            );
+            assert_eq!(
+                failure.text(),
+                "SIGKILL: process killed by the launcher (--kill-rank 1:4)"
             );
         }
         other => panic!("rank 1: {other:?}"),
@@ -330,7 +340,10 @@ fn a_rank_dying_in_communicator_creation_is_the_only_culprit() {
         matches!(
             &r.ranks[1],
             RankVerdict::Failed {
-                failure: Failure::Killed { signal: 9, .. },
+                failure: Failure::Killed {
+                    signal: 9,
+                    by: Killer::Launcher { .. }
+                },
                 ..
             }
         ),

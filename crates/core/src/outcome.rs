@@ -66,6 +66,8 @@ pub enum Killer {
     Fault { index: usize, label: String },
     /// torchrun's agent stopped the worker group after rank `after_rank` failed.
     Agent { after_rank: usize },
+    /// scen's own launcher injected the kill (`scen run --hw --kill-rank R:S`: `reason`).
+    Launcher { reason: String },
     /// No one scen knows of: the process itself (an abort), the OS, another program.
     Unknown,
 }
@@ -100,6 +102,13 @@ impl Failure {
                 signal,
             } => format!(
                 "{}: torchrun stopped the worker group after rank {after_rank} failed (signal {signal})",
+                signal_name(*signal)
+            ),
+            Failure::Killed {
+                by: Killer::Launcher { reason },
+                signal,
+            } => format!(
+                "{}: {KILLED_BY} the launcher ({reason})",
                 signal_name(*signal)
             ),
             Failure::Killed {
@@ -148,7 +157,7 @@ impl Failure {
         match self {
             Failure::Raised { exception, .. } => exception.clone(),
             Failure::Killed {
-                by: Killer::Fault { .. } | Killer::Agent { .. },
+                by: Killer::Fault { .. } | Killer::Agent { .. } | Killer::Launcher { .. },
                 signal,
             } => signal_name(*signal),
             Failure::OverLimit { .. } => SCEN_LIMIT.into(),
@@ -165,12 +174,13 @@ impl Failure {
         }
     }
 
-    /// A crash fault killed the rank.
+    /// A fault scen injected killed the rank: a scenario's crash fault, or hardware mode's
+    /// `--kill-rank`.
     pub fn is_crash(&self) -> bool {
         matches!(
             self,
             Failure::Killed {
-                by: Killer::Fault { .. },
+                by: Killer::Fault { .. } | Killer::Launcher { .. },
                 ..
             }
         )

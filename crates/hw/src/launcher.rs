@@ -18,7 +18,7 @@ use crate::probe::Msg;
 use crate::procs::{self, RankProc};
 use crate::watchdog::{self, State};
 use crate::{reaper, signals, HwError, HwOptions};
-use scen_core::outcome::{Failure, Launcher, RankEnd};
+use scen_core::outcome::{Failure, Killer, Launcher, RankEnd};
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::Scenario;
@@ -322,11 +322,20 @@ fn watch(
             }
             if let Some((status, at)) = p.exit {
                 if st.obs.ends[p.rank].is_none() && (p.closed || t >= at + EXIT_SETTLE_MS) {
-                    st.process_died(
-                        p.rank,
-                        Failure::process_exit(status.code(), status.signal()),
-                        t,
-                    );
+                    let failure = match (o.kill_rank_at, status.signal()) {
+                        (Some((rank, step)), Some(libc::SIGKILL))
+                            if killed_by_hook && rank == p.rank =>
+                        {
+                            Failure::Killed {
+                                signal: libc::SIGKILL,
+                                by: Killer::Launcher {
+                                    reason: format!("--kill-rank {rank}:{}", step + 1),
+                                },
+                            }
+                        }
+                        (_, signal) => Failure::process_exit(status.code(), signal),
+                    };
+                    st.process_died(p.rank, failure, t);
                 }
             }
         }
