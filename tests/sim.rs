@@ -14,6 +14,8 @@ mod bad_input;
 mod cli;
 #[path = "sim/collectives_matrix.rs"]
 mod collectives_matrix;
+#[path = "sim/common.rs"]
+mod common;
 #[path = "sim/diagnosis.rs"]
 mod diagnosis;
 #[path = "sim/faults.rs"]

@@ -50,6 +50,9 @@ fn scale_for(s: &Scenario) -> TimeScale {
         _ => TIME_SCALE,
     }
 }
+/// A check beside the parity runs: `Err` says what differs.
+type Check<'a> = dyn Fn() -> Result<(), String> + 'a;
+
 /// Scenarios run at once (each forks one process per rank).
 const JOBS: usize = 2;
 
@@ -374,42 +377,31 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
-    if filters.is_empty() || filters.iter().any(|f| "sigint".contains(f.as_str())) {
-        let t = Instant::now();
-        let o = match sigint_ends_the_run_with_a_report(&python) {
-            Ok(()) => Outcome::Agree,
-            Err(e) => Outcome::Differ(e),
-        };
-        let tag = if matches!(o, Outcome::Agree) {
-            "ok"
-        } else {
-            "FAILED"
-        };
-        println!(
-            "torch sigint (Ctrl-C ends the ranks, report printed, exit 130): {tag} ({:.1} s)",
-            t.elapsed().as_secs_f64()
-        );
-        if let Outcome::Differ(_) = o {
-            results.push(("sigint".into(), o));
+    let checks: [(&str, &str, &Check); 2] = [
+        (
+            "sigint",
+            "Ctrl-C ends the ranks, report printed, exit 130",
+            &|| sigint_ends_the_run_with_a_report(&python),
+        ),
+        (
+            "three_modes",
+            "one program in sim, hw and torch: the same report sections",
+            &|| modes::three_modes(&root(), &python),
+        ),
+    ];
+    for (name, what, check) in checks {
+        if !(filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))) {
+            continue;
         }
-    }
-    if filters.is_empty() || filters.iter().any(|f| "three_modes".contains(f.as_str())) {
         let t = Instant::now();
-        let o = match modes::three_modes(&root(), &python) {
-            Ok(()) => Outcome::Agree,
-            Err(e) => Outcome::Differ(e),
-        };
-        let tag = if matches!(o, Outcome::Agree) {
-            "ok"
-        } else {
-            "FAILED"
-        };
+        let result = check();
         println!(
-            "torch three_modes (one program in sim, hw and torch: the same report sections): {tag} ({:.1} s)",
+            "torch {name} ({what}): {} ({:.1} s)",
+            if result.is_ok() { "ok" } else { "FAILED" },
             t.elapsed().as_secs_f64()
         );
-        if let Outcome::Differ(_) = o {
-            results.push(("three_modes".into(), o));
+        if let Err(e) = result {
+            results.push((name.into(), Outcome::Differ(e)));
         }
     }
     results.sort_by(|a, b| a.0.cmp(&b.0));

@@ -1,21 +1,9 @@
 //! The `scen` binary as users call it: exit codes 0 (expectations hold), 1 (they do not),
 //! 2 (invalid input), and deterministic output for the same seed.
 
+use crate::common::scen;
 use std::path::Path;
 use std::process::Command;
-
-fn scen(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_scen"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("scen runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
 
 #[test]
 fn every_shipped_scenario_exits_zero() {

@@ -3,13 +3,13 @@
 //! wait-for graph finds the two-group cycle; `--graph` writes well-formed DOT and `--timeline`
 //! a Trace Event Format document; a 16-rank hang fits one screen.
 
+use crate::common::scen;
 use scen_core::diagnose::check::{Consequence, MismatchKind};
 use scen_core::diagnose::CallState;
 use scen_core::report::{render_human, Report};
 use scen_core::scenario::{load_file, Scenario};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 
 fn run(file: &str) -> (Scenario, Report) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -249,19 +249,6 @@ fn snapshot_records_follow_the_flight_recorder_states() {
         .collect();
     assert_eq!(started, vec![0, 1, 2]);
     assert!(r.calls.iter().all(|c| c.group == "0"));
-}
-
-fn scen(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_scen"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("scen runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {

@@ -3,27 +3,10 @@
 //! or sharding; shrink output loads, keeps the class and is smaller; replay is exact; every
 //! fault kind is shipped; `[[faults]]` errors are located.
 
+use crate::common::{root, scen};
 use scen_core::class::class_key;
 use scen_core::scenario::{load_file, parse};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn scen(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_scen"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("scen runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
 
 const RACE: &str = "scenarios/race_gloo_barrier_timeout_xccl_hang.toml";
 

@@ -7,25 +7,9 @@
 //! `torchfrtrace`, which must name the same missing rank as scen. Without torch that test prints
 //! a `skip:` line; SCEN_TORCH_REQUIRED=1 (CI with torch) makes it fail instead.
 
-use std::path::{Path, PathBuf};
+use crate::common::{root, scen};
+use std::path::PathBuf;
 use std::process::Command;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn scen(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_scen"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("scen runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// A fresh directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);

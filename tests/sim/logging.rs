@@ -3,14 +3,10 @@
 //! reach `-v` and `--log-file`; and logging changes no trace, hash or report (no wall clock in
 //! sim-mode log lines: two runs write byte-identical log files).
 
+use crate::common::root;
 use scen_core::scenario::{load_file, Scenario};
-use std::path::Path;
 use std::process::Command;
 use tracing_test::traced_test;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn load(rel: &str) -> Scenario {
     load_file(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))

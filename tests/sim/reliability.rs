@@ -3,26 +3,8 @@
 //! ../shared/fuzz-repro that needs a run (or a file on disk) gives a clear error or a correct
 //! verdict. The load-time reproducers are cases in tests/sim/bad_input.rs.
 
+use crate::common::{scen, scen_env};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn scen_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_scen"));
-    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("scen runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
-
-fn scen(args: &[&str]) -> (i32, String, String) {
-    scen_env(args, &[])
-}
 
 /// A fresh directory under the target dir (removed first).
 fn scratch(name: &str) -> PathBuf {

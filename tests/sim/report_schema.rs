@@ -4,14 +4,10 @@
 //! (scen::report::JsonReport denies unknown fields, so a field the docs do not name fails).
 //! Also: `--report FILE` writes the same JSON while the terminal gets the human report.
 
+use crate::common::root;
 use scen::report::{build, JsonReport};
 use scen::suite;
 use serde_json::Value;
-use std::path::Path;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn schema() -> Value {
     let text = std::fs::read_to_string(root().join("docs/report.schema.json")).expect("schema");

@@ -2,18 +2,14 @@
 //! between ranks of one host, the race replays exactly from its seed, seed 0 keeps the
 //! reference order, and a single-node run differs from seed to seed.
 
+use crate::common::root;
 use scen_core::class::class_key;
 use scen_core::scenario::{load_file, parse};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::process::Command;
 
 const RACE: &str = "scenarios/race_local_store_host_exits_xccl_hang.toml";
 const SHRUNK: &str = "scenarios/race_local_store_host_exits_xccl_hang_shrunk.toml";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn explore(file: &str, seeds: u64) -> (i32, serde_json::Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_scen"))

@@ -1,0 +1,29 @@
+//! What the sim tests share: the repository root and the `scen` binary run from it.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The repository root (scenario paths in tests are relative to it).
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `scen ARGS` run in the repository root: (exit code, stdout, stderr).
+pub fn scen(args: &[&str]) -> (i32, String, String) {
+    scen_env(args, &[])
+}
+
+/// `scen ARGS` with extra environment variables.
+pub fn scen_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_scen"));
+    cmd.args(args).current_dir(root());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("scen runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
