@@ -474,3 +474,38 @@ fn a_skipped_new_group_is_named_at_the_first_diverging_name_r18() {
         "{text}"
     );
 }
+
+/// A scatter's root holds one chunk per member and every member receives one: the members
+/// agree on the chunk, so a correct scatter is no mismatch (it was reported as one, with
+/// "real gloo: errors", until the fingerprint compared the chunk), while chunks of different
+/// sizes still are.
+#[test]
+fn scatter_members_are_compared_by_the_chunk_they_receive() {
+    let program = |shape_1: &str| {
+        format!(
+            "[world]\nranks_per_node = 3\nplatform = \"cpu\"\n\
+             [[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\ntimeout_s = 5\n\
+             [[step]]\nop = \"scatter\"\nsrc = 1\nshape = [4]\non = \"rank != 1\"\n\
+             [[step]]\nop = \"scatter\"\nsrc = 1\nshape = {shape_1}\non = [1]\n"
+        )
+    };
+    let run_text = |text: &str| {
+        let s = scen_core::scenario::parse(text, "scatter.toml", "scatter").expect("parses");
+        scen_sim::simulate(&s, None).expect("runs")
+    };
+    let same = run_text(&program("[4]"));
+    assert!(same.diagnosis.mismatches.is_empty(), "{:?}", same.diagnosis);
+    assert!(same.ranks.iter().all(|v| v.kind() == "completes"));
+    let differ = run_text(&program("[8]"));
+    let m = differ
+        .diagnosis
+        .mismatches
+        .iter()
+        .find(|m| m.kind == MismatchKind::Fingerprint)
+        .unwrap_or_else(|| panic!("no mismatch: {:?}", differ.diagnosis));
+    assert!(
+        m.aspects.iter().any(|a| a.contains("[4] vs [8]") || a.contains("[8] vs [4]")),
+        "{:?}",
+        m.aspects
+    );
+}

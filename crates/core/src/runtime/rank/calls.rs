@@ -28,12 +28,22 @@ pub(super) struct CallSpec<'a, D = Vec<u8>> {
     pub peer: Option<usize>,
     /// all_to_all: rows to and from each member.
     pub splits: Option<Splits>,
+    /// The shape every member must agree on when it is not the tensor's: a scatter's root
+    /// holds one chunk per member, every member receives one (`None`: the tensor's shape).
+    pub agreed_shape: Option<Vec<usize>>,
 }
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// Records the start of a call; pass the result to [`Proc::call_end`].
     pub(super) fn call_begin<D: Payload>(&self, c: CallSpec<'_, D>) -> CallRecord {
         let pg = &self.pgs[c.group];
+        let (shape, nbytes) = match &c.agreed_shape {
+            Some(s) => (
+                s.clone(),
+                c.tensor.dtype.size_bytes() * s.iter().product::<usize>(),
+            ),
+            None => (c.tensor.shape.clone(), c.tensor.data.len()),
+        };
         let rec = CallRecord {
             rank: self
                 .world
@@ -50,8 +60,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             fp: Fingerprint {
                 op: c.op.to_string(),
                 dtype: c.tensor.dtype.name().to_string(),
-                shape: c.tensor.shape.clone(),
-                nbytes: c.tensor.data.len(),
+                shape,
+                nbytes,
                 root: c.root,
                 reduce_op: c.reduce_op.map(|o| o.name().to_string()),
                 splits: c.splits,
@@ -146,6 +156,10 @@ pub(super) fn spec_of<'a, D>(
         }),
         _ => None,
     };
+    let agreed_shape = match &coll.algo {
+        Algo::Scatter { out_shape, .. } => Some(out_shape.clone()),
+        _ => None,
+    };
     CallSpec {
         group,
         backend,
@@ -157,5 +171,6 @@ pub(super) fn spec_of<'a, D>(
         reduce_op,
         peer: None,
         splits,
+        agreed_shape,
     }
 }

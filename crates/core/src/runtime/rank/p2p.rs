@@ -139,6 +139,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             reduce_op: None,
             peer: Some(peer),
             splits: None,
+            agreed_shape: None,
         });
         if backend != "gloo" {
             if let Some(d) = self.env.device.clone() {
