@@ -504,7 +504,9 @@ fn scatter_members_are_compared_by_the_chunk_they_receive() {
         .find(|m| m.kind == MismatchKind::Fingerprint)
         .unwrap_or_else(|| panic!("no mismatch: {:?}", differ.diagnosis));
     assert!(
-        m.aspects.iter().any(|a| a.contains("[4] vs [8]") || a.contains("[8] vs [4]")),
+        m.aspects
+            .iter()
+            .any(|a| a.contains("[4] vs [8]") || a.contains("[8] vs [4]")),
         "{:?}",
         m.aspects
     );

@@ -263,7 +263,7 @@ impl Cx<'_> {
                     Some(list) => Some(
                         list.get_ref()
                             .iter()
-                            .map(|v| self.rank_in_range(*v, list.span().start, ws))
+                            .map(|v| self.group_rank(*v, list.span().start))
                             .collect::<R<Vec<_>>>()?,
                     ),
                     None => None,

@@ -280,6 +280,18 @@ impl Cx<'_> {
         }
     }
 
+    /// A `new_group` rank: any non-negative number is a program PyTorch runs. One outside the
+    /// world is PyTorch's own run-time ValueError on every rank (`Rank 5 is out of range. Valid
+    /// ranks are 0 to 1 (world_size=2)`), so it is the verdict's to report, not the loader's.
+    pub(super) fn group_rank(&self, v: i64, at: usize) -> R<usize> {
+        usize::try_from(v).map_err(|_| {
+            self.err(
+                at,
+                format!("rank {v} is negative: a new_group rank is a global rank, 0 or more"),
+            )
+        })
+    }
+
     pub(super) fn selector(&self, s: &Spanned<RawSelector>, world_size: usize) -> R<Selector> {
         let at = s.span().start;
         match s.get_ref() {
