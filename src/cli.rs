@@ -2,17 +2,14 @@
 //! argument struct, so adding a subcommand is one variant here and one match arm in main.rs.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use std::path::PathBuf;
-
-/// `scen --help`'s exit codes (README.md has the table per subcommand).
-const EXIT_CODES: &str = "Exit codes:\n  0  the scenario's expectations hold\n  1  they do not (the verdict says why)\n  2  invalid input (file, argument, output path, a limit of scen) or the requested mode cannot run\n  3  internal error in scen: no verdict; the seed and a replay command are printed";
+use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
 #[command(
     name = "scen",
     version,
     about = "Reproduce and explain distributed-communication bugs (c10d, xccl/oneCCL) deterministically",
-    after_help = EXIT_CODES
+    after_help = scen::exit::help()
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -62,6 +59,68 @@ pub enum Cmd {
     ImportFr(ImportFrArgs),
     /// Write a scenario's program as a Python file for torchrun (`--torch`; docs/torch.md).
     Export(ExportArgs),
+}
+
+/// What a command reads and what it writes (flag, path).
+type Files<'a> = (Vec<&'a Path>, Vec<(&'static str, &'a Path)>);
+
+/// An optional output as (flag, path).
+fn opt<'a>(flag: &'static str, p: &'a Option<PathBuf>) -> Option<(&'static str, &'a Path)> {
+    p.as_deref().map(|p| (flag, p))
+}
+
+impl Cli {
+    /// Refuses, before the command starts, an output onto one of its inputs (a directory input
+    /// counts for every file under it) or onto another output (src/output.rs).
+    pub fn check_outputs(&self) -> Result<(), String> {
+        let (inputs, mut outputs) = self.cmd.files();
+        if let Some(log) = &self.log_file {
+            outputs.push(("--log-file", log));
+        }
+        let inputs = scen::output::expand_dirs(&inputs);
+        let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+        scen::output::check_paths(&inputs, &outputs)
+    }
+}
+
+impl Cmd {
+    /// Every file the command reads and every file or directory it writes.
+    fn files(&self) -> Files<'_> {
+        match self {
+            Cmd::Run(a) => (
+                [Some(a.file.as_path()), a.model.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+                [
+                    opt("--report", &a.report),
+                    opt("--graph", &a.graph),
+                    opt("--timeline", &a.timeline),
+                    opt("--export-fr", &a.fr.export_fr),
+                    opt("--keep", &a.torch_opts.keep),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
+            ),
+            Cmd::Test(a) => {
+                let paths = if a.paths.is_empty() {
+                    vec![Path::new("scenarios")]
+                } else {
+                    a.paths.iter().map(PathBuf::as_path).collect()
+                };
+                (paths, opt("--junit", &a.junit).into_iter().collect())
+            }
+            Cmd::Bench(a) => a.files(),
+            Cmd::Check { file } | Cmd::HwRank { file } => (vec![file], vec![]),
+            Cmd::Replay(a) => (vec![&a.file], vec![]),
+            Cmd::Explore(a) => (a.files.iter().map(PathBuf::as_path).collect(), vec![]),
+            Cmd::Shrink(a) => (vec![&a.file], opt("-o", &a.out).into_iter().collect()),
+            Cmd::ImportFr(a) => (vec![&a.dir], opt("-o", &a.out).into_iter().collect()),
+            Cmd::Export(a) => (vec![&a.file], opt("-o", &a.out).into_iter().collect()),
+            Cmd::BenchRank | Cmd::Doctor | Cmd::HwReaper => (vec![], vec![]),
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -135,7 +194,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub hw_opts: HwArgs,
     #[command(flatten)]
-    pub torch_opts: crate::torch_cmd::TorchArgs,
+    pub torch_opts: crate::cmd::torch::TorchArgs,
 }
 
 #[derive(clap::Args)]

@@ -18,7 +18,6 @@ macro_rules! print {
 mod cli;
 mod cmd;
 mod stdout;
-mod torch_cmd;
 
 /// mimalloc instead of glibc's malloc: a simulated world allocates and frees small buffers for
 /// every message and store request, and glibc's malloc/free were ~20 % of a 1024-rank run
@@ -28,13 +27,21 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use cli::{Cli, Cmd};
+use scen::exit::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    ExitCode::from(dispatch(cli))
+}
+
+fn dispatch(cli: Cli) -> Exit {
+    // Every output of every command, checked before anything is written (src/output.rs).
+    if let Err(e) = cli.check_outputs() {
+        return cmd::fail(e);
+    }
     if let Err(e) = scen::logging::init(cli.verbose, cli.log_file.as_deref()) {
-        eprintln!("error: {e:#}");
-        return ExitCode::from(2);
+        return cmd::fail(format!("{e:#}"));
     }
     match cli.cmd {
         Cmd::Run(args) => cmd::run::run(args),
@@ -42,13 +49,13 @@ fn main() -> ExitCode {
         Cmd::Check { file } => cmd::check::check(&file),
         Cmd::Doctor => cmd::check::doctor(),
         Cmd::Bench(args) => cmd::bench::run(args),
-        Cmd::BenchRank => ExitCode::from(scen_hw::bench::rank::rank_main().clamp(0, 255) as u8),
+        Cmd::BenchRank => Exit::Rank(scen_hw::bench::rank::rank_main()),
         Cmd::HwRank { file } => cmd::run::hw_rank(&file),
-        Cmd::HwReaper => ExitCode::from(scen_hw::reaper::main().clamp(0, 255) as u8),
+        Cmd::HwReaper => Exit::Rank(scen_hw::reaper::main()),
         Cmd::Replay(args) => cmd::run::replay(args),
         Cmd::Explore(args) => cmd::explore::explore(args),
         Cmd::Shrink(args) => cmd::shrink::shrink(args),
         Cmd::ImportFr(a) => cmd::fr::import_cmd(&a.dir, a.out.as_deref(), a.allow_incomplete_ranks),
-        Cmd::Export(args) => torch_cmd::export(&args.file, args.out.as_deref(), args.time_scale),
+        Cmd::Export(args) => cmd::torch::export(&args.file, args.out.as_deref(), args.time_scale),
     }
 }

@@ -1,8 +1,9 @@
-//! The files scen writes (`run --graph/--timeline/--report`, `shrink -o`, `test --junit`,
-//! snapshots): an output never
-//! replaces an input or another output of the same command, and each is written whole or not
-//! at all — a temporary file beside the target, then a rename — with the temporary file
-//! removed on failure and the OS's reason printed with the path the user gave.
+//! The files scen writes (every command's outputs: `run --report/--graph/--timeline/--export-fr`,
+//! `shrink -o`, `export -o`, `import-fr -o`, `bench -o`, `test --junit`, `--log-file`,
+//! snapshots): an output never replaces an input or another output of the same command (main.rs
+//! checks every command's paths with [`check_paths`] before it starts), and each is written
+//! whole or not at all — a temporary file beside the target, then a rename — with the
+//! temporary file removed on failure and the OS's reason printed with the path the user gave.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -42,7 +43,7 @@ pub fn check_paths(inputs: &[&Path], outputs: &[(&str, &Path)]) -> Result<(), St
     for (i, (flag, out)) in outputs.iter().enumerate() {
         if let Some(input) = inputs.iter().find(|inp| same_file(inp, out)) {
             return Err(format!(
-                "{flag} {}: that is the scenario file {}; refusing to overwrite it (choose another output path)",
+                "{flag} {}: that is the input {}; refusing to overwrite it (choose another output path)",
                 out.display(),
                 input.display()
             ));
@@ -55,6 +56,29 @@ pub fn check_paths(inputs: &[&Path], outputs: &[(&str, &Path)]) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// The inputs with every directory replaced by the files under it (a suite's scenarios, a
+/// directory of flight-recorder dumps), so that an output onto one of them is refused too.
+/// Bounded: directories deeper than 8 levels are not looked into.
+pub fn expand_dirs(inputs: &[&Path]) -> Vec<PathBuf> {
+    fn walk(p: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+        let entries = match std::fs::read_dir(p) {
+            Ok(e) if depth < 8 => e,
+            _ => return out.push(p.to_path_buf()),
+        };
+        out.push(p.to_path_buf());
+        let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for c in paths {
+            walk(&c, depth + 1, out);
+        }
+    }
+    let mut out = Vec::new();
+    for p in inputs {
+        walk(p, 0, &mut out);
+    }
+    out
 }
 
 /// [`write_atomic`] for callers that use anyhow.

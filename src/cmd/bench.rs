@@ -9,6 +9,7 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use scen::exit::Exit;
 use scen_core::perf::compare::{compare, verdict, Bucket};
 use scen_core::perf::fit::{self, Sample};
 use scen_core::perf::model::{self, LinkClass, ModelFile};
@@ -18,8 +19,7 @@ use scen_core::perf::schedule::{AllReduceChoice, Library};
 use scen_core::perf::sweep::{human_size, parse_sweep};
 use scen_core::perf::{bandwidths, BenchOp};
 use scen_hw::bench::{median, BenchJob, BenchPath, BenchSpec, JobResult};
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum PathArg {
@@ -117,18 +117,28 @@ pub struct BenchArgs {
     format: OutFormat,
 }
 
+impl BenchArgs {
+    /// What `bench` reads (--model, --compare's reports) and writes (-o).
+    pub fn files(&self) -> (Vec<&Path>, Vec<(&'static str, &Path)>) {
+        let mut inputs: Vec<&Path> = self.model.iter().map(PathBuf::as_path).collect();
+        inputs.extend(self.compare.iter().flatten().map(PathBuf::as_path));
+        let outputs = self.out.iter().map(|p| ("-o", p.as_path())).collect();
+        (inputs, outputs)
+    }
+}
+
 /// The `bench` subcommand.
-pub fn run(a: BenchArgs) -> ExitCode {
+pub fn run(a: BenchArgs) -> Exit {
     match run_inner(a) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            Exit::Invalid
         }
     }
 }
 
-fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
+fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     if let Some(files) = &a.compare {
         return run_compare(&files[0], &files[1], a.format);
     }
@@ -281,11 +291,7 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<ExitCode> {
         OutFormat::Human => print!("{}", render(&report, pattern.as_ref())),
     }
     let wrong: u64 = report.rows.iter().filter_map(|r| r.wrong).sum();
-    Ok(if wrong > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if wrong > 0 { Exit::Failed } else { Exit::Ok })
 }
 
 fn parse_ops(s: &str) -> anyhow::Result<Vec<BenchOp>> {
@@ -512,9 +518,7 @@ fn calibrate(
             report.ranks, report.path, a.op, a.sizes, a.iters, a.repeat
         ));
         let text = toml::to_string(&file)?;
-        let tmp = out.with_extension("scen-tmp");
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, out).with_context(|| format!("cannot write {}", out.display()))?;
+        scen::output::write_whole(out, text.as_bytes())?;
         report
             .notes
             .push(format!("model written to {}", out.display()));
@@ -660,7 +664,7 @@ fn load_report(p: &PathBuf) -> anyhow::Result<BenchReport> {
     })
 }
 
-fn run_compare(a: &PathBuf, b: &PathBuf, format: OutFormat) -> anyhow::Result<ExitCode> {
+fn run_compare(a: &PathBuf, b: &PathBuf, format: OutFormat) -> anyhow::Result<Exit> {
     let (ra, rb) = (load_report(a)?, load_report(b)?);
     let c = compare(&ra, &rb);
     let (an, bn) = (a.display().to_string(), b.display().to_string());
@@ -679,7 +683,7 @@ fn run_compare(a: &PathBuf, b: &PathBuf, format: OutFormat) -> anyhow::Result<Ex
             "verdict": v,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok);
     }
     println!("# A = {an} ({} ranks, path {})", ra.ranks, ra.path);
     println!("# B = {bn} ({} ranks, path {})", rb.ranks, rb.path);
@@ -715,5 +719,5 @@ fn run_compare(a: &PathBuf, b: &PathBuf, format: OutFormat) -> anyhow::Result<Ex
         );
     }
     println!("verdict: {v}");
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok)
 }

@@ -1,10 +1,10 @@
 //! `scen check` (validate a scenario without running it) and `scen doctor` (what this machine
 //! has for hardware mode).
 
+use scen::exit::Exit;
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn check(file: &Path) -> ExitCode {
+pub fn check(file: &Path) -> Exit {
     match super::load(file) {
         Ok(s) => {
             println!(
@@ -15,14 +15,14 @@ pub fn check(file: &Path) -> ExitCode {
                 s.steps.len(),
                 s.expect.len()
             );
-            ExitCode::SUCCESS
+            Exit::Ok
         }
         Err(code) => code,
     }
 }
 
-pub fn doctor() -> ExitCode {
+pub fn doctor() -> Exit {
     print!("{}", scen_hw::doctor::report());
-    print!("{}", crate::torch_cmd::doctor());
-    ExitCode::SUCCESS
+    print!("{}", super::torch::doctor());
+    Exit::Ok
 }

@@ -5,11 +5,11 @@
 
 use super::{fail, stem};
 use crate::cli::{ExploreArgs, Format};
+use scen::exit::Exit;
 use scen::explore;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-pub fn explore(args: ExploreArgs) -> ExitCode {
+pub fn explore(args: ExploreArgs) -> Exit {
     let result = if args.merge {
         merge(&args.files)
     } else {
@@ -27,15 +27,15 @@ pub fn explore(args: ExploreArgs) -> ExitCode {
         },
     }
     if !e.internal_errors.is_empty() {
-        ExitCode::from(super::EXIT_INTERNAL)
+        Exit::Internal
     } else if e.seeds_failing > 0 {
-        ExitCode::from(1)
+        Exit::Failed
     } else {
-        ExitCode::SUCCESS
+        Exit::Ok
     }
 }
 
-fn merge(files: &[PathBuf]) -> Result<explore::Exploration, ExitCode> {
+fn merge(files: &[PathBuf]) -> Result<explore::Exploration, Exit> {
     let mut parts = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|e| fail(format!("{}: {e}", f.display())))?;
@@ -50,7 +50,7 @@ fn merge(files: &[PathBuf]) -> Result<explore::Exploration, ExitCode> {
     explore::merge(parts).map_err(fail)
 }
 
-fn run(args: &ExploreArgs) -> Result<explore::Exploration, ExitCode> {
+fn run(args: &ExploreArgs) -> Result<explore::Exploration, Exit> {
     let [file] = args.files.as_slice() else {
         return Err(fail(
             "explore takes one scenario file (or --merge with shard outputs)".into(),

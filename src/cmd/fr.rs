@@ -3,6 +3,7 @@
 //! run's calls as per-rank dumps). The format and the conversions live in `scen_core::fr`.
 
 use anyhow::{bail, Context};
+use scen::exit::Exit;
 use scen_core::diagnose::CallRecord;
 use scen_core::fr::export::{self, Format};
 use scen_core::fr::{import, Dump, Job};
@@ -10,7 +11,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// `--fr-format`.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -82,12 +82,12 @@ pub fn read_dir(dir: &Path) -> anyhow::Result<BTreeMap<usize, Dump>> {
 }
 
 /// `scen import-fr`.
-pub fn import_cmd(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> ExitCode {
+pub fn import_cmd(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> Exit {
     match import_inner(dir, out, allow_incomplete) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Exit::Ok,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            Exit::Invalid
         }
     }
 }
@@ -141,10 +141,7 @@ fn import_inner(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> anyho
     }
     match out {
         Some(path) => {
-            let tmp = path.with_extension("toml.tmp");
-            std::fs::write(&tmp, &imp.scenario)
-                .and_then(|_| std::fs::rename(&tmp, path))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            scen::output::write_whole(path, imp.scenario.as_bytes())?;
             outln!(
                 o,
                 "wrote {} (replay it: scen run {})",

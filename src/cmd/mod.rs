@@ -8,25 +8,23 @@ pub mod fr;
 pub mod run;
 pub mod shrink;
 pub mod test;
+pub mod torch;
 
+use scen::exit::Exit;
 use scen_core::scenario::{load_file, Scenario};
 use std::path::Path;
-use std::process::ExitCode;
 
 /// Loads a scenario, printing the error (file:line:col) and giving exit code 2 when invalid.
-pub fn load(file: &Path) -> Result<Scenario, ExitCode> {
+pub fn load(file: &Path) -> Result<Scenario, Exit> {
     load_file(file).map_err(|e| {
         eprintln!("error: {e}");
-        ExitCode::from(2)
+        Exit::Invalid
     })
 }
 
-/// An internal error: a panic or a broken invariant inside scen, never a verdict.
-pub const EXIT_INTERNAL: u8 = 3;
-
 /// Prints an internal error: never a verdict, always the seed and the replay command
 /// (`--format json`: an object with an `internal_error` field).
-pub fn internal_error(file: &str, seed: u64, detail: &str, json: bool) -> ExitCode {
+pub fn internal_error(file: &str, seed: u64, detail: &str, json: bool) -> Exit {
     let replay = format!("scen replay {file} --seed {seed}");
     if json {
         let doc = serde_json::json!({
@@ -44,11 +42,11 @@ pub fn internal_error(file: &str, seed: u64, detail: &str, json: bool) -> ExitCo
              scenario; please report it with the scenario file."
         );
     }
-    ExitCode::from(EXIT_INTERNAL)
+    Exit::Internal
 }
 
 /// A simulation that gave no report: an internal error (exit 3) or bad input found late (2).
-pub fn sim_failed(file: &Path, e: &scen_sim::SimError, json: bool) -> ExitCode {
+pub fn sim_failed(file: &Path, e: &scen_sim::SimError, json: bool) -> Exit {
     match e {
         scen_sim::SimError::Internal { seed, detail } => {
             internal_error(&file.display().to_string(), *seed, detail, json)
@@ -58,9 +56,9 @@ pub fn sim_failed(file: &Path, e: &scen_sim::SimError, json: bool) -> ExitCode {
 }
 
 /// Prints `error: msg` and gives exit code 2 (invalid input).
-pub fn fail(msg: String) -> ExitCode {
+pub fn fail(msg: String) -> Exit {
     eprintln!("error: {msg}");
-    ExitCode::from(2)
+    Exit::Invalid
 }
 
 /// The file stem as a scenario name.

@@ -2,24 +2,13 @@
 //! process of hardware mode: run, write the requested exports, print the report.
 
 use crate::cli::{Format, ReplayArgs, RunArgs};
+use scen::exit::Exit;
 use scen::output::write_whole;
 use scen_core::report::{render_human, Report};
 use scen_core::scenario::{load_file, Scenario, ScenarioError};
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn run(args: RunArgs) -> ExitCode {
-    let outs: Vec<(&str, &Path)> = [
-        ("--report", &args.report),
-        ("--graph", &args.graph),
-        ("--timeline", &args.timeline),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
-    .collect();
-    if let Err(e) = scen::output::check_paths(&[&args.file], &outs) {
-        return super::fail(e);
-    }
+pub fn run(args: RunArgs) -> Exit {
     let mut scenario = match load(&args.file, args.format) {
         Ok(s) => s,
         Err(code) => return code,
@@ -32,7 +21,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                     Format::Human => eprintln!("error: {e}"),
                     Format::Json => println!("{}", invalid_input_json(&model_error(e))),
                 }
-                return ExitCode::from(2);
+                return Exit::Invalid;
             }
         }
     }
@@ -57,7 +46,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             let code = print_report(&scenario, &r, args.format, args.trace);
             if let Err(e) = write_exports(&scenario, &r, &args) {
                 eprintln!("error: {e:#}");
-                return ExitCode::from(2);
+                return Exit::Invalid;
             }
             // In hw mode the watchdog already wrote the dumps at the hang.
             let fr_dir = args.fr.export_fr.as_deref();
@@ -65,24 +54,24 @@ pub fn run(args: RunArgs) -> ExitCode {
                 let world = scenario.world.size();
                 if let Err(e) = super::fr::export_run(dir, args.fr.fr_format, world, &r.calls) {
                     eprintln!("error: {e:#}");
-                    return ExitCode::from(2);
+                    return Exit::Invalid;
                 }
             }
             // A signal ended the hardware or torch run: 128 + its number (docs/hw.md).
             let real = args.hw || args.torch_opts.torch;
             match scen_hw::signals::interrupted_by().filter(|_| real) {
-                Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+                Some(sig) => Exit::Signal(sig),
                 None => code,
             }
         }
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            Exit::Invalid
         }
     }
 }
 
-pub fn replay(args: ReplayArgs) -> ExitCode {
+pub fn replay(args: ReplayArgs) -> Exit {
     let scenario = match load(&args.file, args.format) {
         Ok(s) => s,
         Err(code) => return code,
@@ -104,22 +93,22 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
     }
 }
 
-pub fn hw_rank(file: &Path) -> ExitCode {
+pub fn hw_rank(file: &Path) -> Exit {
     match super::load(file) {
-        Ok(s) => ExitCode::from(scen_hw::rank_main(s).clamp(0, 255) as u8),
+        Ok(s) => Exit::Rank(scen_hw::rank_main(s)),
         Err(code) => code,
     }
 }
 
 /// Loads the scenario; on invalid input prints the error (as JSON with `--format json`) and
 /// gives exit code 2.
-fn load(file: &Path, format: Format) -> Result<Scenario, ExitCode> {
+fn load(file: &Path, format: Format) -> Result<Scenario, Exit> {
     load_file(file).map_err(|e| {
         match format {
             Format::Human => eprintln!("error: {e}"),
             Format::Json => println!("{}", invalid_input_json(&e)),
         }
-        ExitCode::from(2)
+        Exit::Invalid
     })
 }
 
@@ -183,7 +172,7 @@ fn write_exports(s: &Scenario, r: &Report, args: &RunArgs) -> anyhow::Result<()>
     Ok(())
 }
 
-fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCode {
+fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> Exit {
     match format {
         Format::Human => {
             if trace {
@@ -195,13 +184,13 @@ fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> ExitCo
             Ok(j) => println!("{j}"),
             Err(e) => {
                 eprintln!("error: cannot encode the report: {e}");
-                return ExitCode::from(2);
+                return Exit::Invalid;
             }
         },
     }
     if r.expectations_hold() {
-        ExitCode::SUCCESS
+        Exit::Ok
     } else {
-        ExitCode::from(1)
+        Exit::Failed
     }
 }

@@ -2,16 +2,11 @@
 
 use super::{fail, stem};
 use crate::cli::ShrinkArgs;
+use scen::exit::Exit;
 use scen::output::write_whole;
-use std::process::ExitCode;
 
-pub fn shrink(args: ShrinkArgs) -> ExitCode {
+pub fn shrink(args: ShrinkArgs) -> Exit {
     let file = &args.file;
-    if let Some(o) = &args.out {
-        if let Err(e) = scen::output::check_paths(&[file], &[("-o", o.as_path())]) {
-            return fail(e);
-        }
-    }
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => return fail(format!("{}: cannot read the scenario: {e}", file.display())),
@@ -39,5 +34,5 @@ pub fn shrink(args: ShrinkArgs) -> ExitCode {
         }
         None => print!("{}", s.text),
     }
-    ExitCode::SUCCESS
+    Exit::Ok
 }

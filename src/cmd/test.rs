@@ -6,12 +6,12 @@
 
 use super::fail;
 use crate::cli::TestArgs;
+use scen::exit::Exit;
 use scen::suite::{self, snapshot, Outcome, Problem, Settings, Status};
 use std::io::{BufRead, IsTerminal, Write as _};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-pub fn test(args: TestArgs) -> ExitCode {
+pub fn test(args: TestArgs) -> Exit {
     if args.review && !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
         return fail(
             "--review asks about each changed snapshot on a terminal, and stdin/stdout is not one; \
@@ -191,12 +191,12 @@ fn summary(outcomes: &[Outcome]) -> String {
     text
 }
 
-fn exit_code(outcomes: &[Outcome]) -> ExitCode {
+fn exit_code(outcomes: &[Outcome]) -> Exit {
     if outcomes.iter().any(|o| o.status == Status::Invalid) {
-        ExitCode::from(2)
+        Exit::Invalid
     } else if outcomes.iter().any(|o| o.status == Status::Failed) {
-        ExitCode::from(1)
+        Exit::Failed
     } else {
-        ExitCode::SUCCESS
+        Exit::Ok
     }
 }

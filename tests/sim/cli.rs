@@ -1,7 +1,8 @@
 //! The `scen` binary as users call it: exit codes 0 (expectations hold), 1 (they do not),
 //! 2 (invalid input), and deterministic output for the same seed.
 
-use crate::common::scen;
+use crate::common::{root, scen};
+use scen::exit::{Exit, TABLE};
 use std::path::Path;
 use std::process::Command;
 
@@ -149,4 +150,66 @@ fn closed_stdout_is_no_panic_and_keeps_the_exit_code() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(0), "{err}");
+}
+
+/// README.md's exit table, row by row, against the one enum every command returns
+/// (src/exit.rs): a code the README documents is one the command can give, and no other.
+#[test]
+fn the_readme_exit_table_is_the_code() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let head = "| command | 0 | 1 | 2 | 3 |";
+    let rows: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| *l != head)
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let mut documented: Vec<(String, Vec<Exit>)> = Vec::new();
+    for row in rows {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+        let codes: Vec<Exit> = [Exit::Ok, Exit::Failed, Exit::Invalid, Exit::Internal]
+            .into_iter()
+            .zip(&cells[1..])
+            .filter(|(_, cell)| **cell != "—")
+            .map(|(e, _)| e)
+            .collect();
+        for name in cells[0].split(", ") {
+            documented.push((name.trim_matches('`').to_string(), codes.clone()));
+        }
+    }
+    let table: Vec<(String, Vec<Exit>)> = TABLE
+        .iter()
+        .map(|(n, c)| (n.to_string(), c.to_vec()))
+        .collect();
+    assert_eq!(documented, table, "README.md's exit table vs src/exit.rs");
+}
+
+/// No command makes up a status: every exit goes through `Exit` (src/exit.rs).
+#[test]
+fn exit_codes_are_not_literals() {
+    let mut found = Vec::new();
+    let mut dirs = vec![root().join("src")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("src/exit.rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (i, l) in text.lines().enumerate() {
+                    if l.contains("ExitCode::from(") && !l.contains("ExitCode::from(dispatch")
+                        || l.contains("ExitCode::SUCCESS")
+                        || l.contains("process::exit(")
+                    {
+                        found.push(format!("{}:{}: {l}", p.display(), i + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "exit codes outside src/exit.rs:\n{}",
+        found.join("\n")
+    );
 }

@@ -83,19 +83,49 @@ fn help_documents_exit_code_3() {
     assert!(out.contains("3  internal error"), "{out}");
 }
 
+/// Every output of every command, pointed at one of that command's inputs: exit 2, the
+/// input unchanged, nothing else written (main.rs checks every command's paths, src/output.rs).
 #[test]
 fn outputs_never_replace_inputs_or_each_other() {
     let d = scratch("outputs");
     let original = std::fs::read_to_string("scenarios/two_group_cycle_xccl.toml").unwrap();
     let a = write(&d, "a.toml", &original);
-    for flag in ["--graph", "--timeline"] {
-        let (code, _, err) = scen(&["run", &a, flag, &a]);
-        assert_eq!(code, 2, "{err}");
-        assert!(err.contains("refusing to overwrite"), "{err}");
+    let suite = d.join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    let s = write(&suite, "s.toml", &original);
+    let dumps = d.join("dumps");
+    std::fs::create_dir_all(&dumps).unwrap();
+    let dump = write(&dumps, "nccl_trace_rank_0", "not read: refused before");
+    let model = write(&d, "m.toml", "[links]\n");
+    let suite_dir = suite.display().to_string();
+    let dumps_dir = dumps.display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", &a, "--graph", &a], &a),
+        (vec!["run", &a, "--timeline", &a], &a),
+        (vec!["run", &a, "--report", &a], &a),
+        (vec!["run", &a, "--export-fr", &a], &a),
+        (
+            vec!["run", &a, "--model", &model, "--report", &model],
+            &model,
+        ),
+        (vec!["run", &a, "--log-file", &a], &a),
+        (vec!["check", &a, "--log-file", &a], &a),
+        (vec!["shrink", &a, "--seed", "0", "-o", &a], &a),
+        (vec!["export", "--torch", &a, "-o", &a], &a),
+        (vec!["test", &a, "--junit", &a], &a),
+        (vec!["test", &suite_dir, "--junit", &s], &s),
+        (vec!["import-fr", &dumps_dir, "-o", &dump], &dump),
+        (vec!["bench", "--model", &model, "-o", &model], &model),
+    ];
+    for (args, input) in &cases {
+        let before = std::fs::read(input).unwrap();
+        let (code, _, err) = scen(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("refusing to overwrite"), "{args:?}: {err}");
         assert_eq!(
-            std::fs::read_to_string(&a).unwrap(),
-            original,
-            "{flag} kept the input"
+            std::fs::read(input).unwrap(),
+            before,
+            "{args:?} kept {input}"
         );
     }
     let g = d.join("g.out").display().to_string();
@@ -103,10 +133,12 @@ fn outputs_never_replace_inputs_or_each_other() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("same file as --graph"), "{err}");
     assert!(!Path::new(&g).exists());
-    let (code, _, err) = scen(&["shrink", &a, "--seed", "0", "-o", &a]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("refusing to overwrite"), "{err}");
-    assert_eq!(std::fs::read_to_string(&a).unwrap(), original);
+    let left: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 4, "nothing new beside the inputs: {left:?}");
 }
 
 #[test]

@@ -229,7 +229,7 @@ fn invalid_input_as_json_names_file_line_column_and_report_refuses_the_input_pat
     let before = std::fs::read(dir.join("ok.toml")).expect("read");
     let out = scen(&["run", "ok.toml", "--report", "./ok.toml"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("that is the scenario file"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to overwrite"));
     assert_eq!(std::fs::read(dir.join("ok.toml")).expect("read"), before);
     let _ = std::fs::remove_dir_all(&dir);
 }

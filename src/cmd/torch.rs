@@ -1,10 +1,10 @@
 //! The CLI of torch mode: `scen run --torch`, `scen export --torch`, `--time-scale`, and the
 //! torch lines of `scen doctor` (crates/torch does the work; docs/torch.md).
 
+use scen::exit::Exit;
 use scen_core::report::Report;
 use scen_core::scenario::{Scenario, TimeScale};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// Options shared by `run` and `export` for torch mode and the time scale.
 #[derive(clap::Args, Clone)]
@@ -52,12 +52,12 @@ impl TorchArgs {
 }
 
 /// `scen export --torch FILE [-o OUT]`: the program alone (stdout without -o).
-pub fn export(file: &Path, out: Option<&Path>, scale: Option<TimeScale>) -> ExitCode {
+pub fn export(file: &Path, out: Option<&Path>, scale: Option<TimeScale>) -> Exit {
     let mut s = match scen_core::scenario::load_file(file) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return Exit::Invalid;
         }
     };
     if let Some(t) = scale {
@@ -68,34 +68,27 @@ pub fn export(file: &Path, out: Option<&Path>, scale: Option<TimeScale>) -> Exit
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return Exit::Invalid;
         }
     };
     match out {
         None => {
             print!("{text}");
-            ExitCode::SUCCESS
+            Exit::Ok
         }
-        Some(path) => {
-            let tmp = path.with_extension("scen-tmp");
-            match std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)) {
-                Ok(()) => {
-                    eprintln!(
-                        "wrote {} (run: torchrun --nnodes {} --nproc-per-node {} {})",
-                        path.display(),
-                        s.world.nodes.len(),
-                        s.world.ranks_per_node,
-                        path.display()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    let _ = std::fs::remove_file(&tmp);
-                    eprintln!("error: {}: {e}", path.display());
-                    ExitCode::from(2)
-                }
+        Some(path) => match scen::output::write_atomic(path, text.as_bytes()) {
+            Ok(()) => {
+                eprintln!(
+                    "wrote {} (run: torchrun --nnodes {} --nproc-per-node {} {})",
+                    path.display(),
+                    s.world.nodes.len(),
+                    s.world.ranks_per_node,
+                    path.display()
+                );
+                Exit::Ok
             }
-        }
+            Err(e) => super::fail(e),
+        },
     }
 }
 
