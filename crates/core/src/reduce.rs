@@ -3,6 +3,7 @@
 //! Each combine step rounds to the dtype (bf16 sums are rounded after every add, as a ring
 //! all-reduce does on real hardware), so results carry the rounding a real run has.
 
+use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
 use std::str::FromStr;
 
@@ -68,33 +69,14 @@ impl FromStr for ReduceOp {
     }
 }
 
-/// A backend refusing a dtype/op combination, as PyTorch raises it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendOpError {
-    pub kind: &'static str,
-    pub message: String,
-}
-
-impl std::fmt::Display for BackendOpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.kind, self.message)
-    }
-}
-
 /// R35/R36: XCCL takes all nine dtypes and MIN, MAX, SUM, PRODUCT, AVG; bool SUM runs as MAX
 /// (see [`reduce_into`]); any other op, and bool with AVG, is refused before any data moves.
-pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
+pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), C10dError> {
     if let Some(o) = op.filter(|o| o.is_bitwise()) {
-        return Err(BackendOpError {
-            kind: "ValueError",
-            message: format!("Cannot use ReduceOp.{} with XCCL", o.name()),
-        });
+        return Err(error::xccl_bitwise_op(o));
     }
     if dtype == DType::Bool && op == Some(ReduceOp::Avg) {
-        return Err(BackendOpError {
-            kind: "TypeError",
-            message: "Cannot use ReduceOp.AVG with boolean inputs".into(),
-        });
+        return Err(error::avg_of_bool());
     }
     Ok(())
 }
@@ -107,21 +89,12 @@ pub fn check_xccl(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpErr
 /// reduction ran (the caller raises it once the data has moved).
 ///
 /// Bitwise ops need an integral dtype (bool counts): floats raise gloo's `toFunction` error.
-pub fn check_gloo(dtype: DType, op: Option<ReduceOp>) -> Result<(), BackendOpError> {
+pub fn check_gloo(dtype: DType, op: Option<ReduceOp>) -> Result<(), C10dError> {
     if let Some(o) = op.filter(|o| o.is_bitwise() && dtype.is_float()) {
-        return Err(BackendOpError {
-            kind: "RuntimeError",
-            message: format!("Cannot use ReduceOp.{} with non-integral dtype", o.name()),
-        });
+        return Err(error::gloo_bitwise_on_float(o));
     }
     if !dtype.is_float() && op == Some(ReduceOp::Avg) {
-        return Err(BackendOpError {
-            kind: "RuntimeError",
-            message: format!(
-                "result type Float can't be cast to the desired output type {}",
-                dtype.torch_name()
-            ),
-        });
+        return Err(error::gloo_avg_of_integral(dtype));
     }
     Ok(())
 }

@@ -49,18 +49,13 @@ impl BackendConfig {
             for pair in lower.split(',') {
                 let parts: Vec<&str> = pair.split(':').collect();
                 if parts.len() != 2 || parts[0].is_empty() || parts[1].is_empty() {
-                    return Err(error::value(format!(
-                        "Invalid device:backend pairing: {pair}. {s}"
-                    )));
+                    return Err(error::bad_backend_pair(pair, s));
                 }
                 if map
                     .insert(parts[0].to_string(), parts[1].to_string())
                     .is_some()
                 {
-                    return Err(error::value(format!(
-                        "Duplicate device type {} in backend string: {s}",
-                        parts[0]
-                    )));
+                    return Err(error::duplicate_device_in_backend(parts[0], s));
                 }
             }
         } else if lower == "undefined" {
@@ -91,15 +86,12 @@ impl BackendConfig {
             if KNOWN.contains(&s.as_str()) {
                 return Ok(());
             }
-            return Err(error::assertion(format!("Unknown backend type {s}")));
+            return Err(error::unknown_backend(s));
         }
         for pair in s.split(',') {
             let b = pair.split(':').nth(1).unwrap_or_default();
             if !KNOWN[1..].contains(&b) {
-                return Err(error::assertion(format!(
-                    "Unknown c10d backend type {}",
-                    b.to_ascii_uppercase()
-                )));
+                return Err(error::unknown_c10d_backend(b));
             }
         }
         Ok(())
@@ -109,10 +101,7 @@ impl BackendConfig {
     /// before any rendezvous (measured with real torch 2.15, docs/diagnosis.md).
     pub fn check_built_in(&self) -> Result<(), C10dError> {
         if self.backends().contains(&"mpi") {
-            return Err(error::runtime(
-                "Distributed package doesn't have MPI built in. MPI is only included if you \
-                 build PyTorch from source on a host that has MPI installed.",
-            ));
+            return Err(error::mpi_not_built());
         }
         Ok(())
     }
@@ -177,14 +166,6 @@ pub fn visible_devices(physical: usize, ze_affinity_mask: Option<&str>) -> usize
         }
     }
     seen.len()
-}
-
-/// `torch.xpu.set_device(i)` past the visible devices: c10/xpu/XPUFunctions.h
-/// `check_device_index` (read from the source; no XPU here to run it).
-pub fn xpu_device_out_of_range(index: usize, count: usize) -> C10dError {
-    error::runtime(format!(
-        "device is out of range, device is {index}, total number of device is {count}."
-    ))
 }
 
 /// A torch.device: type and optional index.

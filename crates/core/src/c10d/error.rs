@@ -1,9 +1,26 @@
 //! c10d errors as PyTorch raises them: an exception type and its exact text (spec c10d.md).
 //!
 //! Every message that a scenario's `expect.error` can match is built here, in one place, with
-//! the rule it comes from, so a newcomer can check a text against the spec quickly.
+//! the rule it comes from, so a newcomer can check a text against the spec quickly: rendezvous,
+//! store and timeouts in this file, backend strings, URLs and devices in `error/setup.rs`, groups
+//! in `error/groups.rs`, calls in `error/ops.rs`, DETAIL in `error/detail.rs`, and
+//! scen's own texts (where PyTorch has none to copy) apart in `error/own.rs`. The model calls
+//! these functions and never spells an error text itself.
 
 use std::fmt;
+
+mod detail;
+mod groups;
+mod ops;
+mod own;
+mod setup;
+mod sglang;
+pub use detail::*;
+pub use groups::*;
+pub use ops::*;
+pub use own::*;
+pub use setup::*;
+pub use sglang::*;
 
 /// A Python exception raised by the model: `kind` is the class name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,4 +252,61 @@ pub fn timedelta(ms: u64) -> String {
     s.push_str(&parts.join(", "));
     s.push(')');
     s
+}
+
+#[cfg(test)]
+mod one_place {
+    /// Every text a rank raises is built in this module: no file of the model (core, sim,
+    /// torch) makes a `C10dError` or calls the generic constructors itself. Hardware mode's
+    /// oneCCL errors (crates/hw/src/oneccl.rs) carry oneCCL's own status text and are not
+    /// PyTorch's.
+    #[test]
+    fn texts_are_built_only_in_c10d_error() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let needles = [
+            "error::runtime(",
+            "error::value(",
+            "error::assertion(",
+            "error::type_error(",
+            "C10dError {",
+        ];
+        let mut found = Vec::new();
+        let mut dirs: Vec<_> = ["core/src", "sim/src", "torch/src"]
+            .iter()
+            .map(|d| root.join(d))
+            .collect();
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                let rel = p.to_string_lossy().replace('\\', "/");
+                if p.is_dir() {
+                    if !rel.ends_with("c10d/error") {
+                        dirs.push(p);
+                    }
+                    continue;
+                }
+                if rel.ends_with("c10d/error.rs") || !rel.ends_with(".rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    let code = line.trim_start();
+                    if code.starts_with("//") || code.starts_with("pub struct C10dError") {
+                        continue;
+                    }
+                    let literal = needles.iter().any(|n| line.contains(n))
+                        && !line.contains("-> C10dError {")
+                        && !line.contains("-> Res<C10dError> {");
+                    if literal {
+                        found.push(format!("{rel}:{}: {}", i + 1, code));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "error texts built outside c10d/error.rs:\n{}",
+            found.join("\n")
+        );
+    }
 }

@@ -23,7 +23,7 @@ pub struct Url {
 pub enum UrlError {
     #[error("`{0}` is not a URL (expected scheme://...)")]
     NoScheme(String),
-    #[error("No rendezvous handler for {0}://")]
+    #[error("{}", error::no_rendezvous_handler(.0).message)]
     UnknownScheme(String),
     #[error("port `{0}` is not a number in 0..65535")]
     BadPort(String),
@@ -78,10 +78,7 @@ pub struct Rendezvous {
 }
 
 fn parse_port(p: &str) -> Result<u16, C10dError> {
-    let v: i64 = p
-        .trim()
-        .parse()
-        .map_err(|_| error::value(format!("invalid literal for int() with base 10: '{p}'")))?;
+    let v: i64 = p.trim().parse().map_err(|_| error::not_an_int(p))?;
     if !(0..=65535).contains(&v) {
         return Err(error::bad_port(p));
     }
@@ -89,11 +86,9 @@ fn parse_port(p: &str) -> Result<u16, C10dError> {
 }
 
 fn parse_int(what: &str, v: &str) -> Result<usize, C10dError> {
-    v.trim().parse::<usize>().map_err(|_| {
-        error::value(format!(
-            "invalid literal for int() with base 10: '{v}' ({what})"
-        ))
-    })
+    v.trim()
+        .parse::<usize>()
+        .map_err(|_| error::query_not_an_int(what, v))
 }
 
 /// R14/R15: resolves an init_method for one rank given explicit rank/world_size and its env.
@@ -104,15 +99,14 @@ pub fn resolve(
     env: &BTreeMap<String, String>,
 ) -> Result<Rendezvous, C10dError> {
     let url = Url::parse(init_method).map_err(|e| match e {
-        UrlError::UnknownScheme(_) | UrlError::NoScheme(_) => error::runtime(e.to_string()),
+        UrlError::UnknownScheme(s) => error::no_rendezvous_handler(&s),
+        UrlError::NoScheme(s) => error::not_a_url(&s),
         UrlError::BadPort(p) => error::bad_port(&p),
     })?;
     if (rank.is_some() || world_size.is_some())
         && (url.query.contains_key("rank") || url.query.contains_key("world_size"))
     {
-        return Err(error::assertion(format!(
-            "The url: {init_method} has node-specific arguments(rank, world_size) already."
-        )));
+        return Err(error::url_has_node_args(init_method));
     }
     let q_rank = url
         .query
@@ -129,15 +123,13 @@ pub fn resolve(
     match url.scheme.as_str() {
         "env" => resolve_env(rank, world_size, env),
         "tcp" => {
-            let port = url.port.as_deref().ok_or_else(|| {
-                error::value("Error initializing torch.distributed using tcp:// rendezvous: port number missing")
-            })?;
-            let rank = rank.ok_or_else(|| {
-                error::value("Error initializing torch.distributed using tcp:// rendezvous: rank parameter missing")
-            })?;
-            let world_size = world_size.ok_or_else(|| {
-                error::value("Error initializing torch.distributed using tcp:// rendezvous: world size parameter missing")
-            })?;
+            let port = url
+                .port
+                .as_deref()
+                .ok_or_else(|| error::url_missing("tcp", "port number"))?;
+            let rank = rank.ok_or_else(|| error::url_missing("tcp", "rank parameter"))?;
+            let world_size =
+                world_size.ok_or_else(|| error::url_missing("tcp", "world size parameter"))?;
             Ok(Rendezvous {
                 host: url.host.clone(),
                 port: parse_port(port)?,
@@ -148,16 +140,11 @@ pub fn resolve(
         }
         _ => {
             if url.path.is_empty() {
-                return Err(error::value(
-                    "Error initializing torch.distributed using file:// rendezvous: path missing",
-                ));
+                return Err(error::url_missing("file", "path"));
             }
-            let rank = rank.ok_or_else(|| {
-                error::value("Error initializing torch.distributed using file:// rendezvous: rank parameter missing")
-            })?;
-            let world_size = world_size.ok_or_else(|| {
-                error::value("Error initializing torch.distributed using file:// rendezvous: world size parameter missing")
-            })?;
+            let rank = rank.ok_or_else(|| error::url_missing("file", "rank parameter"))?;
+            let world_size =
+                world_size.ok_or_else(|| error::url_missing("file", "world size parameter"))?;
             Ok(Rendezvous {
                 host: String::new(),
                 port: 0,

@@ -46,8 +46,9 @@ pub const MAX_HELLO_BYTES: usize = 4096;
 /// How a store operation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
-    /// The key did not appear in time (`DistStoreError: wait timeout after ...`).
-    #[error("wait timeout after {timeout_ms}ms, keys: {key}")]
+    /// The key did not appear in time (what a rank raises is the caller's: c10d/error.rs
+    /// `store_wait_timeout`, `workers_timeout`, `store_barrier_timeout`, ...).
+    #[error("key {key} did not appear within {timeout_ms} ms")]
     Timeout {
         key: String,
         timeout_ms: u64,

@@ -373,9 +373,7 @@ pub(crate) fn eval_splits(
     let eval = |s: &Splits| -> Res<Vec<usize>> {
         match s {
             Splits::List(v) if v.len() == members => Ok(v.clone()),
-            Splits::List(_) => Err(error::runtime(
-                "Number of tensor splits not equal to group size",
-            )),
+            Splits::List(_) => Err(error::splits_not_group_size()),
             Splits::Expr(e) => Ok((0..members)
                 .map(|j| {
                     e.eval(&|v| match v {
@@ -460,9 +458,7 @@ pub(crate) fn build<D: Fill>(
             None => {
                 let rows = t.shape.first().copied().unwrap_or(1);
                 if rows % n != 0 {
-                    return Err(error::runtime(
-                        "Tensor's dim 0 does not divide equally across group size",
-                    ));
+                    return Err(error::dim0_not_divisible());
                 }
                 Algo::AllToAll {
                     send_rows: vec![rows / n; n],

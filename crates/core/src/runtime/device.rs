@@ -104,9 +104,6 @@ pub trait DeviceComms {
 
 /// The error of an operation a [`DeviceComms`] has no binding for.
 fn unbound<'a, T: 'a>(comm: &CommRef, op: &str) -> DeviceFuture<'a, T> {
-    let e = crate::c10d::error::runtime(format!(
-        "{op} on communicator {} has no device-library binding yet",
-        comm.id
-    ));
+    let e = crate::c10d::error::no_device_binding(&format!("{op} on communicator {}", comm.id));
     Box::pin(async move { Err(e) })
 }

@@ -6,23 +6,41 @@
 //! [`Net`] it is given: turmoil in the simulator, the OS in hardware mode.
 
 use super::net::{Clock, Net};
+use crate::c10d::error::{self, C10dError};
 use crate::wire::{frame_buf, read_frame, write_built_frame, write_frame, Dec, Enc, WireError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use tokio::sync::{Mutex, Notify};
 
-/// Why a receive did not produce a message.
+/// Why a receive did not produce a message. What a rank raises for each is
+/// [`FabricError::into_c10d`]'s, with the texts of c10d/error.rs.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FabricError {
-    #[error("timed out")]
+    /// No message before the deadline.
+    #[error("no message before the deadline")]
     Timeout,
-    #[error("Connection closed by peer [rank {0}]")]
+    /// The peer's process closed its connection (it ended).
+    #[error("rank {0} closed its connection")]
     PeerClosed(usize),
-    #[error("cannot reach rank {peer}: {reason}")]
+    /// The peer's address could not be connected to.
+    #[error("rank {peer} could not be reached: {reason}")]
     Unreachable { peer: usize, reason: String },
+    /// The connection failed or carried a malformed frame.
     #[error("{0}")]
     Wire(#[from] WireError),
+}
+
+impl FabricError {
+    /// The error a rank raises: `timeout` is its backend's timeout error, if it has one.
+    pub fn into_c10d(self, timeout: Option<C10dError>) -> C10dError {
+        match self {
+            FabricError::Timeout => timeout.unwrap_or_else(error::timed_out),
+            FabricError::PeerClosed(p) => error::peer_closed(p),
+            FabricError::Unreachable { peer, reason } => error::peer_unreachable(peer, &reason),
+            FabricError::Wire(w) => error::transport(&w.to_string()),
+        }
+    }
 }
 
 /// Messages waiting to be received, per source rank and tag, in arrival order. Keyed in two

@@ -56,17 +56,11 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
 
     fn map(&self, peer: usize, e: FabricError) -> LinkError {
         match e {
-            FabricError::Timeout => {
-                let err = self
-                    .info
-                    .timeout
-                    .as_ref()
-                    .map(|(_, e)| e.clone())
-                    .unwrap_or_else(|| error::runtime("timed out"));
-                self.fail(err)
-            }
             FabricError::PeerClosed(_) => self.fail(error::peer_closed(peer)),
-            other => self.fail(error::runtime(other.to_string())),
+            other => {
+                let timeout = self.info.timeout.as_ref().map(|(_, e)| e.clone());
+                self.fail(other.into_c10d(timeout))
+            }
         }
     }
 

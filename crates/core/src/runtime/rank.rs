@@ -297,7 +297,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 if d.ty == "xpu" {
                     let i = d.index.unwrap_or(0);
                     if i >= self.devices {
-                        return Err(backend::xpu_device_out_of_range(i, self.devices));
+                        return Err(error::xpu_device_out_of_range(i, self.devices));
                     }
                 }
                 self.current_device = d.index.unwrap_or(0);
@@ -379,8 +379,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
     fn device(&self, s: &str) -> Res<Device> {
         let text = self.expand(s);
-        Device::parse(&text)
-            .ok_or_else(|| error::runtime(format!("Invalid device string: '{text}'")))
+        Device::parse(&text).ok_or_else(|| error::invalid_device(&text))
     }
 
     /// R8: device_id checks and defaults.
@@ -389,17 +388,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return Ok(());
         }
         if d.ty != self.accel() {
-            return Err(error::value(format!(
-                "device_id {d} does not match the current compilation's accelerator support ({})",
-                self.accel()
-            )));
+            return Err(error::device_id_wrong_accelerator(
+                &d.to_string(),
+                self.accel(),
+            ));
         }
         match d.index {
-            None => Err(error::value("Please use a device_id with index.")),
-            Some(i) if i >= self.devices => Err(error::value(format!(
-                "device_id {d} is out of range: device count is {}",
-                self.devices
-            ))),
+            None => Err(error::device_id_without_index()),
+            Some(i) if i >= self.devices => {
+                Err(error::device_id_out_of_range(&d.to_string(), self.devices))
+            }
             Some(_) => Ok(()),
         }
     }

@@ -70,21 +70,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     pub(super) fn check_dtype(&self, backend: &str, dtype: DType, op: Option<ReduceOp>) -> Res<()> {
-        let r = match backend {
+        match backend {
             "gloo" => reduce::check_gloo(dtype, op),
             _ => reduce::check_xccl(dtype, op),
-        };
-        r.map_err(|e| C10dError {
-            kind: e.kind,
-            message: e.message,
-        })
+        }
     }
 
     /// R37: XCCL serves XPU tensors only (reachable when a group maps another device type to
     /// xccl, e.g. `backend = "cpu:xccl,xpu:xccl"`).
     pub(super) fn check_device(&self, backend: &str, dev: &str) -> Res<()> {
         if backend == "xccl" && dev != "xpu" {
-            return Err(error::value("Tensors must be XPU and dense"));
+            return Err(error::xccl_needs_xpu());
         }
         Ok(())
     }
@@ -115,9 +111,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let pg = &self.pgs[&name];
         let (members, me_g) = (pg.ranks.len(), pg.group_rank(me).expect("member"));
         let root = match c.root {
-            Some(r) => Some(pg.group_rank(r).ok_or_else(|| {
-                error::value(format!("Global rank {r} is not part of group {}", pg.label))
-            })?),
+            Some(r) => Some(
+                pg.group_rank(r)
+                    .ok_or_else(|| error::not_in_group(r, &pg.label))?,
+            ),
             None => None,
         };
         let call = CallShape {
@@ -203,13 +200,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// `work.wait()`: blocks until the async call finishes and checks its result.
     pub(super) async fn wait_work(&mut self, work: &str) -> Res<String> {
         match self.works.remove(work) {
-            None => Err(error::runtime(format!(
-                "work `{work}` was never started on this rank (its async_op step did not run here)"
-            ))),
-            Some(Work::None) => Err(C10dError {
-                kind: "AttributeError",
-                message: "'NoneType' object has no attribute 'wait'".into(),
-            }),
+            None => Err(error::work_never_started(work)),
+            Some(Work::None) => Err(error::wait_on_none()),
             Some(Work::Pending {
                 handle,
                 step,
@@ -219,8 +211,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 probe.start_waiting(self.env.proc_rank, self.step);
                 let r = handle.await;
                 self.wait(None);
-                let done =
-                    r.map_err(|e| error::runtime(format!("work `{work}` was lost: {e}")))??;
+                let done = r.map_err(|e| error::work_lost(work, &e.to_string()))??;
                 self.coll_result(&step, &call, done)
             }
         }
@@ -317,9 +308,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let fut = async move {
             if let Some(d) = device {
                 let Some(values) = D::values(&mut t) else {
-                    return Err(error::runtime(
-                        "symbolic payloads cannot run on a device library (hardware mode moves real bytes)",
-                    ));
+                    return Err(error::symbolic_on_device());
                 };
                 let r = device_ops::run_on_device(
                     &*d, &comm, &coll, values, &info, &probe, &members, since_ms,
@@ -358,7 +347,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     .error
                     .borrow()
                     .clone()
-                    .unwrap_or_else(|| error::runtime(e.to_string()))),
+                    .unwrap_or_else(|| error::transport(&e.to_string()))),
             }
         };
         Ok(tracing::Instrument::instrument(fut, span))
@@ -415,14 +404,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                         expect
                     ),
                 );
-                return Err(C10dError {
-                    kind: "ValueMismatch",
-                    message: format!(
-                        "element {i}: got {}, expected {}",
-                        format_number(*got),
-                        format_number(want_cast)
-                    ),
-                });
+                return Err(error::value_mismatch(format!(
+                    "element {i}: got {}, expected {}",
+                    format_number(*got),
+                    format_number(want_cast)
+                )));
             }
         }
         Ok(format!("{summary} (values as expected)"))

@@ -232,12 +232,7 @@ impl FingerPrint {
             } else {
                 continue;
             };
-            let mut msg = format!(
-                "Detected mismatch between collectives on ranks. Rank {me} is running collective: \
-                 {}, but Rank {r} is running collective: {}.",
-                self.text(),
-                seen.text()
-            );
+            let mut msg = error::detail_mismatch(me, &self.text(), r, &seen.text());
             if let Some(d) = self.diff(&seen) {
                 msg.push_str(&d);
             }
@@ -262,7 +257,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let (ranks, timeout_ms) = (pg.ranks.clone(), pg.timeout_ms);
         let me = pg
             .group_rank(self.world()?.rank)
-            .ok_or_else(|| error::runtime("not a member"))?;
+            .ok_or_else(|| error::internal("DETAIL checks on a group this rank is not in"))?;
         let store = self.world()?.store.clone();
         let key = |g: usize| format!("pg_wrapper:{name}/detail/{}/{g}", fp.seq);
         let ack = format!("pg_wrapper:{name}/detail/{}/ack", fp.seq);
@@ -293,13 +288,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                         let mut missing = Vec::new();
                         for g in 1..ranks.len() {
                             if !store.check(&key(g)).await.unwrap_or(false) {
-                                missing.push(g.to_string());
+                                missing.push(g);
                             }
                         }
-                        return Err(error::runtime(format!(
-                            "[Rank 0]: Ranks {} failed to pass monitoredBarrier in {timeout_ms} ms",
-                            missing.join(", ")
-                        )));
+                        return Err(error::monitored_barrier_missing(&missing, timeout_ms));
                     }
                     Err(e) => return Err(self.store_err(e)),
                 }
@@ -322,13 +314,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             match r {
                 Ok(_) => {}
                 Err(StoreError::Timeout { .. }) => {
-                    return Err(error::runtime(format!(
-                    "Rank {me} successfully reached monitoredBarrier, but received errors while \
-                         waiting for send/recv from rank 0. Please check rank 0 logs for faulty \
-                         rank.\n Original exception: \n[/__w/pytorch/pytorch/third_party/gloo/gloo/\
-                         transport/tcp/unbound_buffer.cc:129] Timed out waiting {timeout_ms}ms for \
-                         send operation to complete"
-                )))
+                    return Err(error::monitored_barrier_no_answer(me, timeout_ms))
                 }
                 Err(e) => return Err(self.store_err(e)),
             }
@@ -340,12 +326,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await
                 .map_err(|e| self.store_err(e))?;
             let text = String::from_utf8_lossy(&v);
-            all.push(FingerPrint::decode(&text).ok_or_else(|| {
-                error::runtime(format!("malformed DETAIL fingerprint from group rank {g}"))
-            })?);
+            all.push(FingerPrint::decode(&text).ok_or_else(|| error::malformed_fingerprint(g))?);
         }
         match fp.verify(me, &all) {
-            Some(msg) => Err(error::runtime(msg)),
+            Some(msg) => Err(error::detail_error(msg)),
             None => Ok(()),
         }
     }

@@ -173,9 +173,7 @@ struct OnDevice<'a> {
 
 impl OnDevice<'_> {
     fn unbound(&self, op: &str) -> C10dError {
-        error::runtime(format!(
-            "{op} has no device-library binding yet (add a DeviceComms method in runtime/device.rs)"
-        ))
+        error::no_device_binding(op)
     }
 }
 

@@ -39,18 +39,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let mut ranks: Vec<usize> = ranks.clone().unwrap_or_else(|| (0..ws).collect());
         ranks.sort();
         if ranks.windows(2).any(|w| w[0] == w[1]) {
-            return Err(error::value(format!(
-                "ranks list must not contain duplicate entries, got {ranks:?}"
-            )));
+            return Err(error::duplicate_ranks(&ranks));
         }
         if ranks.len() > ws {
-            return Err(error::value("the new group's world size should be less or equal to the world size set by init_process_group"));
+            return Err(error::group_larger_than_world());
         }
         if let Some(bad) = ranks.iter().find(|r| **r >= ws) {
-            return Err(error::value(format!(
-                "Rank {bad} is out of range. Valid ranks are 0 to {} (world_size={ws})",
-                ws - 1
-            )));
+            return Err(error::rank_out_of_range(*bad, ws));
         }
         let backend_s = backend_arg
             .as_ref()
@@ -179,7 +174,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     self.handles.remove(h);
                     Ok(format!("destroyed group \"{name}\""))
                 }
-                None => Err(error::value("Invalid process group specified")),
+                None => Err(error::invalid_group()),
             },
         }
     }
@@ -191,11 +186,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             None => Ok(Some("0".into())),
             Some(h) => match self.handles.get(h) {
                 Some(Handle::Member(name)) if self.pgs.contains_key(name) => Ok(Some(name.clone())),
-                Some(Handle::Member(_)) => Err(error::value("Invalid process group specified")),
+                Some(Handle::Member(_)) => Err(error::invalid_group()),
                 Some(Handle::NonMember) => Ok(None),
-                None => Err(error::runtime(format!(
-                    "group `{h}` was never created on this rank (its new_group step did not run here)"
-                ))),
+                None => Err(error::group_never_created(h)),
             },
         }
     }

@@ -57,9 +57,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             )));
         }
         if let Some(path) = &rv.file {
-            return Err(error::runtime(format!(
-                "file://{path}: scen does not model FileStore rendezvous yet; use env:// or tcp://"
-            )));
+            return Err(error::file_store_unmodelled(path));
         }
         let deadline = self.now() + timeout_ms;
         // Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE): every rank
@@ -77,12 +75,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if rv.rank >= rv.world_size {
             // The backend is built for ranks 0..world_size: a rank outside has no place in it
             // (gloo's context enforces rank < size; the model would have no group rank).
-            return Err(error::value(format!(
-                "Rank {} is out of range. Valid ranks are 0 to {} (world_size={})",
-                rv.rank,
-                rv.world_size.saturating_sub(1),
-                rv.world_size
-            )));
+            return Err(error::rank_out_of_range(rv.rank, rv.world_size));
         }
         self.world = Some(WorldPg {
             store,
@@ -131,9 +124,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 error::eaddrinuse(port)
             } else {
-                error::runtime(format!(
-                    "TCPStore server failed to listen on port {port}: {e}"
-                ))
+                error::store_listen_failed(port, &e.to_string())
             }
         })?;
         let (net, clock) = (self.env.net.clone(), self.env.clock.clone());
@@ -251,10 +242,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             StoreError::Timeout {
                 key, timeout_ms, ..
             } => error::store_wait_timeout(timeout_ms, &key),
-            StoreError::Wire(w) => C10dError {
-                kind: "DistNetworkError",
-                message: format!("TCPStore connection failed: {w}"),
-            },
+            StoreError::Wire(w) => error::store_connection_failed(&w.to_string()),
         }
     }
 

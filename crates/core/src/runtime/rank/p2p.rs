@@ -75,13 +75,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.check_device(&backend, &dev)?;
         self.check_dtype(&backend, t.dtype, None)?;
         if self.pgs[&name].group_rank(peer).is_none() {
-            return Err(error::value(format!(
-                "Global rank {peer} is not part of group {}",
-                self.pgs[&name].label
-            )));
+            return Err(error::not_in_group(peer, &self.pgs[&name].label));
         }
         if peer == me {
-            return Err(error::value("Invalid destination rank: destination rank should not be the same as the rank of the current process."));
+            return Err(error::send_to_self());
         }
         let (src, dst) = if send { (me, peer) } else { (peer, me) };
         if backend != "gloo" {
@@ -144,9 +141,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if backend != "gloo" {
             if let Some(d) = self.env.device.clone() {
                 let Some(values) = D::values_ref(t) else {
-                    return Err(error::runtime(
-                        "symbolic payloads cannot run on a device library (hardware mode moves real bytes)",
-                    ));
+                    return Err(error::symbolic_on_device());
                 };
                 let r = self
                     .p2p_device(&*d, name, values, peer, send, seq, group_label, timeout)
@@ -161,7 +156,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.env.clock.charge(me, peer, device, t.data.len()).await;
             let r = self.fabric.send(peer, &tag, &t.data.wire()).await;
             self.call_end(call, r.is_ok());
-            r.map_err(|e| error::runtime(e.to_string()))?;
+            r.map_err(|e| e.into_c10d(None))?;
             return Ok(None);
         }
         self.wait(Some(Wait {
@@ -196,20 +191,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.wait(None);
         let size_ok = r.as_ref().is_ok_and(|d| d.len() == t.data.len());
         self.call_end(call, size_ok);
-        let data = r.map_err(|e| match e {
-            FabricError::Timeout => timeout
-                .clone()
-                .map(|(_, e)| e)
-                .unwrap_or_else(|| error::runtime("timed out")),
-            FabricError::PeerClosed(p) => error::peer_closed(p),
-            other => error::runtime(other.to_string()),
-        })?;
+        let data = r.map_err(|e| e.into_c10d(timeout.clone().map(|(_, e)| e)))?;
         if data.len() != t.data.len() {
-            return Err(error::runtime(format!(
-                "recv from rank {peer}: got {} bytes, the receive buffer has {} (sizes differ between the send and the recv)",
-                data.len(),
-                t.data.len()
-            )));
+            return Err(error::recv_size_differs(peer, data.len(), t.data.len()));
         }
         Ok(Some(Tensor {
             dtype: t.dtype,
@@ -261,10 +245,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .collect();
         for p in &peers {
             if self.pgs[&name].group_rank(*p).is_none() {
-                return Err(error::value(format!(
-                    "Global rank {p} is not part of group {}",
-                    self.pgs[&name].label
-                )));
+                return Err(error::not_in_group(*p, &self.pgs[&name].label));
             }
         }
         if backend != "gloo" {

@@ -75,17 +75,11 @@ fn handle_of(call: &NewGroupCall) -> Option<String> {
 }
 
 fn plan_error(e: &PlanError) -> C10dError {
-    C10dError {
-        kind: e.python_exception(),
-        message: e.to_string(),
-    }
+    error::sglang(e.python_exception(), e.to_string())
 }
 
 fn a2a_error(e: A2aError) -> C10dError {
-    C10dError {
-        kind: e.python_exception(),
-        message: e.to_string(),
-    }
+    error::sglang(e.python_exception(), e.to_string())
 }
 
 /// A tensor spec built by the model (internal collectives of a step).
@@ -136,7 +130,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Res<String> {
         let platform = sg_platform(self.platform);
         let backend = ps::torch_distributed_backend(platform, version)
-            .map_err(|e| error::runtime(e.to_string()))?;
+            .map_err(|e| error::sglang("RuntimeError", e.to_string()))?;
         let local_rank = self.spec.local_rank;
         let accel = (self.platform != Platform::Cpu).then(|| self.accel());
         if version.is_v2_lineage() && accel.is_some() {
@@ -483,9 +477,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     fn plan(&self) -> Res<&Plan> {
-        self.sgl.as_ref().and_then(|s| s.plan.as_deref()).ok_or_else(|| {
-            error::runtime("sglang's model-parallel groups are not initialized: add an initialize_model_parallel step first")
-        })
+        self.sgl
+            .as_ref()
+            .and_then(|s| s.plan.as_deref())
+            .ok_or_else(|| error::sglang_groups_uninitialized())
     }
 
     /// R12: `broadcast_pyobj` over the SP, CFG and TP cpu groups (size, then payload).
@@ -607,10 +602,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         layout.check(&out, fill, &lookup).map_err(|m| {
             self.event(EventKind::Error, format!("value mismatch: {m}"));
-            C10dError {
-                kind: "ValueMismatch",
-                message: m,
-            }
+            error::value_mismatch(m)
         })?;
         Ok(format!(
             "{shape:?} -> {out_shape:?} over group {glabel} (sequence shard {}): values as expected, digest {:016x}",
@@ -634,10 +626,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.broadcast_pyobj(payload_bytes).await?;
         let heads_local = m.heads / c.tp.max(1);
         if c.sp == 0 || !m.seq.is_multiple_of(c.sp) {
-            return Err(error::assertion(format!(
-                "sequence length {} is not divisible by sp_degree {}",
-                m.seq, c.sp
-            )));
+            return Err(error::seq_not_divisible(m.seq, c.sp));
         }
         let s_local = m.seq / c.sp;
         let fill =

@@ -1,0 +1,44 @@
+//! PyTorch's texts for groups: `new_group`'s argument checks (R18), the handle a step names
+//! (R13, R21) and a rank that is not in a call's group. Each function is one text, tagged with
+//! its rule in docs/rules/c10d.md; the model calls these and never spells a text itself.
+
+use super::{runtime, value, C10dError};
+
+/// R18: `new_group(ranks)` with a rank twice.
+pub fn duplicate_ranks(ranks: &[usize]) -> C10dError {
+    value(format!(
+        "ranks list must not contain duplicate entries, got {ranks:?}"
+    ))
+}
+
+/// R18: more ranks than the world.
+pub fn group_larger_than_world() -> C10dError {
+    value("the new group's world size should be less or equal to the world size set by init_process_group")
+}
+
+/// R18 (and `init_process_group` with rank >= world_size): a rank outside the world.
+pub fn rank_out_of_range(rank: usize, world_size: usize) -> C10dError {
+    value(format!(
+        "Rank {rank} is out of range. Valid ranks are 0 to {} (world_size={world_size})",
+        world_size.saturating_sub(1)
+    ))
+}
+
+/// R13: `destroy_process_group(g)` or a call on a group that was destroyed.
+pub fn invalid_group() -> C10dError {
+    value("Invalid process group specified")
+}
+
+/// A root, peer or destination that is not a member of the call's group
+/// (`get_group_rank`).
+pub fn not_in_group(rank: usize, group: &str) -> C10dError {
+    value(format!("Global rank {rank} is not part of group {group}"))
+}
+
+/// scen's own text: a step names a group handle whose `new_group` step did not run on this
+/// rank (a scenario whose ranks skip steps; Python would raise a NameError on the variable).
+pub fn group_never_created(handle: &str) -> C10dError {
+    runtime(format!(
+        "group `{handle}` was never created on this rank (its new_group step did not run here)"
+    ))
+}
