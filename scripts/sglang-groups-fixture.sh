@@ -1,6 +1,6 @@
 #!/bin/sh
 # Makes crates/core/testdata/sglang_0.5.23_groups.json with real sglang: for each of the six
-# golden configs of spec sglang.md (§8) it runs sglang-groups-fixture.py under torchrun on CPU
+# golden configs of docs/rules/sglang.md (§8) it runs sglang-groups-fixture.py under torchrun on CPU
 # (gloo) and merges what the ranks recorded: the new_group calls (which must be the same on
 # every rank, R1) and each rank's groups. Needs the venv of `scripts/install-torch-cpu.sh --sglang`.
 # Usage: scripts/sglang-groups-fixture.sh [OUT.json]

@@ -18,6 +18,8 @@ mod collectives_matrix;
 mod common;
 #[path = "sim/diagnosis.rs"]
 mod diagnosis;
+#[path = "sim/doc_refs.rs"]
+mod doc_refs;
 #[path = "sim/faults.rs"]
 mod faults;
 #[path = "sim/format_errors.rs"]

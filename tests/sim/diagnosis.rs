@@ -1,5 +1,5 @@
 //! The diagnosis as users read it: each mismatch scenario's report names both ranks, both
-//! fingerprints and both scenario lines (c10d.md R32, with root and reduce op beyond it); the
+//! fingerprints and both scenario lines (docs/rules/c10d.md#r32, with root and reduce op beyond it); the
 //! wait-for graph finds the two-group cycle; `--graph` writes well-formed DOT and `--timeline`
 //! a Trace Event Format document; a 16-rank hang fits one screen.
 

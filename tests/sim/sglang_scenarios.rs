@@ -1,5 +1,5 @@
 //! sglang start-up driven through the simulator, checked against the golden data (spec
-//! sglang.md §8, R1–R4, R11): every shipped `sglang_golden_<config>.toml` must leave each rank
+//! docs/rules/sglang.md §8, sglang R1–R4, R11): every shipped `sglang_golden_<config>.toml` must leave each rank
 //! in exactly the groups the golden JSON lists for it, after exactly the golden number of
 //! `new_group` calls; the V0 scenario must show yunchang's legacy (TP-mixed) Ulysses groups.
 //! The planner's full call sequences are compared call by call in crates/core/tests.

@@ -1,6 +1,6 @@
 //! The model's `Version::V0_5_23` against real sglang 0.5.23: testdata/sglang_0.5.23_groups.json
 //! was made by real sglang on this kind of machine (scripts/sglang-groups-fixture.sh: torchrun,
-//! CPU, gloo) for the six golden configs of spec sglang.md §8. Every `new_group` call (ranks and
+//! CPU, gloo) for the six golden configs of docs/rules/sglang.md §8. Every `new_group` call (ranks and
 //! the backend argument as passed) and every rank's group of every kind must match the plan.
 //! On CPU the device backend is gloo, so the fixture cannot tell a device group from a gloo one;
 //! the last test pins the backend classes against the spec's V2 golden sequence instead.

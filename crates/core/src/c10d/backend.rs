@@ -1,4 +1,4 @@
-//! Backends, the device→backend map and dispatch (c10d.md R1–R6, R9).
+//! Backends, the device→backend map and dispatch (docs/rules/c10d.md#r1 to #r6, #r9).
 //!
 //! A process group holds one backend per device type; a collective is dispatched on its
 //! tensor's device type. That single lookup is where the famous

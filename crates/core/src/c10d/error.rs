@@ -1,4 +1,4 @@
-//! c10d errors as PyTorch raises them: an exception type and its exact text (spec c10d.md).
+//! c10d errors as PyTorch raises them: an exception type and its exact text (docs/rules/c10d.md).
 //!
 //! Every message that a scenario's `expect.error` can match is built here, in one place, with
 //! the rule it comes from, so a newcomer can check a text against the spec quickly: rendezvous,

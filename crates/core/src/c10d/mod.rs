@@ -1,4 +1,4 @@
-//! PyTorch c10d semantics (spec c10d.md R1–R39), modelled by mechanism: store keys, group
+//! PyTorch c10d semantics (docs/rules/c10d.md, R1–R39), modelled by mechanism: store keys, group
 //! counters, backend maps. The rank interpreter (runtime/rank.rs) drives these pieces.
 
 pub mod backend;

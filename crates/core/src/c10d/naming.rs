@@ -1,4 +1,4 @@
-//! Process-group names (c10d.md R19): the global counter, and hashed names for
+//! Process-group names (docs/rules/c10d.md#r19): the global counter, and hashed names for
 //! `use_local_synchronization=True`.
 //!
 //! Names are what every later rendezvous key is built from, so two ranks that disagree on a

@@ -1,4 +1,4 @@
-//! init_method URLs and what each rendezvous handler reads (c10d.md R14, R15).
+//! init_method URLs and what each rendezvous handler reads (docs/rules/c10d.md#r14, #r15).
 //!
 //! `env://` reads MASTER_ADDR/MASTER_PORT (and RANK/WORLD_SIZE unless given); `tcp://host:port`
 //! takes host and port from the URL only, ignoring MASTER_PORT — the root of the hard-coded

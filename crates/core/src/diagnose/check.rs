@@ -1,8 +1,8 @@
 //! Consistency checking: the calls of each group's members, compared fingerprint by fingerprint.
 //!
-//! Like `TORCH_DISTRIBUTED_DEBUG=DETAIL` (c10d.md R32) it compares op type, sequence, dtype and
+//! Like `TORCH_DISTRIBUTED_DEBUG=DETAIL` (docs/rules/c10d.md#r32) it compares op type, sequence, dtype and
 //! shape, but it also compares the broadcast root and the reduce op (DETAIL does not; the Intel
-//! MPI checker does, anchors.md §2.2), counts (a member that finished its program after fewer
+//! MPI checker does, docs/rules/anchors.md#s2-2), counts (a member that finished its program after fewer
 //! calls) and send/recv pairing per `(src, dst)` sequence (DETAIL skips send/recv). It reports
 //! the first divergence per group, with both sides and their scenario lines, and what the real
 //! backend does with it ([`Consequence`], docs/diagnosis.md).
@@ -25,7 +25,7 @@ pub enum Consequence {
     /// Unchecked: wrong data or a hang depending on the algorithm's message pattern.
     CorruptsOrHangs,
     /// A send nobody receives: lost without a trace when small; large sends on device
-    /// backends block (oneccl.md §4: send before recv deadlocks at >= 16-64 KiB).
+    /// backends block (docs/rules/oneccl.md §4: send before recv deadlocks at >= 16-64 KiB).
     LostOrHangs,
     /// The receiving process aborts (gloo's `EnforceNotMet` is thrown where nothing catches it).
     Aborts,
@@ -241,7 +241,7 @@ pub fn collective_consequence(
             (
                 Consequence::Hangs,
                 "the device backend does not check: both sides wait for data that never comes \
-                 (oneccl.md §4: all_reduce of 1024 vs 2048 floats hangs both ranks); xccl \
+                 (docs/rules/oneccl.md §4: all_reduce of 1024 vs 2048 floats hangs both ranks); xccl \
                  forever without TORCH_XCCL_BLOCKING_WAIT (R29), nccl until the watchdog (R31)"
                     .into(),
             )
@@ -412,7 +412,7 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                             .into()
                     } else if s.fp.nbytes != r.fp.nbytes {
                         "the device backend does not compare the counts of a send and its recv: \
-                         the recv never completes (as for collectives, oneccl.md §4); xccl \
+                         the recv never completes (as for collectives, docs/rules/oneccl.md §4); xccl \
                          forever (R29), nccl until the watchdog (R31)"
                             .into()
                     } else {
@@ -441,7 +441,7 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                     why: if send {
                         "a send completes once buffered (gloo, eager device protocols), so the \
                          data is silently dropped; large device sends block until a recv is \
-                         posted (oneccl.md §4). DETAIL does not check send/recv (R32)"
+                         posted (docs/rules/oneccl.md §4). DETAIL does not check send/recv (R32)"
                             .into()
                     } else {
                         "the recv waits for data that never comes: gloo until its timeout \

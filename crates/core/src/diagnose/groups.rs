@@ -1,5 +1,5 @@
 //! Group-name consistency: torch names a new group from a counter every process increments
-//! (c10d.md R18), so all ranks must make the same `new_group` calls in the same order. When one
+//! (docs/rules/c10d.md#r18), so all ranks must make the same `new_group` calls in the same order. When one
 //! rank makes another call (a skipped or swapped `new_group`, a rank-divergent start-up such as
 //! sglang's Ulysses/Ring fallback), the same name stands for different groups on different ranks
 //! from then on: gloo meshes wait for keys written under other names, xccl communicators pair

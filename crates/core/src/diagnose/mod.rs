@@ -1,5 +1,5 @@
 //! Diagnosis of a run from its call records and stall: consistency of the calls across the
-//! members of each group (better than `TORCH_DISTRIBUTED_DEBUG=DETAIL`, c10d.md R32), a wait-for
+//! members of each group (better than `TORCH_DISTRIBUTED_DEBUG=DETAIL`, docs/rules/c10d.md#r32), a wait-for
 //! graph over `(rank, group, seq)` for hangs (better than the flight recorder's analyser and
 //! NCCL's desync report, R31/R33), and exports (Graphviz DOT, Chrome/Perfetto timeline).
 //!

@@ -1,4 +1,4 @@
-//! Per-call records: the flight recorder's entry (c10d.md R33) kept for every collective and
+//! Per-call records: the flight recorder's entry (docs/rules/c10d.md#r33) kept for every collective and
 //! point-to-point call of every rank, with a fingerprint that also carries the root and the
 //! reduce op (which `TORCH_DISTRIBUTED_DEBUG=DETAIL`, R32, does not compare).
 //!

@@ -1,4 +1,4 @@
-//! PyTorch's flight recorder (c10d.md R33): its per-rank dump format ([`model`]), a job's dumps
+//! PyTorch's flight recorder (docs/rules/c10d.md#r33): its per-rank dump format ([`model`]), a job's dumps
 //! turned into scen's call records, diagnosis and a replay scenario ([`import`]), and a run's
 //! call records written as the dumps a real job in the same state would leave ([`export`]),
 //! which PyTorch's own `torchfrtrace` reads. Pure data and conversion: reading directories and

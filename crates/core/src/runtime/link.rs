@@ -150,7 +150,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 
 impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
     /// A peer's message does not fit this call (another op, size or dtype width). oneCCL and
-    /// NCCL do not check (oneccl.md §4: all_reduce of 1024 vs 2048 floats hangs both ranks;
+    /// NCCL do not check (docs/rules/oneccl.md §4: all_reduce of 1024 vs 2048 floats hangs both ranks;
     /// docs/diagnosis.md): the call never completes, until a timeout rule applies (or forever).
     /// gloo's pair enforces the message size, so gloo callers keep the error instead.
     pub async fn wait_out_mismatch(&self, why: &str) -> CollectiveError {

@@ -403,7 +403,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 }
 
-/// oneCCL/NCCL do not notice a peer's exit (oneccl.md §4): the call just never completes, until
+/// oneCCL/NCCL do not notice a peer's exit (docs/rules/oneccl.md#s4): the call just never completes, until
 /// a timeout rule (blocking wait, watchdog) applies.
 pub(crate) async fn wait_out_peer_exit<C: Clock, T>(
     clock: &C,

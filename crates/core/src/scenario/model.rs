@@ -356,13 +356,13 @@ pub enum StepKind {
     Sleep {
         ms: u64,
     },
-    /// sglang `maybe_init_distributed_environment_and_model_parallel`, first half (sglang.md §2).
+    /// sglang `maybe_init_distributed_environment_and_model_parallel`, first half (docs/rules/sglang.md#s2).
     InitDistributedEnvironment {
         version: SglangVersion,
         init_method: Option<String>,
         timeout_ms: Option<u64>,
     },
-    /// sglang `initialize_model_parallel` (sglang.md §3–§4).
+    /// sglang `initialize_model_parallel` (docs/rules/sglang.md §3–§4).
     InitializeModelParallel {
         degrees: SglangDegrees,
         /// `None`: the version of the earlier `init_distributed_environment` (else v2).
@@ -370,7 +370,7 @@ pub enum StepKind {
         /// `parallel_groups` failed to import on this rank: Ulysses/Ring fall back to WORLD.
         usp_fallback: bool,
     },
-    /// `all_to_all_4d` (spec §5.33) or `usp_all_to_all` (§5.34) on real data.
+    /// `all_to_all_4d` (docs/rules/sglang.md §5.33) or `usp_all_to_all` (§5.34) on real data.
     SpAllToAll {
         op: A2aOp,
         group: Option<String>,
@@ -380,11 +380,11 @@ pub enum StepKind {
         /// Value at global coordinates `b, s, h, d`.
         fill: Expr,
     },
-    /// The scheduler's per-iteration `broadcast_pyobj` fan-out over SP, CFG, TP cpu groups (R12).
+    /// The scheduler's per-iteration `broadcast_pyobj` fan-out over SP, CFG, TP cpu groups (sglang R12).
     BroadcastPyobj {
         payload_bytes: usize,
     },
-    /// One diffusion step's traffic for a model shape (spec §5.36).
+    /// One diffusion step's traffic for a model shape (docs/rules/sglang.md#s5-36).
     DenoiseStep {
         model: DenoiseModel,
         dtype: DType,

@@ -1,4 +1,4 @@
-//! sglang multimodal_gen's distributed start-up, modelled as pure data (spec sglang.md).
+//! sglang multimodal_gen's distributed start-up, modelled as pure data (docs/rules/sglang.md).
 //!
 //! Which `new_group` calls every rank makes, in which order and with which backend, per code
 //! version (V0/V1/V2), and what the Ulysses all-to-alls move where. Checked against the golden

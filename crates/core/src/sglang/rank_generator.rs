@@ -4,7 +4,7 @@
 //! Every rank list that `initialize_model_parallel` hands to `new_group` comes
 //! from here, and the *order* of those lists is what decides whether all ranks
 //! issue identical `new_group` sequences (spec R1). So this is a line-by-line
-//! port of the code, not of its docstring (spec §3.17): groups are enumerated
+//! port of the code, not of its docstring (docs/rules/sglang.md#s3-17): groups are enumerated
 //! by group index decomposed over the unmasked axes, lowest axis first.
 //!
 //! Python quirks kept on purpose:
@@ -17,7 +17,7 @@
 
 use thiserror::Error;
 
-/// The order string sglang passes in `initialize_model_parallel` (spec §3.16).
+/// The order string sglang passes in `initialize_model_parallel` (docs/rules/sglang.md#s3-16).
 pub const SGLANG_ORDER: &str = "tp-sp-pp-cfg-dp";
 
 /// Simulator guard: largest rank space enumerated (Python would just grind).
@@ -156,7 +156,7 @@ impl RankGenerator {
         self
     }
 
-    /// `tp*sp*pp*cfg*dp` — the product, not the real world size (spec §3.15).
+    /// `tp*sp*pp*cfg*dp` — the product, not the real world size (docs/rules/sglang.md#s3-15).
     pub fn world_size(&self) -> usize {
         self.world_size
     }
@@ -334,7 +334,7 @@ mod tests {
 
     #[test]
     fn spec_example_pp_groups_follow_code_order() {
-        // Spec §3.17: w16, sizes [1,2,2,2,2], "pp".
+        // docs/rules/sglang.md §3.17: w16, sizes [1,2,2,2,2], "pp".
         let g = RankGenerator::new(1, 2, 2, 2, 2, SGLANG_ORDER).unwrap();
         let pp = g.get_ranks("pp").unwrap();
         assert_eq!(pp[..4], [vec![0, 2], vec![1, 3], vec![4, 6], vec![5, 7]]);

@@ -435,7 +435,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             timeout_ms,
             ..
         } => {
-            // The model's default for the V1+ lineage (spec sglang.md §1.2): tcp:// to the master.
+            // The model's default for the V1+ lineage (docs/rules/sglang.md#s1-2): tcp:// to the master.
             let url = init_method
                 .clone()
                 .unwrap_or_else(|| "tcp://${MASTER_ADDR}:${MASTER_PORT}".into());

@@ -1,5 +1,5 @@
 //! The call-record hook of a rank: one call when a collective or p2p call starts, one when it
-//! ends, reporting a flight-recorder-like [`CallRecord`] (c10d.md R33) through the probe.
+//! ends, reporting a flight-recorder-like [`CallRecord`] (docs/rules/c10d.md#r33) through the probe.
 
 use super::{wait_out_peer_exit, Net, Probe, Proc};
 use crate::c10d::error::C10dError;

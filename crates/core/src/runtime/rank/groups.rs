@@ -1,5 +1,5 @@
 //! Groups: new_group (names, members, the local-sync path), destroy, group handles and
-//! the lazy device communicators (c10d.md R18-R25).
+//! the lazy device communicators (docs/rules/c10d.md#r18 to #r25).
 
 use super::*;
 use crate::c10d::backend::{self, BackendConfig};

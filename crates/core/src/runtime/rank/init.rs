@@ -1,5 +1,5 @@
 //! Rendezvous and the default group: init_process_group, the TCPStore (served or joined),
-//! waitForWorkers, backend construction and the store-based barrier (c10d.md R7-R17).
+//! waitForWorkers, backend construction and the store-based barrier (docs/rules/c10d.md#r7 to #r17).
 
 use super::*;
 use crate::c10d::backend::{self, BackendConfig, Device};

@@ -1,4 +1,4 @@
-//! Point-to-point: send/recv, isend/irecv and batch_isend_irecv (c10d.md R30).
+//! Point-to-point: send/recv, isend/irecv and batch_isend_irecv (no c10d rule of its own; DETAIL skips it, docs/rules/c10d.md#r32).
 
 use super::*;
 use crate::c10d::error;

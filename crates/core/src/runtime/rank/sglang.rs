@@ -4,7 +4,7 @@
 //! all-to-alls move where; this module makes a rank *do* it with the same machinery as the
 //! generic steps (store, group counter, gloo meshes, lazy xccl communicators, collectives on
 //! real data), so a rank-divergent start-up hangs exactly where real torch would (spec
-//! sglang.md R1–R13). Handles: a coordinator's device group is named by its kind (`tp`, `sp`,
+//! docs/rules/sglang.md, sglang R1–R13). Handles: a coordinator's device group is named by its kind (`tp`, `sp`,
 //! `cfg`, ...), its gloo group `<kind>_cpu`; the world coordinator's are `world_group` and
 //! `world_group_cpu`.
 
@@ -39,7 +39,7 @@ use shared_plan::{shared_plan, SharedPlan};
 pub(super) struct SgState {
     version: SglangVersion,
     platform: ps::Platform,
-    /// The platform backend behind `BackendChoice::Device` (spec §2.7).
+    /// The platform backend behind `BackendChoice::Device` (docs/rules/sglang.md#s2-7).
     backend: String,
     plan: Option<Rc<Plan>>,
     /// Backend arguments (by [`BackendChoice`]) a planned `new_group` already passed with, as
@@ -121,7 +121,7 @@ fn expr(src: &str) -> Expr {
 }
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
-    /// spec §2: backend by platform, device binding order, `init_process_group`, world coordinator.
+    /// docs/rules/sglang.md §2: backend by platform, device binding order, `init_process_group`, world coordinator.
     pub(super) async fn init_distributed_environment(
         &mut self,
         version: SglangVersion,
@@ -143,7 +143,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 ),
             );
         }
-        // §2.8: device_id only where the platform supports it: CUDA in every lineage.
+        // docs/rules/sglang.md §2.8: device_id only where the platform supports it: CUDA in every lineage.
         let device_id = (self.platform == Platform::Cuda).then(|| format!("cuda:{local_rank}"));
         let url = init_method.clone().unwrap_or_else(|| match version {
             SglangVersion::V0 => "env://".into(),
@@ -196,7 +196,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         ))
     }
 
-    /// spec §2.12 / R9: where the rank's current device ends up.
+    /// docs/rules/sglang.md §2.12 / sglang R9: where the rank's current device ends up.
     fn bind_after_init(&mut self, version: SglangVersion) -> String {
         let local_rank = self.spec.local_rank;
         match (version.is_v2_lineage(), self.platform) {
@@ -303,7 +303,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         Some(())
     }
 
-    /// spec §3–§4: every coordinator's `new_group` calls, their device communicators, aliases.
+    /// docs/rules/sglang.md §3–§4: every coordinator's `new_group` calls, their device communicators, aliases.
     pub(super) async fn initialize_model_parallel(
         &mut self,
         d: &SglangDegrees,
@@ -426,7 +426,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .join(" ")
     }
 
-    /// spec §4.23 / R5: the construction collectives of a coordinator's device communicator.
+    /// docs/rules/sglang.md §4.23 / sglang R5: the construction collectives of a coordinator's device communicator.
     async fn build_device_communicator(&mut self, view: &ps::CommunicatorGroup) -> Res<()> {
         let Some(state) = &self.sgl else {
             return Ok(());
@@ -527,7 +527,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .map_or(group_rank, |m| m.rank_in_group)
     }
 
-    /// spec §5.33/§5.34: sglang's 4-D all-to-alls on real data, checked element by element
+    /// docs/rules/sglang.md §5.33/§5.34: sglang's 4-D all-to-alls on real data, checked element by element
     /// against the layout the model code intends (so TP-mixed Ulysses groups, R11, show as wrong
     /// values rather than pass silently).
     pub(super) async fn sp_all_to_all(
@@ -611,7 +611,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         ))
     }
 
-    /// spec §5.36: one diffusion step: scheduler fan-out, per layer the USP input/output
+    /// docs/rules/sglang.md §5.36: one diffusion step: scheduler fan-out, per layer the USP input/output
     /// all-to-alls (q, k, v concatenated) and TP all-reduces, then the CFG all-gather.
     pub(super) async fn denoise_step(
         &mut self,

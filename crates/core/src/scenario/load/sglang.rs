@@ -1,7 +1,7 @@
 //! The sglang steps of the scenario format: their fields, defaults and located errors.
 //!
 //! Kept beside load.rs (whose `Cx` it extends) so the generic c10d steps and sglang's start-up
-//! and traffic steps (spec sglang.md) are each in one place. The group handles these steps
+//! and traffic steps (docs/rules/sglang.md) are each in one place. The group handles these steps
 //! create (`tp`, `tp_cpu`, `ulysses`, ...) are registered here, so later steps can name them.
 
 use super::super::expr::Expr;

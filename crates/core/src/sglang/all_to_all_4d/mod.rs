@@ -3,7 +3,7 @@
 //! The simulator must know which bytes each rank sends to which peer and what
 //! every rank ends up holding, to check sequence-parallel correctness (e.g.
 //! the TP-mixed legacy Ulysses groups of R11) and the size assertions that
-//! abort a run (spec §5.33–§5.36: 12 heads cannot be split 8 ways). This module
+//! abort a run (docs/rules/sglang.md §5.33–§5.36: 12 heads cannot be split 8 ways). This module
 //! mirrors, step by step, the tensor reshapes of
 //! * `DistributedAutograd.AllToAll4D.forward` (`base_device_communicator.py`),
 //!   both `(scatter_dim=2, gather_dim=1)` and `(1, 2)`;

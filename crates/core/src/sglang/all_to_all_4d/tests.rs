@@ -68,7 +68,7 @@ fn usp_matches_reference_both_head_dims() {
 
 #[test]
 fn rank_j_gets_heads_block_j_in_source_rank_sequence_order() {
-    // Spec §5.33: out_j[b, i*s_l + s, h, d] = in_i[b, s, j*H/W + h, d].
+    // docs/rules/sglang.md §5.33: out_j[b, i*s_l + s, h, d] = in_i[b, s, j*H/W + h, d].
     let (shape, w) = ([1, 2, 4, 1], 2);
     let xs = inputs(shape, w);
     let out = simulate(&xs, shape, w, A2aOp::HEADS_TO_SEQUENCE);

@@ -1,6 +1,6 @@
 //! The walk through `init_distributed_environment`'s world coordinator and
 //! `initialize_model_parallel` that produces a [`Plan`]: every `new_group` call in order, the
-//! coordinators, aliases and per-rank memberships (spec §3, §4.22).
+//! coordinators, aliases and per-rank memberships (docs/rules/sglang.md §3, §4.22).
 
 use std::collections::BTreeMap;
 
@@ -187,7 +187,7 @@ impl Builder {
         Ok(())
     }
 
-    /// xDiT `PipelineGroupCoordinator.__init__` (spec §3.21).
+    /// xDiT `PipelineGroupCoordinator.__init__` (docs/rules/sglang.md#s3-21).
     fn xdit_pipeline_coordinator(
         &mut self,
         spec: CoordSpec,
@@ -339,7 +339,7 @@ fn check_world_size(b: &Builder) -> Result<(), PlanError> {
     }))
 }
 
-/// `_DP`, `_CFG`, `_PP`, USP sub-groups, `_SP`, `_TP` (spec §3.18).
+/// `_DP`, `_CFG`, `_PP`, USP sub-groups, `_SP`, `_TP` (docs/rules/sglang.md#s3-18).
 fn axis_coordinators(b: &mut Builder, gen: &RankGenerator) -> Result<(), PlanError> {
     b.plain_coordinator(CoordSpec::plain("dp", "cfg_group"), &gen.get_ranks("dp")?)?;
     b.plain_coordinator(CoordSpec::plain("cfg", "cfg_group"), &gen.get_ranks("cfg")?)?;

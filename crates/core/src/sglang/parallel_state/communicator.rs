@@ -1,11 +1,11 @@
 //! Platforms as sglang's `current_platform` sees them, the backend each picks, and the
-//! collectives a coordinator's device communicator makes while it is built (spec §2.7, §4.23, R5).
+//! collectives a coordinator's device communicator makes while it is built (docs/rules/sglang.md §2.7, §4.23, sglang R5).
 
 use thiserror::Error;
 
 use super::Version;
 
-/// Platform as seen by `current_platform` (spec §2.7, §4.23).
+/// Platform as seen by `current_platform` (docs/rules/sglang.md §2.7, §4.23).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Platform {
     /// NVIDIA CUDA (cuda-alike).
@@ -43,7 +43,7 @@ pub struct UnsupportedPlatform {
     pub platform: Platform,
 }
 
-/// The concrete backend behind [`BackendChoice::Device`] (spec §2.7): V0 is
+/// The concrete backend behind [`BackendChoice::Device`] (docs/rules/sglang.md#s2-7): V0 is
 /// nccl on cuda-alike and gloo elsewhere; V1/V2 use the platform table.
 pub fn torch_distributed_backend(
     platform: Platform,
@@ -92,7 +92,7 @@ pub enum CommGroup {
     PyNccl,
 }
 
-/// One step of device-communicator construction (spec §4.23).
+/// One step of device-communicator construction (docs/rules/sglang.md#s4-23).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ConstructionStep {
     /// Local: group rank 0 calls `ncclGetUniqueId`.
@@ -142,7 +142,7 @@ impl ConstructionStep {
 }
 
 /// Construction steps of the device communicator a rank builds for `group`
-/// (spec §4.23, R5): none unless the coordinator uses one and the group has
+/// (docs/rules/sglang.md §4.23, sglang R5): none unless the coordinator uses one and the group has
 /// more than one rank; CUDA-alike → PyNccl (128-byte gloo broadcast of the unique id,
 /// `ncclCommInitRank`, 1-element fp32 all-reduce); CPU-SHM with a `tp*` name →
 /// two device-group barriers; everything else, XPU included → none. The three

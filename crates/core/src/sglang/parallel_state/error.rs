@@ -23,7 +23,7 @@ pub enum PlanError {
         /// Requested world size.
         world_size: usize,
     },
-    /// `initialize_model_parallel`'s `RuntimeError` (spec §3.15, R10); the
+    /// `initialize_model_parallel`'s `RuntimeError` (docs/rules/sglang.md §3.15, sglang R10); the
     /// missing spaces after `x` are in the original f-string.
     #[error(
         "world_size ({world_size}) is less than tensor_parallel_degree ({tp}) x \
@@ -47,7 +47,7 @@ pub enum PlanError {
         issued_calls: Vec<NewGroupCall>,
     },
     /// `GroupCoordinator.__init__`'s `AssertionError` for a rank in no list
-    /// (spec §4.22, R4): ranks ≥ dit when `world_size > dit` fail in `_DP`.
+    /// (docs/rules/sglang.md §4.22, sglang R4): ranks ≥ dit when `world_size > dit` fail in `_DP`.
     #[error("group_ranks={}, local_rank={}", py_nested_list(.group_ranks), .local_rank)]
     RankInNoGroup {
         /// Coordinator kind.

@@ -5,14 +5,14 @@
 //! any difference in the count, order, rank lists or backend class of
 //! `new_group` calls between ranks is a rendezvous hang (spec R1). The planner
 //! walks `init_distributed_environment`'s world coordinator and
-//! `initialize_model_parallel` (spec §2.11, §3, §4.22) for
+//! `initialize_model_parallel` (docs/rules/sglang.md §2.11, §3, §4.22) for
 //! [`Version::V0`] (`parallel_state@64ec4f88`, `group_coordinator@d5fc25da`
 //! and yunchang), [`Version::V1`] (intermediate, after PR #16532/#17920) and
 //! [`Version::V2`] (`parallel_state@00d56e2c`), plus the released [`Version::V0_5_23`] (V2 with
 //! srt's MoE-EP groups, checked against real sglang in testdata/sglang_0.5.23_groups.json), and
 //! reports the same failures
 //! the Python raises, with their texts. It also lists the construction
-//! collectives of each device communicator (spec §4.23, R5).
+//! collectives of each device communicator (docs/rules/sglang.md §4.23, sglang R5).
 //!
 //! Single-node assumption: the world coordinator's `local_rank` (used in the
 //! `group_ranks=…, local_rank=…` assertion text) is taken to equal the rank.
@@ -58,7 +58,7 @@ pub enum Version {
     V0_5_23,
 }
 
-/// How the PP coordinator creates its groups (spec §3.21, `_meta.caveat_pp`).
+/// How the PP coordinator creates its groups (docs/rules/sglang.md#s3-21, `_meta.caveat_pp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PipelineModel {
     /// A plain `GroupCoordinator` (one device + one gloo group per list).
@@ -140,7 +140,7 @@ pub struct ParallelConfig {
     pub ulysses: usize,
     /// `ring_degree`.
     pub ring: usize,
-    /// `sequence_parallel_degree` (not derived from ulysses×ring, §3.14).
+    /// `sequence_parallel_degree` (not derived from ulysses×ring, docs/rules/sglang.md §3.14).
     pub sp: usize,
     /// `classifier_free_guidance_degree`.
     pub cfg: usize,
@@ -352,7 +352,7 @@ pub struct CoordinatorPlan {
     /// Whether a device communicator is built when the rank's group has > 1
     /// rank.
     pub use_device_communicator: bool,
-    /// V2 TP: srt custom all-reduce over the cpu group (spec §4.24, its
+    /// V2 TP: srt custom all-reduce over the cpu group (docs/rules/sglang.md §4.24, its
     /// construction traffic is inferred, not listed here).
     pub use_srt_custom_allreduce: bool,
     /// Index in [`Plan::calls`] of this coordinator's first `new_group`.

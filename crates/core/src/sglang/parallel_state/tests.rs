@@ -270,7 +270,7 @@ fn backend_table_per_version() {
 
 #[test]
 fn legacy_split_mixes_tp_pairs() {
-    // Spec §3.19 / R11: w8 tp2 u2 → legacy Ulysses are TP pairs.
+    // docs/rules/sglang.md §3.19 / sglang R11: w8 tp2 u2 → legacy Ulysses are TP pairs.
     let legacy = usp_groups_legacy_yunchang(2, 1, 8).unwrap();
     let ulysses: Vec<Vec<usize>> = legacy
         .iter()

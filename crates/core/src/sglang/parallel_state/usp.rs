@@ -23,7 +23,7 @@ pub struct UspGroup {
 
 /// V1/V2 `set_seq_parallel_pg_by_sp_groups(u, r, sp_groups,
 /// use_ulysses_low=True)`: per SP group, `r` contiguous Ulysses slices then
-/// `u` strided Ring slices (spec §3.19).
+/// `u` strided Ring slices (docs/rules/sglang.md#s3-19).
 pub fn usp_groups_by_sp_groups(
     ulysses: usize,
     ring: usize,
