@@ -480,7 +480,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.sgl
             .as_ref()
             .and_then(|s| s.plan.as_deref())
-            .ok_or_else(|| error::sglang_groups_uninitialized())
+            .ok_or_else(error::sglang_groups_uninitialized)
     }
 
     /// R12: `broadcast_pyobj` over the SP, CFG and TP cpu groups (size, then payload).
