@@ -70,7 +70,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             }
             // A signal ended the hardware or torch run: 128 + its number (docs/hw.md).
             let real = args.hw || args.torch_opts.torch;
-            match scen_hw::signals::interrupted_by().filter(|_| real) {
+            match scen_procs::signals::interrupted_by().filter(|_| real) {
                 Some(sig) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
                 None => code,
             }
