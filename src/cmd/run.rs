@@ -59,7 +59,7 @@ pub fn run(args: RunArgs) -> Exit {
             }
             // A signal ended the hardware or torch run: 128 + its number (docs/hw.md).
             let real = args.hw || args.torch_opts.torch;
-            match scen_hw::signals::interrupted_by().filter(|_| real) {
+            match scen_procs::signals::interrupted_by().filter(|_| real) {
                 Some(sig) => Exit::Signal(sig),
                 None => code,
             }

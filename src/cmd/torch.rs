@@ -40,11 +40,11 @@ impl TorchArgs {
         let source = std::fs::read_to_string(file).ok();
         // Ctrl-C, SIGTERM, SIGHUP: the ranks are ended and the report still printed, with the
         // same handler and exit status (128 + signal) as --hw.
-        let _guard = scen_hw::signals::Guard::arm()?;
+        let _guard = scen_procs::signals::Guard::arm().map_err(|e| e.to_string())?;
         let o = scen_torch::TorchOptions {
             python: self.python.clone(),
             keep_dir: self.keep.clone(),
-            interrupted: Some(scen_hw::signals::interrupted_by),
+            interrupted: Some(scen_procs::signals::interrupted_by),
             ..Default::default()
         };
         scen_torch::run(s, source.as_deref(), &o).map_err(|e| e.to_string())

@@ -8,8 +8,9 @@
 //! group, removes the killed ranks' /dev/shm files and builds the same Report as the simulator.
 //!
 //! No path leaves a process or a file behind: SIGINT/SIGTERM/SIGHUP end the run with a report
-//! ([`signals`]); ranks die with the launcher even if it is SIGKILLed ([`procs`]), and a guard
-//! process then removes their /dev/shm files ([`reaper`]); rank logs have no name on disk.
+//! (scen-procs' `signals`); ranks die with the launcher even if it is SIGKILLed (scen-procs'
+//! `group`), and a guard process then removes their /dev/shm files ([`reaper`]); rank logs
+//! have no name on disk (scen-procs' `log`).
 
 use crate::child::uses_device_backend;
 use crate::launch_env;
@@ -17,14 +18,16 @@ use crate::net::unix_ms;
 use crate::probe::Msg;
 use crate::procs::{self, RankProc};
 use crate::watchdog::{self, State};
-use crate::{reaper, signals, HwError, HwOptions};
+use crate::{reaper, HwError, HwOptions};
 use scen_core::outcome::{Failure, Killer, Launcher, RankEnd};
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::Scenario;
+use scen_procs::watch::{Watch, POLL};
+use scen_procs::{exit, signals};
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -118,10 +121,6 @@ enum Input {
     Closed(usize),
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// Runs the local ranks of `s` as processes and reports.
 pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwError> {
     let external = launch_env::detect(&launch_env::process_env())
@@ -152,7 +151,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         ));
     }
     let local: Vec<usize> = local_ranks.iter().map(|(r, _)| *r).collect();
-    let signals = signals::Guard::arm().map_err(HwError::Io)?;
+    let signals = signals::Guard::arm().map_err(|e| HwError::Io(e.to_string()))?;
     let epoch = unix_ms();
     let io = |what: &str, e: std::io::Error| HwError::Io(format!("{what}: {e}"));
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| io("probe listener", e))?;
@@ -163,7 +162,8 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
     let master_port = match (o.master_port, &external) {
         (Some(p), _) => p,
         (None, Some(id)) => id.master_port,
-        (None, None) => free_port().map_err(|e| io("picking MASTER_PORT", e))?,
+        (None, None) => scen_procs::port::free_port()
+            .map_err(|e| HwError::Io(format!("picking MASTER_PORT: {e}")))?,
     };
     let master_addr = o
         .master_addr
@@ -195,8 +195,9 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
     let mut procs: Vec<RankProc> = Vec::new();
     let mut pgid: Option<i32> = None;
     for &(rank, lr) in &local_ranks {
-        let log = procs::anonymous_log(&std::env::temp_dir(), &format!("scen-hw-rank{rank}"))
-            .map_err(|e| io("creating a rank log", e))?;
+        let log =
+            scen_procs::log::anonymous_log(&std::env::temp_dir(), &format!("scen-hw-rank{rank}"))
+                .map_err(|e| HwError::Io(format!("creating a rank log: {e}")))?;
         let out = log.try_clone().map_err(|e| io("creating a rank log", e))?;
         let err = log.try_clone().map_err(|e| io("creating a rank log", e))?;
         let mut cmd = Command::new(&exe);
@@ -220,7 +221,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         if let Some(t) = &token {
             cmd.env(JOB_TOKEN_ENV, t);
         }
-        procs::die_with_parent(&mut cmd);
+        scen_procs::group::die_with_parent(&mut cmd);
         for (k, v) in ONECCL_ENV {
             if std::env::var_os(k).is_none() {
                 cmd.env(k, v);
@@ -255,7 +256,8 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         // With env:// (what the launcher sets), rank 0 serves the store at MASTER_PORT.
         st.store_hosts.insert(master_port, 0);
     }
-    let end_ms = watch(s, o, &mut st, &mut procs, &rx, &local, epoch, &signals);
+    let mut clock = Watch::new(epoch, o.max_wall_ms, Some(signals::interrupted_by));
+    let end_ms = watch(s, o, &mut st, &mut procs, &rx, &local, &mut clock);
     let interrupted = signals.received();
     drop(signals);
     finish(&mut st, &mut procs, pgid, interrupted);
@@ -293,16 +295,14 @@ fn watch(
     procs: &mut [RankProc],
     rx: &mpsc::Receiver<Input>,
     local: &[usize],
-    epoch: u64,
-    signals: &signals::Guard,
+    clock: &mut Watch,
 ) -> u64 {
     let mut kill_armed: Option<u64> = None;
     let mut killed_by_hook = false;
-    let now = || unix_ms().saturating_sub(epoch);
     loop {
-        let mut next = rx.recv_timeout(Duration::from_millis(20)).ok();
+        let mut next = rx.recv_timeout(POLL).ok();
         while let Some(input) = next {
-            st.last_msg_ms = now();
+            clock.progress(clock.now_ms());
             match input {
                 Input::Msg(m) => watchdog::absorb(st, m),
                 Input::Closed(rank) => {
@@ -313,7 +313,7 @@ fn watch(
             }
             next = rx.try_recv().ok();
         }
-        let t = now();
+        let t = clock.now_ms();
         for p in procs.iter_mut() {
             if p.exit.is_none() {
                 if let Ok(Some(status)) = p.child.try_wait() {
@@ -322,7 +322,7 @@ fn watch(
             }
             if let Some((status, at)) = p.exit {
                 if st.obs.ends[p.rank].is_none() && (p.closed || t >= at + EXIT_SETTLE_MS) {
-                    let failure = match (o.kill_rank_at, status.signal()) {
+                    let failure = match (o.kill_rank_at, exit::code_and_signal(&status).1) {
                         (Some((rank, step)), Some(libc::SIGKILL))
                             if killed_by_hook && rank == p.rank =>
                         {
@@ -333,9 +333,10 @@ fn watch(
                                 },
                             }
                         }
-                        (_, signal) => Failure::process_exit(status.code(), signal),
+                        _ => exit::failure(&status),
                     };
                     st.process_died(p.rank, failure, t);
+                    clock.progress(t);
                 }
             }
         }
@@ -354,8 +355,8 @@ fn watch(
                             o.kill_delay_ms,
                             step + 1
                         );
-                        // SAFETY: kill(2) on a child this launcher started and has not reaped.
-                        unsafe { libc::kill(p.child.id() as i32, libc::SIGKILL) };
+                        // A child this launcher started and has not reaped.
+                        let _ = scen_procs::group::kill_process(p.child.id());
                         st.notes.push(format!(
                             "fault injected by the launcher: rank {rank} SIGKILLed {} ms into step {}",
                             o.kill_delay_ms,
@@ -366,7 +367,7 @@ fn watch(
                 }
             }
         }
-        if let Some(sig) = signals.received() {
+        if let Some(sig) = clock.interrupted() {
             tracing::warn!(
                 t_ms = t,
                 "launcher: {} received: ending every rank",
@@ -379,11 +380,11 @@ fn watch(
             tracing::info!(t_ms = t, "watchdog: every local rank reported its end");
             return t;
         }
-        if t >= st.last_msg_ms + o.quiet_ms && watchdog::stalled(s, st, local, t) {
+        if clock.silent_ms(t) >= o.quiet_ms && watchdog::stalled(s, st, local, t) {
             crate::fr_dump::on_stall(s, &st.obs, o, &mut st.notes);
             return t;
         }
-        if o.max_wall_ms.is_some_and(|m| t >= m) {
+        if clock.out_of_time(t) {
             tracing::warn!(
                 t_ms = t,
                 "watchdog: --max-wall-s reached: stopping every rank"
@@ -475,7 +476,7 @@ fn finish(st: &mut State, procs: &mut [RankProc], pgid: Option<i32>, interrupted
         procs::forward_rank_log(p.rank, &p.log);
         let failed = !matches!(st.obs.ends[p.rank], Some((RankEnd::Completed, _)));
         if failed {
-            if let Some(tail) = procs::log_tail(&p.log, 5) {
+            if let Some(tail) = scen_procs::log::tail(&p.log, 5) {
                 st.notes
                     .push(format!("rank {} output (last lines): {tail}", p.rank));
             }

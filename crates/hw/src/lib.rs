@@ -4,8 +4,9 @@
 //! `run_rank` unchanged ([`child`]) with tokio TCP and the wall clock ([`net`]), xccl groups on
 //! real oneCCL ([`oneccl`]) and a side channel to the launcher ([`probe`]). The launcher is the
 //! watchdog oneCCL lacks ([`watchdog`]) and builds the simulator's kind of Report. Signals end a
-//! run with a report ([`signals`]); ranks die with the launcher ([`procs`]) and a guard process
-//! cleans up after a launcher that was SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
+//! run with a report and ranks die with the launcher (scen-procs' process plumbing, shared with
+//! torch mode; [`procs`] is hw's part); a guard process cleans up after a launcher that was
+//! SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
 //! what this machine has. See docs/hw.md.
 
 pub mod bench;
@@ -19,7 +20,6 @@ pub mod oneccl;
 pub mod probe;
 pub mod procs;
 pub mod reaper;
-pub mod signals;
 pub mod watchdog;
 
 use scen_core::report::Report;

@@ -3,7 +3,7 @@
 
 use scen_core::runtime::net::{Clock, Net};
 use std::io;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 
 /// OS sockets. `host` is the address peers use to reach this process; `bind_ip` where it listens.
@@ -54,12 +54,7 @@ pub struct WallClock {
     pub epoch_unix_ms: u64,
 }
 
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use scen_procs::watch::unix_ms;
 
 impl Clock for WallClock {
     fn now_ms(&self) -> u64 {

@@ -73,8 +73,8 @@ pub fn main() -> i32 {
         std::thread::sleep(Duration::from_millis(50));
     }
     for p in pids.iter().filter(|p| is_rank(**p)) {
-        // SAFETY: kill(2) on a process checked just now to be one of scen's rank processes.
-        unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+        // Checked just now to be one of scen's rank processes.
+        let _ = scen_procs::group::kill_process(*p);
     }
     let until = Instant::now() + Duration::from_millis(RANKS_GONE_MS);
     while pids.iter().any(|p| is_rank(*p)) && Instant::now() < until {
@@ -86,15 +86,5 @@ pub fn main() -> i32 {
 
 /// Is `pid` a live (not zombie) scen rank process?
 fn is_rank(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state follows the parenthesised command name: "pid (comm) S ...".
-    let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
-    if matches!(state, Some('Z') | Some('X') | None) {
-        return false;
-    }
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| c.split(|b| *b == 0).any(|a| a == b"__hw-rank"))
-        .unwrap_or(false)
+    scen_procs::group::is_live_with_arg(pid, "__hw-rank")
 }

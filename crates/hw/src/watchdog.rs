@@ -35,7 +35,6 @@ pub struct State {
     /// TCPStore servers: port -> the rank whose process serves it.
     pub store_hosts: BTreeMap<u16, usize>,
     pub notes: Vec<String>,
-    pub last_msg_ms: u64,
 }
 
 impl State {
@@ -46,11 +45,11 @@ impl State {
             died: vec![],
             store_hosts: BTreeMap::new(),
             notes,
-            last_msg_ms: 0,
         }
     }
 
-    /// A rank's process ended at `t_ms` without reporting how its program ended.
+    /// A rank's process ended at `t_ms` without reporting how its program ended (the launcher
+    /// counts that as progress on its watch).
     pub fn process_died(&mut self, rank: usize, failure: Failure, t_ms: u64) {
         let o = &mut self.obs;
         let step = o.waits[rank]
@@ -62,7 +61,6 @@ impl State {
         self.died.push(rank);
         // The call it was in ended with it.
         end_open_calls(o, rank, t_ms);
-        self.last_msg_ms = t_ms;
     }
 }
 

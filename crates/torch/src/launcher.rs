@@ -13,11 +13,12 @@ use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::fault::{apply_env, crash, ranks_of};
 use scen_core::scenario::{FaultKind, Launcher, Scenario, StepKind};
 use scen_core::trace::{Event, EventKind, Trace};
+use scen_procs::signals::name as signal_name;
+use scen_procs::watch::{unix_ms, Watch, POLL};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 const RUNNER: &str = include_str!("runner.py");
 /// Added to the scenario's longest timeout: real stores and gloo report a little late.
@@ -212,14 +213,13 @@ fn run_in(
     let mut trace = Trace::default();
     let mut notes: Vec<String> = Vec::new();
     let quiet_ms = o.quiet_ms.unwrap_or_else(|| quiet_bound_ms(s));
-    let begin = Instant::now();
-    let mut last_progress = Instant::now();
+    let mut clock = Watch::new(unix_ms(), o.max_wall_ms, o.interrupted);
     let mut exits_offset = 0u64;
     let mut runner_done = false;
     let mut hung = false;
     let mut interrupted = None;
     loop {
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(POLL);
         let mut progressed = false;
         for (r, st) in ranks.iter_mut().enumerate() {
             for line in read_lines(&dir.join(format!("rank{r}.jsonl")), st) {
@@ -247,7 +247,7 @@ fn run_in(
         }
         exits_offset = tmp.offset;
         if progressed {
-            last_progress = Instant::now();
+            clock.progress(clock.now_ms());
         }
         if !runner_done {
             if let Ok(Some(_)) = child.try_wait() {
@@ -259,7 +259,7 @@ fn run_in(
         if runner_done {
             break;
         }
-        if let Some(sig) = o.interrupted.and_then(|f| f()) {
+        if let Some(sig) = clock.interrupted() {
             interrupted = Some(sig);
             notes.push(format!(
                 "interrupted: scen received {} and ended every rank; the report shows what was seen until then (exit status {})",
@@ -269,7 +269,7 @@ fn run_in(
             break;
         }
         let any_started = ranks.iter().any(|r| r.started);
-        let silent = last_progress.elapsed().as_millis() as u64;
+        let silent = clock.silent_ms(clock.now_ms());
         if (any_started && silent >= quiet_ms) || (!any_started && silent >= START_LIMIT_MS) {
             hung = true;
             notes.push(format!(
@@ -278,19 +278,17 @@ fn run_in(
             ));
             break;
         }
-        if o.max_wall_ms
-            .is_some_and(|m| begin.elapsed().as_millis() as u64 >= m)
-        {
+        if clock.out_of_time(clock.now_ms()) {
             hung = true;
             notes.push(format!(
                 "stopped: the run reached the limit of {} ms; SIGKILLed the process group",
-                o.max_wall_ms.unwrap_or(0)
+                clock.max_wall_ms().unwrap_or(0)
             ));
             break;
         }
     }
-    // SAFETY: kill(2) on the process group of the runner this launcher started (its ranks).
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    // The runner's process group: its ranks (killed even if the runner itself has exited).
+    let _ = scen_procs::group::kill_group(pgid);
     let _ = child.wait();
     if !ranks.iter().any(|r| r.started) {
         if let Some(sig) = interrupted {
@@ -299,7 +297,7 @@ fn run_in(
                 signal_name(sig)
             )));
         }
-        let tail = log_tail(&log_path, 6).unwrap_or_default();
+        let tail = scen_procs::log::tail_of_path(&log_path, 6).unwrap_or_default();
         return Err(TorchError::Unavailable(format!(
             "no rank started under {}: {tail}",
             py.display()
@@ -348,7 +346,7 @@ fn run_in(
         .iter()
         .any(|r| !matches!(r.end, Some((RankEnd::Completed, _))))
     {
-        if let Some(tail) = log_tail(&log_path, 4) {
+        if let Some(tail) = scen_procs::log::tail_of_path(&log_path, 4) {
             notes.push(format!("rank output (last lines): {tail}"));
         }
     }
@@ -373,16 +371,6 @@ fn run_in(
         ),
     );
     Ok(report(s, &ranks, trace, notes, end_ms))
-}
-
-/// `SIGINT` and the like, for messages.
-fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGINT => "SIGINT".into(),
-        libc::SIGTERM => "SIGTERM".into(),
-        libc::SIGHUP => "SIGHUP".into(),
-        other => format!("signal {other}"),
-    }
 }
 
 /// A signal ended the run: every rank that had not ended fails where it was, saying so (as
@@ -549,15 +537,6 @@ fn ends_from_exits(
             hanging.join("; ")
         ));
     }
-}
-
-fn log_tail(path: &Path, lines: usize) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if all.is_empty() {
-        return None;
-    }
-    Some(all[all.len().saturating_sub(lines)..].join(" | "))
 }
 
 /// The run's report: the ranks' progress as an [`Observed`], through core's one report builder.

@@ -5,7 +5,8 @@
 //! sglang 0.5.23's start-up steps call real sglang through prelude_sglang.py),
 //! [`launcher`] runs it as one real process per rank with torchrun's environment and is the
 //! watchdog for hangs, [`eligible`] says what CPU PyTorch can run, [`python`] finds the
-//! interpreter (`scen doctor`). Depends on scen-core only. See docs/torch.md.
+//! interpreter (`scen doctor`). Depends on scen-core and scen-procs (the process plumbing it
+//! shares with `--hw`: log tails, free ports, process groups, signal names, the watch clock). See docs/torch.md.
 
 pub mod eligible;
 pub mod launcher;

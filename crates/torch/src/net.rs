@@ -7,7 +7,6 @@
 
 use scen_core::scenario::Scenario;
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 
 #[derive(Debug, Clone, Default)]
 pub struct Endpoints {
@@ -21,10 +20,11 @@ impl Endpoints {
     /// Free ports for every port the scenario names, hosts on 127.0.0.1.
     pub fn local(s: &Scenario) -> std::io::Result<Endpoints> {
         let mut ports = BTreeMap::new();
-        // Hold every listener until all are picked, so the ports differ.
+        // Free ports below the ephemeral range (scen-procs' `port`); hold every listener until all
+        // are picked, so the ports differ.
         let mut held = Vec::new();
         for p in scenario_ports(s) {
-            let l = below_ephemeral()?;
+            let l = scen_procs::port::below_ephemeral().map_err(std::io::Error::other)?;
             ports.insert(p, l.local_addr()?.port());
             held.push(l);
         }
@@ -100,28 +100,6 @@ impl Endpoints {
             Err(_) => format!("tcp://{host}:{port}"),
         }
     }
-}
-
-/// A free port below Linux's ephemeral range (32768+): between picking it and rank 0 binding
-/// it, no process's `bind(0)` (gloo's pairs, other runs) can be handed the same port.
-fn below_ephemeral() -> std::io::Result<TcpListener> {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos() as u64)
-        .unwrap_or(0)
-        ^ ((std::process::id() as u64) << 16);
-    let mut x = seed | 1;
-    for _ in 0..200 {
-        // xorshift: a different candidate each try.
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let port = 20_000 + (x % 12_000) as u16;
-        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
-            return Ok(l);
-        }
-    }
-    TcpListener::bind("127.0.0.1:0")
 }
 
 /// Every port the scenario names: MASTER_PORT values and `tcp://` init methods.

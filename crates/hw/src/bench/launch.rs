@@ -94,7 +94,7 @@ fn spawn(spec: &BenchSpec, exe: &Path, addr: &str) -> Result<Ranks, HwError> {
         let err = log.try_clone().map_err(|e| io("creating a rank log", e))?;
         let mut cmd = Command::new(exe);
         // A killed `scen bench` takes its ranks with it (they would spin in oneCCL forever).
-        crate::procs::die_with_parent(&mut cmd);
+        scen_procs::group::die_with_parent(&mut cmd);
         cmd.arg("__bench-rank")
             .stdin(Stdio::null())
             .stdout(log)
