@@ -101,3 +101,89 @@ fn error_notes(report: &BenchReport) -> Vec<String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::result::{BenchRow, SCHEMA};
+
+    /// A measured report whose times the model `truth` predicts exactly.
+    fn measured(truth: &ModelFile, sizes: &[usize]) -> BenchReport {
+        let rows = sizes
+            .iter()
+            .map(|&s| {
+                let t = truth.predict_us(BenchOp::AllReduce, s, 2, LinkClass::Host, Library::Scen);
+                BenchRow {
+                    op: BenchOp::AllReduce,
+                    size_bytes: s,
+                    count: s / 4,
+                    dtype: "f32".into(),
+                    redop: "sum".into(),
+                    hw: Some(Timing::of(BenchOp::AllReduce, s, 2, t)),
+                    raw: None,
+                    sim: None,
+                    hw_median_us: None,
+                    wrong: Some(0),
+                }
+            })
+            .collect();
+        BenchReport {
+            schema: SCHEMA,
+            path: "gloo".into(),
+            ranks: 2,
+            nodes: 1,
+            warmup: 1,
+            iters: 1,
+            env: vec![],
+            model: None,
+            seed: 0,
+            rows,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn calibration_recovers_the_measured_link_and_notes_its_error() {
+        let mut truth = ModelFile::default();
+        truth.links.cost_mut(LinkClass::Host).alpha_us = 80.0;
+        let mut r = measured(&truth, &[4096, 65536, 1 << 20, 16 << 20]);
+        let m = apply(
+            &ModelFile::default(),
+            &mut r,
+            LinkClass::Host,
+            Library::Scen,
+        )
+        .unwrap();
+        assert_eq!(r.model, Some(m.links.to_string()));
+        assert!(r.rows.iter().all(|x| x.sim.is_some()));
+        assert!(
+            r.notes[0].starts_with("calibrated host: alpha "),
+            "{:?}",
+            r.notes
+        );
+        let errors = r
+            .notes
+            .iter()
+            .find(|n| n.starts_with("error after calibration"));
+        assert!(
+            errors.unwrap().contains("all_reduce on 2 ranks"),
+            "{:?}",
+            r.notes
+        );
+        let last = r.notes.last().unwrap();
+        assert_eq!(last, "worst prediction error after calibration: 0.0%");
+    }
+
+    #[test]
+    fn calibration_needs_two_measured_sizes() {
+        let mut r = measured(&ModelFile::default(), &[4096]);
+        let e = apply(
+            &ModelFile::default(),
+            &mut r,
+            LinkClass::Host,
+            Library::Scen,
+        );
+        assert_eq!(e.unwrap_err(), CalibrateError::TooFewPoints(1));
+        assert!(r.notes.is_empty() && r.rows[0].sim.is_none());
+    }
+}

@@ -53,3 +53,83 @@ pub fn pattern_notes(p: &Pattern, rows: &[BenchRow]) -> Vec<String> {
     }
     notes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::model::OpCost;
+    use crate::perf::pattern::PatternOp;
+    use crate::perf::result::Timing;
+    use crate::perf::schedule::Algorithm;
+    use crate::perf::BenchOp;
+
+    fn cost(ranks: usize, class: LinkClass) -> OpCost {
+        OpCost {
+            class,
+            op: BenchOp::AllReduce,
+            algorithm: Algorithm::Ring,
+            ranks,
+            max_bytes: None,
+            alpha_us: ranks as f64,
+            beta_gbps: 1.0,
+        }
+    }
+
+    #[test]
+    fn per_op_costs_come_from_the_nearest_rank_count_of_the_class() {
+        let model = ModelFile {
+            ops: vec![
+                cost(2, LinkClass::Intra),
+                cost(8, LinkClass::Intra),
+                cost(4, LinkClass::Host),
+            ],
+            ..ModelFile::default()
+        };
+        let notes = per_op_costs(&model, LinkClass::Intra, 4);
+        assert_eq!(
+            notes,
+            vec![format!("per-op cost: {}", cost(2, LinkClass::Intra))]
+        );
+        let notes = per_op_costs(&model, LinkClass::Intra, 6);
+        assert_eq!(
+            notes,
+            vec![format!("per-op cost: {}", cost(8, LinkClass::Intra))]
+        );
+        assert!(per_op_costs(&model, LinkClass::Inter, 4).is_empty());
+    }
+
+    #[test]
+    fn pattern_notes_sum_each_op_over_a_step() {
+        let p = Pattern {
+            name: "cfg",
+            ranks: 2,
+            ops: vec![PatternOp {
+                label: "bcast".into(),
+                op: BenchOp::Broadcast,
+                shape: vec![2, 3],
+                size_bytes: 24,
+                per_step: 4,
+            }],
+        };
+        let t = Timing::of(BenchOp::Broadcast, 24, 2, 250.0);
+        let row = BenchRow {
+            op: BenchOp::Broadcast,
+            size_bytes: 24,
+            count: 6,
+            dtype: "f32".into(),
+            redop: "-".into(),
+            hw: None,
+            raw: None,
+            sim: Some(t),
+            hw_median_us: None,
+            wrong: None,
+        };
+        assert_eq!(
+            pattern_notes(&p, &[row]),
+            vec![
+                "sim: 1.000 ms of communication per denoise step (cfg on 2 ranks)".to_string(),
+                "bcast x4 per step: 250.0 us per op, 1.000 ms per step, shape [2, 3]".into(),
+            ]
+        );
+    }
+}

@@ -198,3 +198,116 @@ pub fn compare_json(c: &Comparison, an: &str, bn: &str, verdict: &str) -> serde_
         "verdict": verdict,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::compare::compare;
+    use crate::perf::result::{Timing, SCHEMA};
+    use crate::perf::BenchOp;
+
+    fn row(op: BenchOp, bytes: usize, hw: Option<f64>, sim: Option<f64>) -> BenchRow {
+        BenchRow {
+            op,
+            size_bytes: bytes,
+            count: bytes / 4,
+            dtype: "f32".into(),
+            redop: if op.reduces() { "sum" } else { "-" }.into(),
+            hw: hw.map(|t| Timing::of(op, bytes, 2, t)),
+            raw: None,
+            sim: sim.map(|t| Timing::of(op, bytes, 2, t)),
+            hw_median_us: None,
+            wrong: hw.map(|_| 3),
+        }
+    }
+
+    fn report(rows: Vec<BenchRow>) -> BenchReport {
+        BenchReport {
+            schema: SCHEMA,
+            path: "oneccl".into(),
+            ranks: 2,
+            nodes: 1,
+            warmup: 5,
+            iters: 20,
+            env: vec![("CCL_ATL_SHM".into(), "1".into())],
+            model: Some("intra 10.0us".into()),
+            seed: 0,
+            rows,
+            notes: vec!["a note".into()],
+        }
+    }
+
+    #[test]
+    fn a_two_row_report_renders_as_nccl_tests_columns() {
+        let r = report(vec![
+            row(BenchOp::AllReduce, 1 << 20, Some(100.0), Some(110.0)),
+            row(BenchOp::Broadcast, 4096, Some(20.0), Some(10.0)),
+        ]);
+        let want = "\
+# scen bench: 2 ranks on 1 node(s), path oneccl, warmup 5, iters 20, env CCL_ATL_SHM=1
+# model: intra 10.0us
+#           op       size      count  type redop    time_us    algbw    busbw #wrong     sim_us  sim_bus    err%
+    all_reduce    1048576     262144   f32   sum      100.0   10.486   10.486      3      110.0    9.533  +10.0%
+     broadcast       4096       1024   f32     -       20.0    0.205    0.205      3       10.0    0.410  -50.0%
+# a note
+";
+        assert_eq!(render(&r, None), want);
+    }
+
+    #[test]
+    fn a_predicted_only_report_has_no_measured_columns() {
+        let mut r = report(vec![row(BenchOp::AllGather, 8192, None, Some(5.0))]);
+        r.env.clear();
+        r.notes.clear();
+        let got = render(&r, None);
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(
+            lines[0],
+            "# scen bench: 2 ranks on 1 node(s), path oneccl, warmup 5, iters 20"
+        );
+        assert_eq!(
+            lines[2],
+            "#           op       size      count  type redop     sim_us  sim_bus"
+        );
+        assert_eq!(
+            lines[3],
+            "    all_gather       8192       2048   f32     -        5.0    0.819"
+        );
+        assert_eq!(lines.len(), 4);
+    }
+
+    #[test]
+    fn compare_prints_each_size_each_bucket_and_the_verdict() {
+        let a = report(vec![
+            row(BenchOp::AllReduce, 4096, Some(20.0), None),
+            row(BenchOp::AllReduce, 2 << 20, Some(400.0), None),
+            row(BenchOp::Broadcast, 4096, Some(9.0), None),
+        ]);
+        let b = report(vec![
+            row(BenchOp::AllReduce, 4096, Some(10.0), None),
+            row(BenchOp::AllReduce, 2 << 20, Some(400.0), None),
+        ]);
+        let c = compare(&a, &b);
+        let got = compare_table(&c, (&a, "a.json"), (&b, "b.json"), "V");
+        let want = "\
+# A = a.json (2 ranks, path oneccl)
+# B = b.json (2 ranks, path oneccl)
+            op       size         A_us         B_us   speedup    bucket
+    all_reduce         4K         20.0         10.0     2.00x    <1 MiB
+    all_reduce         2M        400.0        400.0     1.00x  1-10 MiB
+# by bucket (geometric mean of B's speedup over A):
+    <1 MiB: 2.00x over 1 sizes (+100.0%)
+  1-10 MiB: 1.00x over 1 sizes (+0.0%)
+# 1 rows appear in only one file and are not compared
+verdict: V
+";
+        assert_eq!(got, want);
+        let doc = compare_json(&c, "a.json", "b.json", "V");
+        assert_eq!(doc["sizes"][0]["speedup"], 2.0);
+        assert_eq!(doc["buckets"][1]["bucket"], "1-10 MiB");
+        assert_eq!(
+            (doc["unmatched"].as_u64(), doc["verdict"].as_str()),
+            (Some(1), Some("V"))
+        );
+    }
+}
