@@ -24,9 +24,10 @@ pub struct Bench {
 /// Plans, measures (--hw), predicts, calibrates (--calibrate) and annotates a request.
 pub fn run(req: &BenchRequest) -> anyhow::Result<Bench> {
     let plan = plan::plan(req)?;
-    let measured = match req.hw {
-        true => Some(hw::run(&plan.spec, req.repeat.max(1))?),
-        false => None,
+    let measured = if req.hw {
+        Some(hw::run(&plan.spec, req.repeat.max(1))?)
+    } else {
+        None
     };
     let predict = req.predicts();
     let wall = std::time::Instant::now();
@@ -55,9 +56,10 @@ fn report(req: &BenchRequest, plan: &Plan, rows: Vec<BenchRow>) -> BenchReport {
     let spec = &plan.spec;
     BenchReport {
         schema: SCHEMA,
-        path: match req.hw {
-            true => spec.path.name().to_string(),
-            false => "sim".into(),
+        path: if req.hw {
+            spec.path.name().to_string()
+        } else {
+            "sim".into()
         },
         ranks: spec.ranks,
         nodes: req.nnodes,

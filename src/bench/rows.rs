@@ -4,7 +4,8 @@
 use super::plan::Plan;
 use scen_core::dtype::DType;
 use scen_core::perf::result::{BenchRow, Timing};
-use scen_hw::bench::{BenchJob, BenchSpec, JobResult};
+use scen_core::perf::BenchOp;
+use scen_hw::bench::{BenchJob, JobResult};
 
 /// One row per job; `measured` (when --hw ran) in job order; predicted when `predict`.
 pub fn rows(plan: &Plan, measured: Option<&[JobResult]>, predict: bool) -> Vec<BenchRow> {
@@ -38,12 +39,14 @@ fn row(plan: &Plan, j: &BenchJob, m: Option<&JobResult>, predict: bool) -> Bench
         hw: m.map(|m| timing(m.time_us)),
         hw_median_us: m.and_then(|m| m.median_us),
         raw: m.and_then(|m| m.raw_us).map(timing),
-        sim: predict.then(|| timing(predicted_us(plan, spec, j.op, bytes))),
+        sim: predict.then(|| timing(predicted_us(plan, j.op, bytes))),
         wrong: m.map(|m| m.wrong),
     }
 }
 
-fn predicted_us(plan: &Plan, spec: &BenchSpec, op: scen_core::perf::BenchOp, bytes: usize) -> f64 {
+/// The timing model's microseconds for `op` on `bytes` over the plan's link and library.
+fn predicted_us(plan: &Plan, op: BenchOp, bytes: usize) -> f64 {
+    let ranks = plan.spec.ranks;
     plan.model
-        .predict_us(op, bytes, spec.ranks, plan.class, plan.library)
+        .predict_us(op, bytes, ranks, plan.class, plan.library)
 }

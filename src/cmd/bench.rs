@@ -181,9 +181,10 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     }
     let bench = scen::bench::run(&a.request())?;
     let report = &bench.report;
-    match json {
-        true => println!("{}", serde_json::to_string_pretty(report)?),
-        false => print!("{}", render(report, bench.pattern.as_ref())),
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", render(report, bench.pattern.as_ref()));
     }
     let wrong: u64 = report.rows.iter().filter_map(|r| r.wrong).sum();
     Ok(if wrong > 0 { Exit::Failed } else { Exit::Ok })
