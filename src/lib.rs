@@ -1,6 +1,7 @@
 //! The `scen` command's library: what the subcommands do beyond printing, kept here so the
 //! repository's own tests (tests/*.rs) call the same code as the binary.
 
+pub mod bench;
 pub mod exit;
 pub mod explore;
 pub mod logging;

@@ -3,10 +3,14 @@
 //! and `scen bench` predicts with (and its least-squares calibration), the A/B comparison by size
 //! bucket, and the diffusion models' communication patterns (docs/bench.md).
 
+pub mod calibrate;
 pub mod compare;
 pub mod fit;
 pub mod model;
+pub mod notes;
 pub mod pattern;
+pub mod plan;
+pub mod render;
 pub mod result;
 pub mod schedule;
 pub mod sweep;
@@ -132,6 +136,16 @@ pub fn bandwidths(op: BenchOp, bytes: usize, ranks: usize, time_us: f64) -> (f64
     (alg, alg * op.busbw_factor(ranks))
 }
 
+/// The median of `v` (0 when empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +175,13 @@ mod tests {
         assert_eq!(BenchOp::AllGather.send_count(65536, 4, 4), 4096);
         assert_eq!(BenchOp::AllGather.size_bytes(4096, 4, 4), 65536);
         assert_eq!(BenchOp::ReduceScatter.recv_count(16384, 4), 4096);
+    }
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(Vec::new()), 0.0);
     }
 
     #[test]

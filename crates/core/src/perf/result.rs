@@ -13,6 +13,18 @@ pub struct Timing {
     pub busbw_gbps: f64,
 }
 
+impl Timing {
+    /// `op` moving `bytes` on `ranks` ranks in `time_us`, with its bandwidths.
+    pub fn of(op: BenchOp, bytes: usize, ranks: usize, time_us: f64) -> Timing {
+        let (algbw_gbps, busbw_gbps) = super::bandwidths(op, bytes, ranks, time_us);
+        Timing {
+            time_us,
+            algbw_gbps,
+            busbw_gbps,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchRow {
     pub op: BenchOp,
