@@ -98,14 +98,7 @@ impl RankJob {
 }
 
 /// The median of `v` (0 when empty).
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
+pub use scen_core::perf::median;
 
 pub use launch::run;
 
