@@ -281,9 +281,18 @@ pub struct HwArgs {
     /// Where rank 0's TCPStore listens (default 127.0.0.1).
     #[arg(long, requires = "hw")]
     pub master_addr: Option<String>,
-    /// Its port (default: a free port).
+    /// Its port (default: a free port; required with --nnodes > 1). Node 0's launcher serves
+    /// the launchers' rendezvous on the next port (docs/hw.md).
     #[arg(long, requires = "hw")]
     pub master_port: Option<u16>,
+    /// The job's name at the launchers' rendezvous (default: $SCEN_HW_JOB_ID, else none):
+    /// every node of one job gives the same, like torchrun's --rdzv-id.
+    #[arg(long, requires = "hw")]
+    pub job_id: Option<String>,
+    /// How long the launchers' rendezvous waits for every node, in seconds (default 600, as
+    /// torchrun's join timeout).
+    #[arg(long, requires = "hw")]
+    pub rdzv_timeout_s: Option<u64>,
     /// Fail unless Level Zero finds an Intel GPU (no host-buffer stand-in for xpu tensors).
     #[arg(long, requires = "hw")]
     pub require_xpu: bool,
@@ -320,6 +329,8 @@ impl HwArgs {
             require_xpu: self.require_xpu,
             kill_rank_at: self.kill_rank,
             max_wall_ms: self.max_wall_s.map(|s| s * 1000),
+            job_id: self.job_id.clone(),
+            rdzv_timeout_ms: self.rdzv_timeout_s.unwrap_or(600).saturating_mul(1000),
             ..Default::default()
         }
     }

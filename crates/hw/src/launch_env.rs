@@ -80,12 +80,43 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<RankIdentity>, En
             continue;
         };
         let local_rank = num(env, lr)?.unwrap_or(rank);
-        let local_world_size = num(env, lw)?.unwrap_or(world_size);
+        let local_world_size = if launcher == "srun" {
+            // SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE look like `2(x3),1`.
+            ["SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"]
+                .iter()
+                .find_map(|v| leading_number(env.get(*v)?))
+                .unwrap_or(world_size)
+        } else {
+            num(env, lw)?.unwrap_or(world_size)
+        };
+        // srun sets neither: the first node of the allocation and a port from the job id
+        // (15000 + its last 4 digits, PyTorch Lightning's convention), unless the job says.
+        let slurm_job = (launcher == "srun")
+            .then(|| env.get("SLURM_JOB_ID"))
+            .flatten();
         let master_addr = env
             .get("MASTER_ADDR")
             .cloned()
+            .or_else(|| {
+                (launcher == "srun")
+                    .then(|| {
+                        env.get("SLURM_JOB_NODELIST")
+                            .or_else(|| env.get("SLURM_NODELIST"))
+                            .and_then(|l| first_host(l))
+                    })
+                    .flatten()
+            })
             .unwrap_or_else(|| "127.0.0.1".into());
-        let master_port = num(env, "MASTER_PORT")?.unwrap_or(29500) as u16;
+        let master_port = match num(env, "MASTER_PORT")? {
+            Some(p) => p as u16,
+            None => slurm_job
+                .and_then(|j| {
+                    let digits: String = j.chars().filter(char::is_ascii_digit).collect();
+                    let tail = &digits[digits.len().saturating_sub(4)..];
+                    tail.parse::<u16>().ok().map(|n| 15_000 + n)
+                })
+                .unwrap_or(29500),
+        };
         let local = master_addr == "127.0.0.1" || master_addr == "localhost";
         return Ok(Some(RankIdentity {
             rank,
@@ -106,6 +137,64 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<RankIdentity>, En
         }));
     }
     Ok(None)
+}
+
+fn leading_number(v: &str) -> Option<usize> {
+    let digits: String = v.trim().chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The first host of a Slurm node list: `node[03-05,07],gpu1` -> `node03`.
+pub fn first_host(list: &str) -> Option<String> {
+    let list = list.trim();
+    let end = list.find([',', '[']).unwrap_or(list.len());
+    let prefix = &list[..end];
+    let host = if list[end..].starts_with('[') {
+        let inner = &list[end + 1..];
+        let first: String = inner
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        format!("{prefix}{first}")
+    } else {
+        prefix.to_string()
+    };
+    (!host.is_empty()).then_some(host)
+}
+
+/// A job token for processes that an external launcher started apart (srun, mpirun): derived
+/// from the job's id, so every process of the job computes the same and a process of another
+/// job or an earlier step does not. Not a secret (SCEN_HW_JOB_TOKEN is one). Returns the token
+/// and the variables it came from; `None` when the launcher gives no job id scen knows.
+pub fn job_env_token(
+    env: &BTreeMap<String, String>,
+    id: &RankIdentity,
+) -> Option<(String, String)> {
+    let vars: &[&str] = match id.launcher {
+        "srun" => &["SLURM_JOB_ID", "SLURM_STEP_ID"],
+        "mpirun" => &[
+            "OMPI_MCA_ess_base_jobid",
+            "PMIX_NAMESPACE",
+            "PMI_KVSNAME",
+            "I_MPI_JOB_ID",
+        ],
+        _ => &[],
+    };
+    let found: Vec<(&str, &String)> = vars
+        .iter()
+        .filter_map(|v| Some((*v, env.get(*v)?)))
+        .collect();
+    if found.is_empty() || (id.launcher == "srun" && !env.contains_key("SLURM_JOB_ID")) {
+        return None;
+    }
+    let text = format!(
+        "scen-hw-job-token|{}|{:?}|{}:{}|{}",
+        id.launcher, found, id.master_addr, id.master_port, id.world_size
+    );
+    let a = crate::rdzv::fnv64(text.as_bytes(), 0xcbf2_9ce4_8422_2325);
+    let b = crate::rdzv::fnv64(text.as_bytes(), a ^ 0x9e37_79b9_7f4a_7c15);
+    let from: Vec<&str> = found.iter().map(|(v, _)| *v).collect();
+    Some((format!("{a:016x}{b:016x}"), from.join("+")))
 }
 
 pub fn hostname() -> String {
@@ -158,6 +247,19 @@ mod tests {
         assert_eq!(
             (s.rank, s.world_size, s.local_rank, s.launcher),
             (2, 8, 0, "srun")
+        );
+        let s2 = detect(&env(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_TASKS_PER_NODE", "2(x2)"),
+            ("SLURM_JOB_ID", "123456"),
+            ("SLURM_JOB_NODELIST", "node[07-08]"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (s2.local_world_size, s2.master_addr.as_str(), s2.master_port),
+            (2, "node07", 18456)
         );
         let m = detect(&env(&[("PMI_RANK", "1"), ("PMI_SIZE", "2")]))
             .unwrap()

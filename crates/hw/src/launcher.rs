@@ -17,6 +17,7 @@ use crate::launch_env;
 use crate::net::unix_ms;
 use crate::probe::Msg;
 use crate::procs::{self, RankProc};
+use crate::rdzv::{self, Ctl, Mesh, Remote};
 use crate::watchdog::{self, State};
 use crate::{reaper, HwError, HwOptions};
 use scen_core::outcome::{Failure, Killer, Launcher, RankEnd};
@@ -119,6 +120,8 @@ pub fn check_eligible(s: &Scenario, o: &HwOptions, external: bool) -> Result<(),
 enum Input {
     Msg(Msg),
     Closed(usize),
+    /// From another node's launcher (multi-node jobs, [`rdzv`]).
+    Remote(Remote),
 }
 
 /// Runs the local ranks of `s` as processes and reports.
@@ -151,14 +154,13 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         ));
     }
     let local: Vec<usize> = local_ranks.iter().map(|(r, _)| *r).collect();
-    let signals = signals::Guard::arm().map_err(|e| HwError::Io(e.to_string()))?;
-    let epoch = unix_ms();
-    let io = |what: &str, e: std::io::Error| HwError::Io(format!("{what}: {e}"));
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| io("probe listener", e))?;
-    let probe_addr = listener
-        .local_addr()
-        .map_err(|e| io("probe listener", e))?
-        .to_string();
+    let nnodes = o.nnodes.unwrap_or(1);
+    let multinode = external.is_none() && nnodes > 1;
+    if multinode && o.master_port.is_none() {
+        return Err(HwError::Usage(format!(
+            "--nnodes {nnodes} needs --master-port P (the same on every node; node 0's launcher also serves the launchers' rendezvous on P+1) and --master-addr of node 0"
+        )));
+    }
     let master_port = match (o.master_port, &external) {
         (Some(p), _) => p,
         (None, Some(id)) => id.master_port,
@@ -170,17 +172,99 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         .clone()
         .or_else(|| external.as_ref().map(|id| id.master_addr.clone()))
         .unwrap_or_else(|| "127.0.0.1".into());
+    // Every process of one job shares a token the TCPStore checks (docs/hw.md "The TCPStore
+    // handshake"): the user's SCEN_HW_JOB_TOKEN if set; else one launcher draws it, node 0's
+    // for a multi-node job (the others fetch it at the launchers' rendezvous); under
+    // srun/mpirun it is derived from the job's id (rank 0 hosts the store, no launcher meets).
+    let user_token = std::env::var(JOB_TOKEN_ENV).ok().filter(|t| !t.is_empty());
+    let mut mesh: Option<Mesh> = None;
+    let token = match &external {
+        Some(id) => match &user_token {
+            Some(t) => Some(t.clone()),
+            None => match launch_env::job_env_token(&launch_env::process_env(), id) {
+                Some((t, from)) => {
+                    notes.push(format!(
+                        "job token derived from {from} (set SCEN_HW_JOB_TOKEN for a secret one)"
+                    ));
+                    Some(t)
+                }
+                None => {
+                    notes.push(format!(
+                        "no job token: {} gives no job id scen knows and SCEN_HW_JOB_TOKEN is unset, so the TCPStore accepts any scen process",
+                        id.launcher
+                    ));
+                    None
+                }
+            },
+        },
+        None if multinode => {
+            let bytes =
+                std::fs::read(file).map_err(|e| HwError::Io(format!("{}: {e}", file.display())))?;
+            let job_id = o
+                .job_id
+                .clone()
+                .or_else(|| std::env::var(rdzv::JOB_ID_ENV).ok())
+                .filter(|j| !j.is_empty());
+            let id = rdzv::Identity::new(
+                &bytes,
+                job_id.as_deref(),
+                nnodes,
+                node_rank,
+                per_node,
+                &master_addr,
+                master_port,
+                o.rdzv_timeout_ms,
+            );
+            let outcome = if node_rank == 0 {
+                rdzv::host(&id, user_token.is_none().then(job_token))
+            } else {
+                rdzv::join(&id, user_token.clone())
+            }
+            .map_err(HwError::Usage)?;
+            let job_note = format!(
+                "job {}: node {node_rank} of {nnodes} (ranks {local:?}); launchers' rendezvous at {master_addr}:{}",
+                id.label,
+                master_port as u32 + 1,
+            );
+            let token_from = if user_token.is_some() {
+                "from SCEN_HW_JOB_TOKEN"
+            } else if node_rank == 0 {
+                "drawn by this launcher"
+            } else {
+                "fetched from node 0's launcher"
+            };
+            match outcome {
+                rdzv::Outcome::Started { token, mesh: m } => {
+                    notes.push(format!("{job_note}; job token {token_from}"));
+                    mesh = Some(m);
+                    token.or(user_token)
+                }
+                rdzv::Outcome::Failed { reason } => {
+                    notes.push(job_note);
+                    tracing::warn!("rendezvous failed: {reason}");
+                    return Ok(rendezvous_failed(s, notes, &local, &reason));
+                }
+            }
+        }
+        None => Some(user_token.unwrap_or_else(job_token)),
+    };
+    let signals = signals::Guard::arm().map_err(|e| HwError::Io(e.to_string()))?;
+    let epoch = unix_ms();
+    let io = |what: &str, e: std::io::Error| HwError::Io(format!("{what}: {e}"));
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| io("probe listener", e))?;
+    let probe_addr = listener
+        .local_addr()
+        .map_err(|e| io("probe listener", e))?
+        .to_string();
     let exe = match &o.rank_exe {
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(|e| io("finding the scen binary", e))?,
     };
-    // Every process of one launch shares a token the TCPStore checks (crate::store_auth);
-    // under torchrun the processes are launched apart, so only a token set for the job counts.
-    let token = match &external {
-        None => Some(job_token()),
-        Some(_) => std::env::var(JOB_TOKEN_ENV).ok(),
-    };
     let (tx, rx) = mpsc::channel::<Input>();
+    if let Some(m) = &mesh {
+        let tx = tx.clone();
+        m.spawn_readers(move |r| tx.send(Input::Remote(r)).is_ok());
+    }
     spawn_acceptor(listener, tx);
     let mut guard = match reaper::Guard::start(&exe) {
         Ok(g) => Some(g),
@@ -252,22 +336,182 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         });
     }
     let mut st = State::new(world, notes);
-    if local.contains(&0) {
+    if local.contains(&0) || mesh.is_some() {
         // With env:// (what the launcher sets), rank 0 serves the store at MASTER_PORT.
         st.store_hosts.insert(master_port, 0);
     }
     let mut clock = Watch::new(epoch, o.max_wall_ms, Some(signals::interrupted_by));
-    let end_ms = watch(s, o, &mut st, &mut procs, &rx, &local, &mut clock);
+    let end_ms = watch(
+        s, o, &mut st, &mut procs, &rx, &local, &mut clock, &mut mesh,
+    );
     let interrupted = signals.received();
     drop(signals);
     finish(&mut st, &mut procs, pgid, interrupted);
     finish_guard(guard);
+    if let Some(m) = mesh.as_mut() {
+        announce_ends(m, &st, &local);
+        let unfinished: Vec<usize> = local
+            .iter()
+            .copied()
+            .filter(|r| st.obs.ends[*r].is_none())
+            .collect();
+        let why = match interrupted {
+            Some(sig) => format!("its launcher received {}", signals::name(sig)),
+            None => {
+                "its launcher's watchdog stopped it (no rank could make progress, or --max-wall-s)"
+                    .into()
+            }
+        };
+        m.bye(unfinished, why);
+    }
+    if mesh.is_some() {
+        // What the other launchers said served this node's watchdog; their ranks' verdicts
+        // are in their own reports (this one has no call records of theirs to diagnose).
+        let heard: Vec<String> = (0..world)
+            .filter(|r| !local.contains(r))
+            .filter_map(|r| {
+                let (end, _) = st.obs.ends[r].take()?;
+                st.obs.waits[r] = None;
+                Some(match end {
+                    RankEnd::Completed => format!("rank {r} completed"),
+                    RankEnd::Failed { step, failure } => {
+                        format!("rank {r} failed at step {}: {}", step + 1, failure.text())
+                    }
+                })
+            })
+            .collect();
+        if !heard.is_empty() {
+            st.notes.push(format!(
+                "heard from the other nodes' launchers: {}",
+                heard.join("; ")
+            ));
+        }
+    }
     if local.len() < world {
         st.notes.push(format!(
             "this node ran ranks {local:?} only; the others' verdicts are in their own nodes' reports"
         ));
     }
     Ok(report(s, st, &local, end_ms))
+}
+
+/// Tells the other nodes' launchers of local ranks' ends (once each).
+fn announce_ends(m: &mut Mesh, st: &State, local: &[usize]) {
+    for &r in local {
+        if let Some((end, _)) = &st.obs.ends[r] {
+            let failed = match end {
+                RankEnd::Completed => None,
+                RankEnd::Failed { step, failure } => Some((*step, failure.clone())),
+            };
+            m.announce_end(r, failed);
+        }
+    }
+}
+
+/// Applies what another node's launcher said (node 0 relays it to the others). Returns whether
+/// it was progress (anything but a heartbeat).
+fn remote(st: &mut State, m: &mut Mesh, local: &[usize], r: Remote, t: u64) -> bool {
+    let world = st.obs.ends.len();
+    let theirs = |rank: &usize| *rank < world && !local.contains(rank);
+    let gone = |st: &mut State, ranks: &[usize], text: &str| {
+        for &rank in ranks.iter().filter(|r| theirs(r)) {
+            if st.obs.ends[rank].is_none() {
+                st.process_died(rank, rdzv::remote_failure(text.to_string()), t);
+            }
+        }
+    };
+    match r {
+        Remote::Msg { from, ctl } => {
+            if m.is_hub() && !matches!(ctl, Ctl::Beat) {
+                m.broadcast(&ctl, Some(from));
+            }
+            match ctl {
+                Ctl::End { rank, failed } if theirs(&rank) => {
+                    if st.obs.ends[rank].is_none() {
+                        st.obs.waits[rank] = None;
+                        let end = match failed {
+                            None => RankEnd::Completed,
+                            Some((step, failure)) => {
+                                st.died.push(rank);
+                                RankEnd::Failed { step, failure }
+                            }
+                        };
+                        st.obs.ends[rank] = Some((end, t));
+                    }
+                    true
+                }
+                Ctl::Gone { ranks, why, .. } => {
+                    gone(st, &ranks, &why);
+                    true
+                }
+                Ctl::Bye {
+                    node,
+                    unfinished,
+                    why,
+                } => {
+                    if node == from {
+                        m.said_bye(node);
+                    }
+                    let text = format!("node {node}'s launcher ended this rank unfinished: {why}");
+                    gone(st, &unfinished, &text);
+                    true
+                }
+                _ => false,
+            }
+        }
+        Remote::Lost { node, why } => {
+            if m.has_said_bye(node) {
+                return false;
+            }
+            let ranks: Vec<usize> = (0..world)
+                .filter(|r| m.node_of(*r) == node && st.obs.ends[*r].is_none())
+                .collect();
+            let text = format!(
+                "node {node} (job {}) was lost: {why}; its launcher died or the network failed (its ranks die with their launcher)",
+                m.label
+            );
+            tracing::warn!("launcher: {text}");
+            st.notes
+                .push(format!("{text}: ranks {ranks:?} counted as failed"));
+            if m.is_hub() {
+                m.broadcast(
+                    &Ctl::Gone {
+                        node,
+                        ranks: ranks.clone(),
+                        why: text.clone(),
+                    },
+                    None,
+                );
+            }
+            gone(st, &ranks, &text);
+            true
+        }
+    }
+}
+
+/// The job never came together: every rank fails before its first step with the
+/// rendezvous's verdict (torchrun's agent raises RendezvousTimeoutError there).
+fn rendezvous_failed(
+    s: &Scenario,
+    mut notes: Vec<String>,
+    local: &[usize],
+    reason: &str,
+) -> Report {
+    notes.push(format!("rendezvous failed: {reason}"));
+    let mut st = State::new(s.world.size(), notes);
+    for end in st.obs.ends.iter_mut() {
+        *end = Some((
+            RankEnd::Failed {
+                step: 0,
+                failure: Failure::Raised {
+                    exception: "RendezvousTimeoutError".into(),
+                    message: reason.to_string(),
+                },
+            },
+            0,
+        ));
+    }
+    report(s, st, local, 0)
 }
 
 /// The environment variable that carries the job token to rank processes.
@@ -296,18 +540,31 @@ fn watch(
     rx: &mpsc::Receiver<Input>,
     local: &[usize],
     clock: &mut Watch,
+    mesh: &mut Option<Mesh>,
 ) -> u64 {
     let mut kill_armed: Option<u64> = None;
     let mut killed_by_hook = false;
     loop {
         let mut next = rx.recv_timeout(POLL).ok();
         while let Some(input) = next {
-            clock.progress(clock.now_ms());
+            let now = clock.now_ms();
             match input {
-                Input::Msg(m) => watchdog::absorb(st, m),
+                Input::Msg(m) => {
+                    clock.progress(now);
+                    watchdog::absorb(st, m)
+                }
                 Input::Closed(rank) => {
+                    clock.progress(now);
                     if let Some(p) = procs.iter_mut().find(|p| p.rank == rank) {
                         p.closed = true;
+                    }
+                }
+                // Heartbeats are not progress (they come every second, stall or not).
+                Input::Remote(r) => {
+                    if let Some(m) = mesh.as_mut() {
+                        if remote(st, m, local, r, now) {
+                            clock.progress(now);
+                        }
                     }
                 }
             }
@@ -366,6 +623,10 @@ fn watch(
                     killed_by_hook = true;
                 }
             }
+        }
+        if let Some(m) = mesh.as_mut() {
+            announce_ends(m, st, local);
+            m.tick(unix_ms());
         }
         if let Some(sig) = clock.interrupted() {
             tracing::warn!(

@@ -19,6 +19,7 @@ pub mod net;
 pub mod oneccl;
 pub mod probe;
 pub mod procs;
+pub mod rdzv;
 pub mod reaper;
 pub mod watchdog;
 
@@ -50,6 +51,11 @@ pub struct HwOptions {
     pub rank_env: Vec<(String, String)>,
     /// Where the watchdog writes flight-recorder dumps when it declares a hang ([`fr_dump`]).
     pub fr_dump_dir: Option<PathBuf>,
+    /// The job's name at the launchers' rendezvous (`--job-id`, else SCEN_HW_JOB_ID): launchers
+    /// of one multi-node job must agree on it ([`rdzv`]).
+    pub job_id: Option<String>,
+    /// How long the launchers' rendezvous waits for every node (`--rdzv-timeout-s`).
+    pub rdzv_timeout_ms: u64,
 }
 
 impl Default for HwOptions {
@@ -68,6 +74,8 @@ impl Default for HwOptions {
             max_wall_ms: None,
             rank_env: Vec::new(),
             fr_dump_dir: None,
+            job_id: None,
+            rdzv_timeout_ms: 600_000,
         }
     }
 }
