@@ -8,6 +8,9 @@
 /// `scen bench --hw` and its gloo host path: real processes too.
 #[path = "hw/bench.rs"]
 mod bench;
+/// One job across nodes (several launchers; srun/mpirun processes).
+#[path = "hw/multinode.rs"]
+mod multinode;
 
 use scen_core::outcome::{Failure, Killer};
 use scen_core::parity::mode_independent;
