@@ -9,6 +9,10 @@
 #[path = "hw/bench.rs"]
 mod bench;
 
+/// scen's TCPStore and real PyTorch's, both ways, and scen ranks under a real torchrun.
+#[path = "hw/torch_store.rs"]
+mod torch_store;
+
 use scen_core::outcome::{Failure, Killer};
 use scen_core::parity::mode_independent;
 use scen_core::scenario::{load_file, Scenario};
