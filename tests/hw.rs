@@ -12,6 +12,10 @@ mod bench;
 #[path = "hw/multinode.rs"]
 mod multinode;
 
+/// scen's TCPStore and real PyTorch's, both ways, and scen ranks under a real torchrun.
+#[path = "hw/torch_store.rs"]
+mod torch_store;
+
 use scen_core::outcome::{Failure, Killer};
 use scen_core::parity::mode_independent;
 use scen_core::scenario::{load_file, Scenario};

@@ -97,12 +97,31 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
         });
     }
     let device: Option<Rc<dyn DeviceComms>> = Some(Rc::new(d));
+    let penv = crate::launch_env::process_env();
+    let agent_store = crate::net::agent_store_env(&penv);
+    if agent_store {
+        // torchrun's agent hosts a PyTorch TCPStore at MASTER_PORT: every rank is its client
+        // (in PyTorch's protocol) and nobody waits for workers, as the model's torchrun does.
+        scenario.world.launcher = scen_core::scenario::Launcher::Torchrun;
+        probe.send(&Msg::Note {
+            rank: id.rank,
+            text: format!(
+                "TORCHELASTIC_USE_AGENT_STORE=True: the TCPStore is torchrun's agent's at {}:{} (PyTorch's protocol; this rank is a client only)",
+                id.master_addr, id.master_port
+            ),
+        });
+    }
     let net = TokioNet {
         host: id.host.clone(),
         bind_ip: id.bind_ip.clone(),
         job_token: std::env::var(crate::launcher::JOB_TOKEN_ENV)
             .ok()
             .filter(|t| !t.is_empty()),
+        allow_torch_clients: penv
+            .get(crate::net::ALLOW_TORCH_CLIENTS_ENV)
+            .map(String::as_str)
+            == Some("1"),
+        agent_store_is_pytorch: agent_store,
     };
     let env = RankEnv {
         net,

@@ -336,8 +336,10 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         });
     }
     let mut st = State::new(world, notes);
-    if local.contains(&0) || mesh.is_some() {
-        // With env:// (what the launcher sets), rank 0 serves the store at MASTER_PORT.
+    let agent = crate::net::agent_store_env(&launch_env::process_env());
+    if (local.contains(&0) || mesh.is_some()) && !agent {
+        // With env:// (what the launcher sets), rank 0 serves the store at MASTER_PORT (under
+        // torchrun's agent store the agent does).
         st.store_hosts.insert(master_port, 0);
     }
     let mut clock = Watch::new(epoch, o.max_wall_ms, Some(signals::interrupted_by));

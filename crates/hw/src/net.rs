@@ -13,6 +13,22 @@ pub struct TokioNet {
     pub bind_ip: String,
     /// This launch's job token (SCEN_HW_JOB_TOKEN): the TCPStore refuses other jobs' processes.
     pub job_token: Option<String>,
+    /// With a job token, whether the TCPStore a rank hosts lets in PyTorch clients, which have
+    /// no token (SCEN_HW_ALLOW_TORCH_CLIENTS=1; docs/hw.md "Under torchrun").
+    pub allow_torch_clients: bool,
+    /// Under torchrun with TORCHELASTIC_USE_AGENT_STORE=True: the agent hosts a real PyTorch
+    /// TCPStore, which the ranks use in PyTorch's protocol.
+    pub agent_store_is_pytorch: bool,
+}
+
+/// Set to 1, a store with a job token lets in PyTorch clients too.
+pub const ALLOW_TORCH_CLIENTS_ENV: &str = "SCEN_HW_ALLOW_TORCH_CLIENTS";
+
+/// Whether torchrun's agent hosts the store: PyTorch's own test,
+/// `os.environ.get("TORCHELASTIC_USE_AGENT_STORE", None) == str(True)`
+/// (torch/distributed/rendezvous.py, `_torchelastic_use_agent_store`).
+pub fn agent_store_env(env: &std::collections::BTreeMap<String, String>) -> bool {
+    env.get("TORCHELASTIC_USE_AGENT_STORE").map(String::as_str) == Some("True")
 }
 
 impl Net for TokioNet {
@@ -45,6 +61,14 @@ impl Net for TokioNet {
 
     fn store_token(&self) -> Option<String> {
         self.job_token.clone()
+    }
+
+    fn store_accepts_torch_clients(&self) -> bool {
+        self.allow_torch_clients
+    }
+
+    fn agent_store_is_pytorch(&self) -> bool {
+        self.agent_store_is_pytorch
     }
 }
 

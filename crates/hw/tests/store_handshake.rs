@@ -15,6 +15,8 @@ fn net(token: &str) -> TokioNet {
         host: "127.0.0.1".into(),
         bind_ip: "127.0.0.1".into(),
         job_token: Some(token.into()),
+        allow_torch_clients: false,
+        agent_store_is_pytorch: false,
     }
 }
 

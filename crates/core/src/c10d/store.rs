@@ -8,15 +8,25 @@
 //! magic, protocol version, token — and the server refuses, with a reply naming itself, the
 //! client and the reason, a client of another job, of an earlier run or of another protocol
 //! version; a connection that does not open with a well-formed hello of bounded size is closed.
+//!
+//! The server also speaks PyTorch's own protocol ([`torch_wire`]) to a PyTorch client (told
+//! apart by its first 5 bytes, VALIDATE and PyTorch's magic), and [`StoreClient::open_torch`]
+//! speaks it to a store PyTorch hosts (torchrun's agent store). PyTorch's protocol has no job
+//! token: where the [`Net`] has one, a PyTorch client is let in only if the [`Net`] allows it
+//! ([`Net::store_accepts_torch_clients`]); a scen client of another job is refused either way.
 
 use crate::runtime::net::{Clock, Net};
 use crate::wire::{read_frame, read_frame_max, write_frame, Dec, Enc, WireError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
+use tokio::io::AsyncReadExt;
 use tokio::sync::{Mutex, Notify};
 
 mod seq;
+mod torch_client;
+mod torch_serve;
+pub mod torch_wire;
 pub use seq::KeySeq;
 
 const OP_SET: u8 = 1;
@@ -135,6 +145,8 @@ pub async fn serve_with<N: Net, C: Clock>(
     // Connections live in a JoinSet: aborting the server closes them all, as a dying process does.
     let mut conns = tokio::task::JoinSet::new();
     let token = net.store_token();
+    // PyTorch's protocol has no token: with one, a PyTorch client only if the Net allows it.
+    let torch_ok = token.is_none() || net.store_accepts_torch_clients();
     let me = format!("{}:{}", net.host_name(), net.local_port(&listener));
     loop {
         let Ok((mut stream, peer)) = net.accept(&listener).await else {
@@ -144,6 +156,19 @@ pub async fn serve_with<N: Net, C: Clock>(
         let clock = clock.clone();
         let (token, me) = (token.clone(), me.clone());
         conns.spawn_local(async move {
+            // The first 5 bytes tell the protocols apart (every scen frame is longer).
+            let mut head = [0u8; 5];
+            if stream.read_exact(&mut head).await.is_err() {
+                return;
+            }
+            if torch_wire::is_validate(&head) {
+                if torch_ok {
+                    let _ = torch_serve::serve(stream, state, clock).await;
+                }
+                // Refused: PyTorch's protocol has no refusal reply; the connection closes.
+                return;
+            }
+            let mut stream = torch_serve::Replayed::new(head, stream);
             if let Some(t) = &token {
                 if greet(&mut stream, t, &me, &peer).await.is_err() {
                     return;
@@ -319,6 +344,9 @@ pub struct StoreClient<N: Net> {
     conn: Mutex<N::Stream>,
     /// `host:port`, for messages.
     pub addr: String,
+    /// `Some` when the store is PyTorch's ([`StoreClient::open_torch`]): requests go as PyTorch's
+    /// queries, with timeouts kept on this clock.
+    torch: Option<torch_client::TorchClock>,
 }
 
 impl<N: Net> StoreClient<N> {
@@ -326,6 +354,7 @@ impl<N: Net> StoreClient<N> {
         StoreClient {
             conn: Mutex::new(stream),
             addr,
+            torch: None,
         }
     }
 
@@ -356,6 +385,9 @@ impl<N: Net> StoreClient<N> {
     /// [`Self::set`], returning the milliseconds the server spent on it (its share of the round
     /// trip; the rest is the network's).
     pub async fn set_timed(&self, key: &str, value: &[u8]) -> Result<u64, StoreError> {
+        if self.torch.is_some() {
+            return self.torch_set(key, value).await;
+        }
         let req = Enc::default().u8(OP_SET).str(key).bytes(value).done();
         let reply = self.call(req).await?;
         let mut d = Dec::new(&reply);
@@ -364,6 +396,9 @@ impl<N: Net> StoreClient<N> {
     }
 
     pub async fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
+        if self.torch.is_some() {
+            return self.torch_add(key, delta).await;
+        }
         let reply = self
             .call(Enc::default().u8(OP_ADD).str(key).i64(delta).done())
             .await?;
@@ -373,6 +408,9 @@ impl<N: Net> StoreClient<N> {
     }
 
     pub async fn check(&self, key: &str) -> Result<bool, StoreError> {
+        if self.torch.is_some() {
+            return self.torch_check(key).await;
+        }
         let reply = self
             .call(Enc::default().u8(OP_CHECK).str(key).done())
             .await?;
@@ -383,6 +421,9 @@ impl<N: Net> StoreClient<N> {
 
     /// Blocks until `key` exists, up to `timeout_ms`.
     pub async fn get(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
+        if self.torch.is_some() {
+            return self.torch_get(key, timeout_ms).await;
+        }
         let req = Enc::default().u8(OP_GET).str(key).u64(timeout_ms).done();
         let reply = self.call(req).await?;
         let mut d = Dec::new(&reply);
@@ -398,6 +439,9 @@ impl<N: Net> StoreClient<N> {
 
     /// Blocks until the counter `key` reaches `n`, up to `timeout_ms`; returns its value.
     pub async fn wait_ge(&self, key: &str, n: i64, timeout_ms: u64) -> Result<i64, StoreError> {
+        if self.torch.is_some() {
+            return self.torch_wait_ge(key, n, timeout_ms).await;
+        }
         let req = Enc::default()
             .u8(OP_WAIT_GE)
             .str(key)

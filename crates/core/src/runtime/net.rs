@@ -32,6 +32,17 @@ pub trait Net: Clone + 'static {
     fn store_token(&self) -> Option<String> {
         None
     }
+    /// Whether a store with a job token lets in a PyTorch client (`c10d::store::torch_wire`),
+    /// which cannot show a token. Without a token every client is let in.
+    fn store_accepts_torch_clients(&self) -> bool {
+        false
+    }
+    /// Whether, under torchrun, the agent's store is a real PyTorch TCPStore (hardware mode run
+    /// by a real torchrun): the ranks then speak PyTorch's protocol to it. The simulator models
+    /// the agent's store with scen's own.
+    fn agent_store_is_pytorch(&self) -> bool {
+        false
+    }
 }
 
 /// Time as the model sees it, in milliseconds since the run started.

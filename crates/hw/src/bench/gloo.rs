@@ -132,6 +132,8 @@ pub fn run(parent: &mut Parent, rank: usize, world: usize, spec: &BenchSpec) -> 
             // The bench's host path exchanges fabric addresses over the launcher's pipe and
             // never opens a TCPStore, so there is no store handshake to carry a token.
             job_token: None,
+            allow_torch_clients: false,
+            agent_store_is_pytorch: false,
         };
         let fabric: Rc<Fabric<TokioNet>> =
             Fabric::start(net, rank).await.map_err(|e| e.to_string())?;

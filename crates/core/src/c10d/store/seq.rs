@@ -148,6 +148,9 @@ impl<N: Net> StoreClient<N> {
     /// request for it would have reached the server. `net_rtt_ms`: the network's share of one
     /// round trip on this connection, as the caller measured it ([`StoreClient::set_timed`]).
     pub async fn check_seq(&self, keys: &KeySeq, net_rtt_ms: u64) -> Result<Vec<bool>, StoreError> {
+        if self.torch.is_some() {
+            return self.torch_check_seq(keys).await;
+        }
         let reply = self.call(request(SEQ_CHECK, keys, net_rtt_ms)).await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
@@ -163,6 +166,9 @@ impl<N: Net> StoreClient<N> {
         keys: &KeySeq,
         net_rtt_ms: u64,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
+        if self.torch.is_some() {
+            return self.torch_get_seq(keys).await;
+        }
         let reply = self.call(request(SEQ_GET, keys, net_rtt_ms)).await?;
         let mut d = Dec::new(&reply);
         d.u8()?;

@@ -170,9 +170,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                             format!("connected to TCPStore {host}:{port} after {tries} retries"),
                         );
                     }
-                    return StoreClient::open(&self.env.net, s, format!("{host}:{port}"))
-                        .await
-                        .map_err(|e| self.store_err(e));
+                    let addr = format!("{host}:{port}");
+                    let agent = self.env.scenario.world.launcher == Launcher::Torchrun;
+                    let client = if agent && self.env.net.agent_store_is_pytorch() {
+                        // torchrun's agent hosts a real PyTorch TCPStore: its protocol.
+                        StoreClient::open_torch(s, addr, self.env.clock.clone()).await
+                    } else {
+                        StoreClient::open(&self.env.net, s, addr).await
+                    };
+                    return client.map_err(|e| self.store_err(e));
                 }
                 Err(e) => {
                     if tries == 0 {
