@@ -258,6 +258,7 @@ fn rank(s: &Scenario, i: usize, v: &RankVerdict) -> JsonRank {
             wait: wait.as_ref().map(|w| wait_v1(s, w)),
             ..base
         },
+        RankVerdict::Elsewhere => base,
     }
 }
 

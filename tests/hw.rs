@@ -311,6 +311,17 @@ fn under_torchrun_each_process_runs_its_own_rank() {
             "{text}"
         );
         assert!(text.contains("expectations: 1/1 hold"), "{text}");
+        // The other rank ran in the other process: neither hung here nor diagnosed as missing.
+        let other = 1 - r;
+        assert!(
+            text.contains("1 run elsewhere")
+                && text.contains(&format!("rank   {other}: ran in another process")),
+            "{text}"
+        );
+        assert!(
+            !text.contains("hangs") && !text.contains("unmatched"),
+            "{text}"
+        );
     }
 }
 

@@ -23,6 +23,7 @@ pub fn rank_class(s: &Scenario, v: &RankVerdict) -> String {
     };
     match v {
         RankVerdict::Completed { .. } => "completes".into(),
+        RankVerdict::Elsewhere => "elsewhere".into(),
         RankVerdict::Failed { failure, .. } if failure.is_crash() => "crashed".into(),
         RankVerdict::Failed {
             step: i, failure, ..

@@ -21,6 +21,7 @@ pub fn mode_independent(r: &Report) -> Vec<String> {
                 format!("rank {rank}: fails in #{}: {failure}", step + 1)
             }
             RankVerdict::Hung { step, .. } => format!("rank {rank}: hangs in #{}", step + 1),
+            RankVerdict::Elsewhere => format!("rank {rank}: ran elsewhere"),
         });
     }
     for rank in 0..r.ranks.len() {

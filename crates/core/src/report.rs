@@ -120,8 +120,12 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
             });
         }
     }
+    let elsewhere = |r: usize| o.ends[r].is_none() && run.local.is_some_and(|l| !l.contains(&r));
     let ranks: Vec<_> = (0..s.world.size())
-        .map(|r| rank_verdict(o.ends[r].as_ref(), o.waits[r].as_ref(), o.step[r]))
+        .map(|r| match elsewhere(r) {
+            true => RankVerdict::Elsewhere,
+            false => rank_verdict(o.ends[r].as_ref(), o.waits[r].as_ref(), o.step[r]),
+        })
         .collect();
     let expectations = check_expectations(s, &ranks)
         .into_iter()
@@ -193,9 +197,13 @@ pub fn render_human(scenario: &Scenario, r: &Report) -> String {
         r.scenario, r.file, r.mode
     );
     let counts = |k: &str| r.ranks.iter().filter(|v| v.kind() == k).count();
+    let elsewhere = match counts("elsewhere") {
+        0 => String::new(),
+        n => format!(", {n} run elsewhere"),
+    };
     let _ = writeln!(
         out,
-        "outcome: {} completed, {} failed, {} hung; ended at {} {clock}",
+        "outcome: {} completed, {} failed, {} hung{elsewhere}; ended at {} {clock}",
         counts("completes"),
         counts("fails"),
         counts("hangs"),

@@ -27,6 +27,10 @@ pub enum RankVerdict {
         step: usize,
         wait: Option<Wait>,
     },
+    /// Run by another process of the job (under torchrun, srun or mpirun each process runs
+    /// one rank; another node's launcher runs its node's ranks) and never heard of here: its
+    /// verdict is in that process's report. Never a simulator verdict.
+    Elsewhere,
 }
 
 impl RankVerdict {
@@ -35,6 +39,7 @@ impl RankVerdict {
             RankVerdict::Completed { .. } => "completes",
             RankVerdict::Failed { .. } => "fails",
             RankVerdict::Hung { .. } => "hangs",
+            RankVerdict::Elsewhere => "elsewhere",
         }
     }
 
@@ -81,7 +86,14 @@ pub fn diagnose_run(
         .map(|v| matches!(v, RankVerdict::Completed { .. }))
         .collect();
     let stall = stall.map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t));
-    let diagnosis = Diagnosis::build(calls, &finished, stall).with_groups(groups);
+    // The cross-rank checks compare every member's calls: with ranks run by other processes
+    // (whose calls are not here) they would report every call of this process as unmatched.
+    let partial = ranks.iter().any(|v| matches!(v, RankVerdict::Elsewhere));
+    let diagnosis = if partial {
+        Diagnosis::default()
+    } else {
+        Diagnosis::build(calls, &finished, stall).with_groups(groups)
+    };
     let mut sorted = calls.to_vec();
     sorted.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));
     (diagnosis, sorted)
@@ -182,6 +194,7 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
                     }
                     RankVerdict::Hung { step: s, .. } => step.is_none_or(|x| x == *s),
                     RankVerdict::Completed { .. } => true,
+                    RankVerdict::Elsewhere => false,
                 };
             ExpectationCheck {
                 rank: r,
@@ -211,6 +224,9 @@ pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
                 at(*step),
                 format_ms(*t_ms).trim()
             )
+        }
+        RankVerdict::Elsewhere => {
+            "ran in another process of the job (its verdict is in that process's report)".into()
         }
         RankVerdict::Hung { step, wait } => {
             let mut s = format!("hangs in {}", at(*step));
