@@ -124,6 +124,7 @@ fn facts(r: &Report) -> Vec<String> {
                 )
             }
             RankVerdict::Hung { step, .. } => format!("rank {i}: hangs in #{}", step + 1),
+            RankVerdict::Elsewhere => format!("rank {i}: ran elsewhere"),
         })
         .collect()
 }

@@ -28,6 +28,7 @@ fn sections(r: &Report) -> Vec<String> {
             ),
             RankVerdict::Completed { .. } => format!("rank {i}: completes"),
             RankVerdict::Hung { step, .. } => format!("rank {i}: hangs in #{}", step + 1),
+            RankVerdict::Elsewhere => format!("rank {i}: ran elsewhere"),
         })
         .collect();
     out.extend(
