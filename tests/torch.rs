@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+#[path = "torch/lifecycle.rs"]
+mod lifecycle;
 #[path = "torch/modes.rs"]
 mod modes;
 #[path = "torch/sglang.rs"]
@@ -378,7 +380,12 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
-    let checks: [(&str, &str, &Check); 2] = [
+    let checks: [(&str, &str, &Check); 3] = [
+        (
+            "exit",
+            "ranks exit as Python processes do: status, after the interpreter's teardown",
+            &|| lifecycle::ranks_exit_as_python_does(&root(), &python),
+        ),
         (
             "sigint",
             "Ctrl-C ends the ranks, report printed, exit 130",

@@ -101,12 +101,10 @@ def run(main):
     except BaseException as e:
         exc, msg = type(e).__name__, _error_message(e)
         _emit("fail", _STEP[0], "%s: %s" % (exc, msg), exc=exc, msg=msg)
-        if _OUT is None:
-            raise
-        os._exit(1)
+        # Raised on, as in a real script: Python prints it and the process ends with the
+        # interpreter's teardown (sockets, the TCPStore server, atexit), not at once.
+        raise
     _emit("end", None, "")
-    if _OUT is not None:
-        os._exit(0)
 
 
 # -- tensors ---------------------------------------------------------------------------------

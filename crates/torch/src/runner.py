@@ -39,24 +39,32 @@ if cfg.get("agent_store"):
                           wait_for_workers=False, timeout=__import__("datetime").timedelta(seconds=3600))
 epoch_ms = int(time.time() * 1000)
 children = {}
+
+def become_rank(r):
+    """The forked child becomes rank r and ends as `python prog.py` ends: an exception printed
+    with exit code 1, SystemExit's code, else 0 — each after the interpreter's teardown (atexit,
+    destructors: the process groups' sockets, rank 0's TCPStore server), which takes a real rank
+    about half a second (scripts/bench-torch-exit.py measures both). Never os._exit."""
+    global program_globals
+    die_with_parent()
+    if store is not None:
+        # The agent's store belongs to the parent: its server thread is not in this process,
+        # so its destructor must never run here.
+        import ctypes
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(store))
+    exits.close()
+    os.environ.update(r["env"])
+    os.environ["SCEN_TORCH_EPOCH_MS"] = str(epoch_ms)
+    sys.argv = [cfg["program"]]
+    # Kept until the interpreter's teardown, as a script's globals are.
+    program_globals = runpy.run_path(cfg["program"], run_name="__main__")
+    sys.exit(0)
+
+
 for r in cfg["ranks"]:
     pid = os.fork()
     if pid == 0:
-        code = 1
-        try:
-            die_with_parent()
-            os.environ.update(r["env"])
-            os.environ["SCEN_TORCH_EPOCH_MS"] = str(epoch_ms)
-            sys.argv = [cfg["program"]]
-            runpy.run_path(cfg["program"], run_name="__main__")
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except BaseException:
-            import traceback
-            traceback.print_exc()
-        finally:
-            os._exit(code)
+        become_rank(r)
     children[pid] = r["rank"]
 
 
