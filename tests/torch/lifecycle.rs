@@ -43,8 +43,7 @@ fn check_one(root: &Path, python: &Path, scenario: &str, code: i64) -> Result<()
         let rank = exit["rank"].as_u64().unwrap_or(u64::MAX);
         let last = events(&keep.join(format!("rank{rank}.jsonl")))?
             .into_iter()
-            .filter(|e| e["ev"] == "end" || e["ev"] == "fail")
-            .last()
+            .rfind(|e| e["ev"] == "end" || e["ev"] == "fail")
             .ok_or(format!("{scenario}: rank {rank} wrote no end"))?;
         let teardown_ms = exit["t"].as_i64().unwrap_or(0) - last["t"].as_i64().unwrap_or(0);
         if exit["code"].as_i64() != Some(code) {
