@@ -91,6 +91,9 @@ pub trait Probe: Clone + 'static {
     /// (same rank, group, kind, seq and peer; new state). Runners that keep no flight record
     /// ignore it.
     fn call(&self, _rec: &CallRecord) {}
+    /// The rank's program ended (its verdict, at `t_ms`); its process lives on for the
+    /// scenario's `exit_ms` (the interpreter's teardown) before its sockets close.
+    fn ended(&self, _rank: usize, _end: &crate::outcome::RankEnd, _t_ms: u64) {}
     /// A `new_group` call that took a name from the group counter (members and non-members).
     fn group(&self, _rec: &GroupRecord) {}
     /// [`Probe::group`] for a call of a list many ranks share (sglang's start-up plan): a runner

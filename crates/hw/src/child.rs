@@ -7,7 +7,6 @@ use crate::net::{TokioNet, WallClock};
 use crate::oneccl::{Backing, OneCcl};
 use crate::probe::{Msg, SideProbe};
 use scen_core::runtime::device::DeviceComms;
-use scen_core::runtime::net::Clock;
 use scen_core::runtime::rank::{run_rank, RankEnd, RankEnv};
 use scen_core::scenario::{Scenario, StepKind};
 use std::rc::Rc;
@@ -142,16 +141,7 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
         }
     };
     let local = tokio::task::LocalSet::new();
+    // The probe told the launcher of the rank's end when its program ended (`Probe::ended`).
     let end = local.block_on(&rt, run_rank(env));
-    let failed = match end {
-        RankEnd::Completed => None,
-        RankEnd::Failed { step, failure } => Some((step, failure)),
-    };
-    let code = i32::from(failed.is_some());
-    probe.send(&Msg::End {
-        rank: id.rank,
-        failed,
-        t_ms: clock.now_ms(),
-    });
-    code
+    i32::from(matches!(end, RankEnd::Failed { .. }))
 }

@@ -40,9 +40,6 @@ struct Worker {
 
 type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
-/// A Python process's teardown after its program ends, as modelled (see `shutdown`).
-const EXIT_LINGER_MS: u64 = 300;
-
 /// The rank process's oneCCL (or why there is none: then every device operation fails with it).
 pub struct OneCcl {
     jobs: Option<mpsc::Sender<Job>>,
@@ -542,11 +539,8 @@ impl DeviceComms for OneCcl {
     fn shutdown(&self) -> DeviceFuture<'_, ()> {
         Box::pin(async move {
             // No onecclCommFinalize here: with a dead peer it blocks forever, and the process
-            // exits next anyway (the launcher removes the /dev/shm files oneCCL leaves).
-            // A Python process takes a while to tear down after its program ends; its TCPStore
-            // server (rank 0) stays up meanwhile, so peers finishing their last store calls do
-            // not see it vanish. Model that instead of exiting within microseconds.
-            tokio::time::sleep(std::time::Duration::from_millis(EXIT_LINGER_MS)).await;
+            // exits next anyway (the launcher removes the /dev/shm files oneCCL leaves). The
+            // teardown a Python process takes is core's rule (`[world] exit_ms`, run_rank).
             Ok(())
         })
     }

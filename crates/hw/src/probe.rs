@@ -4,6 +4,7 @@
 
 use scen_core::diagnose::record::CallRecord;
 use scen_core::diagnose::GroupRecord;
+use scen_core::outcome::RankEnd;
 use scen_core::trace::{Event, Probe, Wait};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -85,5 +86,14 @@ impl Probe for SideProbe {
 
     fn group(&self, rec: &GroupRecord) {
         self.send(&Msg::Group(rec.clone()));
+    }
+
+    /// The verdict at the program's end; the process then lives through its teardown.
+    fn ended(&self, rank: usize, end: &RankEnd, t_ms: u64) {
+        let failed = match end {
+            RankEnd::Completed => None,
+            RankEnd::Failed { step, failure } => Some((*step, failure.clone())),
+        };
+        self.send(&Msg::End { rank, failed, t_ms });
     }
 }

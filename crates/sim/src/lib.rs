@@ -284,20 +284,19 @@ async fn boot_node(
             tokio::select! {
                 biased;
                 _ = kill_rx => {
-                    if torchrun {
+                    let failed = matches!(
+                        probe.state.borrow().ends[rank],
+                        Some((RankEnd::Failed { .. }, _))
+                    );
+                    if failed && torchrun {
                         tear_down(&probe, &clock, rank).await;
                     }
                 }
+                // The process has exited: its verdict was recorded when its program ended
+                // (`Probe::ended`); torchrun's agent sees a failed worker only now.
                 end = run => {
-                    let t = clock.now_ms();
-                    let failed = matches!(end, RankEnd::Failed { .. });
-                    {
-                        let mut st = probe.state.borrow_mut();
-                        st.waits[rank] = None;
-                        st.ends[rank] = Some((end, t));
-                    }
-                    probe.activity.bump();
-                    if failed && torchrun {
+                    probe.ended(rank, &end, clock.now_ms());
+                    if matches!(end, RankEnd::Failed { .. }) && torchrun {
                         tear_down(&probe, &clock, rank).await;
                     }
                 }

@@ -77,20 +77,20 @@ impl SimProbe {
         self.terminate(rank, crash(fault, &label));
     }
 
-    /// Ends a rank's process now, failed with `failure`, dropping its task (sockets close).
+    /// Ends a rank's process now, failed with `failure`, dropping its task (sockets close). A
+    /// rank whose program already ended (its process in its teardown) keeps its verdict.
     pub fn terminate(&self, rank: usize, failure: Failure) {
         let t = self.clock.now_ms();
         let mut st = self.state.borrow_mut();
-        if st.ends[rank].is_some() {
-            return;
+        if st.ends[rank].is_none() {
+            let step = st.waits[rank]
+                .as_ref()
+                .map(|w| w.step)
+                .or(st.step[rank])
+                .unwrap_or(0);
+            st.waits[rank] = None;
+            st.ends[rank] = Some((RankEnd::Failed { step, failure }, t));
         }
-        let step = st.waits[rank]
-            .as_ref()
-            .map(|w| w.step)
-            .or(st.step[rank])
-            .unwrap_or(0);
-        st.waits[rank] = None;
-        st.ends[rank] = Some((RankEnd::Failed { step, failure }, t));
         drop(st);
         if let Some(tx) = self.kills.borrow_mut()[rank].take() {
             let _ = tx.send(());
@@ -108,6 +108,15 @@ impl Probe for SimProbe {
     fn set_wait(&self, rank: usize, w: Option<Wait>) {
         self.activity.bump();
         self.state.borrow_mut().waits[rank] = w;
+    }
+
+    fn ended(&self, rank: usize, end: &RankEnd, t_ms: u64) {
+        self.activity.bump();
+        let mut st = self.state.borrow_mut();
+        st.waits[rank] = None;
+        if st.ends[rank].is_none() {
+            st.ends[rank] = Some((end.clone(), t_ms));
+        }
     }
 
     fn step_gate(&self, rank: usize, step: usize) -> impl Future<Output = ()> {

@@ -179,6 +179,14 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
     };
     let span = tracing::info_span!("rank", rank = p.env.proc_rank);
     let end = tracing::Instrument::instrument(p.run(), span).await;
+    // The verdict is the program's end; the process then lives through its teardown (one rule
+    // for every mode: docs/scenario-format.md `exit_ms`), its store server and sockets serving.
+    let now = p.env.clock.now_ms();
+    p.env.probe.ended(p.env.proc_rank, &end, now);
+    let exit_ms = p.env.scenario.world.exit_ms;
+    if exit_ms > 0 {
+        p.env.clock.sleep_until_ms(now + exit_ms).await;
+    }
     if let Some(d) = p.env.device.clone() {
         let _ = d.shutdown().await;
     }

@@ -180,7 +180,16 @@ pub struct World {
     pub launcher: Launcher,
     /// What each message costs in virtual time (`[world.links]`, defaults otherwise).
     pub links: crate::perf::model::TimingModel,
+    /// `[world] exit_ms`: how long a rank's process lives after its program ends, completed or
+    /// raised — a Python interpreter's teardown, during which its sockets and (rank 0) its
+    /// TCPStore server still serve peers. Default [`DEFAULT_EXIT_MS`]; never time-scaled (the
+    /// teardown is real time in every mode).
+    pub exit_ms: u64,
 }
+
+/// A Python rank's teardown after its last line: about 0.45 s for a gloo rank on this project's
+/// 2-core machine (scripts/bench-torch-exit.py; docs/torch.md), up to 1 s under load.
+pub const DEFAULT_EXIT_MS: u64 = 450;
 
 /// `[world] launcher`: plain processes (rank 0 hosts the TCPStore; the default) or torchrun
 /// (its agent hosts the store, TORCHELASTIC_USE_AGENT_STORE, and stops every worker when one

@@ -50,6 +50,8 @@ pub struct RawWorld {
     pub master_addr: Option<Spanned<String>>,
     pub master_port: Option<Spanned<i64>>,
     pub launcher: Option<Spanned<String>>,
+    /// How long a rank's process lives after its program ends (the interpreter's teardown).
+    pub exit_ms: Option<Spanned<i64>>,
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,
     #[serde(default)]

@@ -126,6 +126,16 @@ impl Cx<'_> {
             Some(l) => self.link_costs(l.get_ref())?,
             None => Default::default(),
         };
+        let exit_ms = match &w.exit_ms {
+            None => crate::scenario::model::DEFAULT_EXIT_MS,
+            Some(v) if (0..=60_000).contains(v.get_ref()) => *v.get_ref() as u64,
+            Some(v) => {
+                return Err(self.at(
+                    v,
+                    "exit_ms must be between 0 and 60000 (a process's teardown, in ms)",
+                ))
+            }
+        };
         Ok(World {
             nodes,
             ranks_per_node: per_node,
@@ -133,6 +143,7 @@ impl Cx<'_> {
             services,
             launcher,
             links,
+            exit_ms,
         })
     }
 
