@@ -19,6 +19,17 @@ use std::path::{Path, PathBuf};
 pub enum PathArg {
     Oneccl,
     Gloo,
+    Torch,
+}
+
+impl PathArg {
+    fn path(self) -> BenchPath {
+        match self {
+            PathArg::Oneccl => BenchPath::Oneccl,
+            PathArg::Gloo => BenchPath::Gloo,
+            PathArg::Torch => BenchPath::Torch,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -66,9 +77,21 @@ pub struct BenchArgs {
     /// With --hw: also time a bare oneCCL loop, interleaved in the same processes.
     #[arg(long, requires = "hw")]
     raw: bool,
-    /// Which communication path --hw times: oneCCL device groups or scen's gloo host path.
+    /// Which communication path --hw times: oneCCL device groups, scen's gloo host path, or
+    /// real torch.distributed (Python ranks; gloo on CPU, xccl/nccl where a device is).
     #[arg(long, value_enum, default_value = "oneccl")]
     path: PathArg,
+    /// With --hw: measure two paths in turns (alternating per --repeat) and compare them, e.g.
+    /// --ab oneccl,torch.
+    #[arg(
+        long,
+        value_name = "A,B",
+        requires = "hw",
+        value_delimiter = ',',
+        num_args = 1,
+        value_enum
+    )]
+    ab: Vec<PathArg>,
     /// Environment for the rank processes, e.g. --env CCL_ATL_SHM=1 (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
@@ -148,10 +171,7 @@ impl BenchArgs {
             hw: self.hw,
             sim: self.sim,
             raw: self.raw,
-            path: match self.path {
-                PathArg::Oneccl => BenchPath::Oneccl,
-                PathArg::Gloo => BenchPath::Gloo,
-            },
+            path: self.path.path(),
             env: self.env,
             model: self.model,
             calibrate: self.calibrate,
@@ -178,6 +198,33 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     if let Some(files) = &a.compare {
         print!("{}", scen::bench::compare::run(&files[0], &files[1], json)?);
         return Ok(Exit::Ok);
+    }
+    if !a.ab.is_empty() {
+        let [x, y] = a.ab[..] else {
+            anyhow::bail!("--ab takes two paths, e.g. --ab oneccl,torch");
+        };
+        let benches = scen::bench::run_ab(&a.request(), x.path(), y.path())?;
+        let [ra, rb] = [&benches[0].report, &benches[1].report];
+        let name = |r: &scen_core::perf::result::BenchReport| r.path.clone();
+        let cmp = scen::bench::compare::render((ra, name(ra)), (rb, name(rb)), json)?;
+        if json {
+            let doc = serde_json::json!({
+                "a": ra, "b": rb,
+                "compare": serde_json::from_str::<serde_json::Value>(&cmp)?,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        } else {
+            for b in &benches {
+                print!("{}", render(&b.report, b.pattern.as_ref()));
+            }
+            print!("{cmp}");
+        }
+        let wrong: u64 = [ra, rb]
+            .iter()
+            .flat_map(|r| &r.rows)
+            .filter_map(|r| r.wrong)
+            .sum();
+        return Ok(if wrong > 0 { Exit::Failed } else { Exit::Ok });
     }
     let bench = scen::bench::run(&a.request())?;
     let report = &bench.report;
