@@ -53,13 +53,3 @@ pub fn render(a: Named, b: Named, json: bool) -> anyhow::Result<String> {
     s.push_str(&compare_table(&c, (ra, &an), (rb, &bn), &v));
     Ok(s)
 }
-
-/// `--compare A.json B.json`.
-pub fn run(a: &Path, b: &Path, json: bool) -> anyhow::Result<String> {
-    let (ra, rb) = (load_report(a)?, load_report(b)?);
-    render(
-        (&ra, a.display().to_string()),
-        (&rb, b.display().to_string()),
-        json,
-    )
-}

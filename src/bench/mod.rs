@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod hw;
 pub mod plan;
+pub mod plot;
 pub mod rows;
 
 use plan::{BenchRequest, Plan};

@@ -8,10 +8,12 @@
 //! files, or when --hw cannot run here (no oneCCL) or a rank fails.
 
 use clap::{Args, ValueEnum};
+use scen::bench::compare::load_report;
 use scen::bench::plan::BenchRequest;
 use scen::exit::Exit;
 use scen_core::perf::plan::PatternRequest;
 use scen_core::perf::render::render;
+use scen_core::perf::result::BenchReport;
 use scen_hw::bench::BenchPath;
 use std::path::{Path, PathBuf};
 
@@ -132,6 +134,11 @@ pub struct BenchArgs {
     compare: Option<Vec<PathBuf>>,
     #[arg(long, value_enum, default_value = "human")]
     format: OutFormat,
+    /// Also draw an SVG: bus bandwidth against size (log axes, one line per path or file, the
+    /// notes' size buckets shaded, the model's prediction dashed); bars per op for a --pattern
+    /// comparison.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -139,7 +146,9 @@ impl BenchArgs {
     pub fn files(&self) -> (Vec<&Path>, Vec<(&'static str, &Path)>) {
         let mut inputs: Vec<&Path> = self.model.iter().map(PathBuf::as_path).collect();
         inputs.extend(self.compare.iter().flatten().map(PathBuf::as_path));
-        let outputs = self.out.iter().map(|p| ("-o", p.as_path())).collect();
+        let mut outputs: Vec<(&'static str, &Path)> =
+            self.out.iter().map(|p| ("-o", p.as_path())).collect();
+        outputs.extend(self.plot.iter().map(|p| ("--plot", p.as_path())));
         (inputs, outputs)
     }
 
@@ -182,6 +191,13 @@ impl BenchArgs {
     }
 }
 
+/// `--plot FILE.svg`: the reports drawn (scen::bench::plot) and written atomically.
+fn plot(to: Option<&Path>, reports: &[(&BenchReport, String)]) -> anyhow::Result<()> {
+    let Some(to) = to else { return Ok(()) };
+    let svg = scen::bench::plot::svg(reports)?;
+    scen::output::write_atomic(to, svg.as_bytes()).map_err(anyhow::Error::msg)
+}
+
 /// The `bench` subcommand.
 pub fn run(a: BenchArgs) -> Exit {
     match run_inner(a) {
@@ -195,8 +211,18 @@ pub fn run(a: BenchArgs) -> Exit {
 
 fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     let json = matches!(a.format, OutFormat::Json);
+    let plot_to = a.plot.clone();
     if let Some(files) = &a.compare {
-        print!("{}", scen::bench::compare::run(&files[0], &files[1], json)?);
+        let (ra, rb) = (load_report(&files[0])?, load_report(&files[1])?);
+        let (an, bn) = (
+            files[0].display().to_string(),
+            files[1].display().to_string(),
+        );
+        print!(
+            "{}",
+            scen::bench::compare::render((&ra, an.clone()), (&rb, bn.clone()), json)?
+        );
+        plot(a.plot.as_deref(), &[(&ra, an), (&rb, bn)])?;
         return Ok(Exit::Ok);
     }
     if !a.ab.is_empty() {
@@ -205,7 +231,7 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
         };
         let benches = scen::bench::run_ab(&a.request(), x.path(), y.path())?;
         let [ra, rb] = [&benches[0].report, &benches[1].report];
-        let name = |r: &scen_core::perf::result::BenchReport| r.path.clone();
+        let name = |r: &BenchReport| r.path.clone();
         let cmp = scen::bench::compare::render((ra, name(ra)), (rb, name(rb)), json)?;
         if json {
             let doc = serde_json::json!({
@@ -219,6 +245,7 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
             }
             print!("{cmp}");
         }
+        plot(plot_to.as_deref(), &[(ra, name(ra)), (rb, name(rb))])?;
         let wrong: u64 = [ra, rb]
             .iter()
             .flat_map(|r| &r.rows)
@@ -233,6 +260,7 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     } else {
         print!("{}", render(report, bench.pattern.as_ref()));
     }
+    plot(plot_to.as_deref(), &[(report, report.path.clone())])?;
     let wrong: u64 = report.rows.iter().filter_map(|r| r.wrong).sum();
     Ok(if wrong > 0 { Exit::Failed } else { Exit::Ok })
 }
