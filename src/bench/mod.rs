@@ -7,12 +7,14 @@ pub mod calibrate;
 pub mod compare;
 pub mod hw;
 pub mod plan;
+pub mod plot;
 pub mod rows;
 
 use plan::{BenchRequest, Plan};
 use scen_core::perf::notes::{pattern_notes, per_op_costs};
 use scen_core::perf::pattern::Pattern;
-use scen_core::perf::result::{BenchReport, BenchRow, SCHEMA};
+use scen_core::perf::result::{BenchReport, BenchRow, PatternInfo};
+use scen_hw::bench::BenchPath;
 
 /// A finished run: the report and the pattern it timed, if any.
 #[derive(Debug, Clone)]
@@ -29,11 +31,34 @@ pub fn run(req: &BenchRequest) -> anyhow::Result<Bench> {
     } else {
         None
     };
+    finish(req, plan, measured)
+}
+
+/// `--ab A,B`: both paths measured in turns (hw::run_ab), each as its own report.
+pub fn run_ab(req: &BenchRequest, a: BenchPath, b: BenchPath) -> anyhow::Result<[Bench; 2]> {
+    if a == b {
+        anyhow::bail!("--ab needs two different paths, got {} twice", a.name());
+    }
+    let plan_of = |p: BenchPath| {
+        let mut r = req.clone();
+        r.path = p;
+        r.hw = true;
+        plan::plan(&r).map(|pl| (r, pl))
+    };
+    let ((ra, pa), (rb, pb)) = (plan_of(a)?, plan_of(b)?);
+    let [ma, mb] = hw::run_ab(&pa.spec, &pb.spec, req.repeat.max(1))?;
+    Ok([finish(&ra, pa, Some(ma))?, finish(&rb, pb, Some(mb))?])
+}
+
+fn finish(req: &BenchRequest, plan: Plan, measured: Option<hw::Run>) -> anyhow::Result<Bench> {
     let predict = req.predicts();
     let wall = std::time::Instant::now();
-    let rows = rows::rows(&plan, measured.as_deref(), predict);
+    let rows = rows::rows(&plan, measured.as_ref().map(|m| m.jobs.as_slice()), predict);
     let wall_us = wall.elapsed().as_secs_f64() * 1e6;
     let mut report = report(req, &plan, rows);
+    if let Some(m) = measured {
+        (report.backend, report.torch, report.oneccl) = (m.backend, m.torch, m.oneccl);
+    }
     if predict && req.wall_time_note {
         report.notes.push(wall_note(plan.spec.jobs.len(), wall_us));
     }
@@ -45,6 +70,12 @@ pub fn run(req: &BenchRequest) -> anyhow::Result<Bench> {
     }
     if let Some(p) = &plan.pattern {
         report.notes.extend(pattern_notes(p, &report.rows));
+        report.pattern = Some(PatternInfo {
+            name: p.name.to_string(),
+            layers: p.layers,
+            per_step: p.ops.iter().map(|o| o.per_step).collect(),
+            labels: p.ops.iter().map(|o| o.label.clone()).collect(),
+        });
     }
     Ok(Bench {
         report,
@@ -54,22 +85,15 @@ pub fn run(req: &BenchRequest) -> anyhow::Result<Bench> {
 
 fn report(req: &BenchRequest, plan: &Plan, rows: Vec<BenchRow>) -> BenchReport {
     let spec = &plan.spec;
+    let path = if req.hw { spec.path.name() } else { "sim" };
     BenchReport {
-        schema: SCHEMA,
-        path: if req.hw {
-            spec.path.name().to_string()
-        } else {
-            "sim".into()
-        },
-        ranks: spec.ranks,
         nodes: req.nnodes,
         warmup: spec.warmup,
         iters: spec.iters,
         env: spec.env.clone(),
         model: req.predicts().then(|| plan.model.links.to_string()),
-        seed: 0,
         rows,
-        notes: Vec::new(),
+        ..BenchReport::new(path, spec.ranks)
     }
 }
 

@@ -75,8 +75,12 @@ pub fn plan(req: &BenchRequest) -> anyhow::Result<Plan> {
     if req.hw && req.nnodes > 1 {
         bail!("scen bench --hw runs on one node (--nnodes 1); predictions take --nnodes");
     }
+    if req.raw && req.path == BenchPath::Torch {
+        bail!("--raw times a bare oneCCL loop; the torch path has none (use --ab oneccl,torch)");
+    }
     let jobs = jobs(req, pattern.as_ref())?;
-    let host = matches!(req.path, BenchPath::Gloo);
+    // torch.distributed on CPU is gloo over the host's sockets, like scen's gloo path.
+    let host = matches!(req.path, BenchPath::Gloo | BenchPath::Torch);
     let env = plan::parse_env(&req.env)?;
     let allreduce = env.iter().find(|(k, _)| k == "CCL_ALLREDUCE");
     let predicted = !req.hw || req.sim || req.calibrate;

@@ -1,6 +1,7 @@
 //! A `scen bench` report's rows: each job's size and count as the rank processes used them
 //! (or would have), its measured columns and the model's prediction.
 
+use super::hw::Measured;
 use super::plan::Plan;
 use scen_core::dtype::DType;
 use scen_core::perf::result::{BenchRow, Timing};
@@ -8,12 +9,17 @@ use scen_core::perf::BenchOp;
 use scen_hw::bench::{BenchJob, JobResult};
 
 /// One row per job; `measured` (when --hw ran) in job order; predicted when `predict`.
-pub fn rows(plan: &Plan, measured: Option<&[JobResult]>, predict: bool) -> Vec<BenchRow> {
+pub fn rows(plan: &Plan, measured: Option<&[Measured]>, predict: bool) -> Vec<BenchRow> {
     plan.spec
         .jobs
         .iter()
         .enumerate()
-        .map(|(i, j)| row(plan, j, measured.map(|m| &m[i]), predict))
+        .map(|(i, j)| {
+            let m = measured.map(|m| &m[i]);
+            let mut r = row(plan, j, m.map(|m| &m.result), predict);
+            r.hw_repeats_us = m.map(|m| m.repeats_us.clone()).unwrap_or_default();
+            r
+        })
         .collect()
 }
 
@@ -41,6 +47,7 @@ fn row(plan: &Plan, j: &BenchJob, m: Option<&JobResult>, predict: bool) -> Bench
         raw: m.and_then(|m| m.raw_us).map(timing),
         sim: predict.then(|| timing(predicted_us(plan, j.op, bytes))),
         wrong: m.map(|m| m.wrong),
+        hw_repeats_us: Vec::new(),
     }
 }
 

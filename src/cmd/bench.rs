@@ -8,10 +8,12 @@
 //! files, or when --hw cannot run here (no oneCCL) or a rank fails.
 
 use clap::{Args, ValueEnum};
+use scen::bench::compare::load_report;
 use scen::bench::plan::BenchRequest;
 use scen::exit::Exit;
 use scen_core::perf::plan::PatternRequest;
 use scen_core::perf::render::render;
+use scen_core::perf::result::BenchReport;
 use scen_hw::bench::BenchPath;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +21,17 @@ use std::path::{Path, PathBuf};
 pub enum PathArg {
     Oneccl,
     Gloo,
+    Torch,
+}
+
+impl PathArg {
+    fn path(self) -> BenchPath {
+        match self {
+            PathArg::Oneccl => BenchPath::Oneccl,
+            PathArg::Gloo => BenchPath::Gloo,
+            PathArg::Torch => BenchPath::Torch,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -66,9 +79,21 @@ pub struct BenchArgs {
     /// With --hw: also time a bare oneCCL loop, interleaved in the same processes.
     #[arg(long, requires = "hw")]
     raw: bool,
-    /// Which communication path --hw times: oneCCL device groups or scen's gloo host path.
+    /// Which communication path --hw times: oneCCL device groups, scen's gloo host path, or
+    /// real torch.distributed (Python ranks; gloo on CPU, xccl/nccl where a device is).
     #[arg(long, value_enum, default_value = "oneccl")]
     path: PathArg,
+    /// With --hw: measure two paths in turns (alternating per --repeat) and compare them, e.g.
+    /// --ab oneccl,torch.
+    #[arg(
+        long,
+        value_name = "A,B",
+        requires = "hw",
+        value_delimiter = ',',
+        num_args = 1,
+        value_enum
+    )]
+    ab: Vec<PathArg>,
     /// Environment for the rank processes, e.g. --env CCL_ATL_SHM=1 (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
@@ -109,6 +134,11 @@ pub struct BenchArgs {
     compare: Option<Vec<PathBuf>>,
     #[arg(long, value_enum, default_value = "human")]
     format: OutFormat,
+    /// Also draw an SVG: bus bandwidth against size (log axes, one line per path or file, the
+    /// notes' size buckets shaded, the model's prediction dashed); bars per op for a --pattern
+    /// comparison.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -116,7 +146,9 @@ impl BenchArgs {
     pub fn files(&self) -> (Vec<&Path>, Vec<(&'static str, &Path)>) {
         let mut inputs: Vec<&Path> = self.model.iter().map(PathBuf::as_path).collect();
         inputs.extend(self.compare.iter().flatten().map(PathBuf::as_path));
-        let outputs = self.out.iter().map(|p| ("-o", p.as_path())).collect();
+        let mut outputs: Vec<(&'static str, &Path)> =
+            self.out.iter().map(|p| ("-o", p.as_path())).collect();
+        outputs.extend(self.plot.iter().map(|p| ("--plot", p.as_path())));
         (inputs, outputs)
     }
 
@@ -148,10 +180,7 @@ impl BenchArgs {
             hw: self.hw,
             sim: self.sim,
             raw: self.raw,
-            path: match self.path {
-                PathArg::Oneccl => BenchPath::Oneccl,
-                PathArg::Gloo => BenchPath::Gloo,
-            },
+            path: self.path.path(),
             env: self.env,
             model: self.model,
             calibrate: self.calibrate,
@@ -160,6 +189,13 @@ impl BenchArgs {
             wall_time_note: matches!(self.format, OutFormat::Human),
         }
     }
+}
+
+/// `--plot FILE.svg`: the reports drawn (scen::bench::plot) and written atomically.
+fn plot(to: Option<&Path>, reports: &[(&BenchReport, String)]) -> anyhow::Result<()> {
+    let Some(to) = to else { return Ok(()) };
+    let svg = scen::bench::plot::svg(reports)?;
+    scen::output::write_atomic(to, svg.as_bytes()).map_err(anyhow::Error::msg)
 }
 
 /// The `bench` subcommand.
@@ -175,9 +211,47 @@ pub fn run(a: BenchArgs) -> Exit {
 
 fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     let json = matches!(a.format, OutFormat::Json);
+    let plot_to = a.plot.clone();
     if let Some(files) = &a.compare {
-        print!("{}", scen::bench::compare::run(&files[0], &files[1], json)?);
+        let (ra, rb) = (load_report(&files[0])?, load_report(&files[1])?);
+        let (an, bn) = (
+            files[0].display().to_string(),
+            files[1].display().to_string(),
+        );
+        print!(
+            "{}",
+            scen::bench::compare::render((&ra, an.clone()), (&rb, bn.clone()), json)?
+        );
+        plot(a.plot.as_deref(), &[(&ra, an), (&rb, bn)])?;
         return Ok(Exit::Ok);
+    }
+    if !a.ab.is_empty() {
+        let [x, y] = a.ab[..] else {
+            anyhow::bail!("--ab takes two paths, e.g. --ab oneccl,torch");
+        };
+        let benches = scen::bench::run_ab(&a.request(), x.path(), y.path())?;
+        let [ra, rb] = [&benches[0].report, &benches[1].report];
+        let name = |r: &BenchReport| r.path.clone();
+        let cmp = scen::bench::compare::render((ra, name(ra)), (rb, name(rb)), json)?;
+        if json {
+            let doc = serde_json::json!({
+                "a": ra, "b": rb,
+                "compare": serde_json::from_str::<serde_json::Value>(&cmp)?,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        } else {
+            for b in &benches {
+                print!("{}", render(&b.report, b.pattern.as_ref()));
+            }
+            print!("{cmp}");
+        }
+        plot(plot_to.as_deref(), &[(ra, name(ra)), (rb, name(rb))])?;
+        let wrong: u64 = [ra, rb]
+            .iter()
+            .flat_map(|r| &r.rows)
+            .filter_map(|r| r.wrong)
+            .sum();
+        return Ok(if wrong > 0 { Exit::Failed } else { Exit::Ok });
     }
     let bench = scen::bench::run(&a.request())?;
     let report = &bench.report;
@@ -186,6 +260,7 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     } else {
         print!("{}", render(report, bench.pattern.as_ref()));
     }
+    plot(plot_to.as_deref(), &[(report, report.path.clone())])?;
     let wrong: u64 = report.rows.iter().filter_map(|r| r.wrong).sum();
     Ok(if wrong > 0 { Exit::Failed } else { Exit::Ok })
 }

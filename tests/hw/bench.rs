@@ -387,3 +387,175 @@ fn predictions_run_the_all_reduce_ccl_allreduce_names() {
     );
     assert_eq!(at_4k(&["--env", "CCL_ALLREDUCE=ring:0-8192"]), ring);
 }
+
+/// A `--path torch` run's output, or None (with a visible skip line) when torch is not
+/// installed here and SCEN_TORCH_REQUIRED is not 1; a oneCCL-needing run likewise for
+/// SCEN_HW_REQUIRED.
+fn torch_or_skip(what: &str, o: Output) -> Option<Output> {
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    for (text, var) in [
+        ("torch mode unavailable", "SCEN_TORCH_REQUIRED"),
+        ("hardware mode unavailable", "SCEN_HW_REQUIRED"),
+    ] {
+        if o.status.code() == Some(2) && err.contains(text) {
+            assert!(
+                std::env::var(var).as_deref() != Ok("1"),
+                "{var}=1 but {err}"
+            );
+            println!("skip: {what}: {err}");
+            return None;
+        }
+    }
+    Some(o)
+}
+
+const SMALL_TORCH: [&str; 13] = [
+    "bench",
+    "--hw",
+    "--op",
+    "all_reduce,all_gather,all_to_all",
+    "--sizes",
+    "64K:1M",
+    "--nproc-per-node",
+    "2",
+    "--iters",
+    "5",
+    "--warmup",
+    "2",
+    "--path",
+];
+
+#[test]
+fn torch_path_times_real_torch_distributed_with_no_wrong_values() {
+    let mut args = SMALL_TORCH.to_vec();
+    args.push("torch");
+    let Some(o) = torch_or_skip("scen bench --path torch", scen(&args)) else {
+        return;
+    };
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("path torch (backend "), "{out}");
+    assert!(out.contains("#wrong"), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 3 * 5, "{out}");
+    for r in rows {
+        let cols: Vec<&str> = r.split_whitespace().collect();
+        assert_eq!(cols[8], "0", "#wrong of {r}");
+        assert!(cols[5].parse::<f64>().unwrap() > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn oneccl_against_torch_compares_by_bucket_and_plots_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = |path: &str| {
+        let mut a = SMALL_TORCH[..3].to_vec();
+        a.extend([
+            "all_reduce",
+            "--sizes",
+            "64K,2M",
+            "--nproc-per-node",
+            "2",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--format",
+            "json",
+            "--path",
+            path,
+        ]);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let mut files = Vec::new();
+    for path in ["oneccl", "torch"] {
+        let args = small(path);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let Some(o) = torch_or_skip("scen bench --compare oneccl torch", scen(&args)) else {
+            return;
+        };
+        let v = json(&o);
+        assert_eq!(v["path"], path);
+        check_hw_rows(&v, false);
+        let f = dir.path().join(format!("{path}.json"));
+        std::fs::write(&f, &o.stdout).unwrap();
+        files.push(f);
+    }
+    let svg = dir.path().join("cmp.svg");
+    let o = Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args(["bench", "--compare"])
+        .args(&files)
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("A = ") && out.contains("path torch"), "{out}");
+    assert!(
+        out.contains("<1 MiB:") && out.contains("notes expect +0-10%"),
+        "{out}"
+    );
+    assert!(
+        out.contains("1-10 MiB:") && out.contains("notes expect +10-30%"),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l.starts_with("verdict: ")), "{out}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "text")
+        .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+        .collect();
+    assert!(
+        texts.iter().any(|t| t == "bus bandwidth (GB/s)"),
+        "{texts:?}"
+    );
+    for f in &files {
+        let name = f.display().to_string();
+        assert!(texts.contains(&name), "a series for {name}: {texts:?}");
+    }
+    // The oneCCL report has no prediction: no dashed series.
+    assert!(!texts.iter().any(|t| t.ends_with("(model)")), "{texts:?}");
+}
+
+#[test]
+fn ab_runs_both_paths_in_turns_and_gives_a_noise_band() {
+    let o = scen(&[
+        "bench",
+        "--hw",
+        "--ab",
+        "oneccl,torch",
+        "--op",
+        "all_reduce",
+        "--sizes",
+        "256K",
+        "--nproc-per-node",
+        "2",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--repeat",
+        "2",
+    ]);
+    let Some(o) = torch_or_skip("scen bench --ab oneccl,torch", o) else {
+        return;
+    };
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("path oneccl") && out.contains("path torch"),
+        "{out}"
+    );
+    assert!(out.contains("noise band "), "{out}");
+}

@@ -8,6 +8,7 @@
 //! interpreter (`scen doctor`). Depends on scen-core and scen-procs (the process plumbing it
 //! shares with `--hw`: log tails, free ports, process groups, signal names, the watch clock). See docs/torch.md.
 
+pub mod bench;
 pub mod eligible;
 pub mod launcher;
 pub mod net;

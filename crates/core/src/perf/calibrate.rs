@@ -124,6 +124,7 @@ mod tests {
                     sim: None,
                     hw_median_us: None,
                     wrong: Some(0),
+                    hw_repeats_us: Vec::new(),
                 }
             })
             .collect();
@@ -139,6 +140,10 @@ mod tests {
             seed: 0,
             rows,
             notes: vec![],
+            backend: None,
+            torch: None,
+            oneccl: None,
+            pattern: None,
         }
     }
 

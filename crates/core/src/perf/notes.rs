@@ -103,6 +103,7 @@ mod tests {
         let p = Pattern {
             name: "cfg",
             ranks: 2,
+            layers: 1,
             ops: vec![PatternOp {
                 label: "bcast".into(),
                 op: BenchOp::Broadcast,
@@ -123,6 +124,7 @@ mod tests {
             sim: Some(t),
             hw_median_us: None,
             wrong: None,
+            hw_repeats_us: Vec::new(),
         };
         assert_eq!(
             pattern_notes(&p, &[row]),

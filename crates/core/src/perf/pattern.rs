@@ -49,6 +49,8 @@ pub struct PatternOp {
 pub struct Pattern {
     pub name: &'static str,
     pub ranks: usize,
+    /// Transformer blocks per denoise step (one attention layer each).
+    pub layers: usize,
     pub ops: Vec<PatternOp>,
 }
 
@@ -111,6 +113,7 @@ pub fn build(kind: PatternKind, p: &PatternParams) -> Result<Pattern, PatternErr
             Ok(Pattern {
                 name: "wan-ulysses",
                 ranks: u,
+                layers: p.layers,
                 ops: vec![
                     op(
                         "all_to_all_4D qkv [3, seq, heads, head_dim] scatter 2 gather 1",
@@ -138,6 +141,7 @@ pub fn build(kind: PatternKind, p: &PatternParams) -> Result<Pattern, PatternErr
             Ok(Pattern {
                 name: "flux-tp",
                 ranks: tp,
+                layers: p.layers,
                 ops: vec![
                     op(
                         "all_reduce RowParallelLinear [seq, hidden] (attention out + MLP)",
@@ -165,6 +169,7 @@ pub fn build(kind: PatternKind, p: &PatternParams) -> Result<Pattern, PatternErr
             Ok(Pattern {
                 name: "cfg",
                 ranks: cfg,
+                layers: p.layers,
                 ops: vec![
                     op(
                         "broadcast prompt embeddings [text_len, hidden]",

@@ -2,7 +2,7 @@
 //! have) and the `--compare` table, plus `--compare`'s JSON document. Text only, no printing, so
 //! the CLI prints it and tests pin it.
 
-use super::compare::{Bucket, Comparison};
+use super::compare::{model_expected_gain_pct, Bucket, Comparison};
 use super::model;
 use super::pattern::Pattern;
 use super::result::{BenchReport, BenchRow};
@@ -96,11 +96,24 @@ impl Columns {
 /// The `# scen bench: ...` line.
 fn title(r: &BenchReport) -> String {
     let env: Vec<String> = r.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let by: Vec<String> = [
+        ("backend", &r.backend),
+        ("torch", &r.torch),
+        ("oneCCL", &r.oneccl),
+    ]
+    .iter()
+    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+    .collect();
+    let path = if by.is_empty() {
+        r.path.clone()
+    } else {
+        format!("{} ({})", r.path, by.join(", "))
+    };
     format!(
         "# scen bench: {} ranks on {} node(s), path {}, warmup {}, iters {}{}\n",
         r.ranks,
         r.nodes,
-        r.path,
+        path,
         r.warmup,
         r.iters,
         if env.is_empty() {
@@ -142,8 +155,8 @@ pub fn compare_table(
 ) -> String {
     let mut s = String::new();
     // Writing to a String cannot fail.
-    let _ = writeln!(s, "# A = {an} ({} ranks, path {})", ra.ranks, ra.path);
-    let _ = writeln!(s, "# B = {bn} ({} ranks, path {})", rb.ranks, rb.path);
+    let _ = writeln!(s, "# A = {an} ({})", describe(ra));
+    let _ = writeln!(s, "# B = {bn} ({})", describe(rb));
     let _ = writeln!(
         s,
         "{:>14} {:>10} {:>12} {:>12} {:>9} {:>9}",
@@ -161,16 +174,45 @@ pub fn compare_table(
             Bucket::of(x.size_bytes).label()
         );
     }
-    s.push_str("# by bucket (geometric mean of B's speedup over A):\n");
+    s.push_str("# by bucket (geometric mean of B's speedup over A; the notes' expected gain of the device communicator over torch.distributed beside it):\n");
     for b in &c.buckets {
+        let (lo, hi) = b.bucket.expected_gain_pct();
         let _ = writeln!(
             s,
-            "{:>10}: {:.2}x over {} sizes ({:+.1}%)",
+            "{:>10}: {:.2}x over {} sizes ({:+.1}%)   notes expect +{lo:.0}-{hi:.0}%",
             b.bucket.label(),
             b.speedup,
             b.sizes,
             (b.speedup - 1.0) * 100.0
         );
+    }
+    if let Some(st) = &c.step {
+        let (la, lb) = st.per_layer_us();
+        let _ = writeln!(
+            s,
+            "# per denoise step ({}, {} layers): A {:.3} ms, B {:.3} ms ({:.2}x); per attention layer: A {:.1} us, B {:.1} us",
+            st.name,
+            st.layers,
+            st.a_step_us / 1e3,
+            st.b_step_us / 1e3,
+            st.speedup(),
+            la,
+            lb
+        );
+        for (label, k, a, b) in &st.ops {
+            let _ = writeln!(
+                s,
+                "#   {label} x{k}: A {:.3} ms, B {:.3} ms per step",
+                a / 1e3,
+                b / 1e3
+            );
+        }
+        if let Some((model, lo, hi)) = model_expected_gain_pct(&st.name) {
+            let _ = writeln!(
+                s,
+                "# notes expect for {model}: +{lo:.0}-{hi:.0}% end to end (the whole generation, of which communication is a part)"
+            );
+        }
     }
     if c.unmatched > 0 {
         let _ = writeln!(
@@ -183,6 +225,21 @@ pub fn compare_table(
     s
 }
 
+/// A report's provenance for the compare header: ranks, path, backend and versions.
+fn describe(r: &BenchReport) -> String {
+    let mut d = format!("{} ranks, path {}", r.ranks, r.path);
+    for (k, v) in [
+        ("backend", &r.backend),
+        ("torch", &r.torch),
+        ("oneCCL", &r.oneccl),
+    ] {
+        if let Some(v) = v {
+            d += &format!(", {k} {v}");
+        }
+    }
+    d
+}
+
 /// `--compare --format json`: the same comparison as one document.
 pub fn compare_json(c: &Comparison, an: &str, bn: &str, verdict: &str) -> serde_json::Value {
     serde_json::json!({
@@ -191,9 +248,18 @@ pub fn compare_json(c: &Comparison, an: &str, bn: &str, verdict: &str) -> serde_
             "op": s.op, "size_bytes": s.size_bytes, "a_us": s.a_us, "b_us": s.b_us, "speedup": s.speedup()
         })).collect::<Vec<_>>(),
         "buckets": c.buckets.iter().map(|b| serde_json::json!({
-            "bucket": b.bucket.label(), "sizes": b.sizes, "speedup": b.speedup
+            "bucket": b.bucket.label(), "sizes": b.sizes, "speedup": b.speedup,
+            "expected_gain_pct": b.bucket.expected_gain_pct(),
         })).collect::<Vec<_>>(),
         "overall": c.overall,
+        "headline": c.headline,
+        "band": c.band,
+        "step": c.step.as_ref().map(|st| serde_json::json!({
+            "pattern": st.name, "layers": st.layers, "a_step_us": st.a_step_us,
+            "b_step_us": st.b_step_us, "speedup": st.speedup(),
+            "a_layer_us": st.per_layer_us().0, "b_layer_us": st.per_layer_us().1,
+            "expected_gain_pct": model_expected_gain_pct(&st.name).map(|(_, lo, hi)| (lo, hi)),
+        })),
         "unmatched": c.unmatched,
         "verdict": verdict,
     })
@@ -218,6 +284,7 @@ mod tests {
             sim: sim.map(|t| Timing::of(op, bytes, 2, t)),
             hw_median_us: None,
             wrong: hw.map(|_| 3),
+            hw_repeats_us: Vec::new(),
         }
     }
 
@@ -234,6 +301,10 @@ mod tests {
             seed: 0,
             rows,
             notes: vec!["a note".into()],
+            backend: None,
+            torch: None,
+            oneccl: None,
+            pattern: None,
         }
     }
 
@@ -295,9 +366,9 @@ mod tests {
             op       size         A_us         B_us   speedup    bucket
     all_reduce         4K         20.0         10.0     2.00x    <1 MiB
     all_reduce         2M        400.0        400.0     1.00x  1-10 MiB
-# by bucket (geometric mean of B's speedup over A):
-    <1 MiB: 2.00x over 1 sizes (+100.0%)
-  1-10 MiB: 1.00x over 1 sizes (+0.0%)
+# by bucket (geometric mean of B's speedup over A; the notes' expected gain of the device communicator over torch.distributed beside it):
+    <1 MiB: 2.00x over 1 sizes (+100.0%)   notes expect +0-10%
+  1-10 MiB: 1.00x over 1 sizes (+0.0%)   notes expect +10-30%
 # 1 rows appear in only one file and are not compared
 verdict: V
 ";

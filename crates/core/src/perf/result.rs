@@ -51,6 +51,10 @@ pub struct BenchRow {
     /// Elements that differed from the expected result, summed over ranks (hw only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrong: Option<u64>,
+    /// With `--repeat N` (N > 1): the hw time of each repeat (`hw` holds their median); what
+    /// `--compare` takes its noise band from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hw_repeats_us: Vec<f64>,
 }
 
 impl BenchRow {
@@ -88,6 +92,52 @@ pub struct BenchReport {
     pub rows: Vec<BenchRow>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What measured it: the torch.distributed backend (`gloo`, `nccl`, `xccl`) of the torch
+    /// path, and the library versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oneccl: Option<String>,
+    /// A `--pattern` run: how often each row's collective runs per denoise step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<PatternInfo>,
+}
+
+/// A pattern's shape in a report, so that `--compare` can weigh by time per denoise step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatternInfo {
+    pub name: String,
+    /// Transformer blocks per denoise step.
+    pub layers: usize,
+    /// Calls per denoise step of each row's collective, in row order.
+    pub per_step: Vec<usize>,
+    /// Each row's label (`all_to_all_4D qkv ...`).
+    pub labels: Vec<String>,
+}
+
+impl BenchReport {
+    /// A report with no rows or notes (the fields a test or a run fills next).
+    pub fn new(path: &str, ranks: usize) -> BenchReport {
+        BenchReport {
+            schema: SCHEMA,
+            path: path.into(),
+            ranks,
+            nodes: 1,
+            warmup: 0,
+            iters: 0,
+            env: Vec::new(),
+            model: None,
+            seed: 0,
+            rows: Vec::new(),
+            notes: Vec::new(),
+            backend: None,
+            torch: None,
+            oneccl: None,
+            pattern: None,
+        }
+    }
 }
 
 pub const SCHEMA: u32 = 1;

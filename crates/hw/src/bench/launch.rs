@@ -158,6 +158,11 @@ pub fn run(
     if spec.ranks == 0 {
         return Err(HwError::Usage("--ranks must be at least 1".into()));
     }
+    if spec.path == BenchPath::Torch {
+        return Err(HwError::Usage(
+            "the torch path is run by scen-torch, not this launcher".into(),
+        ));
+    }
     if spec.path == BenchPath::Oneccl {
         let c = oneccl_sys::candidates_with_root(oneccl_root());
         oneccl_sys::Api::load_from(c).map_err(|e| HwError::Unavailable(e.to_string()))?;

@@ -22,6 +22,9 @@ pub enum BenchPath {
     Oneccl,
     /// Host groups: scen's gloo-like algorithms over TCP between the rank processes.
     Gloo,
+    /// Real torch.distributed in Python rank processes: run by scen-torch (its bench module),
+    /// not by this crate's launcher.
+    Torch,
 }
 
 impl BenchPath {
@@ -29,6 +32,7 @@ impl BenchPath {
         match self {
             BenchPath::Oneccl => "oneccl",
             BenchPath::Gloo => "gloo",
+            BenchPath::Torch => "torch",
         }
     }
 }
@@ -129,4 +133,11 @@ pub enum Wire {
         rank: usize,
         error: String,
     },
+}
+
+/// The oneCCL library's version (`2021.14.0`), if it loads here.
+pub fn oneccl_version() -> Option<String> {
+    let c = oneccl_sys::candidates_with_root(crate::launcher::oneccl_root());
+    let v = oneccl_sys::Api::load_from(c).ok()?.version().ok()?;
+    Some(format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100))
 }

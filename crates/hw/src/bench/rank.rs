@@ -113,6 +113,7 @@ pub fn rank_main() -> i32 {
         .and_then(|_| match spec.path {
             BenchPath::Oneccl => run_oneccl(&mut parent, rank, world, &spec),
             BenchPath::Gloo => gloo::run(&mut parent, rank, world, &spec),
+            BenchPath::Torch => Err("the torch path runs Python ranks, not scen's".into()),
         });
     match r {
         Ok(()) => 0,
