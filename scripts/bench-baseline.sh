@@ -66,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 2' INT TERM
 for ((r = 0; r < ranks; r++)); do
-  CCL_LOCAL_RANK=$r CCL_LOCAL_SIZE=$ranks "$bin" --rank "$r" --ranks "$ranks" --kvs "$dir/kvs" \
+  CCL_LOCAL_RANK=$r CCL_LOCAL_SIZE=$ranks "$bin" --rank "$r" --ranks "$ranks" --kvs "$dir/kvs" --json "$dir/report.$r" \
     "${args[@]}" >"$dir/out.$r" 2>"$dir/err.$r" &
   pids+=($!)
 done
@@ -96,7 +96,7 @@ while ((left > 0)); do
   ((left > 0)) && sleep 0.05
 done
 if ((rc == 0)); then
-  cat "$dir/out.0"
-  grep -q '"wrong": [1-9]' "$dir/out.0" && rc=1
+  cat "$dir/report.0"
+  grep -q '"wrong": [1-9]' "$dir/report.0" && rc=1
 fi
 exit $rc

@@ -7,7 +7,7 @@
 // reads it. Times: mean microseconds per call over the timed iterations, averaged over ranks
 // (nccl-tests' default), and the median over blocks of iters/8 calls.
 //
-// usage: oneccl_bench --rank R --ranks N --kvs FILE [--op all_reduce,...] [--sizes 4K:64M]
+// usage: oneccl_bench --rank R --ranks N --kvs FILE [--json OUT] [--op all_reduce,...] [--sizes 4K:64M]
 //                     [--dtype f32] [--redop sum] [--warmup 10] [--iters 100]
 #include <oneapi/ccl.hpp>
 
@@ -29,7 +29,7 @@ namespace {
 
 struct Args {
   int rank = -1, ranks = 0;
-  std::string kvs, ops = "all_reduce", sizes = "4K:64M", dtype = "f32", redop = "sum";
+  std::string kvs, json, ops = "all_reduce", sizes = "4K:64M", dtype = "f32", redop = "sum";
   size_t warmup = 10, iters = 100;
 };
 
@@ -212,6 +212,7 @@ Args parse_args(int argc, char** argv) {
     if (k == "--rank") a.rank = atoi(v.c_str());
     else if (k == "--ranks") a.ranks = atoi(v.c_str());
     else if (k == "--kvs") a.kvs = v;
+    else if (k == "--json") a.json = v;
     else if (k == "--op") a.ops = v;
     else if (k == "--sizes") a.sizes = v;
     else if (k == "--dtype") a.dtype = v;
@@ -357,10 +358,14 @@ int main(int argc, char** argv) {
     }
   }
   if (me == 0) {
-    printf("{\n  \"schema\": 1,\n  \"path\": \"baseline\",\n  \"ranks\": %d,\n  \"nodes\": 1,\n  \"warmup\": %zu,\n"
+    // oneCCL writes its warnings on stdout: the report goes to --json FILE when given.
+    FILE* out = a.json.empty() ? stdout : fopen(a.json.c_str(), "w");
+    if (!out) die("cannot write " + a.json);
+    fprintf(out, "{\n  \"schema\": 1,\n  \"path\": \"baseline\",\n  \"ranks\": %d,\n  \"nodes\": 1,\n  \"warmup\": %zu,\n"
            "  \"iters\": %zu,\n  \"env\": [%s],\n  \"seed\": 0,\n  \"rows\": [\n%s\n  ],\n"
            "  \"notes\": [\"independent baseline: scripts/baseline/oneccl_bench.cpp (oneCCL C++ API, own launcher)\"]\n}\n",
            n, a.warmup, a.iters, env_json().c_str(), rows.c_str());
+    if (out != stdout && fclose(out) != 0) die("cannot write " + a.json);
     fflush(stdout);
   }
   return 0;

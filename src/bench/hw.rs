@@ -34,7 +34,21 @@ fn merge(runs: Vec<&JobResult>) -> JobResult {
         .collect::<Option<Vec<f64>>>()
         .map(median);
     r.wrong = runs.iter().map(|x| x.wrong).sum();
+    r.spread = spread(
+        runs.iter()
+            .map(|x| x.median_us.unwrap_or(x.time_us))
+            .collect(),
+    );
     r
+}
+
+/// (max - min) / median of one job's repeated sweeps (None for fewer than 2).
+pub fn spread(t: Vec<f64>) -> Option<f64> {
+    let (lo, hi) = t
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+    let m = median(t.clone());
+    (t.len() >= 2 && m > 0.0).then(|| (hi - lo) / m)
 }
 
 fn run_once(spec: &BenchSpec) -> anyhow::Result<Vec<JobResult>> {

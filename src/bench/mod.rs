@@ -3,6 +3,7 @@
 //! ([`rows`]), calibrate the model ([`calibrate`]) and compare two reports ([`compare`]). What
 //! needs no hardware lives in scen_core::perf.
 
+pub mod baseline;
 pub mod calibrate;
 pub mod compare;
 pub mod hw;
@@ -24,10 +25,13 @@ pub struct Bench {
 /// Plans, measures (--hw), predicts, calibrates (--calibrate) and annotates a request.
 pub fn run(req: &BenchRequest) -> anyhow::Result<Bench> {
     let plan = plan::plan(req)?;
-    let measured = if req.hw {
-        Some(hw::run(&plan.spec, req.repeat.max(1))?)
-    } else {
-        None
+    let (measured, base) = match (req.hw, req.baseline) {
+        (true, true) => {
+            let (m, b) = baseline::run(req, &plan, req.repeat.max(1))?;
+            (Some(m), Some(b))
+        }
+        (true, false) => (Some(hw::run(&plan.spec, req.repeat.max(1))?), None),
+        _ => (None, None),
     };
     let predict = req.predicts();
     let wall = std::time::Instant::now();
@@ -39,9 +43,18 @@ pub fn run(req: &BenchRequest) -> anyhow::Result<Bench> {
     }
     if req.calibrate {
         calibrate::run(req, &plan, &mut report)?;
+        report
+            .notes
+            .extend(calibrate::noise_notes(measured.as_deref(), req.repeat));
     } else if predict {
+        report
+            .notes
+            .extend(calibrate::noise_notes(measured.as_deref(), req.repeat));
         let costs = per_op_costs(&plan.model, plan.class, plan.spec.ranks);
         report.notes.extend(costs);
+    }
+    if let Some(b) = &base {
+        report.notes.extend(baseline::notes(&report.rows, b));
     }
     if let Some(p) = &plan.pattern {
         report.notes.extend(pattern_notes(p, &report.rows));

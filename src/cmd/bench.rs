@@ -66,6 +66,10 @@ pub struct BenchArgs {
     /// With --hw: also time a bare oneCCL loop, interleaved in the same processes.
     #[arg(long, requires = "hw")]
     raw: bool,
+    /// With --hw: also run the independent baseline (scripts/bench-baseline.sh: oneCCL's C++
+    /// API in its own processes), sweep by sweep with scen's, and print "% of baseline".
+    #[arg(long, requires = "hw")]
+    baseline: bool,
     /// Which communication path --hw times: oneCCL device groups or scen's gloo host path.
     #[arg(long, value_enum, default_value = "oneccl")]
     path: PathArg,
@@ -148,6 +152,7 @@ impl BenchArgs {
             hw: self.hw,
             sim: self.sim,
             raw: self.raw,
+            baseline: self.baseline,
             path: match self.path {
                 PathArg::Oneccl => BenchPath::Oneccl,
                 PathArg::Gloo => BenchPath::Gloo,
