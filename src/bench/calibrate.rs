@@ -22,3 +22,29 @@ pub fn run(req: &BenchRequest, plan: &Plan, report: &mut BenchReport) -> anyhow:
         .push(format!("model written to {}", out.display()));
     Ok(())
 }
+
+/// The machine's own drift and noise beside the model's error: per op, how far `--repeat`'s
+/// sweeps of the same size lie apart ((max - min) / median), median and worst over sizes. A
+/// model error within that spread is noise, not the model.
+pub fn noise_notes(measured: Option<&[scen_hw::bench::JobResult]>, repeat: usize) -> Vec<String> {
+    let Some(m) = measured else {
+        return Vec::new();
+    };
+    if repeat < 2 {
+        return vec!["machine noise: not measured (use --repeat 2 or more to separate it from the model's error)".into()];
+    }
+    let mut ops: Vec<_> = m.iter().map(|j| j.job.op).collect();
+    ops.dedup();
+    ops.iter()
+        .filter_map(|op| {
+            let s: Vec<f64> = m.iter().filter(|j| j.job.op == *op).filter_map(|j| j.spread).collect();
+            let worst = s.iter().copied().fold(0.0, f64::max);
+            (!s.is_empty()).then(|| format!(
+                "machine noise, {op}: the {repeat} sweeps of a size differ by median {:.1}%, worst {:.1}% over {} sizes (drift and noise, not the model)",
+                scen_core::perf::median(s.clone()) * 100.0,
+                worst * 100.0,
+                s.len()
+            ))
+        })
+        .collect()
+}

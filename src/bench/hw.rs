@@ -76,6 +76,11 @@ fn merge(runs: Vec<&JobResult>) -> Measured {
         .collect::<Option<Vec<f64>>>()
         .map(median);
     r.wrong = runs.iter().map(|x| x.wrong).sum();
+    r.spread = spread(
+        runs.iter()
+            .map(|x| x.median_us.unwrap_or(x.time_us))
+            .collect(),
+    );
     let repeats_us = if runs.len() > 1 {
         runs.iter().map(|x| x.time_us).collect()
     } else {
@@ -85,6 +90,15 @@ fn merge(runs: Vec<&JobResult>) -> Measured {
         result: r,
         repeats_us,
     }
+}
+
+/// (max - min) / median of one job's repeated sweeps (None for fewer than 2).
+pub fn spread(t: Vec<f64>) -> Option<f64> {
+    let (lo, hi) = t
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+    let m = median(t.clone());
+    (t.len() >= 2 && m > 0.0).then(|| (hi - lo) / m)
 }
 
 fn bar(spec: &BenchSpec) -> indicatif::ProgressBar {
@@ -159,6 +173,7 @@ fn run_torch(spec: &BenchSpec) -> anyhow::Result<(Vec<JobResult>, Run)> {
             median_us: j.median_us,
             raw_us: None,
             wrong: j.wrong,
+            spread: None,
         })
         .collect();
     Ok((

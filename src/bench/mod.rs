@@ -3,6 +3,7 @@
 //! ([`rows`]), calibrate the model ([`calibrate`]) and compare two reports ([`compare`]). What
 //! needs no hardware lives in scen_core::perf.
 
+pub mod baseline;
 pub mod calibrate;
 pub mod compare;
 pub mod hw;
@@ -26,12 +27,15 @@ pub struct Bench {
 /// Plans, measures (--hw), predicts, calibrates (--calibrate) and annotates a request.
 pub fn run(req: &BenchRequest) -> anyhow::Result<Bench> {
     let plan = plan::plan(req)?;
-    let measured = if req.hw {
-        Some(hw::run(&plan.spec, req.repeat.max(1))?)
-    } else {
-        None
+    let (measured, base) = match (req.hw, req.baseline) {
+        (true, true) => {
+            let (m, b) = baseline::run(req, &plan, req.repeat.max(1))?;
+            (Some(m), Some(b))
+        }
+        (true, false) => (Some(hw::run(&plan.spec, req.repeat.max(1))?), None),
+        _ => (None, None),
     };
-    finish(req, plan, measured)
+    finish(req, plan, measured, base)
 }
 
 /// `--ab A,B`: both paths measured in turns (hw::run_ab), each as its own report.
@@ -47,15 +51,27 @@ pub fn run_ab(req: &BenchRequest, a: BenchPath, b: BenchPath) -> anyhow::Result<
     };
     let ((ra, pa), (rb, pb)) = (plan_of(a)?, plan_of(b)?);
     let [ma, mb] = hw::run_ab(&pa.spec, &pb.spec, req.repeat.max(1))?;
-    Ok([finish(&ra, pa, Some(ma))?, finish(&rb, pb, Some(mb))?])
+    Ok([
+        finish(&ra, pa, Some(ma), None)?,
+        finish(&rb, pb, Some(mb), None)?,
+    ])
 }
 
-fn finish(req: &BenchRequest, plan: Plan, measured: Option<hw::Run>) -> anyhow::Result<Bench> {
+/// The report of a plan from its measurement (and the baseline's rows, `--baseline`).
+fn finish(
+    req: &BenchRequest,
+    plan: Plan,
+    measured: Option<hw::Run>,
+    base: Option<Vec<BenchRow>>,
+) -> anyhow::Result<Bench> {
     let predict = req.predicts();
     let wall = std::time::Instant::now();
     let rows = rows::rows(&plan, measured.as_ref().map(|m| m.jobs.as_slice()), predict);
     let wall_us = wall.elapsed().as_secs_f64() * 1e6;
     let mut report = report(req, &plan, rows);
+    let results: Option<Vec<_>> = measured
+        .as_ref()
+        .map(|m| m.jobs.iter().map(|j| j.result.clone()).collect());
     if let Some(m) = measured {
         (report.backend, report.torch, report.oneccl) = (m.backend, m.torch, m.oneccl);
     }
@@ -64,9 +80,18 @@ fn finish(req: &BenchRequest, plan: Plan, measured: Option<hw::Run>) -> anyhow::
     }
     if req.calibrate {
         calibrate::run(req, &plan, &mut report)?;
+        report
+            .notes
+            .extend(calibrate::noise_notes(results.as_deref(), req.repeat));
     } else if predict {
+        report
+            .notes
+            .extend(calibrate::noise_notes(results.as_deref(), req.repeat));
         let costs = per_op_costs(&plan.model, plan.class, plan.spec.ranks);
         report.notes.extend(costs);
+    }
+    if let Some(b) = &base {
+        report.notes.extend(baseline::notes(&report.rows, b));
     }
     if let Some(p) = &plan.pattern {
         report.notes.extend(pattern_notes(p, &report.rows));

@@ -30,6 +30,8 @@ pub struct BenchRequest {
     pub hw: bool,
     pub sim: bool,
     pub raw: bool,
+    /// Also run the independent baseline (scripts/bench-baseline.sh), interleaved by sweep.
+    pub baseline: bool,
     pub path: BenchPath,
     pub env: Vec<String>,
     pub model: Option<PathBuf>,

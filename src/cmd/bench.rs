@@ -79,6 +79,10 @@ pub struct BenchArgs {
     /// With --hw: also time a bare oneCCL loop, interleaved in the same processes.
     #[arg(long, requires = "hw")]
     raw: bool,
+    /// With --hw: also run the independent baseline (scripts/bench-baseline.sh: oneCCL's C++
+    /// API in its own processes), sweep by sweep with scen's, and print "% of baseline".
+    #[arg(long, requires = "hw")]
+    baseline: bool,
     /// Which communication path --hw times: oneCCL device groups, scen's gloo host path, or
     /// real torch.distributed (Python ranks; gloo on CPU, xccl/nccl where a device is).
     #[arg(long, value_enum, default_value = "oneccl")]
@@ -180,6 +184,7 @@ impl BenchArgs {
             hw: self.hw,
             sim: self.sim,
             raw: self.raw,
+            baseline: self.baseline,
             path: self.path.path(),
             env: self.env,
             model: self.model,

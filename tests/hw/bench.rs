@@ -559,3 +559,92 @@ fn ab_runs_both_paths_in_turns_and_gives_a_noise_band() {
     );
     assert!(out.contains("noise band "), "{out}");
 }
+
+/// The independent baseline (scripts/bench-baseline.sh: oneCCL's C++ API, its own launcher)
+/// builds with g++, runs 2 ranks at small sizes with correct values, and its report loads in
+/// `scen bench --compare` against scen's own measurement. Skips visibly without g++ or oneCCL's
+/// headers (a failure under SCEN_HW_REQUIRED=1).
+#[test]
+fn independent_baseline_builds_runs_and_compares() {
+    let root = std::env::var("ONECCL_ROOT").map_or_else(
+        |_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/oneccl-cpu")
+        },
+        std::path::PathBuf::from,
+    );
+    let gxx = Command::new("g++").arg("--version").output().is_ok();
+    let headers = root.join("include/oneapi/ccl.hpp").exists();
+    if !gxx || !headers {
+        let why = format!(
+            "g++ found: {gxx}; oneCCL headers at {}: {headers}",
+            root.display()
+        );
+        assert!(
+            std::env::var("SCEN_HW_REQUIRED").as_deref() != Ok("1"),
+            "SCEN_HW_REQUIRED=1 but {why}"
+        );
+        println!("skip: the independent baseline needs g++ and oneCCL: {why}");
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("scen-baseline-")
+        .tempdir()
+        .expect("temp dir");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench-baseline.sh");
+    let o = Command::new("bash")
+        .arg(&script)
+        .args([
+            "--ranks",
+            "2",
+            "--op",
+            "all_reduce,all_gather",
+            "--sizes",
+            "4K,64K",
+        ])
+        .args(["--warmup", "1", "--iters", "3"])
+        .env("ONECCL_ROOT", &root)
+        .env("BASELINE_BIN_DIR", dir.path().join("bin"))
+        .output()
+        .expect("bash runs");
+    let v = json(&o);
+    assert_eq!(v["path"], "baseline");
+    assert_eq!(v["ranks"], 2);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        assert_eq!(r["wrong"], 0, "{r}");
+        assert!(r["hw"]["time_us"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let base = dir.path().join("baseline.json");
+    std::fs::write(&base, &o.stdout).unwrap();
+    let mine = dir.path().join("scen.json");
+    let o = scen(&[
+        "bench",
+        "--op",
+        "all_reduce,all_gather",
+        "--sizes",
+        "4K,64K",
+        "--ranks",
+        "2",
+        "--format",
+        "json",
+    ]);
+    std::fs::write(&mine, &o.stdout).unwrap();
+    let o = scen(&[
+        "bench",
+        "--compare",
+        base.to_str().unwrap(),
+        mine.to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("path baseline") && out.contains("verdict:"),
+        "{out}"
+    );
+}

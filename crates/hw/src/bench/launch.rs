@@ -317,5 +317,6 @@ fn combine(job: BenchJob, per_rank: &[Option<RankJob>]) -> JobResult {
         median_us: (!med.is_empty()).then(|| med.iter().sum::<f64>() / med.len() as f64),
         raw_us: (!raw.is_empty()).then(|| raw.iter().sum::<f64>() / raw.len() as f64),
         wrong: rs.iter().map(|r| r.wrong).sum(),
+        spread: None,
     }
 }

@@ -73,6 +73,10 @@ pub struct JobResult {
     pub median_us: Option<f64>,
     pub raw_us: Option<f64>,
     pub wrong: u64,
+    /// With `--repeat` >= 2: how far the repeated sweeps' times for this job lie apart,
+    /// (max - min) / median (the machine's drift and noise, not the model's).
+    #[serde(default)]
+    pub spread: Option<f64>,
 }
 
 /// A rank's report of one job.
