@@ -42,6 +42,8 @@ mod schedule;
 mod sglang_scenarios;
 #[path = "sim/store_loops.rs"]
 mod store_loops;
+#[path = "sim/subgroup_bytes.rs"]
+mod subgroup_bytes;
 #[path = "sim/suite_cli.rs"]
 mod suite_cli;
 #[path = "sim/symbolic_payloads.rs"]
