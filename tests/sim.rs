@@ -28,6 +28,8 @@ mod format_errors;
 mod fr;
 #[path = "sim/fuzz_crashes.rs"]
 mod fuzz_crashes;
+#[path = "sim/keeps_its_word.rs"]
+mod keeps_its_word;
 #[path = "sim/logging.rs"]
 mod logging;
 #[path = "sim/loopback_queue.rs"]
@@ -42,6 +44,8 @@ mod schedule;
 mod sglang_scenarios;
 #[path = "sim/store_loops.rs"]
 mod store_loops;
+#[path = "sim/subgroup_bytes.rs"]
+mod subgroup_bytes;
 #[path = "sim/suite_cli.rs"]
 mod suite_cli;
 #[path = "sim/symbolic_payloads.rs"]

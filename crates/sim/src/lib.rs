@@ -389,15 +389,27 @@ fn drive(
     let mut last = activity.get();
     // The stall last reported: repeated identical stalls (e.g. connect retries) are noted once.
     let mut last_stall: Option<Vec<(usize, String)>> = None;
+    // Time jumps (vendor/turmoil/PATCHES.md, "Time jumps"): with random node order every step
+    // draws an order, so every step is taken.
+    let may_jump = s.sim.loopback_queue && !s.sim.random_order;
+    // Steps the next turn of the loop takes at once (more than 1: a time jump).
+    let mut ticks = 1u64;
     apply_due(sim, s, probe, 0);
     loop {
-        sim.step().map_err(|e| SimError::Turmoil(e.to_string()))?;
+        if ticks > 1 {
+            sim.advance(ticks as u32)
+        } else {
+            sim.step()
+        }
+        .map_err(|e| SimError::Turmoil(e.to_string()))?;
         if let Some(p) = watch.caught() {
             return Err(SimError::Internal { seed: 0, detail: p });
         }
-        steps += 1;
+        let took = std::mem::replace(&mut ticks, 1);
+        steps += took;
         let now = steps + offset;
         clock.set_now(now);
+        let fault_due = probe.plan.borrow().next_ms().is_some_and(|t| t <= now);
         apply_due(sim, s, probe, now);
         let fired = clock.fire_due();
         if probe.state.borrow().ends.iter().all(|e| e.is_some()) {
@@ -416,8 +428,18 @@ fn drive(
             quiet = 0;
             continue;
         }
-        quiet += 1;
+        quiet += took;
         if quiet < quiet_needed {
+            if may_jump && !fault_due {
+                ticks = jump(
+                    sim,
+                    clock,
+                    probe,
+                    now,
+                    quiet_needed - quiet,
+                    MAX_STEPS - steps,
+                );
+            }
             continue;
         }
         // A rank waiting on a busy timer (modelled work under way) is not stuck: go to the
@@ -493,6 +515,55 @@ fn drive(
             }
         }
     }
+}
+
+/// How many steps the simulation may take at once after step `now`, in which no rank did
+/// anything, no timer fired and no fault applied: every rank's task is idle (a rank does I/O,
+/// traces or sets a timer when it is woken), so the steps until the next message is handed to a
+/// host, the next timer or fault, the quiet period's end (`quiet_left`, the stall check) or the
+/// step limit (`steps_left`) change nothing but the clock. 1 (an ordinary step) when the next
+/// step may deliver a message. The same steps are taken, the same messages delivered at the
+/// same times, the same random draws made: traces are unchanged (their hashes too).
+fn jump(
+    sim: &turmoil::Sim<'_>,
+    clock: &VirtualClock,
+    probe: &SimProbe,
+    now: u64,
+    quiet_left: u64,
+    steps_left: u64,
+) -> u64 {
+    // A message due in `d` ms is handed over by the step that brings the network there: the
+    // `ceil(d)`-th from now; the ones before it are empty.
+    let Some(msg) = (match sim.next_delivery() {
+        None => Some(u64::MAX),
+        Some(d) if d.is_zero() => None,
+        Some(d) => Some((d.as_nanos().div_ceil(1_000_000) as u64).saturating_sub(1)),
+    }) else {
+        return 1;
+    };
+    // A timer or fault at `t` is handled after step `t`: jump there at most.
+    let timer = clock
+        .next_deadline()
+        .map_or(u64::MAX, |t| t.saturating_sub(now));
+    let fault = probe
+        .plan
+        .borrow()
+        .next_ms()
+        .map_or(u64::MAX, |t| t.saturating_sub(now));
+    let horizon = MAX_VIRTUAL_MS.saturating_sub(now);
+    [
+        msg,
+        timer,
+        fault,
+        quiet_left,
+        steps_left,
+        horizon,
+        u32::MAX as u64,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(1)
+    .max(1)
 }
 
 /// Applies every timed fault action due at `now_ms`, writing each to the trace.

@@ -62,6 +62,11 @@ impl Loopback {
         !self.due.is_empty() || self.registered < self.next.len()
     }
 
+    /// scen patch (time jump): no message queued, due or sent.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.due.is_empty() && self.next.is_empty()
+    }
+
     /// The tick ended (its timers fired): this tick's messages are due next tick.
     pub(crate) fn end_tick(&mut self) {
         debug_assert!(

@@ -412,9 +412,50 @@ impl<'a> Sim<'a> {
     ///
     /// Returns whether or not all clients have completed.
     pub fn step(&mut self) -> Result<bool> {
+        let tick = self.config.tick;
+        self.step_by(tick, 1)
+    }
+
+    /// scen patch (time jump): how long until something is due that a step would hand to a
+    /// host: `Some(ZERO)` if a running host has loopback messages queued or a network message
+    /// ready, else the time until the earliest message in flight is due (`None`: nothing in
+    /// flight). With [`Sim::advance`], a caller that knows every host's software is idle
+    /// (no task ready to run, no timer of the hosts' runtimes due) can skip the steps in which
+    /// nothing would happen.
+    pub fn next_delivery(&self) -> Option<Duration> {
+        let world = self.world.borrow();
+        let running = |addr: &IpAddr| {
+            self.rts
+                .get(addr)
+                .is_some_and(|rt| rt.is_software_running())
+        };
+        if world
+            .hosts
+            .iter()
+            .any(|(addr, host)| !host.loopback.is_empty() && running(addr))
+        {
+            return Some(Duration::ZERO);
+        }
+        world.topology.next_delivery(running)
+    }
+
+    /// scen patch (time jump): moves the simulation `ticks` ticks forward in one step: the
+    /// network, every host's clock and runtime (whose timers fire at their times) advance by
+    /// `ticks` ticks, as `ticks` calls of [`Sim::step`] would when no message is delivered in
+    /// them and no host's task is ready to run (the caller's to know; see
+    /// [`Sim::next_delivery`]). Not with random node order (each step draws an order).
+    pub fn advance(&mut self, ticks: u32) -> Result<bool> {
+        assert!(
+            !self.config.random_node_order,
+            "Sim::advance: random node order draws an order every step"
+        );
+        let tick = self.config.tick * ticks.max(1);
+        self.step_by(tick, ticks.max(1) as usize)
+    }
+
+    fn step_by(&mut self, tick: Duration, steps: usize) -> Result<bool> {
         tracing::trace!(target: TRACING_TARGET, "step {}", self.steps);
 
-        let tick = self.config.tick;
         let mut is_finished = true;
 
         // Tick the networking, processing messages. This is done before
@@ -475,7 +516,7 @@ impl<'a> Sim<'a> {
         }
 
         self.elapsed += tick;
-        self.steps += 1;
+        self.steps += steps;
 
         if self.elapsed > self.config.duration && !is_finished {
             return Err(format!(

@@ -26,10 +26,17 @@ pub(crate) struct Topology {
     /// scen patch: `rt.now()`, read once per tick (every link's `now` equals it between ticks).
     now: Instant,
 
-    /// scen patch: per destination host, the indices (in `links`) of the links holding messages
-    /// ready for it, in index order, so delivery visits links in the same order as iterating
-    /// every link did.
-    ready: crate::FastMap<IpAddr, BTreeSet<usize>>,
+    /// scen patch: per destination host, the links holding messages ready for it as (place,
+    /// index in `links`), in place order (see `place`), so delivery visits links in the same
+    /// order as iterating every link, registered up front, did.
+    ready: crate::FastMap<IpAddr, BTreeSet<(u64, usize)>>,
+
+    /// scen patch (sparse topology): every registered host's ordinal, in registration order.
+    /// Links are made on first use, not for every pair of hosts up front.
+    ordinals: crate::FastMap<IpAddr, u64>,
+
+    /// scen patch (sparse topology): `place` of each link, by its index in `links`.
+    places: Vec<u64>,
 
     /// scen patch: indices of the links with sent messages still to be ticked (scheduled for
     /// later or on hold). Only these are ticked; the others have nothing to move.
@@ -193,23 +200,38 @@ impl Topology {
             rt,
             now,
             ready: crate::FastMap::default(),
+            ordinals: crate::FastMap::default(),
+            places: Vec::new(),
             in_flight: BTreeSet::new(),
         }
     }
 
-    /// Register a link between two hosts
-    pub(crate) fn register(&mut self, a: IpAddr, b: IpAddr) {
-        let pair = Pair::new(a, b);
-        assert!(self.links.insert(pair, Link::new(self.now)).is_none());
+    /// scen patch (sparse topology): registers a host; its links to every other registered host
+    /// exist from now on, made (healthy, with the default configuration, as upstream's
+    /// `register` made them up front) when first used.
+    pub(crate) fn register_host(&mut self, addr: IpAddr) {
+        let next = self.ordinals.len() as u64;
+        assert!(self.ordinals.insert(addr, next).is_none());
+    }
+
+    /// scen patch (sparse topology): where upstream's `register` put the link between two
+    /// registered hosts among all links: host `j` registered its links to hosts `0..j` in order,
+    /// so the link between hosts `i < j` came at `j (j - 1) / 2 + i`.
+    fn place(&self, pair: &Pair) -> Option<u64> {
+        let a = *self.ordinals.get(&pair.0)?;
+        let b = *self.ordinals.get(&pair.1)?;
+        let (i, j) = (a.min(b), a.max(b));
+        Some(j * (j - 1) / 2 + i)
     }
 
     /// scen patch: after link `index` changed, files it under the hosts it has messages ready
     /// for and among the links in flight (or takes it out).
     fn track(&mut self, index: usize) {
         let link = &self.links[index];
+        let place = self.places[index];
         for (dst, queue) in &link.deliverable {
             if !queue.is_empty() {
-                self.ready.entry(*dst).or_default().insert(index);
+                self.ready.entry(*dst).or_default().insert((place, index));
             }
         }
         if link.sent.is_empty() {
@@ -219,11 +241,18 @@ impl Topology {
         }
     }
 
-    /// scen patch: the index of the link between `a` and `b`, its clock brought up to date.
+    /// scen patch: the index of the link between `a` and `b`, its clock brought up to date;
+    /// made on first use (sparse topology); `None` if either host is not registered.
     fn link_index(&mut self, pair: &Pair) -> Option<usize> {
         let now = self.now;
-        let (index, _, link) = self.links.get_full_mut(pair)?;
-        link.now = now;
+        if let Some((index, _, link)) = self.links.get_full_mut(pair) {
+            link.now = now;
+            return Some(index);
+        }
+        let place = self.place(pair)?;
+        let (index, _) = self.links.insert_full(pair.clone(), Link::new(now));
+        self.places.push(place);
+        debug_assert_eq!(self.places.len(), self.links.len());
         Some(index)
     }
 
@@ -232,21 +261,15 @@ impl Topology {
     }
 
     pub(crate) fn set_link_message_latency(&mut self, a: IpAddr, b: IpAddr, value: Duration) {
-        let pair = Pair::new(a, b);
-        let latency = self
-            .links
-            .get_mut(&pair)
-            .unwrap_or_else(|| panic!("unable to find link between {pair:?}"))
-            .latency(self.config.latency());
+        let index = self.get_link_index(&Pair::new(a, b));
+        let latency = self.links[index].latency(self.config.latency());
         latency.min_message_latency = value;
         latency.max_message_latency = value;
     }
 
     pub(crate) fn set_link_max_message_latency(&mut self, a: IpAddr, b: IpAddr, value: Duration) {
-        let pair = Pair::new(a, b);
-        self.links
-            .get_mut(&pair)
-            .unwrap_or_else(|| panic!("unable to find link between {pair:?}"))
+        let index = self.get_link_index(&Pair::new(a, b));
+        self.links[index]
             .latency(self.config.latency())
             .max_message_latency = value;
     }
@@ -260,10 +283,8 @@ impl Topology {
     }
 
     pub(crate) fn set_link_fail_rate(&mut self, a: IpAddr, b: IpAddr, value: f64) {
-        let pair = Pair::new(a, b);
-        self.links
-            .get_mut(&pair)
-            .unwrap_or_else(|| panic!("unable to find link between {pair:?}"))
+        let index = self.get_link_index(&Pair::new(a, b));
+        self.links[index]
             .message_loss(self.config.message_loss())
             .fail_rate = value;
     }
@@ -298,7 +319,7 @@ impl Topology {
         let Some(ready) = self.ready.get_mut(&dst.addr).map(std::mem::take) else {
             return;
         };
-        for index in ready {
+        for (_, index) in ready {
             let link = &mut self.links[index];
             link.now = self.now;
             link.deliver_messages(&self.config, rand, dst);
@@ -352,10 +373,49 @@ impl Topology {
         }
     }
 
+    /// scen patch (time jump): how long until the network next has a message to hand to a
+    /// host: `Some(ZERO)` if one is ready now for a host `running` accepts, else the time until
+    /// the earliest message in flight is due, `None` if none is (held messages wait for a
+    /// release, which only the caller can make).
+    pub(crate) fn next_delivery(&self, running: impl Fn(&IpAddr) -> bool) -> Option<Duration> {
+        if self
+            .ready
+            .iter()
+            .any(|(host, links)| !links.is_empty() && running(host))
+        {
+            return Some(Duration::ZERO);
+        }
+        let mut next: Option<Instant> = None;
+        for &index in &self.in_flight {
+            for sent in &self.links[index].sent {
+                if let DeliveryStatus::DeliverAfter(at) = sent.status {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+            }
+        }
+        next.map(|at| at.saturating_duration_since(self.now))
+    }
+
     pub(crate) fn iter_mut(&mut self) -> LinksIter<'_> {
         // scen patch: links not ticked since they were last used get the current time (a
         // message released through the iterator is due now, as before), and the caller may
-        // schedule any link's messages: tick them all next time.
+        // schedule any link's messages: tick them all next time. Sparse topology: the links
+        // made so far (the others hold nothing), in the order upstream's would iterate them.
+        let ordinals = &self.ordinals;
+        self.links.sort_by(|a, _, b, _| {
+            let place = |p: &Pair| {
+                let o = |h: &IpAddr| ordinals[h];
+                let (i, j) = (o(&p.0).min(o(&p.1)), o(&p.0).max(o(&p.1)));
+                j * (j - 1) / 2 + i
+            };
+            place(a).cmp(&place(b))
+        });
+        self.places.sort_unstable();
+        self.ready.clear();
+        self.in_flight.clear();
+        for index in 0..self.links.len() {
+            self.track(index);
+        }
         for (index, link) in self.links.values_mut().enumerate() {
             link.now = self.now;
             if !link.sent.is_empty() {

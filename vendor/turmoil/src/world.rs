@@ -230,10 +230,9 @@ impl World {
 
         tracing::info!(target: TRACING_TARGET, nodename, ?addr, "New");
 
-        // Register links between the new host and all existing hosts
-        for existing in self.hosts.keys() {
-            self.topology.register(*existing, addr);
-        }
+        // scen patch (sparse topology): links between the new host and all existing hosts are
+        // made when first used, not here (one per pair of hosts was O(hosts²) memory).
+        self.topology.register_host(addr);
 
         // Initialize host state
         #[cfg(feature = "unstable-fs")]

@@ -100,6 +100,7 @@ pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, Sce
         denoise_work: std::cell::Cell::new(0),
         payloads_key: std::cell::Cell::new(None),
         over_limit: RefCell::new(None),
+        group_sizes: RefCell::new(std::collections::HashMap::new()),
         first_expect: std::cell::Cell::new(None),
     };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
@@ -122,6 +123,9 @@ struct Cx<'a> {
     /// Without a `payloads` key: the first collective over [`limits::MAX_TENSOR_BYTES_TOTAL`]
     /// (its refusal) and the largest such total, decided once every step is read.
     over_limit: RefCell<Option<(ScenarioError, u64)>>,
+    /// Members of each named group (the largest a handle has named), for the tensor-size
+    /// estimate of a collective over it; a handle not here counts the whole world.
+    group_sizes: RefCell<std::collections::HashMap<String, usize>>,
     /// Where the first step's `expect` is (symbolic payloads cannot check values).
     first_expect: std::cell::Cell<Option<usize>>,
 }

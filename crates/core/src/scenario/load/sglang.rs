@@ -142,7 +142,33 @@ impl Cx<'_> {
                         .flat_map(|k| [k.to_string(), format!("{k}_cpu")])
                         .chain(BARE_HANDLES.iter().map(|h| h.to_string())),
                 );
-                self.initialize_model_parallel(r)?
+                let step = self.initialize_model_parallel(r)?;
+                if let StepKind::InitializeModelParallel {
+                    degrees,
+                    usp_fallback,
+                    ..
+                } = &step
+                {
+                    // Groups whose members the degrees give (the rest count the world).
+                    let (ulysses, ring) = if *usp_fallback {
+                        (usize::MAX, usize::MAX)
+                    } else {
+                        (degrees.ulysses, degrees.ring)
+                    };
+                    for (h, n) in [
+                        ("tp", degrees.tp),
+                        ("sp", degrees.sp),
+                        ("cfg", degrees.cfg),
+                        ("dp", degrees.dp),
+                        ("pp", degrees.pp),
+                    ] {
+                        self.note_group_size(h, n);
+                        self.note_group_size(&format!("{h}_cpu"), n);
+                    }
+                    self.note_group_size("ulysses", ulysses);
+                    self.note_group_size("ring", ring);
+                }
+                step
             }
             "all_to_all_4d" | "usp_all_to_all" => self.sp_all_to_all(op, r, handles)?,
             "broadcast_pyobj" => StepKind::BroadcastPyobj {

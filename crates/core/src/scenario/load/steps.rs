@@ -245,8 +245,9 @@ impl Cx<'_> {
         let group = self.group_ref(&r.group, handles)?;
         let op_at = r.op.as_ref().map(|o| o.span().start).unwrap_or(0);
         if let Some(c) = CollOp::parse(op) {
+            let members = self.group_members(&group, ws);
             return Ok(StepKind::Collective(
-                self.coll_step(c, r, group, ws, op_at)?,
+                self.coll_step(c, r, group, ws, members, op_at)?,
             ));
         }
         Ok(match op {
@@ -273,6 +274,11 @@ impl Cx<'_> {
                     if !handles.contains(h) {
                         handles.push(h.clone());
                     }
+                    let members = match &ranks {
+                        Some(list) => list.iter().collect::<std::collections::BTreeSet<_>>().len(),
+                        None => ws,
+                    };
+                    self.note_group_size(h, members);
                 }
                 StepKind::NewGroup {
                     ranks,
@@ -346,13 +352,32 @@ impl Cx<'_> {
         })
     }
 
-    /// A collective step: fields by [`CollOp`]'s table, located errors for each.
+    /// Records that handle `h` names a group of `members` ranks (a handle named more than once,
+    /// for example by different ranks, keeps the largest).
+    pub(super) fn note_group_size(&self, h: &str, members: usize) {
+        let mut sizes = self.group_sizes.borrow_mut();
+        let e = sizes.entry(h.to_string()).or_insert(0);
+        *e = (*e).max(members);
+    }
+
+    /// Members of the group a step names (`None`: WORLD), at most the world's size; a group
+    /// whose size is not known counts the whole world.
+    pub(super) fn group_members(&self, group: &Option<String>, ws: usize) -> usize {
+        group
+            .as_ref()
+            .and_then(|g| self.group_sizes.borrow().get(g).copied())
+            .map_or(ws, |m| m.clamp(1, ws.max(1)))
+    }
+
+    /// A collective step: fields by [`CollOp`]'s table, located errors for each. `members` is
+    /// the size of its group (for the tensor-size estimate), `ws` the world's.
     pub(super) fn coll_step(
         &self,
         op: CollOp,
         r: &RawStep,
         group: Option<String>,
         ws: usize,
+        members: usize,
         op_at: usize,
     ) -> R<CollStep> {
         let fill_vars: &[&str] = if op.coalesced() {
@@ -398,7 +423,7 @@ impl Cx<'_> {
             // With split sizes, `shape` is one row's shape: scalar rows unless given.
             tensor.shape = vec![];
         }
-        self.check_coll_bytes(op, &tensor, count, &splits, ws, op_at)?;
+        self.check_coll_bytes(op, &tensor, count, &splits, ws, members, op_at)?;
         let expect_vars: &[&str] = match op.layout() {
             Layout::Flat => &ELEM_VARS,
             Layout::Tensors => &TENSORS_VARS,
@@ -436,6 +461,9 @@ impl Cx<'_> {
 
     /// Refuses a collective whose tensors exceed [`limits::MAX_TENSOR_BYTES_PER_RANK`] or
     /// [`limits::MAX_TENSOR_BYTES_TOTAL`] (split-size formulas are checked when they run).
+    /// A rank's chunks count the group's `members`; the total counts every rank of the world
+    /// (each may run the step in a group of that size).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn check_coll_bytes(
         &self,
         op: CollOp,
@@ -443,6 +471,7 @@ impl Cx<'_> {
         count: usize,
         splits: &Option<(Splits, Splits)>,
         ws: usize,
+        members: usize,
         op_at: usize,
     ) -> R<()> {
         let row: u64 = tensor.shape.iter().map(|d| *d as u64).product();
@@ -450,12 +479,12 @@ impl Cx<'_> {
             Some((Splits::List(i), Splits::List(o))) => {
                 let rows = i.iter().sum::<usize>().max(o.iter().sum::<usize>()) as u64;
                 // Input and output are each one list: the fan below counts ws chunks.
-                rows.saturating_mul(row) / (ws as u64).max(1)
+                rows.saturating_mul(row) / (members as u64).max(1)
             }
             _ => row,
         };
         let esz = tensor.dtype.size_bytes() as u64;
-        let per_rank = limits::coll_bytes_per_rank(op, elements, esz, count as u64, ws as u64);
+        let per_rank = limits::coll_bytes_per_rank(op, elements, esz, count as u64, members as u64);
         let total = per_rank.saturating_mul(ws as u64);
         let (what, value, limit) = if per_rank > limits::MAX_TENSOR_BYTES_PER_RANK {
             ("per rank", per_rank, limits::MAX_TENSOR_BYTES_PER_RANK)
@@ -472,7 +501,7 @@ impl Cx<'_> {
         let mut refusal = self.err(
             op_at,
             format!(
-                "{} needs about {} of tensors {what} ({count} x {:?} {}, world {ws}): over scen's limit of {} {what}",
+                "{} needs about {} of tensors {what} ({count} x {:?} {}, group of {members}, world {ws}): over scen's limit of {} {what}",
                 op.name(),
                 human_bytes(value),
                 tensor.shape,
