@@ -128,6 +128,11 @@ mod tests {
             .spawn()
             .expect("true starts");
         let _ = done.wait();
+        // spawn may return before the child's exec shows in /proc (posix_spawn): wait for it.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !is_live_with_arg(b.id(), "31") && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert!(is_live_with_arg(b.id(), "31"));
         assert!(!is_live_with_arg(b.id(), "30"));
         let pid_b = b.id();

@@ -5,7 +5,8 @@
 //!
 //! [`log`] holds rank output files and their bounded tail, [`port`] free local ports,
 //! [`group`] process groups (die with the parent, SIGKILL the group, reap, is a pid alive),
-//! [`exit`] what a process's exit says, [`signals`] SIGINT/SIGTERM/SIGHUP as an orderly end,
+//! [`exit`] what a process's exit says, [`ranks`] a benchmark's rank processes and their scratch
+//! directory, [`signals`] SIGINT/SIGTERM/SIGHUP as an orderly end,
 //! [`watch`] the launchers' polling clock. No FFI beyond libc calls; depends on scen-core only
 //! (its `Failure` and `signal_name`).
 
@@ -13,6 +14,7 @@ pub mod exit;
 pub mod group;
 pub mod log;
 pub mod port;
+pub mod ranks;
 pub mod signals;
 pub mod watch;
 

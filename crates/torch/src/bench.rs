@@ -8,9 +8,9 @@ use crate::{python, TorchError};
 use scen_core::perf::BenchOp;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The rank program.
 pub const RANK_PROGRAM: &str = include_str!("bench_rank.py");
@@ -69,60 +69,22 @@ enum Line {
     Closed(usize),
 }
 
-struct Ranks {
-    children: Vec<Child>,
-    dir: PathBuf,
-}
-
-impl Ranks {
-    fn tail(&self, rank: usize) -> String {
-        scen_procs::log::tail_of_path(&self.dir.join(format!("rank{rank}.log")), 4)
-            .unwrap_or_default()
-    }
-
-    fn finish(&mut self, grace: Duration) {
-        let until = Instant::now() + grace;
-        for c in &mut self.children {
-            while Instant::now() < until && matches!(c.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if matches!(c.try_wait(), Ok(None)) {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Drop for Ranks {
-    fn drop(&mut self) {
-        self.finish(Duration::ZERO);
-    }
-}
+/// The ranks and their scratch directory (scen_procs: ended and removed however this ends).
+type Ranks = scen_procs::ranks::Ranks;
 
 fn io(what: &str, e: impl std::fmt::Display) -> TorchError {
     TorchError::Io(format!("{what}: {e}"))
 }
 
 fn spawn(spec: &TorchBenchSpec, py: &Path, tx: &mpsc::Sender<Line>) -> Result<Ranks, TorchError> {
-    let dir = std::env::temp_dir().join(format!(
-        "scen-bench-torch-{}-{}",
-        std::process::id(),
-        scen_procs::watch::unix_ms()
-    ));
-    std::fs::create_dir_all(&dir).map_err(|e| io("creating the run directory", e))?;
-    let mut ranks = Ranks {
-        children: Vec::new(),
-        dir,
-    };
+    let mut ranks =
+        Ranks::new("scen-bench-torch").map_err(|e| io("creating the run directory", e))?;
     let program = ranks.dir.join("bench_rank.py");
     std::fs::write(&program, RANK_PROGRAM).map_err(|e| io("writing bench_rank.py", e))?;
     let port = scen_procs::port::free_port().map_err(|e| io("picking MASTER_PORT", e))?;
     let json = spec_json(spec);
     for rank in 0..spec.ranks {
-        let log = std::fs::File::create(ranks.dir.join(format!("rank{rank}.log")))
-            .map_err(|e| io("creating a rank log", e))?;
+        let (_, log) = ranks.log(rank).map_err(|e| io("creating a rank log", e))?;
         let mut cmd = Command::new(py);
         scen_procs::group::die_with_parent(&mut cmd);
         cmd.arg("-u")
@@ -207,7 +169,7 @@ pub fn run(
     let mut ranks = spawn(spec, &py, &tx)?;
     drop(tx);
     let r = gather(spec, &rx, &mut ranks, progress);
-    ranks.finish(if r.is_ok() {
+    ranks.end(if r.is_ok() {
         Duration::from_secs(10)
     } else {
         Duration::ZERO

@@ -8,8 +8,8 @@ use crate::launcher::{oneccl_root, ONECCL_ENV};
 use crate::HwError;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -21,37 +21,20 @@ enum Input {
     Closed(usize),
 }
 
-struct Ranks {
-    children: Vec<Child>,
-    logs: PathBuf,
-}
+/// The ranks and their log directory (scen_procs), plus oneCCL's /dev/shm files, which its shm
+/// transport leaves named `<pid>:...`: removed when the ranks end, however the sweep ends.
+struct Ranks(scen_procs::ranks::Ranks);
 
 impl Ranks {
     fn tail(&self, rank: usize) -> String {
-        let text =
-            std::fs::read_to_string(self.logs.join(format!("rank{rank}.log"))).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        lines[lines.len().saturating_sub(4)..].join(" | ")
+        self.0.tail(rank)
     }
 
     /// Waits up to `grace` for the ranks to exit, then kills the rest; removes their /dev/shm
-    /// files (oneCCL's shm transport) and the logs.
+    /// files (the directory goes with the inner Ranks).
     fn finish(&mut self, grace: Duration) {
-        let until = Instant::now() + grace;
-        for c in &mut self.children {
-            while Instant::now() < until && matches!(c.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if matches!(c.try_wait(), Ok(None)) {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-        let prefixes: Vec<String> = self
-            .children
-            .iter()
-            .map(|c| format!("{}:", c.id()))
-            .collect();
+        self.0.end(grace);
+        let prefixes: Vec<String> = self.0.pids().iter().map(|p| format!("{p}:")).collect();
         if let Ok(dir) = std::fs::read_dir("/dev/shm") {
             for e in dir.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
@@ -60,7 +43,6 @@ impl Ranks {
                 }
             }
         }
-        let _ = std::fs::remove_dir_all(&self.logs);
     }
 }
 
@@ -75,23 +57,16 @@ fn io(what: &str, e: impl std::fmt::Display) -> HwError {
 }
 
 fn spawn(spec: &BenchSpec, exe: &Path, addr: &str) -> Result<Ranks, HwError> {
-    let tag = format!(
-        "scen-bench-{}-{}",
-        std::process::id(),
-        crate::net::unix_ms()
-    );
-    let logs = std::env::temp_dir().join(tag);
-    std::fs::create_dir_all(&logs).map_err(|e| io("creating the log directory", e))?;
+    let inner = scen_procs::ranks::Ranks::new("scen-bench")
+        .map_err(|e| io("creating the log directory", e))?;
     let spec_json = serde_json::to_string(spec).map_err(|e| io("encoding the spec", e))?;
     let root = oneccl_root();
-    let mut ranks = Ranks {
-        children: Vec::new(),
-        logs,
-    };
+    let mut ranks = Ranks(inner);
     for rank in 0..spec.ranks {
-        let log = std::fs::File::create(ranks.logs.join(format!("rank{rank}.log")))
+        let (log, err) = ranks
+            .0
+            .log(rank)
             .map_err(|e| io("creating a rank log", e))?;
-        let err = log.try_clone().map_err(|e| io("creating a rank log", e))?;
         let mut cmd = Command::new(exe);
         // A killed `scen bench` takes its ranks with it (they would spin in oneCCL forever).
         scen_procs::group::die_with_parent(&mut cmd);
@@ -119,7 +94,7 @@ fn spawn(spec: &BenchSpec, exe: &Path, addr: &str) -> Result<Ranks, HwError> {
         let child = cmd
             .spawn()
             .map_err(|e| io(&format!("starting rank {rank} ({})", exe.display()), e))?;
-        ranks.children.push(child);
+        ranks.0.children.push(child);
     }
     Ok(ranks)
 }
@@ -295,6 +270,7 @@ fn describe(j: &BenchJob) -> String {
 
 fn exited(ranks: &mut Ranks) -> Option<(usize, String)> {
     ranks
+        .0
         .children
         .iter_mut()
         .enumerate()
