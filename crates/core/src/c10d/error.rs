@@ -230,28 +230,42 @@ pub fn mismatched_bound_device() -> C10dError {
     assertion("Mismatched bound device between new pg and the default pg.")
 }
 
-/// Python's `timedelta` repr, as c10d prints timeouts.
+/// Python's `str(timedelta)`, as c10d's f-strings print a timeout (`_store_based_barrier`:
+/// `timeout={timeout}`, real torch 2.15: `timeout=0:00:10`): `[D day[s], ]H:MM:SS[.ffffff]`.
 pub fn timedelta(ms: u64) -> String {
     let secs = ms / 1000;
     let micros = (ms % 1000) * 1000;
     let (days, rem) = (secs / 86400, secs % 86400);
-    let mut s = String::from("datetime.timedelta(");
-    let mut parts = Vec::new();
-    if days > 0 {
-        parts.push(format!("days={days}"));
-    }
-    if rem > 0 {
-        parts.push(format!("seconds={rem}"));
-    }
+    let mut s = match days {
+        0 => String::new(),
+        1 => "1 day, ".into(),
+        d => format!("{d} days, "),
+    };
+    s.push_str(&format!(
+        "{}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    ));
     if micros > 0 {
-        parts.push(format!("microseconds={micros}"));
+        s.push_str(&format!(".{micros:06}"));
     }
-    if parts.is_empty() {
-        parts.push("0".into());
-    }
-    s.push_str(&parts.join(", "));
-    s.push(')');
     s
+}
+
+#[cfg(test)]
+mod timedelta_str {
+    /// Python 3.11: str(timedelta(seconds=10)), (milliseconds=1500), (days=1, seconds=5),
+    /// (days=2), (0).
+    #[test]
+    fn prints_as_python_str_does() {
+        assert_eq!(super::timedelta(10_000), "0:00:10");
+        assert_eq!(super::timedelta(1_500), "0:00:01.500000");
+        assert_eq!(super::timedelta(86_405_000), "1 day, 0:00:05");
+        assert_eq!(super::timedelta(2 * 86_400_000), "2 days, 0:00:00");
+        assert_eq!(super::timedelta(0), "0:00:00");
+        assert_eq!(super::timedelta(1_800_000), "0:30:00");
+    }
 }
 
 #[cfg(test)]
