@@ -149,11 +149,13 @@ pub fn workers_timeout(elapsed_ms: u64, joined: i64, world_size: usize) -> C10dE
     )
 }
 
-/// R16: store get/wait past the timeout.
+/// R16: store get/wait past the timeout. TCPStore's client keeps every key under `/`, and the
+/// text lists the key so (real torch 2.15: a PrefixStore("default_pg") wait on `k` says
+/// `keys: /default_pg/k`).
 pub fn store_wait_timeout(timeout_ms: u64, key: &str) -> C10dError {
     e(
         "DistStoreError",
-        format!("wait timeout after {timeout_ms}ms, keys: {key}"),
+        format!("wait timeout after {timeout_ms}ms, keys: /{key}"),
     )
 }
 

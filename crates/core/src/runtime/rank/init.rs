@@ -423,8 +423,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .find(|(_, b)| b.as_str() == "gloo")
             .map(|(d, _)| d.clone())
             .expect("gloo");
+        // ProcessGroupGloo keys each of its contexts under its index (one context here, "0"),
+        // then the rank: real torch 2.15 waits on `default_pg/0//cpu//0/<rank>`.
         let mut prefixes = pg.prefixes.clone();
         prefixes.push(format!("{dev}/"));
+        prefixes.push("0".into());
         let (ranks, timeout_ms, label) = (
             pg.ranks.clone(),
             pg.timeout_ms,
