@@ -549,15 +549,19 @@ mod tests {
         )
     }
 
+    /// A free (p, p + 1) pair; each call starts past the last one's, so tests running at the
+    /// same time in this process never share a pair (both would find the first free one).
     fn port_pair() -> u16 {
-        for p in (21_000..31_000).step_by(7) {
+        static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(21_000);
+        loop {
+            let p = NEXT.fetch_add(7, std::sync::atomic::Ordering::Relaxed);
+            assert!(p < 31_000, "no free port pair");
             if TcpListener::bind(("127.0.0.1", p)).is_ok()
                 && TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
             {
                 return p;
             }
         }
-        panic!("no free port pair");
     }
 
     #[test]
