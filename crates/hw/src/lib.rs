@@ -16,6 +16,7 @@ pub mod fr_dump;
 pub mod launch_env;
 pub mod launcher;
 pub mod net;
+mod nodes;
 pub mod oneccl;
 pub mod probe;
 pub mod procs;

@@ -16,6 +16,7 @@ use super::raw::*;
 use std::cell::RefCell;
 use toml::Spanned;
 
+mod bytes;
 mod faults;
 mod sglang;
 mod steps;
@@ -100,7 +101,7 @@ pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, Sce
         denoise_work: std::cell::Cell::new(0),
         payloads_key: std::cell::Cell::new(None),
         over_limit: RefCell::new(None),
-        group_sizes: RefCell::new(std::collections::HashMap::new()),
+        group_sizes: RefCell::new(std::collections::BTreeMap::new()),
         first_expect: std::cell::Cell::new(None),
     };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
@@ -125,7 +126,7 @@ struct Cx<'a> {
     over_limit: RefCell<Option<(ScenarioError, u64)>>,
     /// Members of each named group (the largest a handle has named), for the tensor-size
     /// estimate of a collective over it; a handle not here counts the whole world.
-    group_sizes: RefCell<std::collections::HashMap<String, usize>>,
+    group_sizes: RefCell<std::collections::BTreeMap<String, usize>>,
     /// Where the first step's `expect` is (symbolic payloads cannot check values).
     first_expect: std::cell::Cell<Option<usize>>,
 }

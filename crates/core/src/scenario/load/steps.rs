@@ -6,7 +6,7 @@ use crate::c10d::collective::{CollOp, Layout};
 use crate::dtype::DType;
 use crate::reduce::ReduceOp;
 use crate::scenario::expr::{interpolate, Expr};
-use crate::scenario::limits::{self, human_bytes};
+use crate::scenario::limits;
 use crate::scenario::model::*;
 use crate::scenario::raw::*;
 use toml::Spanned;
@@ -352,23 +352,6 @@ impl Cx<'_> {
         })
     }
 
-    /// Records that handle `h` names a group of `members` ranks (a handle named more than once,
-    /// for example by different ranks, keeps the largest).
-    pub(super) fn note_group_size(&self, h: &str, members: usize) {
-        let mut sizes = self.group_sizes.borrow_mut();
-        let e = sizes.entry(h.to_string()).or_insert(0);
-        *e = (*e).max(members);
-    }
-
-    /// Members of the group a step names (`None`: WORLD), at most the world's size; a group
-    /// whose size is not known counts the whole world.
-    pub(super) fn group_members(&self, group: &Option<String>, ws: usize) -> usize {
-        group
-            .as_ref()
-            .and_then(|g| self.group_sizes.borrow().get(g).copied())
-            .map_or(ws, |m| m.clamp(1, ws.max(1)))
-    }
-
     /// A collective step: fields by [`CollOp`]'s table, located errors for each. `members` is
     /// the size of its group (for the tensor-size estimate), `ws` the world's.
     pub(super) fn coll_step(
@@ -457,74 +440,6 @@ impl Cx<'_> {
             expect: self.opt_expr(&r.expect, expect_vars)?,
             work,
         })
-    }
-
-    /// Refuses a collective whose tensors exceed [`limits::MAX_TENSOR_BYTES_PER_RANK`] or
-    /// [`limits::MAX_TENSOR_BYTES_TOTAL`] (split-size formulas are checked when they run).
-    /// A rank's chunks count the group's `members`; the total counts every rank of the world
-    /// (each may run the step in a group of that size).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn check_coll_bytes(
-        &self,
-        op: CollOp,
-        tensor: &TensorSpec,
-        count: usize,
-        splits: &Option<(Splits, Splits)>,
-        ws: usize,
-        members: usize,
-        op_at: usize,
-    ) -> R<()> {
-        let row: u64 = tensor.shape.iter().map(|d| *d as u64).product();
-        let elements = match splits {
-            Some((Splits::List(i), Splits::List(o))) => {
-                let rows = i.iter().sum::<usize>().max(o.iter().sum::<usize>()) as u64;
-                // Input and output are each one list: the fan below counts ws chunks.
-                rows.saturating_mul(row) / (members as u64).max(1)
-            }
-            _ => row,
-        };
-        let esz = tensor.dtype.size_bytes() as u64;
-        let per_rank = limits::coll_bytes_per_rank(op, elements, esz, count as u64, members as u64);
-        let total = per_rank.saturating_mul(ws as u64);
-        let (what, value, limit) = if per_rank > limits::MAX_TENSOR_BYTES_PER_RANK {
-            ("per rank", per_rank, limits::MAX_TENSOR_BYTES_PER_RANK)
-        } else if total > limits::MAX_TENSOR_BYTES_TOTAL {
-            ("over all ranks", total, limits::MAX_TENSOR_BYTES_TOTAL)
-        } else {
-            return Ok(());
-        };
-        let over_total = what == "over all ranks";
-        if over_total && self.payloads_key.get() == Some(true) {
-            // Symbolic payloads hold no tensor data: only the per-rank limit applies.
-            return Ok(());
-        }
-        let mut refusal = self.err(
-            op_at,
-            format!(
-                "{} needs about {} of tensors {what} ({count} x {:?} {}, group of {members}, world {ws}): over scen's limit of {} {what}",
-                op.name(),
-                human_bytes(value),
-                tensor.shape,
-                tensor.dtype.name(),
-                human_bytes(limit)
-            ),
-        );
-        if !over_total {
-            return Err(refusal);
-        }
-        refusal.message.push_str(
-            "; `[sim] payloads = \"symbolic\"` lifts this limit when no step checks values (`expect`)",
-        );
-        if self.payloads_key.get() == Some(false) {
-            return Err(refusal);
-        }
-        // No `payloads` key: symbolic if no step checks values (decided after the last step).
-        let mut over = self.over_limit.borrow_mut();
-        match over.as_mut() {
-            None => *over = Some((refusal, total)),
-            Some((_, max)) => *max = (*max).max(total),
-        }
-        Ok(())
     }
 
     pub(super) fn required_rank(
