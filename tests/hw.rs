@@ -60,6 +60,13 @@ fn run_hw(rel: &str, o: &HwOptions) -> Option<scen_core::report::Report> {
     }
 }
 
+/// The launcher stopped the run at its wall-clock limit (`max_wall_ms`).
+fn reached_limit(r: &scen_core::report::Report) -> bool {
+    r.notes
+        .iter()
+        .any(|n| n.starts_with("stopped: the run reached the launcher's limit"))
+}
+
 fn shm_files_of(pids: &[u32]) -> Vec<String> {
     let Ok(dir) = std::fs::read_dir("/dev/shm") else {
         return vec![];
@@ -124,10 +131,19 @@ fn eligible_scenarios_give_the_simulators_result_on_oneccl() {
         let s = load(rel);
         let sim = scen_sim::simulate(&s, None).expect("simulates");
         let t = Instant::now();
-        let Some(hw) = run_hw(rel, &options()) else {
+        let Some(mut hw) = run_hw(rel, &options()) else {
             return;
         };
         println!("{rel}: hw run took {} ms", t.elapsed().as_millis());
+        if mode_independent(&hw) != mode_independent(&sim) && reached_limit(&hw) {
+            // A real oneCCL run that hung once (seen once in CI: a 1-rank all_reduce) is
+            // rerun once, loudly, with where its threads slept; a second disagreement fails.
+            println!(
+                "flaky: {rel}: hw hung until the limit where the simulator completes; rerunning once. notes:\n  {}",
+                hw.notes.join("\n  ")
+            );
+            hw = run_hw(rel, &options()).expect("ran once already");
+        }
         assert_eq!(hw.mode, "hw");
         assert_eq!(
             mode_independent(&hw),

@@ -625,6 +625,15 @@ fn finish(st: &mut State, procs: &mut [RankProc], pgid: Option<i32>, interrupted
     {
         std::thread::sleep(Duration::from_millis(10));
     }
+    // Where the ranks that are about to be killed sleep: all a hang that does not repeat leaves.
+    for p in procs.iter_mut() {
+        if matches!(p.child.try_wait(), Ok(None)) {
+            if let Some(threads) = scen_procs::threads::snapshot(p.child.id()) {
+                st.notes
+                    .push(format!("rank {} threads before SIGKILL: {threads}", p.rank));
+            }
+        }
+    }
     let killed = procs::kill_all(pgid, procs);
     let pids: Vec<u32> = procs.iter().map(|p| p.child.id()).collect();
     let removed = procs::remove_shm(&pids);

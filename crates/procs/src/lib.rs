@@ -6,7 +6,8 @@
 //! [`log`] holds rank output files and their bounded tail, [`port`] free local ports,
 //! [`group`] process groups (die with the parent, SIGKILL the group, reap, is a pid alive),
 //! [`exit`] what a process's exit says, [`ranks`] a benchmark's rank processes and their scratch
-//! directory, [`signals`] SIGINT/SIGTERM/SIGHUP as an orderly end,
+//! directory, [`signals`] SIGINT/SIGTERM/SIGHUP as an orderly end, [`threads`] where a hung
+//! process's threads sleep,
 //! [`watch`] the launchers' polling clock. No FFI beyond libc calls; depends on scen-core only
 //! (its `Failure` and `signal_name`).
 
@@ -16,6 +17,7 @@ pub mod log;
 pub mod port;
 pub mod ranks;
 pub mod signals;
+pub mod threads;
 pub mod watch;
 
 /// What can go wrong in the process plumbing.
