@@ -169,7 +169,13 @@ fn send_without_recv_is_named_with_its_line() {
     assert_eq!(m.kind, MismatchKind::P2pUnmatched);
     assert_eq!((m.a.rank, m.absent, m.seq), (0, Some(1), 2));
     assert_eq!(m.a.line, line_of(&s, "second_send"));
-    assert_eq!(m.consequence, Consequence::LostOrHangs);
+    // gloo's send waits for its recv: real PyTorch 2.15 times it out (not a lost message).
+    assert_eq!(m.consequence, Consequence::Hangs);
+    assert!(
+        m.why.contains("waits until its receiver posts"),
+        "{}",
+        m.why
+    );
     assert_eq!(r.diagnosis.mismatches.len(), 1, "send #1 is matched");
 }
 

@@ -204,6 +204,13 @@ pub fn gloo_recv_timeout(timeout_ms: u64) -> C10dError {
     ))
 }
 
+/// R29: a gloo send whose receiver never posted the matching recv (gloo's unbound buffer).
+pub fn gloo_send_timeout(timeout_ms: u64) -> C10dError {
+    runtime(format!(
+        "Timed out waiting {timeout_ms}ms for send operation to complete"
+    ))
+}
+
 /// R29: XCCL blocking wait (TORCH_XCCL_BLOCKING_WAIT=1).
 pub fn xccl_work_timeout(timeout_ms: u64) -> C10dError {
     e(

@@ -24,8 +24,8 @@ pub enum Consequence {
     CorruptsSilently,
     /// Unchecked: wrong data or a hang depending on the algorithm's message pattern.
     CorruptsOrHangs,
-    /// A send nobody receives: lost without a trace when small; large sends on device
-    /// backends block (docs/rules/oneccl.md §4: send before recv deadlocks at >= 16-64 KiB).
+    /// A device-backend send nobody receives: lost without a trace when small; large sends
+    /// block (docs/rules/oneccl.md §4: send before recv deadlocks at >= 16-64 KiB).
     LostOrHangs,
     /// The receiving process aborts (gloo's `EnforceNotMet` is thrown where nothing catches it).
     Aborts,
@@ -423,6 +423,7 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
             (Some(one), None) | (None, Some(one)) => {
                 let other = one.peer.expect("p2p has a peer");
                 let send = one.kind == CallKind::Send;
+                let gloo_send = send && one.backend == "gloo";
                 Some(Mismatch {
                     kind: MismatchKind::P2pUnmatched,
                     group: one.group.clone(),
@@ -433,12 +434,17 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                     b: None,
                     absent: Some(other),
                     aspects: vec![],
-                    consequence: if send {
+                    consequence: if send && !gloo_send {
                         Consequence::LostOrHangs
                     } else {
                         Consequence::Hangs
                     },
-                    why: if send {
+                    why: if gloo_send {
+                        "a gloo send waits until its receiver posts the matching recv (gloo's \
+                         unbound buffers rendezvous), so it times out (R29) and so does a peer \
+                         that waits for it later; DETAIL does not check send/recv (R32)"
+                            .into()
+                    } else if send {
                         "a send completes once buffered (gloo, eager device protocols), so the \
                          data is silently dropped; large device sends block until a recv is \
                          posted (docs/rules/oneccl.md §4). DETAIL does not check send/recv (R32)"

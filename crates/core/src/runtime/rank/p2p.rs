@@ -85,7 +85,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.ensure_comm(&name, &dev, &backend, Some((src, dst)))
                 .await?;
         }
-        match self.p2p_transfer(&name, &backend, &t, peer, send).await? {
+        match self
+            .p2p_transfer(&name, &backend, &t, peer, send, false)
+            .await?
+        {
             None => Ok(format!("sent {} elements to rank {peer}", t.numel())),
             Some(out) => {
                 let vars = OutVars::flat(out.numel());
@@ -95,7 +98,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// One send or receive of `t` with `peer` on group `name` (its communicator ready); returns
-    /// the received tensor.
+    /// the received tensor. `announced`: a gloo receive whose ready notice
+    /// ([`Self::announce_recvs`]) was already sent.
     pub(super) async fn p2p_transfer<D: Fill>(
         &mut self,
         name: &str,
@@ -103,6 +107,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         t: &Tensor<D>,
         peer: usize,
         send: bool,
+        announced: bool,
     ) -> Res<Option<Tensor<D>>> {
         let me = self.world()?.rank;
         let (src, dst) = if send { (me, peer) } else { (peer, me) };
@@ -120,6 +125,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             t.numel(),
         );
         let group_label = format!("{} ({})", pg.label, pg.name);
+        let pg_timeout_ms = pg.timeout_ms;
         let (kind, op) = if send {
             (CallKind::Send, "send")
         } else {
@@ -151,6 +157,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
         }
         if send {
+            if backend == "gloo" {
+                if let Err(e) = self
+                    .await_ready(&tag, peer, seq, group_label, pg_timeout_ms)
+                    .await
+                {
+                    self.call_end(call, false);
+                    return Err(e);
+                }
+            }
             let me = self.env.proc_rank;
             let device = backend != "gloo";
             self.env.clock.charge(me, peer, device, t.data.len()).await;
@@ -158,6 +173,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.call_end(call, r.is_ok());
             r.map_err(|e| e.into_c10d(None))?;
             return Ok(None);
+        }
+        if backend == "gloo" && !announced {
+            if let Err(e) = self.fabric.send(peer, &ready_tag(&tag), &[]).await {
+                self.call_end(call, false);
+                return Err(e.into_c10d(None));
+            }
         }
         self.wait(Some(Wait {
             step: self.step,
@@ -200,6 +221,68 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             shape: t.shape.clone(),
             data,
         }))
+    }
+
+    /// A gloo send waits until its receiver has posted the matching recv (gloo's unbound
+    /// buffers rendezvous: the receiver's notice comes first, then the data), so an unmatched
+    /// send times out as real gloo's does.
+    async fn await_ready(
+        &mut self,
+        tag: &str,
+        peer: usize,
+        seq: u64,
+        group_label: String,
+        timeout_ms: u64,
+    ) -> Res<()> {
+        let deadline_ms = self.now() + timeout_ms;
+        let timeout_error = error::gloo_send_timeout(timeout_ms);
+        self.wait(Some(Wait {
+            step: self.step,
+            what: format!("send #{seq} to rank {peer} on group {group_label} (waits for its recv)"),
+            group: Some(group_label),
+            seq: Some(seq),
+            peers: vec![peer],
+            since_ms: self.now(),
+            deadline_ms: Some(deadline_ms),
+            timeout_error: Some(timeout_error.clone().into()),
+        }));
+        let r = self
+            .fabric
+            .recv(&self.env.clock, peer, &ready_tag(tag), Some(deadline_ms))
+            .await;
+        self.wait(None);
+        r.map(|_| ()).map_err(|e| e.into_c10d(Some(timeout_error)))
+    }
+
+    /// A gloo batch posts every receive before any send completes: each receive's ready
+    /// notice goes out first (the tags its receives will have), so two ranks that both send
+    /// first do not wait on each other.
+    async fn announce_recvs(
+        &mut self,
+        name: &str,
+        backend: &str,
+        ops: &[P2pOp],
+        peers: &[usize],
+    ) -> Res<()> {
+        if backend != "gloo" {
+            return Ok(());
+        }
+        let me = self.world()?.rank;
+        let mut next: std::collections::BTreeMap<usize, u64> = std::collections::BTreeMap::new();
+        for (o, p) in ops.iter().zip(peers) {
+            if o.send {
+                continue;
+            }
+            let done = self.pgs[name].p2p_seq.get(&(*p, me)).copied().unwrap_or(0);
+            let k = next.entry(*p).or_insert(done);
+            *k += 1;
+            let tag = format!("{}/{backend}/p2p/{p}->{me}/{k}", self.pgs[name].name);
+            self.fabric
+                .send(*p, &ready_tag(&tag), &[])
+                .await
+                .map_err(|e| e.into_c10d(None))?;
+        }
+        Ok(())
     }
 
     /// `batch_isend_irecv`: the group's communicator (every member must join the first batch),
@@ -251,9 +334,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
+        self.announce_recvs(&name, &backend, ops, &peers).await?;
         for (o, p) in ops.iter().zip(&peers) {
             if o.send {
-                self.p2p_transfer(&name, &backend, &t, *p, true).await?;
+                self.p2p_transfer(&name, &backend, &t, *p, true, false)
+                    .await?;
             }
         }
         let mut notes = Vec::new();
@@ -262,7 +347,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 continue;
             }
             let out = self
-                .p2p_transfer(&name, &backend, &t, *p, false)
+                .p2p_transfer(&name, &backend, &t, *p, false, true)
                 .await?
                 .expect("a receive returns data");
             let vars = OutVars::flat(out.numel())
@@ -276,4 +361,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let sends = ops.iter().filter(|o| o.send).count();
         Ok(format!("{sends} sent; {}", notes.join("; ")))
     }
+}
+
+/// The tag of a gloo receive's ready notice for the message tagged `tag`.
+fn ready_tag(tag: &str) -> String {
+    format!("{tag}/ready")
 }
