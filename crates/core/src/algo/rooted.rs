@@ -1,12 +1,15 @@
 //! Rooted collectives: a binomial tree for broadcast and reduce, a direct fan for gather and
 //! scatter (the root exchanges one message with every other member, in group-rank order).
 
-use super::{recv, send_all, CollectiveError, Link, K_BCAST, K_REDUCE, K_ROOTGATHER, K_SCATTER, R};
+use super::{
+    recv, recv_into, send_all, CollectiveError, Link, K_BCAST, K_REDUCE, K_ROOTGATHER, K_SCATTER, R,
+};
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
 
-/// Binomial-tree broadcast from group rank `root`.
+/// Binomial-tree broadcast from group rank `root`. Where the link takes short messages (gloo),
+/// a receiver with a larger buffer takes what its sender sends into its first elements.
 pub async fn broadcast<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, root: usize) -> R<()> {
     let (n, me) = (l.size(), l.rank());
     let vr = (me + n - root) % n;
@@ -14,7 +17,11 @@ pub async fn broadcast<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, root: usiz
     while mask < n {
         if vr & mask != 0 {
             let src = (vr - mask + root) % n;
-            t.data = recv(l, src, K_BCAST, t.data.len()).await?;
+            if l.takes_short_broadcast() {
+                recv_into(l, src, K_BCAST, &mut t.data).await?;
+            } else {
+                t.data = recv(l, src, K_BCAST, t.data.len()).await?;
+            }
             break;
         }
         mask <<= 1;
