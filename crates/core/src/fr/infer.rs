@@ -120,6 +120,9 @@ fn last_seq(calls: &BTreeMap<usize, Vec<RankCall>>) -> BTreeMap<(usize, String),
     out
 }
 
+/// A call some ranks retired though members never issued it: (op, those ranks, the members).
+type Failed = (String, Vec<usize>, Vec<usize>);
+
 /// gloo retires a call that timed out (or lost a peer) exactly as one that completed (state
 /// `scheduled`, `retired`, no times; `pg_status` counts it completed). A collective cannot
 /// complete while a member never issued it, so such a retired call failed: the cross-rank view
@@ -131,8 +134,7 @@ pub(super) fn gloo_failures(
 ) {
     let last = last_seq(calls);
     let dumped: BTreeSet<usize> = calls.keys().copied().collect();
-    // (group, seq) -> (op, ranks that retired it, members that never issued it)
-    let mut failed: BTreeMap<(String, u64), (String, Vec<usize>, Vec<usize>)> = BTreeMap::new();
+    let mut failed: BTreeMap<(String, u64), Failed> = BTreeMap::new();
     for (r, list) in calls.iter_mut() {
         for c in list.iter_mut() {
             let explicit = c.entry.state == "completed";

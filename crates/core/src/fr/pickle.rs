@@ -166,7 +166,7 @@ impl Machine<'_> {
 
     fn set_items(&mut self, kv: Vec<J>) -> Result<(), PickleError> {
         let at = self.at;
-        if kv.len() % 2 != 0 {
+        if !kv.len().is_multiple_of(2) {
             return Err(PickleError::Bad(at, "odd number of dict items"));
         }
         let J::Object(d) = self.top()? else {
