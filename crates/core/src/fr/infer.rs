@@ -224,3 +224,90 @@ pub(super) fn missing_calls(
         calls.insert(*m, list);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fr::import::Call;
+    use crate::fr::model::Entry;
+
+    /// gloo's entry for all_reduce #seq on the default group, retired (`scheduled`, no times).
+    fn retired(seq: u64, created_ns: u64) -> RankCall {
+        RankCall {
+            call: Call {
+                group: "0".into(),
+                kind: CallKind::Collective,
+                seq,
+                peer: None,
+                op: "all_reduce".into(),
+                dtype: "f32".into(),
+                shape: vec![4],
+            },
+            entry: Entry {
+                record_id: seq,
+                pg_id: 0,
+                pg_name: "0".into(),
+                pg_desc: "default_pg".into(),
+                collective_seq_id: seq,
+                p2p_seq_id: 0,
+                op_id: seq,
+                profiling_name: "gloo:all_reduce".into(),
+                is_p2p: false,
+                input_sizes: vec![vec![4]],
+                input_dtypes: vec!["Float".into()],
+                output_sizes: vec![vec![4]],
+                output_dtypes: vec!["Float".into()],
+                state: "scheduled".into(),
+                retired: true,
+                timeout_ms: 2000,
+                time_created_ns: created_ns,
+                time_discovered_started_ns: None,
+                time_discovered_completed_ns: None,
+            },
+            state: CallState::Completed,
+        }
+    }
+
+    fn world(n: usize) -> BTreeMap<String, Group> {
+        let g = Group {
+            desc: "default_pg".into(),
+            ranks: (0..n).collect(),
+            backend: "gloo".into(),
+            timeout_ms: 2000,
+            assumed: false,
+        };
+        BTreeMap::from([("0".to_string(), g)])
+    }
+
+    /// tests/fixtures/fr/gloo_timeout: ranks 0 and 1 retired #2, rank 2 never issued it.
+    #[test]
+    fn a_retired_call_a_member_never_issued_failed() {
+        let mut calls = BTreeMap::new();
+        calls.insert(0, vec![retired(1, 10), retired(2, 20)]);
+        calls.insert(1, vec![retired(1, 10), retired(2, 20)]);
+        calls.insert(2, vec![retired(1, 10)]);
+        let mut notes = vec![];
+        gloo_failures(&mut calls, &world(3), &mut notes);
+        let states = |r: usize| calls[&r].iter().map(|c| c.state).collect::<Vec<_>>();
+        assert_eq!(states(0), vec![CallState::Completed, CallState::Failed]);
+        assert_eq!(states(1), vec![CallState::Completed, CallState::Failed]);
+        assert_eq!(states(2), vec![CallState::Completed]);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with(
+            "all_reduce #2 on WORLD: rank(s) 0, 1 retired it, but rank(s) 2 never issued it"
+        ));
+    }
+
+    #[test]
+    fn a_missing_rank_makes_the_calls_that_completed_with_it() {
+        let mut calls = BTreeMap::new();
+        let mut open = retired(2, 20);
+        open.state = CallState::Started;
+        calls.insert(0, vec![retired(1, 10), open]);
+        let mut notes = vec![];
+        missing_calls(&[1], &world(2), &mut calls, &mut notes);
+        let got: Vec<u64> = calls[&1].iter().map(|c| c.call.seq).collect();
+        assert_eq!(got, vec![1]);
+        assert!(notes[0].contains("no dump for rank 1: it made the call(s) that completed on the others with it (all_reduce #1 on WORLD)"));
+    }
+}
