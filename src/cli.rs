@@ -144,9 +144,12 @@ pub struct ImportFrArgs {
     /// Where to write the replay scenario.
     #[arg(short = 'o', long = "out")]
     pub out: Option<PathBuf>,
-    /// Import even when some ranks of the job have no dump.
+    /// Import even when some ranks of the job have no dump (or an empty one).
     #[arg(long)]
     pub allow_incomplete_ranks: bool,
+    /// The members of a group the dumps do not list (gloo's): `--group 1=0,1` (repeatable).
+    #[arg(long = "group", value_name = "NAME=RANKS")]
+    pub groups: Vec<String>,
 }
 
 /// `run --export-fr DIR [--fr-format pickle|json]`.

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+#[path = "torch/fr.rs"]
+mod fr;
 #[path = "torch/lifecycle.rs"]
 mod lifecycle;
 #[path = "torch/modes.rs"]
@@ -380,7 +382,7 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
-    let checks: [(&str, &str, &Check); 3] = [
+    let checks: [(&str, &str, &Check); 4] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -395,6 +397,11 @@ fn main() {
             "three_modes",
             "one program in sim, hw and torch: the same report sections",
             &|| modes::three_modes(&root(), &python),
+        ),
+        (
+            "fr_replays",
+            "imported real flight-recorder dumps replay on real torch as the jobs ran",
+            &|| fr::replays_do_what_the_dumped_jobs_did(&root(), &python),
         ),
     ];
     for (name, what, check) in checks {

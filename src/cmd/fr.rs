@@ -2,6 +2,7 @@
 //! core's diagnosis of them, write a replay scenario) and `scen run --export-fr DIR` (write a
 //! run's calls as per-rank dumps). The format and the conversions live in `scen_core::fr`.
 
+use crate::cli::ImportFrArgs;
 use anyhow::{bail, Context};
 use scen::exit::Exit;
 use scen_core::diagnose::CallRecord;
@@ -46,8 +47,16 @@ fn rank_of(name: &str) -> Option<usize> {
     digits.parse().ok()
 }
 
-/// Reads every dump in `dir` (not recursive; files whose name ends in no rank are skipped).
-pub fn read_dir(dir: &Path) -> anyhow::Result<BTreeMap<usize, Dump>> {
+/// The dumps read from a directory, and what was set aside on the way.
+pub struct Read {
+    pub dumps: BTreeMap<usize, Dump>,
+    pub notes: Vec<String>,
+}
+
+/// Reads every dump in `dir` (not recursive; files whose name ends in no rank are skipped). An
+/// empty file is what a rank that died while writing its dump leaves: with `allow_empty` that
+/// rank counts as without a dump (a note says so), else it is an error.
+pub fn read_dir(dir: &Path, allow_empty: bool) -> anyhow::Result<Read> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("{}: cannot read the directory", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -55,6 +64,8 @@ pub fn read_dir(dir: &Path) -> anyhow::Result<BTreeMap<usize, Dump>> {
         .collect();
     files.sort();
     let mut dumps: BTreeMap<usize, (PathBuf, Dump)> = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut empty = 0;
     for f in files {
         let name = f
             .file_name()
@@ -62,6 +73,22 @@ pub fn read_dir(dir: &Path) -> anyhow::Result<BTreeMap<usize, Dump>> {
             .unwrap_or_default();
         let Some(rank) = rank_of(&name) else { continue };
         let bytes = std::fs::read(&f).with_context(|| format!("{}: cannot read", f.display()))?;
+        if bytes.is_empty() {
+            if !allow_empty {
+                bail!(
+                    "{}: empty (0 bytes: rank {rank} died while writing its dump?); pass \
+                     --allow-incomplete-ranks to import the other ranks' dumps",
+                    f.display()
+                );
+            }
+            notes.push(format!(
+                "{} is empty (0 bytes: rank {rank} died while writing its dump?): rank {rank} \
+                 is taken as without a dump",
+                f.display()
+            ));
+            empty += 1;
+            continue;
+        }
         let dump = Dump::from_bytes(&bytes).with_context(|| format!("{}", f.display()))?;
         if let Some((other, _)) = dumps.get(&rank) {
             bail!(
@@ -73,17 +100,50 @@ pub fn read_dir(dir: &Path) -> anyhow::Result<BTreeMap<usize, Dump>> {
         dumps.insert(rank, (f, dump));
     }
     if dumps.is_empty() {
+        let why = if empty > 0 { ", only empty files" } else { "" };
         bail!(
-            "{}: no flight-recorder dumps (files named like nccl_trace_rank_0)",
+            "{}: no flight-recorder dumps (files named like nccl_trace_rank_0){why}",
             dir.display()
         );
     }
-    Ok(dumps.into_iter().map(|(r, (_, d))| (r, d)).collect())
+    Ok(Read {
+        dumps: dumps.into_iter().map(|(r, (_, d))| (r, d)).collect(),
+        notes,
+    })
+}
+
+/// `--group NAME=RANKS` values: `1=0,1`, `2=1-3`.
+fn group_hints(args: &[String]) -> anyhow::Result<BTreeMap<String, Vec<usize>>> {
+    let mut out = BTreeMap::new();
+    for a in args {
+        let bad = || anyhow::anyhow!("--group {a}: expected NAME=RANKS, like 1=0,1 or 1=0-3");
+        let (name, list) = a.split_once('=').ok_or_else(bad)?;
+        let mut ranks = Vec::new();
+        for part in list.split(',').map(str::trim) {
+            match part.split_once('-') {
+                Some((lo, hi)) => {
+                    let (lo, hi): (usize, usize) = (
+                        lo.trim().parse().map_err(|_| bad())?,
+                        hi.trim().parse().map_err(|_| bad())?,
+                    );
+                    if lo > hi {
+                        return Err(bad());
+                    }
+                    ranks.extend(lo..=hi);
+                }
+                None => ranks.push(part.parse().map_err(|_| bad())?),
+            }
+        }
+        if name.trim().is_empty() || out.insert(name.trim().to_string(), ranks).is_some() {
+            bail!("--group {a}: one --group per group name, with a name");
+        }
+    }
+    Ok(out)
 }
 
 /// `scen import-fr`.
-pub fn import_cmd(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> Exit {
-    match import_inner(dir, out, allow_incomplete) {
+pub fn import_cmd(a: &ImportFrArgs) -> Exit {
+    match import_inner(a) {
         Ok(()) => Exit::Ok,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -92,9 +152,12 @@ pub fn import_cmd(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> Exi
     }
 }
 
-fn import_inner(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> anyhow::Result<()> {
-    let job = Job::new(read_dir(dir)?)?;
-    if !allow_incomplete {
+fn import_inner(a: &ImportFrArgs) -> anyhow::Result<()> {
+    let (dir, out) = (a.dir.as_path(), a.out.as_deref());
+    let hints = group_hints(&a.groups)?;
+    let read = read_dir(dir, a.allow_incomplete_ranks)?;
+    let job = Job::new(read.dumps)?.with_group_hints(hints);
+    if !a.allow_incomplete_ranks {
         job.require_complete()?;
     }
     let name = out
@@ -121,7 +184,7 @@ fn import_inner(dir: &Path, out: Option<&Path>, allow_incomplete: bool) -> anyho
         dir.display(),
         job.world
     );
-    for n in &imp.notes {
+    for n in read.notes.iter().chain(&imp.notes) {
         outln!(o, "note: {n}");
     }
     for l in &imp.status {

@@ -1,9 +1,9 @@
 //! The flight recorder both ways, against real PyTorch.
 //!
 //! Import: the dumps under tests/fixtures/fr were written by real PyTorch 2.15 (gloo, CPU;
-//! scripts/make-fr-fixtures.sh runs tests/fixtures/fr/fr_job.py); `scen import-fr` must name the
-//! same culprit from the pickle and the JSON dumps, and the scenario it writes must replay the
-//! stall in the simulator. Export: `scen run --export-fr` dumps must be read by PyTorch's own
+//! scripts/make-fr-fixtures.sh runs tests/fixtures/fr/fr_job.py); for each situation
+//! `scen import-fr` must say the same from the pickle and the JSON dumps, and the scenario it
+//! writes must replay what really happened in the simulator. Export: `scen run --export-fr` dumps must be read by PyTorch's own
 //! `torchfrtrace`, which must name the same missing rank as scen. Without torch that test prints
 //! a `skip:` line; SCEN_TORCH_REQUIRED=1 (CI with torch) makes it fail instead.
 
@@ -39,102 +39,228 @@ impl Drop for TempDir {
 fn diagnosis(out: &str) -> Vec<String> {
     out.lines()
         .filter(|l| !l.starts_with("import-fr:") && !l.starts_with("wrote "))
-        .map(|l| l.replace("pickle", "X").replace("json", "X"))
+        .map(|l| {
+            l.replace(".json", "")
+                .replace("pickle", "X")
+                .replace("json", "X")
+        })
         .collect()
 }
 
-fn import(case: &str, enc: &str, tmp: &TempDir) -> (String, PathBuf) {
-    let out = tmp.join(&format!("{case}-{enc}.toml"));
-    let dir = format!("tests/fixtures/fr/{case}/{enc}");
-    let (code, stdout, stderr) = scen(&["import-fr", &dir, "-o", &out.display().to_string()]);
-    assert_eq!(code, 0, "import-fr {dir}: {stdout}{stderr}");
-    (stdout, out)
+/// One real situation: its fixture, the import's extra arguments, what the import must say,
+/// and what really happened, which the replay must reproduce (each rank's outcome line).
+struct Situation {
+    case: &'static str,
+    args: &'static [&'static str],
+    import_says: &'static [&'static str],
+    replay_gives: &'static [&'static str],
 }
 
+const SITUATIONS: &[Situation] = &[
+    Situation {
+        // Rank 3 skips the second all_reduce; ranks 0-2 wait in it until gloo's 120 s timeout.
+        case: "missing_rank",
+        args: &[],
+        import_says: &[
+            "rank 0 on WORLD (0): last enqueued #2, started -, completed #1",
+            "rank 3 on WORLD (0): last enqueued #1, started -, completed #1",
+            "ranks 0-2 stuck",
+            "rank 3: never joined all_reduce #2 on WORLD",
+        ],
+        replay_gives: &[
+            "rank   0: fails in #3 all_reduce",
+            "rank   1: fails in #3 all_reduce",
+            "rank   2: fails in #3 all_reduce",
+            "Timed out waiting 120000ms",
+            "rank   3: completes",
+            "but rank 3 finished its program without calling #2",
+        ],
+    },
+    Situation {
+        // Rank 1 issues one all_reduce more than rank 0.
+        case: "count_mismatch",
+        args: &[],
+        import_says: &[
+            "rank 1 stuck",
+            "rank 0: never joined all_reduce #2 on WORLD",
+            "differ in collectives issued on this group: 2 vs 1",
+        ],
+        replay_gives: &["rank   1: fails in #3 all_reduce", "rank   0: completes"],
+    },
+    Situation {
+        // Rank 1 receives a broadcast of 4 floats into 8: real gloo completes it on both.
+        case: "size_mismatch",
+        args: &[],
+        import_says: &[
+            "rank 0 ran broadcast #2 on WORLD [broadcast f32[4] src=0]",
+            "rank 1 ran broadcast #2 on WORLD [broadcast f32[8] src=0]",
+            "differ in shape: [4] vs [8]",
+            "real gloo: corrupts silently",
+            "completed on ranks 0 and 1 despite the difference",
+        ],
+        replay_gives: &["rank   0: completes", "rank   1: completes"],
+    },
+    Situation {
+        // Groups {0,1}, {1,2}, {0,2}; each rank first calls the one its partner is not in yet.
+        // gloo's dumps do not list the members: the user gives them.
+        case: "group_cycle",
+        args: &["--group", "1=0,1", "--group", "2=1,2", "--group", "3=0,2"],
+        import_says: &[
+            "rank 0: stuck in #5 all_reduce",
+            "in all_reduce #1 on pg1 [never joined: 1; joined, not finished: 0]",
+            "cycle: rank 0 (in all_reduce #1 on pg1) waits for rank 1 (in all_reduce #1 on pg2) \
+             waits for rank 2 (in all_reduce #1 on pg3) waits for rank 0",
+        ],
+        replay_gives: &[
+            "rank   0: fails in #5 all_reduce",
+            "rank   1: fails in #6 all_reduce",
+            "rank   2: fails in #7 all_reduce",
+            "Timed out waiting 1800000ms",
+        ],
+    },
+    Situation {
+        // Rank 2 skips the second all_reduce; ranks 0 and 1 fail there at gloo's 2 s timeout,
+        // and gloo retires their entries as it retires completed ones.
+        case: "gloo_timeout",
+        args: &[],
+        import_says: &[
+            "all_reduce #2 on WORLD: rank(s) 0, 1 retired it, but rank(s) 2 never issued it",
+            "rank 0 ran all_reduce #2 on WORLD [all_reduce f32[4]]",
+            ", failed), but rank 2 finished its program without calling #2",
+        ],
+        replay_gives: &[
+            "rank   0: fails in #3 all_reduce",
+            "rank   1: fails in #3 all_reduce",
+            "Timed out waiting 2000ms",
+            "rank   2: completes",
+        ],
+    },
+    Situation {
+        // Rank 2 skips the second all_reduce, then dies while writing its dump (0 bytes).
+        case: "abort_mid_dump",
+        args: &["--allow-incomplete-ranks"],
+        import_says: &[
+            "nccl_trace_rank_2",
+            "is empty (0 bytes: rank 2 died while writing its dump?)",
+            "no dump for rank 2: it made the call(s) that completed on the others with it \
+             (all_reduce #1 on WORLD)",
+            "ranks 0, 1 stuck",
+            "rank 2: never joined all_reduce #2 on WORLD",
+        ],
+        replay_gives: &[
+            "rank   0: fails in #3 all_reduce",
+            "rank   1: fails in #3 all_reduce",
+            "rank   2: completes",
+        ],
+    },
+];
+
+/// Every real situation, from the pickle (default stack traces) and the JSON dumps: the import
+/// says what the dumps show, its scenario passes `scen check`, and its replay in the simulator
+/// gives what really happened with the scenario's own expectations holding.
 #[test]
-fn missing_rank_is_named_from_pickle_and_json_and_the_replay_reproduces_the_stall() {
-    let tmp = TempDir::new("missing");
-    let (p, scenario) = import("missing_rank", "pickle", &tmp);
-    let (j, _) = import("missing_rank", "json", &tmp);
-    assert_eq!(diagnosis(&p), diagnosis(&j), "pickle:\n{p}\njson:\n{j}");
-    assert!(
-        p.contains("rank 0 on WORLD (0): last enqueued #2, started -, completed #1"),
-        "{p}"
-    );
-    assert!(
-        p.contains("rank 3 on WORLD (0): last enqueued #1, started -, completed #1"),
-        "{p}"
-    );
-    assert!(p.contains("ranks 0-2 stuck"), "{p}");
-    assert!(
-        p.contains("rank 3: never joined all_reduce #2 on WORLD"),
-        "{p}"
-    );
-    assert!(
-        j.contains("rank 3: never joined all_reduce #2 on WORLD"),
-        "{j}"
-    );
-    // The replay: ranks 0-2 stay in the second all_reduce until gloo's timeout (the dump's
-    // timeout_ms), rank 3 completes, and scen names rank 3 as the one that never called it.
-    let (code, out, err) = scen(&["run", &scenario.display().to_string()]);
-    assert_eq!(code, 0, "the replay's expectations hold:\n{out}{err}");
-    for r in 0..3 {
+fn every_real_situation_imports_and_replays_to_what_happened() {
+    let tmp = TempDir::new("situations");
+    for s in SITUATIONS {
+        let mut seen = Vec::new();
+        for enc in ["pickle", "json"] {
+            let dir = format!("tests/fixtures/fr/{}/{enc}", s.case);
+            let out = tmp.join(&format!("{}-{enc}.toml", s.case));
+            let out_s = out.display().to_string();
+            let mut args = vec!["import-fr", dir.as_str(), "-o", out_s.as_str()];
+            args.extend(s.args);
+            let (code, text, err) = scen(&args);
+            assert_eq!(code, 0, "import-fr {dir}: {text}{err}");
+            for want in s.import_says {
+                assert!(text.contains(want), "{dir}: missing `{want}` in:\n{text}");
+            }
+            seen.push(diagnosis(&text));
+            let (code, checked, err) = scen(&["check", &out_s]);
+            assert_eq!(code, 0, "check {}: {checked}{err}", s.case);
+            let (code, run, err) = scen(&["run", &out_s]);
+            assert_eq!(
+                code, 0,
+                "{dir}: the replay's expectations hold:\n{run}{err}"
+            );
+            assert!(
+                run.contains("expectations: ") && run.contains(" hold"),
+                "{run}"
+            );
+            for want in s.replay_gives {
+                assert!(
+                    run.contains(want),
+                    "{dir} replay: missing `{want}` in:\n{run}"
+                );
+            }
+        }
+        assert_eq!(
+            seen[0], seen[1],
+            "{}: pickle and JSON imports differ",
+            s.case
+        );
+        // The pickles are as the watchdog writes them: with stack traces (shared frames).
+        let p0 = std::fs::read(root().join(format!(
+            "tests/fixtures/fr/{}/pickle/nccl_trace_rank_0",
+            s.case
+        )))
+        .expect("fixture");
         assert!(
-            out.contains(&format!("rank   {r}: fails in #3 all_reduce")),
-            "{out}"
+            p0.windows(8).any(|w| w == b"filename"),
+            "{}: no frames",
+            s.case
         );
     }
-    assert!(out.contains("Timed out waiting 120000ms"), "{out}");
-    assert!(out.contains("rank   3: completes"), "{out}");
+}
+
+/// Without `--group`, a gloo job's non-default groups are taken as the ranks that recorded
+/// calls on them, and the import says where that cannot be the whole group.
+#[test]
+fn gloo_groups_without_members_are_named_in_notes() {
+    let (code, out, err) = scen(&["import-fr", "tests/fixtures/fr/group_cycle/pickle"]);
+    assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("but rank 3 finished its program without calling #2"),
+        out.contains("the dumps do not list the members of group 1")
+            && out.contains("pass --group 1=RANKS"),
         "{out}"
     );
+    assert!(
+        out.contains("rank 0 is stuck in all_reduce #1 on pg1 though every rank known"),
+        "{out}"
+    );
+    let (code, _, err) = scen(&[
+        "import-fr",
+        "tests/fixtures/fr/group_cycle/pickle",
+        "--group",
+        "1=1,2",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--group 1=1, 2: rank 0 has calls on group 1 but is not listed"),
+        "{err}"
+    );
+    for bad in ["9=0,1", "1", "1=a"] {
+        let (code, _, err) = scen(&[
+            "import-fr",
+            "tests/fixtures/fr/group_cycle/pickle",
+            "--group",
+            bad,
+        ]);
+        assert_eq!(code, 2, "--group {bad}: {err}");
+        let name = bad.split('=').next().unwrap_or(bad);
+        assert!(err.contains(&format!("--group {name}")), "{err}");
+    }
 }
 
+/// A 0-byte dump is an error naming the file unless --allow-incomplete-ranks.
 #[test]
-fn count_mismatch_names_the_extra_call() {
-    let tmp = TempDir::new("count");
-    let (p, scenario) = import("count_mismatch", "pickle", &tmp);
-    let (j, _) = import("count_mismatch", "json", &tmp);
-    for out in [&p, &j] {
-        assert!(out.contains("rank 1 stuck"), "{out}");
-        assert!(
-            out.contains("rank 0: never joined all_reduce #2 on WORLD"),
-            "{out}"
-        );
-        assert!(
-            out.contains("differ in collectives issued on this group: 2 vs 1"),
-            "{out}"
-        );
-    }
-    let (code, out, err) = scen(&["run", &scenario.display().to_string()]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("rank   1: fails in #3 all_reduce"), "{out}");
-    assert!(out.contains("rank   0: completes"), "{out}");
-}
-
-#[test]
-fn size_mismatch_is_found_though_real_gloo_completed_it() {
-    let tmp = TempDir::new("size");
-    for enc in ["pickle", "json"] {
-        let (out, scenario) = import("size_mismatch", enc, &tmp);
-        assert!(
-            out.contains("rank 0 ran broadcast #2 on WORLD [broadcast f32[4]]"),
-            "{out}"
-        );
-        assert!(
-            out.contains("rank 1 ran broadcast #2 on WORLD [broadcast f32[8]]"),
-            "{out}"
-        );
-        assert!(out.contains("differ in shape: [4] vs [8]"), "{out}");
-        // Both ranks' dumps say the broadcast completed (gloo retired it): the scenario keeps
-        // what the dumps show as its expectations.
-        let text = std::fs::read_to_string(&scenario).expect("scenario");
-        assert!(text.contains("on = [0]\noutcome = \"completes\""), "{text}");
-        assert!(text.contains("on = [1]\noutcome = \"completes\""), "{text}");
-        assert!(text.contains("shape = [8]"), "{text}");
-    }
+fn an_empty_dump_needs_allow_incomplete_ranks() {
+    let (code, _, err) = scen(&["import-fr", "tests/fixtures/fr/abort_mid_dump/pickle"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("nccl_trace_rank_2: empty (0 bytes")
+            && err.contains("pass --allow-incomplete-ranks"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -154,7 +280,13 @@ fn import_refuses_an_incomplete_job_unless_allowed() {
     assert!(err.contains("no dump for rank(s) 3 of 4"), "{err}");
     let (code, out, err) = scen(&["import-fr", &tmp.s(), "--allow-incomplete-ranks"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("note: no dump for rank(s) 3"), "{out}");
+    assert!(
+        out.contains(
+            "note: no dump for rank 3: it made the call(s) that completed on the others \
+             with it (all_reduce #1 on WORLD)"
+        ),
+        "{out}"
+    );
     assert!(out.contains("never joined all_reduce #2 on WORLD"), "{out}");
 }
 

@@ -1,12 +1,15 @@
 //! Rooted collectives: a binomial tree for broadcast and reduce, a direct fan for gather and
 //! scatter (the root exchanges one message with every other member, in group-rank order).
 
-use super::{recv, send_all, CollectiveError, Link, K_BCAST, K_REDUCE, K_ROOTGATHER, K_SCATTER, R};
+use super::{
+    recv, recv_into, send_all, CollectiveError, Link, K_BCAST, K_REDUCE, K_ROOTGATHER, K_SCATTER, R,
+};
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
 
-/// Binomial-tree broadcast from group rank `root`.
+/// Binomial-tree broadcast from group rank `root`. Where the link takes short messages (gloo),
+/// a receiver with a larger buffer takes what its sender sends into its first elements.
 pub async fn broadcast<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, root: usize) -> R<()> {
     let (n, me) = (l.size(), l.rank());
     let vr = (me + n - root) % n;
@@ -14,7 +17,11 @@ pub async fn broadcast<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, root: usiz
     while mask < n {
         if vr & mask != 0 {
             let src = (vr - mask + root) % n;
-            t.data = recv(l, src, K_BCAST, t.data.len()).await?;
+            if l.takes_short_broadcast() {
+                recv_into(l, src, K_BCAST, &mut t.data).await?;
+            } else {
+                t.data = recv(l, src, K_BCAST, t.data.len()).await?;
+            }
             break;
         }
         mask <<= 1;
@@ -123,4 +130,66 @@ pub async fn scatter<L: Link, D: Payload>(
     }
     out.data = parts[me].data.clone();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::testlink::{run_world, ChanLink};
+    use crate::algo::LinkError;
+    use crate::dtype::DType;
+
+    /// A channel link that receives as gloo does.
+    struct GlooLike(ChanLink);
+
+    impl Link for GlooLike {
+        fn rank(&self) -> usize {
+            self.0.rank()
+        }
+        fn size(&self) -> usize {
+            self.0.size()
+        }
+        async fn send(&self, to: usize, data: Vec<u8>, bytes: usize) -> Result<(), LinkError> {
+            self.0.send(to, data, bytes).await
+        }
+        async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
+            self.0.recv(from).await
+        }
+        fn takes_short_broadcast(&self) -> bool {
+            true
+        }
+    }
+
+    /// Rank 0 broadcasts 4 floats, rank 1 receives into 8 (tests/fixtures/fr/size_mismatch).
+    fn short_broadcast(gloo: bool) -> Vec<R<Vec<f64>>> {
+        run_world(2, move |l| async move {
+            let n = if l.rank() == 1 { 8 } else { 4 };
+            let mut t = Tensor::filled(DType::F32, vec![n], l.rank() as f64 + 1.0);
+            let r = if gloo {
+                broadcast(&GlooLike(l), &mut t, 0).await
+            } else {
+                broadcast(&l, &mut t, 0).await
+            };
+            r.map(|_| t.to_f64_vec())
+        })
+    }
+
+    #[test]
+    fn a_gloo_receiver_with_a_larger_buffer_takes_the_roots_elements_first() {
+        let got = short_broadcast(true);
+        assert_eq!(got[0].as_ref().expect("root"), &vec![1.0; 4]);
+        let mut want = vec![1.0; 4];
+        want.extend([2.0; 4]);
+        assert_eq!(got[1].as_ref().expect("receiver"), &want);
+    }
+
+    #[test]
+    fn other_links_see_the_size_difference() {
+        let got = short_broadcast(false);
+        let e = got[1].as_ref().expect_err("mismatch").to_string();
+        assert!(
+            e.contains("sent 16 bytes of broadcast while this rank expects 32"),
+            "{e}"
+        );
+    }
 }

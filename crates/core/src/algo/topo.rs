@@ -196,6 +196,9 @@ impl<L: Link> Link for Members<'_, L> {
     fn group_rank(&self, r: usize) -> usize {
         self.l.group_rank(self.members[r])
     }
+    fn takes_short_broadcast(&self) -> bool {
+        self.l.takes_short_broadcast()
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! has it further down its list; when no call qualifies (ranks disagree on the order) the lowest
 //! rank's next call goes first, for the ranks that make it next.
 
+use super::infer;
 use super::model::{scen_dtype, Dump, Entry};
 use crate::diagnose::check;
 use crate::diagnose::hang::{self, ranges, RankAt};
@@ -21,6 +22,8 @@ pub struct Job {
     pub dumps: BTreeMap<usize, Dump>,
     /// Ranks in the job (from the groups' member lists and the dump ranks).
     pub world: usize,
+    /// Members of groups the dumps do not list (`--group NAME=RANKS`), by group name.
+    pub group_hints: BTreeMap<String, Vec<usize>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +32,8 @@ pub enum ImportError {
     Empty,
     #[error("no dump for rank(s) {0} of {1} (pass --allow-incomplete-ranks to import anyway)")]
     MissingRanks(String, usize),
+    #[error(transparent)]
+    Group(#[from] super::infer::GroupError),
     #[error("rank {rank} record {record}: {why}")]
     Entry {
         rank: usize,
@@ -49,7 +54,16 @@ impl Job {
         Ok(Job {
             world: last.max(listed) + 1,
             dumps,
+            group_hints: BTreeMap::new(),
         })
+    }
+
+    /// The members of groups the dumps do not list; the job grows to the highest rank named.
+    pub fn with_group_hints(mut self, hints: BTreeMap<String, Vec<usize>>) -> Job {
+        let top = hints.values().flatten().max().map_or(0, |r| r + 1);
+        self.world = self.world.max(top);
+        self.group_hints = hints;
+        self
     }
 
     /// Ranks of the job without a dump.
@@ -95,6 +109,8 @@ pub(super) struct Group {
     pub ranks: Vec<usize>,
     pub backend: String,
     pub timeout_ms: u64,
+    /// Members taken as the ranks that recorded calls on it (the dumps do not list them).
+    pub assumed: bool,
 }
 
 /// The import: the scenario text, the records and the diagnosis over them.
@@ -227,44 +243,6 @@ fn rank_calls(
     Ok(out)
 }
 
-/// The groups the entries use, with their members.
-fn groups(job: &Job) -> BTreeMap<String, Group> {
-    let mut out: BTreeMap<String, Group> = BTreeMap::new();
-    for (rank, dump) in &job.dumps {
-        for e in &dump.entries {
-            let g = out.entry(e.pg_name.clone()).or_insert_with(|| Group {
-                desc: e.pg_desc.clone(),
-                ranks: vec![],
-                backend: e.backend().to_string(),
-                timeout_ms: 0,
-            });
-            g.timeout_ms = g.timeout_ms.max(e.timeout_ms);
-            if !g.ranks.contains(rank) {
-                g.ranks.push(*rank);
-            }
-        }
-    }
-    for (name, g) in out.iter_mut() {
-        // NCCL keys pg_config by group name; gloo writes one "" entry with the world.
-        let listed = job.dumps.values().find_map(|d| {
-            d.pg_config
-                .get(name.as_str())
-                .map(|c| c.ranks.clone())
-                .filter(|r| !r.is_empty())
-        });
-        g.ranks = match listed {
-            Some(r) => r,
-            None if g.desc == "default_pg" || name == "0" => (0..job.world).collect(),
-            None => {
-                let mut r = g.ranks.clone();
-                r.sort();
-                r
-            }
-        };
-    }
-    out
-}
-
 /// Merges the ranks' call lists into steps: `(ranks, call)` in replay order.
 fn merge(calls: &BTreeMap<usize, Vec<RankCall>>) -> Vec<(Vec<usize>, Call)> {
     let mut pos: BTreeMap<usize, usize> = calls.keys().map(|r| (*r, 0)).collect();
@@ -319,12 +297,14 @@ pub(super) struct Plan {
 /// Where each rank's call is in the scenario: `(rank, call)` -> (step index, line).
 pub(super) type At = BTreeMap<(usize, Call), (usize, usize)>;
 
-fn plan(job: &Job) -> Result<Plan, ImportError> {
-    let groups = groups(job);
+fn plan(job: &Job, notes: &mut Vec<String>) -> Result<Plan, ImportError> {
+    let groups = infer::groups(job, notes)?;
     let mut calls = BTreeMap::new();
     for (r, d) in &job.dumps {
         calls.insert(*r, rank_calls(*r, d, &groups)?);
     }
+    infer::gloo_failures(&mut calls, &groups, notes);
+    infer::missing_calls(&job.missing(), &groups, &mut calls, notes);
     // Ranks whose every call completed finished (the dumps cannot say what they did next).
     let open: BTreeMap<usize, RankCall> = calls
         .iter()
@@ -334,6 +314,25 @@ fn plan(job: &Job) -> Result<Plan, ImportError> {
                 .map(|c| (*r, c.clone()))
         })
         .collect();
+    for (r, c) in &open {
+        let g = &groups[&c.call.group];
+        let all_in = g.ranks.iter().all(|m| {
+            calls
+                .get(m)
+                .is_some_and(|l| l.iter().any(|o| o.call == c.call))
+        });
+        if g.assumed && c.state == CallState::Started && all_in {
+            notes.push(format!(
+                "rank {r} is stuck in {} #{} on {} though every rank known in that group made \
+                 the call: the group has members the dumps do not show, and the replay cannot \
+                 reproduce the stall without --group {}=RANKS",
+                c.call.op,
+                c.call.seq,
+                label(&c.call.group, &g.desc),
+                c.call.group
+            ));
+        }
+    }
     let finished = calls
         .keys()
         .filter(|r| !open.contains_key(r))
@@ -364,14 +363,8 @@ fn plan(job: &Job) -> Result<Plan, ImportError> {
 
 /// Imports a job's dumps.
 pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
-    let p = plan(job)?;
     let mut notes = Vec::new();
-    if !p.missing.is_empty() {
-        notes.push(format!(
-            "no dump for rank(s) {}: the scenario has them init only",
-            ranges(&p.missing)
-        ));
-    }
+    let p = plan(job, &mut notes)?;
     let (scenario, at) = super::replay::scenario(&p, source);
     let records = records(job, &p, &at);
     let ranks = rank_states(job, &p, &at);
@@ -446,7 +439,13 @@ fn records(job: &Job, p: &Plan, at: &At) -> Vec<CallRecord> {
                     dtype: c.call.dtype.clone(),
                     shape: c.call.shape.clone(),
                     nbytes: numel * esize,
-                    root: None,
+                    // As the scenario assumes: the group's first rank.
+                    root: matches!(
+                        c.call.op.as_str(),
+                        "broadcast" | "scatter" | "reduce" | "gather"
+                    )
+                    .then(|| g.ranks.first().copied())
+                    .flatten(),
                     reduce_op: None,
                     splits: a2a_splits(&c.call.op, &c.call.shape),
                 },
@@ -471,10 +470,19 @@ fn a2a_splits(op: &str, shape: &[usize]) -> Option<crate::diagnose::Splits> {
     })
 }
 
-/// Where each rank is at the dump: stuck in its open call, finished, or unknown (no dump).
+/// Where each rank is at the dump: stuck in its open call, failed in it (retired without
+/// completing), finished, or unknown (no dump).
 fn rank_states(job: &Job, p: &Plan, at: &At) -> Vec<RankAt> {
     (0..p.world)
         .map(|r| match p.open.get(&r) {
+            Some(c) if c.state == CallState::Failed => {
+                let (step, line) = at[&(r, c.call.clone())];
+                RankAt::Failed {
+                    step,
+                    line,
+                    label: format!("#{} {}", step + 1, c.call.op),
+                }
+            }
             Some(c) => {
                 let (step, line) = at[&(r, c.call.clone())];
                 let g = &p.groups[&c.call.group];

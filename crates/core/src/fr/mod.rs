@@ -6,8 +6,11 @@
 
 pub mod export;
 pub mod import;
+mod infer;
 pub mod model;
+mod pickle;
 mod replay;
 
 pub use import::{import, Import, ImportError, Job};
+pub use infer::GroupError;
 pub use model::{Dump, Entry, ParseError, PgConfig, PgStatus};

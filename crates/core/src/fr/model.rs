@@ -89,10 +89,8 @@ type J = serde_json::Value;
 impl Dump {
     /// A pickled dump (`_dump_fr_trace`, the watchdog's `TORCH_FR_DUMP_TEMP_FILE` files).
     pub fn from_pickle(bytes: &[u8]) -> Result<Dump, ParseError> {
-        let v: serde_pickle::Value =
-            serde_pickle::value_from_slice(bytes, serde_pickle::DeOptions::new())
-                .map_err(|e| ParseError::Pickle(e.to_string()))?;
-        Dump::from_value(&pickle_to_json(v))
+        let v = super::pickle::decode(bytes).map_err(|e| ParseError::Pickle(e.to_string()))?;
+        Dump::from_value(&v)
     }
 
     /// A JSON dump (`_dump_fr_trace_json`).
@@ -311,38 +309,6 @@ fn sizes(v: Option<&J>, key: &str) -> Result<Vec<Vec<usize>>, ParseError> {
             })
             .collect(),
         Some(o) => Err(type_err(key, "a list of shapes", o)),
-    }
-}
-
-/// Pickle values as JSON values: tuples and lists become arrays, `None` null, bytes text,
-/// dict keys their text.
-fn pickle_to_json(v: serde_pickle::Value) -> J {
-    use serde_pickle::Value as P;
-    match v {
-        P::None => J::Null,
-        P::Bool(b) => J::Bool(b),
-        P::I64(i) => J::from(i),
-        P::Int(i) => J::String(i.to_string()),
-        P::F64(f) => J::from(f),
-        P::Bytes(b) => J::String(String::from_utf8_lossy(&b).into_owned()),
-        P::String(s) => J::String(s),
-        P::List(l) | P::Tuple(l) => J::Array(l.into_iter().map(pickle_to_json).collect()),
-        P::Set(s) | P::FrozenSet(s) => J::Array(
-            s.into_iter()
-                .map(|h| pickle_to_json(h.into_value()))
-                .collect(),
-        ),
-        P::Dict(d) => J::Object(
-            d.into_iter()
-                .map(|(k, v)| {
-                    let key = match pickle_to_json(k.into_value()) {
-                        J::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    (key, pickle_to_json(v))
-                })
-                .collect(),
-        ),
     }
 }
 

@@ -18,8 +18,12 @@ pub(super) fn scenario(p: &Plan, source: &str) -> (String, At) {
         if label(name, &g.desc) == "WORLD" {
             continue;
         }
+        let timeout = match g.timeout_ms {
+            0 => String::new(),
+            t => format!("timeout_s = {}\n", t.div_ceil(1000)),
+        };
         w.step(&format!(
-            "op = \"new_group\" # pg {name} (desc \"{}\")\nranks = {:?}\nbackend = \"{}\"\nas = \"{}\"\n",
+            "op = \"new_group\" # pg {name} (desc \"{}\")\nranks = {:?}\nbackend = \"{}\"\n{timeout}as = \"{}\"\n",
             g.desc,
             g.ranks,
             scen_backend(&g.backend),
@@ -71,12 +75,12 @@ fn header(p: &Plan, source: &str) -> String {
     );
     s.push_str(
         "# Each rank's recorded calls in its own order; what a dump does not record is assumed: tensors\n\
-         # are filled with the rank, broadcast/reduce/gather/scatter roots are rank 0.\n",
+         # are filled with the rank, broadcast/reduce/gather/scatter roots are the group's first rank.\n",
     );
     if !p.missing.is_empty() {
         let _ = writeln!(
             s,
-            "# No dump for rank(s) {}: they only init here.",
+            "# No dump for rank(s) {}: they make only the calls that completed on the others with them.",
             ranges(&p.missing)
         );
     }
@@ -98,8 +102,14 @@ fn header(p: &Plan, source: &str) -> String {
 }
 
 fn init_body(p: &Plan) -> String {
-    let timeout = if p.timeout_ms > 0 {
-        format!("timeout_s = {}\n", p.timeout_ms.div_ceil(1000))
+    // The default group's own timeout where it has calls, else the longest of the groups'.
+    let world_ms = p
+        .groups
+        .iter()
+        .find(|(name, g)| label(name, &g.desc) == "WORLD")
+        .map_or(p.timeout_ms, |(_, g)| g.timeout_ms);
+    let timeout = if world_ms > 0 {
+        format!("timeout_s = {}\n", world_ms.div_ceil(1000))
     } else {
         String::new()
     };
@@ -127,8 +137,13 @@ fn call_body(p: &Plan, who: &[usize], c: &Call) -> String {
         }
     }
     match c.op.as_str() {
-        "broadcast" | "scatter" => body.push_str("src = 0\n"),
-        "reduce" | "gather" => body.push_str("dst = 0\n"),
+        // Group rank 0, as a global rank (the dumps do not record roots).
+        "broadcast" | "scatter" => {
+            let _ = writeln!(body, "src = {}", g.ranks.first().copied().unwrap_or(0));
+        }
+        "reduce" | "gather" => {
+            let _ = writeln!(body, "dst = {}", g.ranks.first().copied().unwrap_or(0));
+        }
         "send" => {
             let _ = writeln!(body, "dst = {}", c.peer.unwrap_or(0));
         }

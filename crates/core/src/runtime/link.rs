@@ -110,6 +110,10 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         self.members.len()
     }
 
+    fn takes_short_broadcast(&self) -> bool {
+        !self.info.device
+    }
+
     async fn send(&self, to: usize, data: Vec<u8>, bytes: usize) -> Result<(), LinkError> {
         let peer = self.members[to];
         let (me, device) = (self.info.proc_rank, self.info.device);
