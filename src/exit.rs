@@ -71,6 +71,7 @@ pub const TABLE: &[(&str, &[Exit])] = {
         ("export", &[Ok, Invalid]),
         ("import-fr", &[Ok, Invalid]),
         ("bench", &[Ok, Failed, Invalid]),
+        ("record", &[Ok, Invalid, Internal]),
     ]
 };
 
