@@ -22,6 +22,8 @@ use std::time::Instant;
 mod lifecycle;
 #[path = "torch/modes.rs"]
 mod modes;
+#[path = "torch/record.rs"]
+mod record;
 #[path = "torch/sglang.rs"]
 mod sglang;
 
@@ -380,7 +382,7 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
-    let checks: [(&str, &str, &Check); 3] = [
+    let checks: [(&str, &str, &Check); 4] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -395,6 +397,11 @@ fn main() {
             "three_modes",
             "one program in sim, hw and torch: the same report sections",
             &|| modes::three_modes(&root(), &python),
+        ),
+        (
+            "record",
+            "scen record round trip: export, record for real, simulate: same outcomes and calls",
+            &|| record::round_trips(&root(), &python),
         ),
     ];
     for (name, what, check) in checks {

@@ -249,10 +249,17 @@ def patch(dist):
         return
     import torch
     _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    c10d = getattr(dist, "distributed_c10d", None)
     for op in OPS:
         fn = getattr(dist, op, None)
         if fn is not None:
-            setattr(dist, op, _wrap(op, fn))
+            w = _wrap(op, fn)
+            setattr(dist, op, w)
+            # The same object in distributed_c10d: torch compares with its own globals
+            # (P2POp accepts only `isend`/`irecv`), and torch's own callers are recorded too
+            # (calls made inside a recorded call are not).
+            if c10d is not None and getattr(c10d, op, None) is fn:
+                setattr(c10d, op, w)
     try:
         from torch._C._distributed_c10d import Work
         Work.wait = _wrap_wait(Work.wait)

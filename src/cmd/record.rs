@@ -128,6 +128,13 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
         if let Ok(Some(_)) = child.try_wait() {
             break;
         }
+        if let (None, Some(sig)) = (termed, guard.received()) {
+            // Ctrl-C reached the program too; SIGTERM or SIGHUP reached only scen: pass it on.
+            if sig != 2 {
+                let _ = scen_procs::group::terminate_process(child.id());
+            }
+            termed = Some(Instant::now());
+        }
         if termed.is_none() && limit.is_some_and(|l| started.elapsed() >= l) {
             timed_out = true;
             eprintln!(
