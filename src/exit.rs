@@ -70,8 +70,8 @@ pub const TABLE: &[(&str, &[Exit])] = {
         ("doctor", &[Ok]),
         ("export", &[Ok, Invalid]),
         ("import-fr", &[Ok, Invalid]),
-        ("bench", &[Ok, Failed, Invalid]),
         ("record", &[Ok, Invalid, Internal]),
+        ("bench", &[Ok, Failed, Invalid]),
     ]
 };
 
