@@ -382,7 +382,7 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
-    let checks: [(&str, &str, &Check); 4] = [
+    let checks: [(&str, &str, &Check); 5] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -402,6 +402,11 @@ fn main() {
             "record",
             "scen record round trip: export, record for real, simulate: same outcomes and calls",
             &|| record::round_trips(&root(), &python),
+        ),
+        (
+            "record_outcomes",
+            "scen record: a raising rank's exception and step, a hanging rank at --timeout-s",
+            &|| record::raising_and_hanging_ranks(&python),
         ),
     ];
     for (name, what, check) in checks {
