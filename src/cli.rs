@@ -121,7 +121,11 @@ impl Cmd {
             Cmd::ImportFr(a) => (vec![&a.dir], opt("-o", &a.out).into_iter().collect()),
             Cmd::Export(a) => (vec![&a.file], opt("-o", &a.out).into_iter().collect()),
             Cmd::Record(a) => (
-                a.command.iter().map(Path::new).filter(|p| p.is_file()).collect(),
+                a.command
+                    .iter()
+                    .map(Path::new)
+                    .filter(|p| p.is_file())
+                    .collect(),
                 vec![("-o", a.out.as_path())],
             ),
             Cmd::BenchRank | Cmd::Doctor | Cmd::HwReaper => (vec![], vec![]),

@@ -189,7 +189,11 @@ fn read_records(dir: &Path) -> Result<Vec<record::Proc>, RecordError> {
     files.sort();
     let mut out = Vec::new();
     for f in files {
-        let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
         let text = std::fs::read_to_string(&f).map_err(|e| RecordError::BadRecord {
             file: name.clone(),
             line: 0,

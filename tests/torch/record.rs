@@ -30,7 +30,19 @@ const SUBSET: [&str; 5] = [
 const JOBS: usize = 2;
 
 /// What must agree, per call: everything but times, step positions and group names.
-type CallFact = (usize, Vec<usize>, String, u64, Option<usize>, String, String, Vec<usize>, Option<usize>, Option<String>, String);
+type CallFact = (
+    usize,
+    Vec<usize>,
+    String,
+    u64,
+    Option<usize>,
+    String,
+    String,
+    Vec<usize>,
+    Option<usize>,
+    Option<String>,
+    String,
+);
 
 fn call_facts(r: &Report) -> Vec<CallFact> {
     let mut v: Vec<CallFact> = r
@@ -75,15 +87,27 @@ fn excluded(path: &Path, s: &Scenario, sim: &Report) -> Option<String> {
         return Some(format!("not torch-eligible: {why}"));
     }
     if scen_torch::eligible::uses_sglang(s) {
-        return Some("runs real sglang's start-up: its calls are sglang's, not the program's".into());
+        return Some(
+            "runs real sglang's start-up: its calls are sglang's, not the program's".into(),
+        );
     }
-    if !sim.ranks.iter().all(|v| matches!(v, RankVerdict::Completed { .. })) {
+    if !sim
+        .ranks
+        .iter()
+        .all(|v| matches!(v, RankVerdict::Completed { .. }))
+    {
         return Some("its run does not complete".into());
     }
     // The real run's outcome where it differs from the model's (tests/torch.rs).
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    if let Some(l) = text.lines().find(|l| l.starts_with("# torch rank ") && !l.ends_with("completes")) {
-        return Some(format!("its real run does not complete ({})", l.trim_start_matches("# ")));
+    if let Some(l) = text
+        .lines()
+        .find(|l| l.starts_with("# torch rank ") && !l.ends_with("completes"))
+    {
+        return Some(format!(
+            "its real run does not complete ({})",
+            l.trim_start_matches("# ")
+        ));
     }
     None
 }
@@ -101,7 +125,9 @@ fn launcher(s: &Scenario, ep: &scen_torch::net::Endpoints, python: &Path, prog: 
             .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        env.push(format!("MASTER_ADDR=127.0.0.1 MASTER_PORT={port} OMP_NUM_THREADS=1"));
+        env.push(format!(
+            "MASTER_ADDR=127.0.0.1 MASTER_PORT={port} OMP_NUM_THREADS=1"
+        ));
         sh.push_str(&format!(
             "{} '{}' '{}' & ",
             env.join(" "),
@@ -113,9 +139,12 @@ fn launcher(s: &Scenario, ep: &scen_torch::net::Endpoints, python: &Path, prog: 
     sh
 }
 
+/// One scenario's round trip: `Ok(None)` round-trips, `Ok(Some(why))` left out, `Err` differs.
+type TripResult = Result<Option<String>, String>;
+
 /// Exports, records and simulates one scenario: `Ok(None)` when it round-trips,
 /// `Ok(Some(reason))` when it is excluded, `Err` when the round trip differs.
-fn round_trip(path: &Path, python: &Path, dir: &Path) -> Result<Option<String>, String> {
+fn round_trip(path: &Path, python: &Path, dir: &Path) -> TripResult {
     let s = load_file(path).map_err(|e| e.to_string())?;
     let sim = scen_sim::simulate(&s, None).map_err(|e| format!("simulator: {e}"))?;
     if let Some(why) = excluded(path, &s, &sim) {
@@ -126,8 +155,11 @@ fn round_trip(path: &Path, python: &Path, dir: &Path) -> Result<Option<String>, 
     let ep = scen_torch::net::Endpoints::local(&sc).map_err(|e| e.to_string())?;
     let source = std::fs::read_to_string(path).ok();
     let prog = dir.join(format!("{}.py", s.name));
-    std::fs::write(&prog, scen_torch::translate::program(&sc, source.as_deref(), &ep))
-        .map_err(|e| e.to_string())?;
+    std::fs::write(
+        &prog,
+        scen_torch::translate::program(&sc, source.as_deref(), &ep),
+    )
+    .map_err(|e| e.to_string())?;
     let out = dir.join(format!("{}.recorded.toml", s.name));
     let run = Command::new(env!("CARGO_BIN_EXE_scen"))
         .args(["record", "--timeout-s", "120", "-o"])
@@ -149,10 +181,15 @@ fn round_trip(path: &Path, python: &Path, dir: &Path) -> Result<Option<String>, 
         ));
     }
     let rec = load_file(&out).map_err(|e| format!("the recorded scenario does not load: {e}"))?;
-    let again = scen_sim::simulate(&rec, None).map_err(|e| format!("simulator on the recording: {e}"))?;
+    let again =
+        scen_sim::simulate(&rec, None).map_err(|e| format!("simulator on the recording: {e}"))?;
     let mut diffs = Vec::new();
     if outcomes(&sim) != outcomes(&again) {
-        diffs.push(format!("outcomes {:?} vs recorded {:?}", outcomes(&sim), outcomes(&again)));
+        diffs.push(format!(
+            "outcomes {:?} vs recorded {:?}",
+            outcomes(&sim),
+            outcomes(&again)
+        ));
     }
     let (a, b) = (call_facts(&sim), call_facts(&again));
     if a != b {
@@ -161,7 +198,10 @@ fn round_trip(path: &Path, python: &Path, dir: &Path) -> Result<Option<String>, 
             "call records differ ({} vs {} calls); first: {:?}",
             a.len(),
             b.len(),
-            first.map_or_else(|| "one is a prefix of the other".into(), |(x, y)| format!("{x:?} vs {y:?}"))
+            first.map_or_else(
+                || "one is a prefix of the other".into(),
+                |(x, y)| format!("{x:?} vs {y:?}")
+            )
         ));
     }
     if diffs.is_empty() {
@@ -179,7 +219,11 @@ pub fn round_trips(root: &Path, python: &Path) -> Result<(), String> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .filter(|p| all || SUBSET.iter().any(|n| p.file_stem().is_some_and(|s| s == *n)))
+        .filter(|p| {
+            all || SUBSET
+                .iter()
+                .any(|n| p.file_stem().is_some_and(|s| s == *n))
+        })
         .collect();
     files.sort();
     let dir = tempfile::Builder::new()
@@ -187,14 +231,18 @@ pub fn round_trips(root: &Path, python: &Path) -> Result<(), String> {
         .tempdir()
         .map_err(|e| e.to_string())?;
     let queue = Mutex::new(files);
-    let results: Mutex<Vec<(String, Result<Option<String>, String>)>> = Mutex::new(vec![]);
+    let results: Mutex<Vec<(String, TripResult)>> = Mutex::new(vec![]);
     std::thread::scope(|sc| {
         for _ in 0..JOBS {
             sc.spawn(|| loop {
                 let Some(p) = queue.lock().expect("queue").pop() else {
                     return;
                 };
-                let name = p.file_stem().unwrap_or_default().to_string_lossy().to_string();
+                let name = p
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .to_string();
                 let r = round_trip(&p, python, dir.path());
                 results.lock().expect("results").push((name, r));
             });
@@ -202,7 +250,10 @@ pub fn round_trips(root: &Path, python: &Path) -> Result<(), String> {
     });
     let mut results = results.into_inner().expect("results");
     results.sort_by(|a, b| a.0.cmp(&b.0));
-    let ok = results.iter().filter(|(_, r)| matches!(r, Ok(None))).count();
+    let ok = results
+        .iter()
+        .filter(|(_, r)| matches!(r, Ok(None)))
+        .count();
     let mut failed = Vec::new();
     for (n, r) in &results {
         match r {
@@ -247,10 +298,21 @@ time.sleep(600)
 "#;
 
 /// `scen record` of `program` on `world` ranks (the shell launcher): the scenario's text.
-fn record_program(dir: &Path, python: &Path, name: &str, program: &str, world: usize, extra: &[&str]) -> Result<String, String> {
+fn record_program(
+    dir: &Path,
+    python: &Path,
+    name: &str,
+    program: &str,
+    world: usize,
+    extra: &[&str],
+) -> Result<String, String> {
     let prog = dir.join(format!("{name}.py"));
     std::fs::write(&prog, program).map_err(|e| e.to_string())?;
-    let port = scen_procs::port::below_ephemeral().map_err(|e| e.to_string())?.local_addr().map_err(|e| e.to_string())?.port();
+    let port = scen_procs::port::below_ephemeral()
+        .map_err(|e| e.to_string())?
+        .local_addr()
+        .map_err(|e| e.to_string())?
+        .port();
     let mut sh = String::new();
     for r in 0..world {
         sh.push_str(&format!(
@@ -270,11 +332,23 @@ fn record_program(dir: &Path, python: &Path, name: &str, program: &str, world: u
         .output()
         .map_err(|e| e.to_string())?;
     if !run.status.success() {
-        return Err(format!("scen record exited {:?}: {}", run.status.code(), String::from_utf8_lossy(&run.stderr)));
+        return Err(format!(
+            "scen record exited {:?}: {}",
+            run.status.code(),
+            String::from_utf8_lossy(&run.stderr)
+        ));
     }
     let (code, _, err) = {
-        let o = Command::new(env!("CARGO_BIN_EXE_scen")).arg("check").arg(&out).output().map_err(|e| e.to_string())?;
-        (o.status.code(), (), String::from_utf8_lossy(&o.stderr).to_string())
+        let o = Command::new(env!("CARGO_BIN_EXE_scen"))
+            .arg("check")
+            .arg(&out)
+            .output()
+            .map_err(|e| e.to_string())?;
+        (
+            o.status.code(),
+            (),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
     };
     if code != Some(0) {
         return Err(format!("scen check: {err}"));
@@ -285,7 +359,10 @@ fn record_program(dir: &Path, python: &Path, name: &str, program: &str, world: u
 /// A rank that raises is recorded with its exception and step, its peers with theirs; a
 /// rank still waiting at `--timeout-s` is recorded as hanging in its call.
 pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
-    let dir = tempfile::Builder::new().prefix("scen-record-raise-").tempdir().map_err(|e| e.to_string())?;
+    let dir = tempfile::Builder::new()
+        .prefix("scen-record-raise-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
     let text = record_program(dir.path(), python, "raises", RAISES, 3, &[])?;
     let want = [
         "[[step]]  # raises.py:4\nop = \"all_reduce\"\nshape = [8]\ndtype = \"bf16\"\nreduce_op = \"max\"\n",
@@ -302,13 +379,24 @@ pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
     // The simulator fails the peers in the barrier too (rank 0's gloo barrier may be waiting
     // on rank 2 rather than on rank 1 when it fails; the model then says so), and rank 1,
     // whose exception is the program's own, completes there.
-    let s = scen_core::scenario::parse(&text, "raises.toml", "raises").map_err(|e| e.to_string())?;
+    let s =
+        scen_core::scenario::parse(&text, "raises.toml", "raises").map_err(|e| e.to_string())?;
     let r = scen_sim::simulate(&s, None).map_err(|e| e.to_string())?;
     let in_barrier = |v: &RankVerdict| matches!(v, RankVerdict::Failed { step: 2, failure, .. } if failure.exception() == Some("RuntimeError"));
-    if !(in_barrier(&r.ranks[0]) && in_barrier(&r.ranks[2]) && matches!(r.ranks[1], RankVerdict::Completed { .. })) {
+    if !(in_barrier(&r.ranks[0])
+        && in_barrier(&r.ranks[2])
+        && matches!(r.ranks[1], RankVerdict::Completed { .. }))
+    {
         return Err(format!("simulated: {:?}", outcomes(&r)));
     }
-    let text = record_program(dir.path(), python, "hangs", HANGS, 2, &["--timeout-s", "10"])?;
+    let text = record_program(
+        dir.path(),
+        python,
+        "hangs",
+        HANGS,
+        2,
+        &["--timeout-s", "10"],
+    )?;
     let want = "[[expect]]\non = [0]\noutcome = \"hangs\"\nstep = 2\n";
     if !text.contains(want) {
         return Err(format!("the recording lacks\n{want}\n--- it is:\n{text}"));

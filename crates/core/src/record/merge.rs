@@ -19,7 +19,9 @@ pub struct Merged {
 }
 
 /// The merged steps, and for each rank the merged index of each of its own steps.
-pub fn merge(per_rank: &BTreeMap<usize, Vec<StepDesc>>) -> (Vec<Merged>, BTreeMap<usize, Vec<usize>>) {
+pub fn merge(
+    per_rank: &BTreeMap<usize, Vec<StepDesc>>,
+) -> (Vec<Merged>, BTreeMap<usize, Vec<usize>>) {
     let mut pos: BTreeMap<usize, usize> = per_rank.keys().map(|r| (*r, 0)).collect();
     let mut out: Vec<Merged> = Vec::new();
     let mut index: BTreeMap<usize, Vec<usize>> = per_rank.keys().map(|r| (*r, vec![])).collect();
@@ -82,7 +84,10 @@ mod tests {
         per.insert(1, vec![s("init"), s("recv"), s("barrier")]);
         per.insert(2, vec![s("init"), s("barrier")]);
         let (m, idx) = merge(&per);
-        let got: Vec<(String, Vec<usize>)> = m.iter().map(|x| (x.step.op.clone(), x.ranks.clone())).collect();
+        let got: Vec<(String, Vec<usize>)> = m
+            .iter()
+            .map(|x| (x.step.op.clone(), x.ranks.clone()))
+            .collect();
         assert_eq!(
             got,
             vec![

@@ -107,3 +107,6 @@ pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
         text,
     })
 }
+
+#[cfg(test)]
+mod tests;

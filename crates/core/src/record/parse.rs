@@ -197,6 +197,9 @@ mod tests {
         let e = parse("proc1.jsonl", "{\"ev\": \"proc\"}\nnot json\n{}\n").unwrap_err();
         assert!(e.to_string().starts_with("proc1.jsonl:2: "), "{e}");
         let e = parse("proc1.jsonl", "{\"ev\": \"done\", \"i\": 4}\n").unwrap_err();
-        assert!(e.to_string().contains("call 4, which was not recorded"), "{e}");
+        assert!(
+            e.to_string().contains("call 4, which was not recorded"),
+            "{e}"
+        );
     }
 }

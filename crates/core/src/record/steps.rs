@@ -135,7 +135,12 @@ impl Ctx<'_> {
 fn dims(t: &Map<String, Value>) -> Vec<usize> {
     t.get("shape")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_u64).map(|d| d as usize).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|d| d as usize)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -144,8 +149,12 @@ fn int(v: Option<&Value>) -> Option<usize> {
 }
 
 fn ints(v: Option<&Value>) -> Option<Vec<usize>> {
-    v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_u64).map(|x| x as usize).collect())
+    v.and_then(Value::as_array).map(|a| {
+        a.iter()
+            .filter_map(Value::as_u64)
+            .map(|x| x as usize)
+            .collect()
+    })
 }
 
 /// `timeout_s` from a recorded timedelta in ms.
@@ -200,7 +209,11 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         .result
         .get("works")
         .and_then(Value::as_array)
-        .map(|w| w.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .map(|w| {
+            w.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let is_async = a.get("async_op").and_then(Value::as_bool).unwrap_or(false);
     match op.as_str() {
@@ -248,7 +261,11 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
                 .and_then(Value::as_str)
                 .unwrap_or("g?")
                 .to_string();
-            let member = c.result.get("member").and_then(Value::as_bool).unwrap_or(true);
+            let member = c
+                .result
+                .get("member")
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
             f.push(("as".into(), quote(&handle)));
             let ranks = ranks.filter(|r| !r.is_empty());
             cx.groups.insert(
@@ -274,7 +291,9 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
                 f.push(("group".into(), quote(g)));
             }
             if is_async {
-                notes.push("async_op barrier, written blocking (a barrier step takes no async_op)".into());
+                notes.push(
+                    "async_op barrier, written blocking (a barrier step takes no async_op)".into(),
+                );
             }
         }
         "wait" => {
@@ -297,17 +316,30 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
                 f.push(("group".into(), quote(g)));
             }
             cx.tensor(a.get("tensor"), &group, &mut f);
-            let (k, gk) = if send { ("dst", "group_dst") } else { ("src", "group_src") };
+            let (k, gk) = if send {
+                ("dst", "group_dst")
+            } else {
+                ("src", "group_src")
+            };
             let peer = int(a.get(k))
                 .or_else(|| int(a.get(gk)).map(|r| cx.global(&group, r)))
                 .or_else(|| int(c.result.get("src")));
             match peer {
                 Some(p) => f.push((k.into(), p.to_string())),
-                None => return Err(cx.err(c, format!("{op} without a {k} that completed: the peer is unknown"))),
+                None => {
+                    return Err(cx.err(
+                        c,
+                        format!("{op} without a {k} that completed: the peer is unknown"),
+                    ))
+                }
             }
         }
         "batch_isend_irecv" => {
-            let ops = a.get("ops").and_then(Value::as_array).cloned().unwrap_or_default();
+            let ops = a
+                .get("ops")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let first = ops.first().and_then(Value::as_object);
             let g = cx.group(c, first.and_then(|o| o.get("group")))?;
             if let Some(h) = &g {
@@ -358,7 +390,11 @@ fn collective(
     if let Some(g) = group {
         f.push(("group".into(), quote(g)));
     }
-    let first = |k: &str| a.get(k).and_then(Value::as_array).and_then(|l| l.first().cloned());
+    let first = |k: &str| {
+        a.get(k)
+            .and_then(Value::as_array)
+            .and_then(|l| l.first().cloned())
+    };
     let count = |k: &str| a.get(k).and_then(Value::as_array).map_or(0, Vec::len);
     match op.as_str() {
         "all_reduce" | "broadcast" | "reduce" | "all_gather" | "gather" | "scatter" => {
@@ -367,24 +403,40 @@ fn collective(
         "all_gather_into_tensor" => cx.tensor(a.get("input_tensor"), group, f),
         "reduce_scatter" | "reduce_scatter_tensor" => cx.tensor(a.get("output"), group, f),
         "all_reduce_coalesced" | "all_gather_coalesced" => {
-            let k = if op == "all_reduce_coalesced" { "tensors" } else { "input_tensor_list" };
+            let k = if op == "all_reduce_coalesced" {
+                "tensors"
+            } else {
+                "input_tensor_list"
+            };
             cx.tensor(first(k).as_ref(), group, f);
             f.push(("count".into(), count(k).to_string()));
         }
         "all_to_all_single" => {
             let input = a.get("input").and_then(Value::as_object);
-            let (i, o) = (ints(a.get("input_split_sizes")), ints(a.get("output_split_sizes")));
+            let (i, o) = (
+                ints(a.get("input_split_sizes")),
+                ints(a.get("output_split_sizes")),
+            );
             match (input, i, o) {
                 (Some(t), Some(i), Some(o)) => {
                     let row: Vec<usize> = dims(t).into_iter().skip(1).collect();
                     let mut row_t = t.clone();
-                    row_t.insert("shape".into(), serde_json::json!(if row.is_empty() { vec![1] } else { row }));
+                    row_t.insert(
+                        "shape".into(),
+                        serde_json::json!(if row.is_empty() { vec![1] } else { row }),
+                    );
                     cx.tensor(Some(&Value::Object(row_t)), group, f);
                     f.push(("input_split_sizes".into(), list(&i)));
                     f.push(("output_split_sizes".into(), list(&o)));
                 }
                 (Some(_), None, None) => cx.tensor(a.get("input"), group, f),
-                _ => return Err(cx.err(c, "all_to_all_single with only one of input_split_sizes / output_split_sizes".into())),
+                _ => {
+                    return Err(cx.err(
+                        c,
+                        "all_to_all_single with only one of input_split_sizes / output_split_sizes"
+                            .into(),
+                    ))
+                }
             }
         }
         "all_to_all" => {
@@ -396,7 +448,10 @@ fn collective(
                             .filter_map(Value::as_object)
                             .map(|t| {
                                 let d = dims(t);
-                                (d.first().copied().unwrap_or(1), d.into_iter().skip(1).collect())
+                                (
+                                    d.first().copied().unwrap_or(1),
+                                    d.into_iter().skip(1).collect(),
+                                )
                             })
                             .collect()
                     })
@@ -414,7 +469,11 @@ fn collective(
                 t.insert("shape".into(), serde_json::json!(shape));
                 cx.tensor(Some(&Value::Object(t)), group, f);
             } else {
-                let row = if ins[0].1.is_empty() { vec![1] } else { ins[0].1.clone() };
+                let row = if ins[0].1.is_empty() {
+                    vec![1]
+                } else {
+                    ins[0].1.clone()
+                };
                 t.insert("shape".into(), serde_json::json!(row));
                 cx.tensor(Some(&Value::Object(t)), group, f);
                 let i: Vec<usize> = ins.iter().map(|r| r.0).collect();
@@ -436,7 +495,10 @@ fn collective(
     for (k, gk) in [("src", "group_src"), ("dst", "group_dst")] {
         let v = int(a.get(k)).or_else(|| int(a.get(gk)).map(|r| cx.global(group, r)));
         if let Some(v) = v {
-            if matches!((op.as_str(), k), ("broadcast" | "scatter", "src") | ("reduce" | "gather", "dst")) {
+            if matches!(
+                (op.as_str(), k),
+                ("broadcast" | "scatter", "src") | ("reduce" | "gather", "dst")
+            ) {
                 f.push((k.into(), v.to_string()));
             }
         }

@@ -23,8 +23,13 @@ const MODEL_ENV: [&str; 4] = [
 enum Outcome {
     Completes,
     /// Raised: `error` is the part of the message that does not vary between runs.
-    Fails { step: usize, error: String },
-    Hangs { step: usize },
+    Fails {
+        step: usize,
+        error: String,
+    },
+    Hangs {
+        step: usize,
+    },
 }
 
 /// The recorded platform: the device of the first tensor not on the CPU, else cpu.
@@ -112,11 +117,17 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
         of_call.insert(*r, rs.of_call);
     }
     let (merged, index) = merge(&per_rank);
-    let world = ranks.iter().map(Proc::world_size).max().unwrap_or(1).max(procs.keys().last().map_or(1, |r| r + 1));
+    let world = ranks
+        .iter()
+        .map(Proc::world_size)
+        .max()
+        .unwrap_or(1)
+        .max(procs.keys().last().map_or(1, |r| r + 1));
     let outcomes: BTreeMap<usize, (Outcome, String)> = procs
         .iter()
         .map(|(r, p)| {
-            let steps: Vec<Option<usize>> = of_call[r].iter().map(|s| s.map(|i| index[r][i])).collect();
+            let steps: Vec<Option<usize>> =
+                of_call[r].iter().map(|s| s.map(|i| index[r][i])).collect();
             (*r, outcome(p, &steps, o))
         })
         .collect();
@@ -147,8 +158,13 @@ pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
     v.into_iter().map(|(_, l)| l).collect()
 }
 
+/// The message's first line, gloo's `[file.cc:N] ` location dropped, at most 160 characters.
 fn first_line(m: &str) -> String {
     let l = m.lines().next().unwrap_or("");
+    let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((loc, rest)) if loc.contains(".cc:") || loc.contains(".cpp:") => rest,
+        _ => l,
+    };
     let short: String = l.chars().take(160).collect();
     if short.len() < l.len() {
         format!("{short}...")
@@ -181,7 +197,12 @@ fn outcome(p: &Proc, steps: &[Option<usize>], o: &Options) -> (Outcome, String) 
         };
         let at = rel(&e.at, o);
         let note = if inside {
-            format!("rank {rank} raised {} in step {} at {at}: {}", e.exc, step + 1, first_line(&e.msg))
+            format!(
+                "rank {rank} raised {} in step {} at {at}: {}",
+                e.exc,
+                step + 1,
+                first_line(&e.msg)
+            )
         } else {
             format!(
                 "rank {rank} raised {} at {at}, after step {} (the program's own exception, not a torch.distributed call: the simulator runs the calls only, so this rank completes there): {}",
@@ -205,7 +226,10 @@ fn outcome(p: &Proc, steps: &[Option<usize>], o: &Options) -> (Outcome, String) 
     if o.timed_out {
         return (
             Outcome::Hangs { step },
-            format!("rank {rank} was still in step {} when scen record's time limit ended it", step + 1),
+            format!(
+                "rank {rank} was still in step {} when scen record's time limit ended it",
+                step + 1
+            ),
         );
     }
     let torchrun = p.env.contains_key("TORCHELASTIC_RUN_ID");
@@ -218,14 +242,28 @@ fn outcome(p: &Proc, steps: &[Option<usize>], o: &Options) -> (Outcome, String) 
         format!(
             "rank {rank} ended by a signal in step {}{}",
             step + 1,
-            if torchrun { " (torchrun stops every worker when one fails)" } else { "" }
+            if torchrun {
+                " (torchrun stops every worker when one fails)"
+            } else {
+                ""
+            }
         ),
     )
 }
 
-fn header(ranks: &[Proc], procs: &BTreeMap<usize, &Proc>, world: usize, recorded: &str, o: &Options) -> String {
+fn header(
+    ranks: &[Proc],
+    procs: &BTreeMap<usize, &Proc>,
+    world: usize,
+    recorded: &str,
+    o: &Options,
+) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# Recorded by `scen record` (docs/record.md) from: {}", o.command.replace('\n', " "));
+    let _ = writeln!(
+        s,
+        "# Recorded by `scen record` (docs/record.md) from: {}",
+        o.command.replace('\n', " ")
+    );
     let _ = writeln!(
         s,
         "# {world} rank(s), {} process(es) recorded, tensors on {recorded}. Every torch.distributed call of every rank is a",
@@ -258,8 +296,12 @@ fn header(ranks: &[Proc], procs: &BTreeMap<usize, &Proc>, world: usize, recorded
 fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: &Options) {
     let local = ranks
         .iter()
-        .find_map(|p| p.env.get("LOCAL_WORLD_SIZE").and_then(|v| v.parse::<usize>().ok()))
-        .filter(|l| *l > 0 && world % l == 0)
+        .find_map(|p| {
+            p.env
+                .get("LOCAL_WORLD_SIZE")
+                .and_then(|v| v.parse::<usize>().ok())
+        })
+        .filter(|l| *l > 0 && world.is_multiple_of(*l))
         .unwrap_or(world);
     let _ = writeln!(s, "\n[world]");
     if world / local > 1 {
@@ -268,7 +310,10 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
     let _ = writeln!(s, "ranks_per_node = {local}");
     let platform = o.platform.clone().unwrap_or_else(|| recorded.to_string());
     let _ = writeln!(s, "platform = {}", quote(&platform));
-    if ranks.iter().any(|p| p.env.contains_key("TORCHELASTIC_RUN_ID")) {
+    if ranks
+        .iter()
+        .any(|p| p.env.contains_key("TORCHELASTIC_RUN_ID"))
+    {
         let _ = writeln!(s, "launcher = \"torchrun\"");
     }
     let env: Vec<String> = MODEL_ENV
@@ -336,10 +381,16 @@ mod tests {
     #[test]
     fn the_error_keeps_what_does_not_vary() {
         assert_eq!(
-            error_substring("RuntimeError", "[/x/gloo/pair.cc:561] Connection closed by peer [127.0.0.1]:24239. This"),
+            error_substring(
+                "RuntimeError",
+                "[/x/gloo/pair.cc:561] Connection closed by peer [127.0.0.1]:24239. This"
+            ),
             "RuntimeError: Connection closed by peer"
         );
-        assert_eq!(error_substring("ValueError", "boom on 2"), "ValueError: boom on");
+        assert_eq!(
+            error_substring("ValueError", "boom on 2"),
+            "ValueError: boom on"
+        );
         assert_eq!(error_substring("KeyError", "3"), "KeyError");
     }
 }
