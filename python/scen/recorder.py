@@ -12,6 +12,7 @@ crates/core/src/record (docs/record.md).
 """
 
 import functools
+import itertools
 import importlib.abc
 import importlib.util
 import json
@@ -27,7 +28,8 @@ _ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK
 _HERE = os.path.abspath(__file__)
 _state = threading.local()
 _lock = threading.Lock()
-_out = {"fd": None, "n": 0}
+_out = {"fd": None}
+_next = itertools.count()  # call numbers; next() is atomic under the GIL
 _groups = {}  # id(ProcessGroup) -> (handle, the object, kept so its id stays unique)
 _works = {}  # id(Work) -> (work name, the object)
 _counts = {"group": 0, "work": 0}
@@ -157,8 +159,7 @@ def _wrap(op, fn):
             return fn(*a, **kw)  # torch calling its own API: not the user's call
         _state.inside = True
         try:
-            i = _out["n"]
-            _out["n"] += 1
+            i = next(_next)
             try:
                 rec = dict(ev="call", i=i, op=op, at=_where(), **_describe(op, _args(fn, a, kw)))
             except Exception as e:  # never let the recorder break the program
@@ -220,8 +221,7 @@ def _wrap_wait(orig):
             return orig(self, *a, **kw)
         _state.inside = True
         try:
-            i = _out["n"]
-            _out["n"] += 1
+            i = next(_next)
             _write(dict(ev="call", i=i, op="wait", work=entry[0], at=_where()))
             try:
                 ret = orig(self, *a, **kw)
