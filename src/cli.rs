@@ -59,6 +59,8 @@ pub enum Cmd {
     ImportFr(ImportFrArgs),
     /// Write a scenario's program as a Python file for torchrun (`--torch`; docs/torch.md).
     Export(ExportArgs),
+    /// Run a torch.distributed program (after --) and write what its ranks did as a scenario.
+    Record(crate::cmd::record::RecordArgs),
 }
 
 /// What a command reads and what it writes (flag, path).
@@ -118,6 +120,14 @@ impl Cmd {
             Cmd::Shrink(a) => (vec![&a.file], opt("-o", &a.out).into_iter().collect()),
             Cmd::ImportFr(a) => (vec![&a.dir], opt("-o", &a.out).into_iter().collect()),
             Cmd::Export(a) => (vec![&a.file], opt("-o", &a.out).into_iter().collect()),
+            Cmd::Record(a) => (
+                a.command
+                    .iter()
+                    .map(Path::new)
+                    .filter(|p| p.is_file())
+                    .collect(),
+                vec![("-o", a.out.as_path())],
+            ),
             Cmd::BenchRank | Cmd::Doctor | Cmd::HwReaper => (vec![], vec![]),
         }
     }

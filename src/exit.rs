@@ -70,6 +70,7 @@ pub const TABLE: &[(&str, &[Exit])] = {
         ("doctor", &[Ok]),
         ("export", &[Ok, Invalid]),
         ("import-fr", &[Ok, Invalid]),
+        ("record", &[Ok, Invalid, Internal]),
         ("bench", &[Ok, Failed, Invalid]),
     ]
 };

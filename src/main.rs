@@ -56,6 +56,7 @@ fn dispatch(cli: Cli) -> Exit {
         Cmd::Explore(args) => cmd::explore::explore(args),
         Cmd::Shrink(args) => cmd::shrink::shrink(args),
         Cmd::ImportFr(a) => cmd::fr::import_cmd(&a),
+        Cmd::Record(args) => cmd::record::record(args),
         Cmd::Export(args) => cmd::torch::export(&args.file, args.out.as_deref(), args.time_scale),
     }
 }

@@ -34,6 +34,8 @@ mod keeps_its_word;
 mod logging;
 #[path = "sim/loopback_queue.rs"]
 mod loopback_queue;
+#[path = "sim/record.rs"]
+mod record;
 #[path = "sim/reliability.rs"]
 mod reliability;
 #[path = "sim/report_schema.rs"]

@@ -24,6 +24,8 @@ mod fr;
 mod lifecycle;
 #[path = "torch/modes.rs"]
 mod modes;
+#[path = "torch/record.rs"]
+mod record;
 #[path = "torch/sglang.rs"]
 mod sglang;
 
@@ -382,7 +384,7 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
-    let checks: [(&str, &str, &Check); 4] = [
+    let checks: [(&str, &str, &Check); 6] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -402,6 +404,16 @@ fn main() {
             "fr_replays",
             "imported real flight-recorder dumps replay on real torch as the jobs ran",
             &|| fr::replays_do_what_the_dumped_jobs_did(&root(), &python),
+        ),
+        (
+            "record",
+            "scen record round trip: export, record for real, simulate: same outcomes and calls",
+            &|| record::round_trips(&root(), &python),
+        ),
+        (
+            "record_outcomes",
+            "scen record: a raising rank's exception and step, a hanging rank at --timeout-s",
+            &|| record::raising_and_hanging_ranks(&python),
         ),
     ];
     for (name, what, check) in checks {

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod check;
 pub mod explore;
 pub mod fr;
+pub mod record;
 pub mod run;
 pub mod shrink;
 pub mod test;

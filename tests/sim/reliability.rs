@@ -116,6 +116,7 @@ fn outputs_never_replace_inputs_or_each_other() {
         (vec!["test", &suite_dir, "--junit", &s], &s),
         (vec!["import-fr", &dumps_dir, "-o", &dump], &dump),
         (vec!["bench", "--model", &model, "-o", &model], &model),
+        (vec!["record", "-o", &a, "--", "python3", &a], &a),
     ];
     for (args, input) in &cases {
         let before = std::fs::read(input).unwrap();

@@ -27,12 +27,16 @@ pub fn die_with_parent(cmd: &mut Command) {
 }
 
 fn kill(pid: libc::pid_t, target: String) -> Result<(), ProcsError> {
+    signal(pid, libc::SIGKILL, target)
+}
+
+fn signal(pid: libc::pid_t, sig: i32, target: String) -> Result<(), ProcsError> {
     // SAFETY: kill(2) has no memory effects; callers name their own children or group.
-    if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+    if unsafe { libc::kill(pid, sig) } == 0 {
         Ok(())
     } else {
         Err(ProcsError::Kill {
-            signal: libc::SIGKILL,
+            signal: sig,
             target,
             source: std::io::Error::last_os_error(),
         })
@@ -42,6 +46,11 @@ fn kill(pid: libc::pid_t, target: String) -> Result<(), ProcsError> {
 /// SIGKILLs one process (a child not yet reaped, or a pid just checked with [`is_live_with_arg`]).
 pub fn kill_process(pid: u32) -> Result<(), ProcsError> {
     kill(pid as libc::pid_t, format!("process {pid}"))
+}
+
+/// SIGTERMs one process (a launcher asked to stop its workers, as torchrun does on SIGTERM).
+pub fn terminate_process(pid: u32) -> Result<(), ProcsError> {
+    signal(pid as libc::pid_t, libc::SIGTERM, format!("process {pid}"))
 }
 
 /// SIGKILLs every process of group `pgid` (a group this launcher made for its ranks).

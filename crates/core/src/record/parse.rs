@@ -1,0 +1,205 @@
+//! The recorder's JSON lines (python/scen/recorder.py) read back: one [`Proc`] per process
+//! file, its calls with how each ended and how the process ended. A line that is not a
+//! record is an error naming file:line; a last line cut short (the process was killed while
+//! writing it) is dropped, as the record it began never completed.
+
+use super::RecordError;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// How one recorded call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallEnd {
+    Done,
+    /// It raised: the exception's type and message.
+    Error {
+        exc: String,
+        msg: String,
+    },
+    /// Still running when the process ended (killed or hung in it).
+    Open,
+}
+
+/// One torch.distributed call of one process.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub op: String,
+    /// The user's `file:line`.
+    pub at: String,
+    /// The call's recorded arguments (recorder.py's `_describe`).
+    pub args: Map<String, Value>,
+    /// What it returned (`rank` of init, `handle` of new_group, `works`, recv's `src`).
+    pub result: Map<String, Value>,
+    pub end: CallEnd,
+}
+
+/// An exception that ended the process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Raised {
+    pub exc: String,
+    pub msg: String,
+    pub at: String,
+}
+
+/// Everything one process recorded.
+#[derive(Debug, Clone, Default)]
+pub struct Proc {
+    /// The record file, for messages.
+    pub file: String,
+    pub pid: u64,
+    /// The launcher's environment (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, TORCHELASTIC_RUN_ID, ...).
+    pub env: BTreeMap<String, String>,
+    pub calls: Vec<Call>,
+    pub raised: Option<Raised>,
+    /// Its interpreter ran atexit handlers (a normal end or a raise, not a signal).
+    pub exited: bool,
+    /// The interpreter had no torch: its path.
+    pub no_torch: Option<String>,
+}
+
+impl Proc {
+    /// The global rank: what init_process_group returned, else $RANK, else 0.
+    pub fn rank(&self) -> usize {
+        self.calls
+            .iter()
+            .find_map(|c| c.result.get("rank").and_then(Value::as_u64))
+            .map(|r| r as usize)
+            .or_else(|| self.env.get("RANK").and_then(|r| r.parse().ok()))
+            .unwrap_or(0)
+    }
+
+    /// The world size: init's, else $WORLD_SIZE, else 1.
+    pub fn world_size(&self) -> usize {
+        self.calls
+            .iter()
+            .find_map(|c| c.result.get("world_size").and_then(Value::as_u64))
+            .map(|r| r as usize)
+            .or_else(|| self.env.get("WORLD_SIZE").and_then(|r| r.parse().ok()))
+            .unwrap_or(1)
+    }
+}
+
+fn text(m: &Map<String, Value>, k: &str) -> String {
+    m.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// Parses one process's record file.
+pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
+    let mut p = Proc {
+        file: file.to_string(),
+        ..Default::default()
+    };
+    let lines: Vec<&str> = content.lines().collect();
+    let mut by_index: BTreeMap<u64, usize> = BTreeMap::new();
+    for (n, line) in lines.iter().enumerate() {
+        let bad = |message: String| RecordError::BadRecord {
+            file: file.to_string(),
+            line: n + 1,
+            message,
+        };
+        let mut m: Map<String, Value> = match serde_json::from_str(line) {
+            Ok(m) => m,
+            // A process killed mid-write leaves its last line cut: that record never happened.
+            Err(_) if n + 1 == lines.len() && !content.ends_with('\n') => break,
+            Err(e) => return Err(bad(format!("not a JSON record: {e}"))),
+        };
+        let ev = text(&m, "ev");
+        let index = m.get("i").and_then(Value::as_u64);
+        match ev.as_str() {
+            "proc" => {
+                p.pid = m.get("pid").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(Value::Object(env)) = m.get("env") {
+                    p.env = env
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                        .collect();
+                }
+            }
+            "call" => {
+                let i = index.ok_or_else(|| bad("a call without `i`".into()))?;
+                let (op, at) = (text(&m, "op"), text(&m, "at"));
+                if op.is_empty() {
+                    return Err(bad("a call without `op`".into()));
+                }
+                for k in ["ev", "i", "op", "at"] {
+                    m.remove(k);
+                }
+                by_index.insert(i, p.calls.len());
+                p.calls.push(Call {
+                    op,
+                    at,
+                    args: m,
+                    result: Map::new(),
+                    end: CallEnd::Open,
+                });
+            }
+            "done" | "error" => {
+                let i = index.ok_or_else(|| bad(format!("`{ev}` without `i`")))?;
+                let at = *by_index
+                    .get(&i)
+                    .ok_or_else(|| bad(format!("`{ev}` of call {i}, which was not recorded")))?;
+                let c = &mut p.calls[at];
+                if ev == "done" {
+                    c.end = CallEnd::Done;
+                    for k in ["ev", "i"] {
+                        m.remove(k);
+                    }
+                    c.result = m;
+                } else {
+                    c.end = CallEnd::Error {
+                        exc: text(&m, "exc"),
+                        msg: text(&m, "msg"),
+                    };
+                }
+            }
+            "raise" => {
+                p.raised = Some(Raised {
+                    exc: text(&m, "exc"),
+                    msg: text(&m, "msg"),
+                    at: text(&m, "at"),
+                })
+            }
+            "exit" => p.exited = true,
+            "no_torch" => p.no_torch = Some(text(&m, "python")),
+            other => return Err(bad(format!("unknown record kind `{other}`"))),
+        }
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_their_ends_and_the_process_end_are_read() {
+        let t = concat!(
+            "{\"ev\": \"proc\", \"pid\": 7, \"env\": {\"RANK\": \"1\", \"WORLD_SIZE\": \"2\"}}\n",
+            "{\"ev\": \"call\", \"i\": 0, \"op\": \"all_reduce\", \"at\": \"p.py:3\", \"group\": \"WORLD\"}\n",
+            "{\"ev\": \"done\", \"i\": 0}\n",
+            "{\"ev\": \"call\", \"i\": 1, \"op\": \"barrier\", \"at\": \"p.py:4\"}\n",
+            "{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"closed\"}\n",
+            "{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"closed\", \"at\": \"p.py:4\"}\n",
+            "{\"ev\": \"call\", \"i\": 2, \"op\": \"bar"
+        );
+        let p = parse("proc7.jsonl", t).unwrap();
+        assert_eq!((p.rank(), p.world_size(), p.pid), (1, 2, 7));
+        assert_eq!(p.calls.len(), 2);
+        assert_eq!(p.calls[0].end, CallEnd::Done);
+        assert_eq!(p.calls[0].args["group"], "WORLD");
+        assert!(matches!(&p.calls[1].end, CallEnd::Error { exc, .. } if exc == "RuntimeError"));
+        assert_eq!(p.raised.as_ref().unwrap().at, "p.py:4");
+        assert!(!p.exited);
+    }
+
+    #[test]
+    fn a_broken_line_names_file_and_line() {
+        let e = parse("proc1.jsonl", "{\"ev\": \"proc\"}\nnot json\n{}\n").unwrap_err();
+        assert!(e.to_string().starts_with("proc1.jsonl:2: "), "{e}");
+        let e = parse("proc1.jsonl", "{\"ev\": \"done\", \"i\": 4}\n").unwrap_err();
+        assert!(
+            e.to_string().contains("call 4, which was not recorded"),
+            "{e}"
+        );
+    }
+}

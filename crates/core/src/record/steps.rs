@@ -1,0 +1,508 @@
+//! One rank's recorded calls as scenario steps (op and fields as docs/scenario-format.md
+//! writes them), before ranks are merged: each call's tensor becomes `shape`/`dtype`/`device`,
+//! its group a handle (`g1` is the rank's first `new_group`), `async_op` a `work` and its
+//! `Work.wait()` a `wait` step. What the format cannot say is turned into the nearest step and
+//! noted on it (`isend` becomes a blocking `send`, `monitored_barrier` a `barrier`).
+
+use super::parse::{Call, Proc};
+use super::{Options, RecordError};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One step as it will be written: `op`, then `fields` (key, TOML value) in order, and
+/// where the user made the call. Ranks whose steps are equal share one `[[step]]`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StepDesc {
+    pub op: String,
+    pub fields: Vec<(String, String)>,
+    /// The user's `file:line`.
+    pub at: String,
+    /// What the recording changed to fit the format (comment lines).
+    pub notes: Vec<String>,
+}
+
+/// One rank's steps, and for each recorded call the step it became (`None`: no step, e.g.
+/// the wait of a call written as blocking).
+pub struct RankSteps {
+    pub steps: Vec<StepDesc>,
+    pub of_call: Vec<Option<usize>>,
+}
+
+/// A `new_group` this rank made: its members and the backend it named.
+#[derive(Debug, Clone)]
+struct Group {
+    ranks: Option<Vec<usize>>,
+    backend: Option<String>,
+    member: bool,
+}
+
+/// A TOML string (JSON's escapes are TOML basic-string escapes).
+pub fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+fn list(v: &[usize]) -> String {
+    format!("{v:?}")
+}
+
+/// The device every tensor without `device` lives on in the written scenario.
+pub fn default_device(o: &Options, recorded: &str) -> String {
+    o.platform.clone().unwrap_or_else(|| recorded.to_string())
+}
+
+struct Ctx<'a> {
+    o: &'a Options,
+    /// The recorded platform's device (`cpu`, `xpu`, `cuda`).
+    recorded: &'a str,
+    rank: usize,
+    world: usize,
+    groups: BTreeMap<String, Group>,
+    /// Works of async collectives (their wait is a step); other works' waits are dropped.
+    async_works: BTreeSet<String>,
+}
+
+impl Ctx<'_> {
+    fn err(&self, c: &Call, message: String) -> RecordError {
+        RecordError::Unsupported {
+            rank: self.rank,
+            at: c.at.clone(),
+            message,
+        }
+    }
+
+    /// The handle of a call's group; `NON_MEMBER` (torch's -100 for a group this rank is not
+    /// in) is taken to be the latest such group this rank made.
+    fn group(&self, c: &Call, g: Option<&Value>) -> Result<Option<String>, RecordError> {
+        match g.and_then(Value::as_str).unwrap_or("WORLD") {
+            "WORLD" => Ok(None),
+            "NON_MEMBER" => self
+                .groups
+                .iter()
+                .rev()
+                .find(|(_, g)| !g.member)
+                .map(|(h, _)| Some(h.clone()))
+                .ok_or_else(|| self.err(c, "a group this rank is not in, but it made none".into())),
+            "UNKNOWN" => Err(self.err(
+                c,
+                "a process group not made by dist.new_group (new_subgroups, split_group, a DeviceMesh): the scenario format has no such group".into(),
+            )),
+            h => Ok(Some(h.to_string())),
+        }
+    }
+
+    /// Global rank of a group rank (`group_src`/`group_dst`).
+    fn global(&self, group: &Option<String>, r: usize) -> usize {
+        group
+            .as_ref()
+            .and_then(|h| self.groups.get(h))
+            .and_then(|g| g.ranks.as_ref())
+            .and_then(|rs| rs.get(r).copied())
+            .unwrap_or(r)
+    }
+
+    /// Whether tensors of this group stay on the CPU when re-targeted: a group made with
+    /// an explicit gloo backend.
+    fn cpu_group(&self, group: &Option<String>) -> bool {
+        group
+            .as_ref()
+            .and_then(|h| self.groups.get(h))
+            .and_then(|g| g.backend.as_deref())
+            .is_some_and(|b| b == "gloo")
+    }
+
+    /// `shape`, `dtype` (not f32) and `device` (not the platform's) of a recorded tensor.
+    fn tensor(&self, t: Option<&Value>, group: &Option<String>, f: &mut Vec<(String, String)>) {
+        let Some(t) = t.and_then(Value::as_object) else {
+            return;
+        };
+        let shape: Vec<usize> = dims(t);
+        let dtype = t.get("dtype").and_then(Value::as_str).unwrap_or("f32");
+        f.push(("shape".into(), list(&shape)));
+        if dtype != "f32" {
+            f.push(("dtype".into(), quote(dtype)));
+        }
+        let dev = t.get("device").and_then(Value::as_str).unwrap_or("cpu");
+        let written = match &self.o.platform {
+            Some(p) if dev == self.recorded && !self.cpu_group(group) => p.as_str(),
+            _ => dev,
+        };
+        if written != default_device(self.o, self.recorded) {
+            f.push(("device".into(), quote(written)));
+        }
+    }
+}
+
+fn dims(t: &Map<String, Value>) -> Vec<usize> {
+    t.get("shape")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|d| d as usize)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn int(v: Option<&Value>) -> Option<usize> {
+    v.and_then(Value::as_u64).map(|x| x as usize)
+}
+
+fn ints(v: Option<&Value>) -> Option<Vec<usize>> {
+    v.and_then(Value::as_array).map(|a| {
+        a.iter()
+            .filter_map(Value::as_u64)
+            .map(|x| x as usize)
+            .collect()
+    })
+}
+
+/// `timeout_s` from a recorded timedelta in ms.
+fn timeout(a: &Map<String, Value>, f: &mut Vec<(String, String)>) {
+    if let Some(ms) = a.get("timeout_ms").and_then(Value::as_u64) {
+        let s = ms as f64 / 1000.0;
+        f.push(("timeout_s".into(), format!("{s:?}")));
+    }
+}
+
+/// The backend a re-targeted scenario gives a device group: `gloo` (or none) becomes
+/// `--backend`; anything else stays.
+fn retarget_backend(o: &Options, b: Option<&str>) -> Option<String> {
+    match (o.backend.as_deref(), b) {
+        (Some(t), None | Some("gloo")) => Some(t.to_string()),
+        (_, b) => b.map(str::to_string),
+    }
+}
+
+/// Translates one rank's calls.
+pub fn rank_steps(p: &Proc, o: &Options, recorded: &str) -> Result<RankSteps, RecordError> {
+    let mut cx = Ctx {
+        o,
+        recorded,
+        rank: p.rank(),
+        world: p.world_size(),
+        groups: BTreeMap::new(),
+        async_works: BTreeSet::new(),
+    };
+    let mut out = RankSteps {
+        steps: vec![],
+        of_call: vec![],
+    };
+    for c in &p.calls {
+        let step = call_step(&mut cx, c)?;
+        out.of_call.push(step.as_ref().map(|_| out.steps.len()));
+        out.steps.extend(step);
+    }
+    Ok(out)
+}
+
+fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
+    let a = &c.args;
+    let mut f: Vec<(String, String)> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut op = c.op.clone();
+    let group = match op.as_str() {
+        "init_process_group" | "new_group" | "wait" | "batch_isend_irecv" => None,
+        _ => cx.group(c, a.get("group"))?,
+    };
+    let works: Vec<String> = c
+        .result
+        .get("works")
+        .and_then(Value::as_array)
+        .map(|w| {
+            w.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let is_async = a.get("async_op").and_then(Value::as_bool).unwrap_or(false);
+    match op.as_str() {
+        "init_process_group" => {
+            let backend = a.get("backend").and_then(Value::as_str);
+            let backend = if cx.o.platform.is_some() {
+                retarget_backend(cx.o, backend)
+            } else {
+                backend.map(str::to_string)
+            };
+            if let Some(b) = backend {
+                f.push(("backend".into(), quote(&b)));
+            }
+            if let Some(m) = a.get("init_method").and_then(Value::as_str) {
+                f.push(("init_method".into(), quote(m)));
+            }
+            if let Some(d) = a.get("device_id").and_then(Value::as_str) {
+                if cx.o.platform.is_none() {
+                    f.push(("device_id".into(), quote(d)));
+                }
+            }
+            timeout(a, &mut f);
+            for k in ["rank", "world_size"] {
+                if let Some(v) = int(a.get(k)) {
+                    f.push((k.into(), v.to_string()));
+                }
+            }
+        }
+        "new_group" => {
+            let ranks = ints(a.get("ranks"));
+            if let Some(r) = &ranks {
+                f.push(("ranks".into(), list(r)));
+            }
+            let backend = a.get("backend").and_then(Value::as_str).map(str::to_string);
+            if let Some(b) = &backend {
+                f.push(("backend".into(), quote(b)));
+            }
+            timeout(a, &mut f);
+            if a.get("use_local_synchronization").and_then(Value::as_bool) == Some(true) {
+                f.push(("use_local_synchronization".into(), "true".into()));
+            }
+            let handle = c
+                .result
+                .get("handle")
+                .and_then(Value::as_str)
+                .unwrap_or("g?")
+                .to_string();
+            let member = c
+                .result
+                .get("member")
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
+            f.push(("as".into(), quote(&handle)));
+            let ranks = ranks.filter(|r| !r.is_empty());
+            cx.groups.insert(
+                handle,
+                Group {
+                    ranks,
+                    backend,
+                    member,
+                },
+            );
+        }
+        "destroy_process_group" => {
+            if let Some(g) = &group {
+                f.push(("group".into(), quote(g)));
+            }
+        }
+        "barrier" | "monitored_barrier" => {
+            if op == "monitored_barrier" {
+                notes.push("monitored_barrier, written as a barrier (the format has no monitored_barrier step)".into());
+                op = "barrier".into();
+            }
+            if let Some(g) = &group {
+                f.push(("group".into(), quote(g)));
+            }
+            if is_async {
+                notes.push(
+                    "async_op barrier, written blocking (a barrier step takes no async_op)".into(),
+                );
+            }
+        }
+        "wait" => {
+            let w = a.get("work").and_then(Value::as_str).unwrap_or("");
+            if !cx.async_works.contains(w) {
+                return Ok(None);
+            }
+            f.push(("work".into(), quote(w)));
+        }
+        "send" | "isend" | "recv" | "irecv" => {
+            let send = op.ends_with("send");
+            if op.starts_with('i') {
+                notes.push(format!(
+                    "{op}, written as a blocking {} (the format has isend/irecv only in batch_isend_irecv)",
+                    &op[1..]
+                ));
+                op = op[1..].to_string();
+            }
+            if let Some(g) = &group {
+                f.push(("group".into(), quote(g)));
+            }
+            cx.tensor(a.get("tensor"), &group, &mut f);
+            let (k, gk) = if send {
+                ("dst", "group_dst")
+            } else {
+                ("src", "group_src")
+            };
+            let peer = int(a.get(k))
+                .or_else(|| int(a.get(gk)).map(|r| cx.global(&group, r)))
+                .or_else(|| int(c.result.get("src")));
+            match peer {
+                Some(p) => f.push((k.into(), p.to_string())),
+                None => {
+                    return Err(cx.err(
+                        c,
+                        format!("{op} without a {k} that completed: the peer is unknown"),
+                    ))
+                }
+            }
+        }
+        "batch_isend_irecv" => {
+            let ops = a
+                .get("ops")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let first = ops.first().and_then(Value::as_object);
+            let g = cx.group(c, first.and_then(|o| o.get("group")))?;
+            if let Some(h) = &g {
+                f.push(("group".into(), quote(h)));
+            }
+            cx.tensor(first.and_then(|o| o.get("tensor")), &g, &mut f);
+            let items: Vec<String> = ops
+                .iter()
+                .filter_map(Value::as_object)
+                .map(|o| {
+                    format!(
+                        "{{ op = {}, peer = {} }}",
+                        quote(o.get("op").and_then(Value::as_str).unwrap_or("isend")),
+                        int(o.get("peer")).unwrap_or(0)
+                    )
+                })
+                .collect();
+            f.push(("ops".into(), format!("[{}]", items.join(", "))));
+        }
+        _ => collective(cx, c, &mut op, &group, &mut f, &mut notes)?,
+    }
+    if is_async && !matches!(op.as_str(), "barrier" | "send" | "recv") {
+        if let Some(w) = works.first() {
+            f.push(("async_op".into(), "true".into()));
+            f.push(("work".into(), quote(w)));
+            cx.async_works.insert(w.clone());
+        }
+    }
+    let _ = cx.world;
+    Ok(Some(StepDesc {
+        op,
+        fields: f,
+        at: c.at.clone(),
+        notes,
+    }))
+}
+
+/// The collectives: which recorded tensor is the step's `shape`, roots, reduce op, splits.
+fn collective(
+    cx: &Ctx,
+    c: &Call,
+    op: &mut String,
+    group: &Option<String>,
+    f: &mut Vec<(String, String)>,
+    notes: &mut Vec<String>,
+) -> Result<(), RecordError> {
+    let a = &c.args;
+    if let Some(g) = group {
+        f.push(("group".into(), quote(g)));
+    }
+    let first = |k: &str| {
+        a.get(k)
+            .and_then(Value::as_array)
+            .and_then(|l| l.first().cloned())
+    };
+    let count = |k: &str| a.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    match op.as_str() {
+        "all_reduce" | "broadcast" | "reduce" | "all_gather" | "gather" | "scatter" => {
+            cx.tensor(a.get("tensor"), group, f)
+        }
+        "all_gather_into_tensor" => cx.tensor(a.get("input_tensor"), group, f),
+        "reduce_scatter" | "reduce_scatter_tensor" => cx.tensor(a.get("output"), group, f),
+        "all_reduce_coalesced" | "all_gather_coalesced" => {
+            let k = if op == "all_reduce_coalesced" {
+                "tensors"
+            } else {
+                "input_tensor_list"
+            };
+            cx.tensor(first(k).as_ref(), group, f);
+            f.push(("count".into(), count(k).to_string()));
+        }
+        "all_to_all_single" => {
+            let input = a.get("input").and_then(Value::as_object);
+            let (i, o) = (
+                ints(a.get("input_split_sizes")),
+                ints(a.get("output_split_sizes")),
+            );
+            match (input, i, o) {
+                (Some(t), Some(i), Some(o)) => {
+                    let row: Vec<usize> = dims(t).into_iter().skip(1).collect();
+                    let mut row_t = t.clone();
+                    row_t.insert(
+                        "shape".into(),
+                        serde_json::json!(if row.is_empty() { vec![1] } else { row }),
+                    );
+                    cx.tensor(Some(&Value::Object(row_t)), group, f);
+                    f.push(("input_split_sizes".into(), list(&i)));
+                    f.push(("output_split_sizes".into(), list(&o)));
+                }
+                (Some(_), None, None) => cx.tensor(a.get("input"), group, f),
+                _ => {
+                    return Err(cx.err(
+                        c,
+                        "all_to_all_single with only one of input_split_sizes / output_split_sizes"
+                            .into(),
+                    ))
+                }
+            }
+        }
+        "all_to_all" => {
+            let rows = |k: &str| -> Vec<(usize, Vec<usize>)> {
+                a.get(k)
+                    .and_then(Value::as_array)
+                    .map(|l| {
+                        l.iter()
+                            .filter_map(Value::as_object)
+                            .map(|t| {
+                                let d = dims(t);
+                                (
+                                    d.first().copied().unwrap_or(1),
+                                    d.into_iter().skip(1).collect(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let (ins, outs) = (rows("input_tensor_list"), rows("output_tensor_list"));
+            let Some(t) = first("input_tensor_list").and_then(|v| v.as_object().cloned()) else {
+                return Err(cx.err(c, "all_to_all without an input list".into()));
+            };
+            let even = ins.iter().chain(&outs).all(|r| r == &ins[0]);
+            let mut t = t;
+            if even {
+                let mut shape = vec![ins[0].0 * ins.len()];
+                shape.extend(ins[0].1.iter().copied());
+                t.insert("shape".into(), serde_json::json!(shape));
+                cx.tensor(Some(&Value::Object(t)), group, f);
+            } else {
+                let row = if ins[0].1.is_empty() {
+                    vec![1]
+                } else {
+                    ins[0].1.clone()
+                };
+                t.insert("shape".into(), serde_json::json!(row));
+                cx.tensor(Some(&Value::Object(t)), group, f);
+                let i: Vec<usize> = ins.iter().map(|r| r.0).collect();
+                let o: Vec<usize> = outs.iter().map(|r| r.0).collect();
+                f.push(("input_split_sizes".into(), list(&i)));
+                f.push(("output_split_sizes".into(), list(&o)));
+            }
+        }
+        other => return Err(cx.err(c, format!("`{other}` is not a call scen records"))),
+    }
+    if let Some(r) = a.get("reduce_op").and_then(Value::as_str) {
+        if !["sum", "min", "max", "product", "avg", "band", "bor", "bxor"].contains(&r) {
+            return Err(cx.err(c, format!("reduce op `{r}` has no scenario equivalent")));
+        }
+        if r != "sum" {
+            f.push(("reduce_op".into(), quote(r)));
+        }
+    }
+    for (k, gk) in [("src", "group_src"), ("dst", "group_dst")] {
+        let v = int(a.get(k)).or_else(|| int(a.get(gk)).map(|r| cx.global(group, r)));
+        if let Some(v) = v {
+            if matches!(
+                (op.as_str(), k),
+                ("broadcast" | "scatter", "src") | ("reduce" | "gather", "dst")
+            ) {
+                f.push((k.into(), v.to_string()));
+            }
+        }
+    }
+    let _ = notes;
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! The translation end to end on records written by hand (the real recorder's output is
+//! tested in tests/torch/record.rs): merged steps, non-member groups, re-targeting.
+
+use super::*;
+
+fn proc(rank: usize, calls: &str) -> Proc {
+    let head = format!(
+        "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{rank}\", \"WORLD_SIZE\": \"2\", \"LOCAL_WORLD_SIZE\": \"2\"}}}}\n",
+        100 + rank
+    );
+    parse(
+        &format!("proc{rank}.jsonl"),
+        &format!("{head}{calls}{{\"ev\": \"exit\"}}\n"),
+    )
+    .unwrap()
+}
+
+const T: &str = "{\"shape\": [2, 3], \"dtype\": \"f32\", \"device\": \"cpu\"}";
+
+fn calls(rank: usize) -> String {
+    let member = rank == 0;
+    let mut s = format!(
+        "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+         {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+         {{\"ev\": \"call\", \"i\": 1, \"op\": \"new_group\", \"at\": \"/w/p.py:4\", \"ranks\": [0], \"backend\": \"gloo\"}}\n\
+         {{\"ev\": \"done\", \"i\": 1, \"handle\": \"g1\", \"member\": {member}}}\n\
+         {{\"ev\": \"call\", \"i\": 2, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}}}\n\
+         {{\"ev\": \"done\", \"i\": 2}}\n"
+    );
+    let g = if member { "g1" } else { "NON_MEMBER" };
+    s.push_str(&format!(
+        "{{\"ev\": \"call\", \"i\": 3, \"op\": \"all_reduce\", \"at\": \"/w/p.py:6\", \"group\": \"{g}\", \"tensor\": {T}, \"reduce_op\": \"max\"}}\n{{\"ev\": \"done\", \"i\": 3}}\n"
+    ));
+    s
+}
+
+fn opts() -> Options {
+    Options {
+        command: "torchrun p.py".into(),
+        cwd: Some("/w".into()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn equal_calls_share_a_step_and_a_non_member_names_its_group() {
+    let r = record(vec![proc(0, &calls(0)), proc(1, &calls(1))], &opts()).unwrap();
+    assert_eq!((r.world, r.steps), (2, 4), "{}", r.text);
+    assert!(r.text.contains("[[step]]  # p.py:6\nop = \"all_reduce\"\ngroup = \"g1\"\nshape = [2, 3]\nreduce_op = \"max\"\n"), "{}", r.text);
+    assert!(r.text.contains("platform = \"cpu\""), "{}", r.text);
+    assert!(
+        r.text.ends_with("[[expect]]\noutcome = \"completes\"\n"),
+        "{}",
+        r.text
+    );
+}
+
+#[test]
+fn retargeting_moves_device_groups_and_keeps_explicit_gloo_on_the_cpu() {
+    let o = Options {
+        platform: Some("xpu".into()),
+        backend: Some("xccl".into()),
+        ..opts()
+    };
+    let r = record(vec![proc(0, &calls(0)), proc(1, &calls(1))], &o).unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("platform = \"xpu\"")
+            && t.contains("op = \"init_process_group\"\nbackend = \"xccl\"\n"),
+        "{t}"
+    );
+    assert!(t.contains("ranks = [0]\nbackend = \"gloo\"\n"), "{t}");
+    assert!(
+        t.contains("# p.py:5\nop = \"all_reduce\"\nshape = [2, 3]\n\n"),
+        "the WORLD tensor is on xpu: {t}"
+    );
+    assert!(
+        t.contains("group = \"g1\"\nshape = [2, 3]\ndevice = \"cpu\"\n"),
+        "the gloo group's stays: {t}"
+    );
+}
+
+#[test]
+fn no_call_is_an_error_and_bad_options_are_named() {
+    let empty = parse("proc1.jsonl", "{\"ev\": \"proc\", \"pid\": 1}\n").unwrap();
+    assert_eq!(
+        record(vec![empty], &opts()).unwrap_err(),
+        RecordError::NoRecords(String::new())
+    );
+    let no_torch = parse(
+        "proc2.jsonl",
+        "{\"ev\": \"no_torch\", \"python\": \"/usr/bin/python3\"}\n",
+    )
+    .unwrap();
+    let e = record(vec![no_torch], &opts()).unwrap_err().to_string();
+    assert!(
+        e.contains("/usr/bin/python3") && e.contains("scripts/install-torch-cpu.sh"),
+        "{e}"
+    );
+    let o = Options {
+        platform: Some("tpu".into()),
+        ..opts()
+    };
+    assert!(record(vec![proc(0, &calls(0))], &o)
+        .unwrap_err()
+        .to_string()
+        .contains("--platform tpu"));
+}

@@ -1,0 +1,396 @@
+//! The scenario text of a recording: a header saying where it came from and what a recording
+//! cannot know, `[world]` from the launcher's environment, the merged steps (each with its
+//! `# file:line`), and `[[expect]]` with every rank's outcome as it happened.
+
+use super::merge::{merge, Merged};
+use super::parse::{CallEnd, Proc};
+use super::steps::{quote, rank_steps, StepDesc};
+use super::{Options, RecordError};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Environment variables the model reads, copied into `[world] env` when every rank had them.
+const MODEL_ENV: [&str; 4] = [
+    "TORCH_DIST_INIT_BARRIER",
+    "TORCH_DISTRIBUTED_DEBUG",
+    "TORCH_XCCL_BLOCKING_WAIT",
+    "ZE_AFFINITY_MASK",
+];
+
+/// How a rank ended, with the merged step (0-based) it was at.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Completes,
+    /// Raised: `error` is the part of the message that does not vary between runs.
+    Fails {
+        step: usize,
+        error: String,
+    },
+    Hangs {
+        step: usize,
+    },
+}
+
+/// The recorded platform: the device of the first tensor not on the CPU, else cpu.
+fn recorded_device(ranks: &[Proc]) -> String {
+    fn walk(v: &Value) -> Option<String> {
+        match v {
+            Value::Object(m) => {
+                if let Some(d) = m.get("device").and_then(Value::as_str) {
+                    if m.contains_key("shape") && d != "cpu" {
+                        return Some(d.to_string());
+                    }
+                }
+                m.values().find_map(walk)
+            }
+            Value::Array(a) => a.iter().find_map(walk),
+            _ => None,
+        }
+    }
+    ranks
+        .iter()
+        .flat_map(|p| &p.calls)
+        .find_map(|c| walk(&Value::Object(c.args.clone())))
+        .unwrap_or_else(|| "cpu".into())
+}
+
+/// The stable part of an exception's text: gloo's `[file.cc:N]` dropped, cut before the first
+/// address, number or line break (`RuntimeError: Connection closed by peer`).
+pub fn error_substring(exc: &str, msg: &str) -> String {
+    let mut m = msg.trim();
+    if m.starts_with('[') {
+        if let Some(end) = m.find("] ") {
+            m = &m[end + 2..];
+        }
+    }
+    let cut = m
+        .find(|c: char| c == '[' || c == '\n' || c == '(' || c.is_ascii_digit())
+        .unwrap_or(m.len());
+    let head: String = m[..cut].chars().take(120).collect();
+    let head = head.trim_end_matches(|c: char| c.is_whitespace() || ":,;'\"".contains(c));
+    if head.is_empty() {
+        exc.to_string()
+    } else {
+        format!("{exc}: {head}")
+    }
+}
+
+/// `file:line` relative to the recording's directory when under it.
+fn rel(at: &str, o: &Options) -> String {
+    match &o.cwd {
+        Some(d) => at
+            .strip_prefix(&format!("{}/", d.trim_end_matches('/')))
+            .unwrap_or(at)
+            .to_string(),
+        None => at.to_string(),
+    }
+}
+
+/// Ranks by number; two processes with one rank is an error.
+fn by_rank(ranks: &[Proc]) -> Result<BTreeMap<usize, &Proc>, RecordError> {
+    let mut out: BTreeMap<usize, &Proc> = BTreeMap::new();
+    for p in ranks {
+        if let Some(other) = out.insert(p.rank(), p) {
+            return Err(RecordError::DuplicateRank {
+                rank: p.rank(),
+                a: other.file.clone(),
+                b: p.file.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The scenario text.
+pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
+    let procs = by_rank(ranks)?;
+    let recorded = recorded_device(ranks);
+    let mut per_rank: BTreeMap<usize, Vec<StepDesc>> = BTreeMap::new();
+    let mut of_call: BTreeMap<usize, Vec<Option<usize>>> = BTreeMap::new();
+    for (r, p) in &procs {
+        let mut rs = rank_steps(p, o, &recorded)?;
+        for s in &mut rs.steps {
+            s.at = rel(&s.at, o);
+        }
+        per_rank.insert(*r, rs.steps);
+        of_call.insert(*r, rs.of_call);
+    }
+    let (merged, index) = merge(&per_rank);
+    let world = ranks
+        .iter()
+        .map(Proc::world_size)
+        .max()
+        .unwrap_or(1)
+        .max(procs.keys().last().map_or(1, |r| r + 1));
+    let outcomes: BTreeMap<usize, (Outcome, String)> = procs
+        .iter()
+        .map(|(r, p)| {
+            let steps: Vec<Option<usize>> =
+                of_call[r].iter().map(|s| s.map(|i| index[r][i])).collect();
+            (*r, outcome(p, &steps, o))
+        })
+        .collect();
+    let mut s = header(ranks, &procs, world, &recorded, o);
+    world_table(&mut s, ranks, world, &recorded, o);
+    for m in &merged {
+        step(&mut s, m, world);
+    }
+    expectations(&mut s, &outcomes);
+    Ok(s)
+}
+
+/// One line per rank for the command's summary.
+pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
+    let mut v: Vec<(usize, String)> = ranks
+        .iter()
+        .map(|p| {
+            let what = match &p.raised {
+                Some(e) => format!("raised {}: {}", e.exc, first_line(&e.msg)),
+                None if p.exited => "completed".into(),
+                None if o.timed_out => "still running at the time limit (hangs)".into(),
+                None => "ended without exiting (a signal)".into(),
+            };
+            (p.rank(), format!("rank {}: {what}", p.rank()))
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, l)| l).collect()
+}
+
+/// The message's first line, gloo's `[file.cc:N] ` location dropped, at most 160 characters.
+fn first_line(m: &str) -> String {
+    let l = m.lines().next().unwrap_or("");
+    let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((loc, rest)) if loc.contains(".cc:") || loc.contains(".cpp:") => rest,
+        _ => l,
+    };
+    let short: String = l.chars().take(160).collect();
+    if short.len() < l.len() {
+        format!("{short}...")
+    } else {
+        short
+    }
+}
+
+/// How rank `p` ended; `steps[i]` is the merged step of its call i. Also a comment line.
+fn outcome(p: &Proc, steps: &[Option<usize>], o: &Options) -> (Outcome, String) {
+    let last = steps.iter().rev().find_map(|s| *s).unwrap_or(0);
+    let failed_call = p
+        .calls
+        .iter()
+        .zip(steps)
+        .rev()
+        .find(|(c, _)| matches!(c.end, CallEnd::Error { .. }));
+    let open_call = p
+        .calls
+        .iter()
+        .zip(steps)
+        .rev()
+        .find(|(c, _)| c.end == CallEnd::Open)
+        .and_then(|(_, s)| *s);
+    let rank = p.rank();
+    if let Some(e) = &p.raised {
+        let (step, inside) = match failed_call {
+            Some((_, Some(s))) => (*s, true),
+            _ => (last, false),
+        };
+        let at = rel(&e.at, o);
+        let note = if inside {
+            format!(
+                "rank {rank} raised {} in step {} at {at}: {}",
+                e.exc,
+                step + 1,
+                first_line(&e.msg)
+            )
+        } else {
+            format!(
+                "rank {rank} raised {} at {at}, after step {} (the program's own exception, not a torch.distributed call: the simulator runs the calls only, so this rank completes there): {}",
+                e.exc,
+                step + 1,
+                first_line(&e.msg)
+            )
+        };
+        return (
+            Outcome::Fails {
+                step,
+                error: error_substring(&e.exc, &e.msg),
+            },
+            note,
+        );
+    }
+    if p.exited {
+        return (Outcome::Completes, format!("rank {rank} completed"));
+    }
+    let step = open_call.unwrap_or(last);
+    if o.timed_out {
+        return (
+            Outcome::Hangs { step },
+            format!(
+                "rank {rank} was still in step {} when scen record's time limit ended it",
+                step + 1
+            ),
+        );
+    }
+    let torchrun = p.env.contains_key("TORCHELASTIC_RUN_ID");
+    let error = if torchrun { "SIGTERM" } else { "" };
+    (
+        Outcome::Fails {
+            step,
+            error: error.into(),
+        },
+        format!(
+            "rank {rank} ended by a signal in step {}{}",
+            step + 1,
+            if torchrun {
+                " (torchrun stops every worker when one fails)"
+            } else {
+                ""
+            }
+        ),
+    )
+}
+
+fn header(
+    ranks: &[Proc],
+    procs: &BTreeMap<usize, &Proc>,
+    world: usize,
+    recorded: &str,
+    o: &Options,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Recorded by `scen record` (docs/record.md) from: {}",
+        o.command.replace('\n', " ")
+    );
+    let _ = writeln!(
+        s,
+        "# {world} rank(s), {} process(es) recorded, tensors on {recorded}. Every torch.distributed call of every rank is a",
+        ranks.len()
+    );
+    s.push_str(
+        "# step (ranks with the same calls share it), with the file:line that made it. Not recorded:\n\
+         # tensor values (each tensor is filled with its rank) and the time between calls.\n",
+    );
+    let missing: Vec<usize> = (0..world).filter(|r| !procs.contains_key(r)).collect();
+    if !missing.is_empty() {
+        let _ = writeln!(s, "# Rank(s) {missing:?} recorded no call (not started, or killed before torch.distributed): they have no steps here.");
+    }
+    if let Some(p) = &o.platform {
+        let _ = writeln!(
+            s,
+            "# Re-targeted to platform {p}{}: device groups that used gloo now use it and CPU tensors live on {p};\n\
+             # groups made with an explicit gloo backend keep it, with their tensors on the CPU.",
+            o.backend.as_ref().map(|b| format!(", backend {b}")).unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        s,
+        "[scenario]\ndescription = {}",
+        quote(&format!("recorded: {}", o.command))
+    );
+    s
+}
+
+fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: &Options) {
+    let local = ranks
+        .iter()
+        .find_map(|p| {
+            p.env
+                .get("LOCAL_WORLD_SIZE")
+                .and_then(|v| v.parse::<usize>().ok())
+        })
+        .filter(|l| *l > 0 && world.is_multiple_of(*l))
+        .unwrap_or(world);
+    let _ = writeln!(s, "\n[world]");
+    if world / local > 1 {
+        let _ = writeln!(s, "nodes = {}", world / local);
+    }
+    let _ = writeln!(s, "ranks_per_node = {local}");
+    let platform = o.platform.clone().unwrap_or_else(|| recorded.to_string());
+    let _ = writeln!(s, "platform = {}", quote(&platform));
+    if ranks
+        .iter()
+        .any(|p| p.env.contains_key("TORCHELASTIC_RUN_ID"))
+    {
+        let _ = writeln!(s, "launcher = \"torchrun\"");
+    }
+    let env: Vec<String> = MODEL_ENV
+        .iter()
+        .filter_map(|k| {
+            let v = ranks[0].env.get(*k)?;
+            ranks
+                .iter()
+                .all(|p| p.env.get(*k) == Some(v))
+                .then(|| format!("{k} = {}", quote(v)))
+        })
+        .collect();
+    if !env.is_empty() {
+        let _ = writeln!(s, "env = {{ {} }}", env.join(", "));
+    }
+}
+
+fn step(s: &mut String, m: &Merged, world: usize) {
+    let _ = writeln!(s, "\n[[step]]  # {}", m.step.at);
+    for n in &m.step.notes {
+        let _ = writeln!(s, "# recorded {n}");
+    }
+    let _ = writeln!(s, "op = {}", quote(&m.step.op));
+    if m.ranks != (0..world).collect::<Vec<_>>() {
+        let _ = writeln!(s, "on = {:?}", m.ranks);
+    }
+    for (k, v) in &m.step.fields {
+        let _ = writeln!(s, "{k} = {v}");
+    }
+}
+
+fn expectations(s: &mut String, outcomes: &BTreeMap<usize, (Outcome, String)>) {
+    if outcomes.values().all(|(o, _)| *o == Outcome::Completes) {
+        s.push_str("\n# every rank completed\n[[expect]]\noutcome = \"completes\"\n");
+        return;
+    }
+    for (_, note) in outcomes.values() {
+        let _ = writeln!(s, "\n# {note}");
+    }
+    let mut groups: BTreeMap<&Outcome, Vec<usize>> = BTreeMap::new();
+    for (r, (o, _)) in outcomes {
+        groups.entry(o).or_default().push(*r);
+    }
+    for (o, rs) in groups {
+        let _ = write!(s, "\n[[expect]]\non = {rs:?}\n");
+        match o {
+            Outcome::Completes => s.push_str("outcome = \"completes\"\n"),
+            Outcome::Hangs { step } => {
+                let _ = writeln!(s, "outcome = \"hangs\"\nstep = {}", step + 1);
+            }
+            Outcome::Fails { step, error } => {
+                let _ = writeln!(s, "outcome = \"fails\"\nstep = {}", step + 1);
+                if !error.is_empty() {
+                    let _ = writeln!(s, "error = {}", quote(error));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_substring;
+
+    #[test]
+    fn the_error_keeps_what_does_not_vary() {
+        assert_eq!(
+            error_substring(
+                "RuntimeError",
+                "[/x/gloo/pair.cc:561] Connection closed by peer [127.0.0.1]:24239. This"
+            ),
+            "RuntimeError: Connection closed by peer"
+        );
+        assert_eq!(
+            error_substring("ValueError", "boom on 2"),
+            "ValueError: boom on"
+        );
+        assert_eq!(error_substring("KeyError", "3"), "KeyError");
+    }
+}

@@ -1,0 +1,320 @@
+"""scen's call recorder: what a torch.distributed program did, rank by rank, for `scen record`.
+
+`scen record -- torchrun ... prog.py` puts this file (and a sitecustomize.py that calls
+`install()`) first on PYTHONPATH and sets SCEN_RECORD_DIR; the program itself is not changed.
+When torch.distributed is imported, its public API is wrapped: init_process_group, new_group,
+destroy_process_group, every collective and point-to-point call, Work.wait. Each call becomes
+one JSON line in SCEN_RECORD_DIR/proc<pid>.jsonl, written and flushed as it happens (a rank
+that dies still leaves what it did), with the user's file:line (the first frame outside torch
+and this file). The process's end is recorded too: `exit`, or `raise` with the exception.
+Without SCEN_RECORD_DIR `install()` does nothing. The record format is read by scen's
+crates/core/src/record (docs/record.md).
+"""
+
+import functools
+import itertools
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+import threading
+import traceback
+
+ENV_DIR = "SCEN_RECORD_DIR"
+_ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+             "TORCHELASTIC_RUN_ID", "TORCH_DIST_INIT_BARRIER", "TORCH_DISTRIBUTED_DEBUG",
+             "TORCH_XCCL_BLOCKING_WAIT", "ZE_AFFINITY_MASK")
+_HERE = os.path.abspath(__file__)
+_state = threading.local()
+_lock = threading.Lock()
+_out = {"fd": None}
+_next = itertools.count()  # call numbers; next() is atomic under the GIL
+_groups = {}  # id(ProcessGroup) -> (handle, the object, kept so its id stays unique)
+_works = {}  # id(Work) -> (work name, the object)
+_counts = {"group": 0, "work": 0}
+_TORCH_DIR = None
+
+
+def _write(rec):
+    """One record, one line, written at once (O_APPEND) so a killed rank keeps what it wrote."""
+    with _lock:
+        if _out["fd"] is None:
+            path = os.path.join(os.environ[ENV_DIR], "proc%d.jsonl" % os.getpid())
+            _out["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            env = {k: os.environ[k] for k in _ENV_KEYS if k in os.environ}
+            head = dict(ev="proc", pid=os.getpid(), env=env, argv=sys.argv)
+            os.write(_out["fd"], (json.dumps(head) + "\n").encode())
+        os.write(_out["fd"], (json.dumps(rec) + "\n").encode())
+
+
+def _where():
+    """file:line of the innermost frame outside torch and this file (the user's call)."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = os.path.abspath(f.f_code.co_filename)
+        if name != _HERE and not (_TORCH_DIR and name.startswith(_TORCH_DIR)) \
+                and not name.startswith("<frozen"):
+            return "%s:%d" % (name, f.f_lineno)
+        f = f.f_back
+    return "?:0"
+
+
+_DTYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "float64": "f64",
+           "int64": "i64", "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "bool"}
+
+
+def _tensor(t):
+    if t is None or not hasattr(t, "shape"):
+        return None
+    dt = str(t.dtype).replace("torch.", "")
+    return dict(shape=[int(d) for d in t.shape], dtype=_DTYPES.get(dt, dt), device=t.device.type)
+
+
+def _tensors(ts):
+    return [_tensor(t) for t in ts] if isinstance(ts, (list, tuple)) else None
+
+
+def _group(g):
+    import torch.distributed as dist
+    if g is None or g is dist.GroupMember.WORLD:
+        return "WORLD"
+    if isinstance(g, int) and g == dist.GroupMember.NON_GROUP_MEMBER:
+        return "NON_MEMBER"
+    h = _groups.get(id(g))
+    return h[0] if h else "UNKNOWN"
+
+
+def _op_name(op):
+    s = str(op).split(".")[-1].lower()
+    return "product" if s == "product" else s
+
+
+def _timeout_ms(t):
+    return None if t is None else int(t.total_seconds() * 1000)
+
+
+def _args(fn, a, kw):
+    """The call's arguments by name, from the real function's signature."""
+    import inspect
+    try:
+        b = inspect.signature(fn).bind_partial(*a, **kw)
+    except TypeError:
+        return {}
+    return dict(b.arguments)
+
+
+def _describe(op, v):
+    """The record fields of one call, from its bound arguments `v`."""
+    d = {}
+    if "group" in v or op not in ("init_process_group", "new_group"):
+        d["group"] = _group(v.get("group"))
+    if "async_op" in v:
+        d["async_op"] = bool(v["async_op"])
+    for k in ("op",):
+        if k in v and v[k] is not None:
+            d["reduce_op"] = _op_name(v[k])
+    for k in ("src", "dst", "group_src", "group_dst"):
+        if k in v and v[k] is not None:
+            d[k] = int(v[k])
+    for k in ("tensor", "output", "input", "output_tensor", "input_tensor"):
+        if k in v:
+            d[k] = _tensor(v[k])
+    for k in ("tensors", "tensor_list", "output_tensor_list", "input_tensor_list", "gather_list",
+              "scatter_list", "input_list", "output_list"):
+        if k in v and v[k] is not None:
+            d[k] = _tensors(v[k])
+    for k in ("output_split_sizes", "input_split_sizes", "ranks"):
+        if k in v and v[k] is not None:
+            d[k] = [int(x) for x in v[k]]
+    if op == "init_process_group":
+        for k in ("backend", "init_method"):
+            if v.get(k) is not None:
+                d[k] = str(v[k])
+        if v.get("device_id") is not None:
+            d["device_id"] = str(v["device_id"])
+        for k in ("rank", "world_size"):
+            if v.get(k) is not None and int(v[k]) >= 0:
+                d[k] = int(v[k])
+    if op == "new_group":
+        if v.get("backend") is not None:
+            d["backend"] = str(v["backend"])
+        if v.get("use_local_synchronization"):
+            d["use_local_synchronization"] = True
+        if v.get("device_id") is not None:
+            d["device_id"] = str(v["device_id"])
+    if v.get("timeout") is not None:
+        d["timeout_ms"] = _timeout_ms(v["timeout"])
+    if op == "batch_isend_irecv":
+        d["ops"] = [dict(op=getattr(p.op, "__name__", str(p.op)), peer=int(p.peer),
+                         tensor=_tensor(p.tensor), group=_group(p.group))
+                    for p in v.get("p2p_op_list") or []]
+    return d
+
+
+def _wrap(op, fn):
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        if getattr(_state, "inside", False):
+            return fn(*a, **kw)  # torch calling its own API: not the user's call
+        _state.inside = True
+        try:
+            i = next(_next)
+            try:
+                rec = dict(ev="call", i=i, op=op, at=_where(), **_describe(op, _args(fn, a, kw)))
+            except Exception as e:  # never let the recorder break the program
+                rec = dict(ev="call", i=i, op=op, at=_where(), note="not described: %r" % e)
+            _write(rec)
+            try:
+                ret = fn(*a, **kw)
+            except BaseException as e:
+                _write(dict(ev="error", i=i, exc=type(e).__name__, msg=_message(e)))
+                raise
+            _write(dict(ev="done", i=i, **_result(op, ret, a, kw)))
+            return ret
+        finally:
+            _state.inside = False
+    return wrapper
+
+
+def _result(op, ret, a, kw):
+    import torch.distributed as dist
+    out = {}
+    if op == "init_process_group":
+        out.update(rank=dist.get_rank(), world_size=dist.get_world_size(),
+                   backend=str(dist.get_backend()))
+    elif op == "new_group":
+        _counts["group"] += 1
+        handle = "g%d" % _counts["group"]
+        if isinstance(ret, int):
+            out.update(handle=handle, member=False)
+        else:
+            _groups[id(ret)] = (handle, ret)
+            out.update(handle=handle, member=True)
+    elif op in ("recv", "irecv") and isinstance(ret, int):
+        out.update(src=ret)
+    if ret is not None and op != "new_group":
+        works = ret if isinstance(ret, list) else [ret]
+        names = []
+        for w in works:
+            if hasattr(w, "wait") and not isinstance(w, int):
+                _counts["work"] += 1
+                name = "w%d" % _counts["work"]
+                _works[id(w)] = (name, w, op == "batch_isend_irecv")
+                names.append(name)
+        if names:
+            out["works"] = names
+    return out
+
+
+def _message(e):
+    text = str(e)
+    cut = text.find("\nException raised from ")
+    return (text[:cut] if cut >= 0 else text).strip()
+
+
+def _wrap_wait(orig):
+    @functools.wraps(orig)
+    def wait(self, *a, **kw):
+        entry = _works.get(id(self))
+        if entry is None or entry[2] or getattr(_state, "inside", False):
+            return orig(self, *a, **kw)
+        _state.inside = True
+        try:
+            i = next(_next)
+            _write(dict(ev="call", i=i, op="wait", work=entry[0], at=_where()))
+            try:
+                ret = orig(self, *a, **kw)
+            except BaseException as e:
+                _write(dict(ev="error", i=i, exc=type(e).__name__, msg=_message(e)))
+                raise
+            _write(dict(ev="done", i=i))
+            return ret
+        finally:
+            _state.inside = False
+    return wait
+
+
+OPS = ("init_process_group", "new_group", "destroy_process_group", "all_reduce", "broadcast",
+       "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "reduce",
+       "gather", "scatter", "all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv",
+       "batch_isend_irecv", "barrier", "monitored_barrier", "all_reduce_coalesced",
+       "all_gather_coalesced")
+
+
+def patch(dist):
+    """Wraps the public API of the torch.distributed module `dist` (once)."""
+    global _TORCH_DIR
+    if getattr(dist, "_scen_recorded", False) or not dist.is_available():
+        return
+    import torch
+    _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    c10d = getattr(dist, "distributed_c10d", None)
+    for op in OPS:
+        fn = getattr(dist, op, None)
+        if fn is not None:
+            w = _wrap(op, fn)
+            setattr(dist, op, w)
+            # The same object in distributed_c10d: torch compares with its own globals
+            # (P2POp accepts only `isend`/`irecv`), and torch's own callers are recorded too
+            # (calls made inside a recorded call are not).
+            if c10d is not None and getattr(c10d, op, None) is fn:
+                setattr(c10d, op, w)
+    try:
+        from torch._C._distributed_c10d import Work
+        Work.wait = _wrap_wait(Work.wait)
+    except Exception:
+        pass
+    dist._scen_recorded = True
+    hook = sys.excepthook
+
+    def excepthook(ty, e, tb):
+        try:
+            frames = [f for f in traceback.extract_tb(tb)
+                      if os.path.abspath(f.filename) != _HERE
+                      and not (_TORCH_DIR and os.path.abspath(f.filename).startswith(_TORCH_DIR))]
+            at = "%s:%d" % (os.path.abspath(frames[-1].filename), frames[-1].lineno) if frames else "?:0"
+            _write(dict(ev="raise", exc=ty.__name__, msg=_message(e), at=at))
+        except Exception:
+            pass
+        hook(ty, e, tb)
+    sys.excepthook = excepthook
+    import atexit
+    atexit.register(lambda: _write(dict(ev="exit")) if _out["fd"] is not None else None)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Patches torch.distributed right after it is imported (torch imports it itself)."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch.distributed":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        orig = spec.loader.exec_module
+
+        def exec_module(module):
+            orig(module)
+            try:
+                patch(module)
+            except Exception as e:
+                print("scen record: could not patch torch.distributed: %r" % e, file=sys.stderr)
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install():
+    """Records this process when SCEN_RECORD_DIR is set; else does nothing."""
+    if not os.environ.get(ENV_DIR):
+        return
+    if importlib.util.find_spec("torch") is None:
+        # Said once per interpreter so scen can tell the user what to install.
+        _write(dict(ev="no_torch", python=sys.executable))
+        return
+    mod = sys.modules.get("torch.distributed")
+    if mod is not None:
+        patch(mod)
+    else:
+        sys.meta_path.insert(0, _Finder())

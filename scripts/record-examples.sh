@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Re-makes the recorded scenarios of examples/ with `scen record` (docs/record.md): the five-op
+# test (examples/five_ops/test_xpu_distributed.py, seed 000) run for real under torchrun with
+# 4 ranks on CPU/gloo, written as recorded and re-targeted to XPU/xccl.
+# Needs torch (scripts/install-torch-cpu.sh): its venv's torchrun is used when none is on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --quiet
+scen=target/debug/scen
+dir=examples/five_ops
+"$scen" record -o "$dir/five_ops_gloo_w4.recorded.toml" \
+  -- torchrun --nproc-per-node 4 "$dir/test_xpu_distributed.py" --backend gloo
+"$scen" record -o "$dir/five_ops_xccl_w4.retargeted.toml" --platform xpu --backend xccl \
+  -- torchrun --nproc-per-node 4 "$dir/test_xpu_distributed.py" --backend gloo
+"$scen" check "$dir/five_ops_gloo_w4.recorded.toml"
+"$scen" check "$dir/five_ops_xccl_w4.retargeted.toml"

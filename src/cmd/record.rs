@@ -1,0 +1,217 @@
+//! `scen record -o job.toml -- <launcher and program>`: runs a real torch.distributed program
+//! unchanged, with python/scen/recorder.py loaded into every Python process it starts (a
+//! private directory first on PYTHONPATH holding the recorder and a sitecustomize.py that
+//! installs it), then turns every rank's records into one scenario (scen_core::record) and
+//! writes it through src/output.rs. docs/record.md.
+
+use scen::exit::Exit;
+use scen_core::record::{self, Options, RecordError};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The recorder, shipped inside the binary (the same file the Python package installs).
+const RECORDER: &str = include_str!("../../python/scen/recorder.py");
+const SITECUSTOMIZE: &str = "# scen record: load the call recorder into this interpreter (python/scen/recorder.py).\nimport scen.recorder\nscen.recorder.install()\n";
+/// How long a launcher has to stop its workers after SIGTERM before it is killed.
+const TERM_GRACE: Duration = Duration::from_secs(15);
+
+#[derive(clap::Args)]
+pub struct RecordArgs {
+    /// Where to write the scenario.
+    #[arg(short = 'o', long = "out", required = true)]
+    pub out: PathBuf,
+    /// Re-target the scenario to this platform (xpu, cuda, cpu): CPU tensors move to it.
+    #[arg(long, value_name = "xpu|cuda|cpu")]
+    pub platform: Option<String>,
+    /// With --platform: device groups that used gloo (or no backend) use this backend (xccl);
+    /// groups made with an explicit gloo backend stay gloo on the CPU.
+    #[arg(long, requires = "platform")]
+    pub backend: Option<String>,
+    /// End the program after this many seconds (SIGTERM to the launcher); ranks still in a
+    /// call are recorded as hanging there.
+    #[arg(long, value_name = "S")]
+    pub timeout_s: Option<u64>,
+    /// The launcher and program, after `--` (torchrun --nproc-per-node 4 prog.py, python prog.py).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// The recorder's private directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch() -> std::io::Result<Scratch> {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("scen-record-{}-{nanos}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let s = Scratch(dir);
+    std::fs::create_dir(s.0.join("scen"))?;
+    std::fs::create_dir(s.0.join("records"))?;
+    std::fs::write(s.0.join("scen/__init__.py"), "")?;
+    std::fs::write(s.0.join("scen/recorder.py"), RECORDER)?;
+    std::fs::write(s.0.join("sitecustomize.py"), SITECUSTOMIZE)?;
+    Ok(s)
+}
+
+/// The launcher: a path as given, else on PATH, else in the scen-torch venv's bin.
+fn resolve(name: &str) -> Result<PathBuf, String> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("launcher `{name}` not found (no such file)"))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let venv_bin = scen_torch::python::default_venv().map(|v| v.join("bin"));
+    let dirs = std::env::split_paths(&path).chain(venv_bin.clone());
+    for d in dirs {
+        let p = d.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(format!(
+        "launcher `{name}` not found on PATH{} (scripts/install-torch-cpu.sh installs torch with python and torchrun there)",
+        venv_bin
+            .map(|b| format!(" nor in {}", b.display()))
+            .unwrap_or_default()
+    ))
+}
+
+/// `scen record`.
+pub fn record(a: RecordArgs) -> Exit {
+    match record_inner(&a) {
+        Ok(exit) => exit,
+        Err(RecordError::Invalid(e)) => {
+            eprintln!("internal error: {}", RecordError::Invalid(e));
+            Exit::Internal
+        }
+        Err(e) => super::fail(e.to_string()),
+    }
+}
+
+fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
+    let bad = |m: String| RecordError::BadOption(m);
+    let launcher = resolve(&a.command[0]).map_err(bad)?;
+    let dir = scratch().map_err(|e| bad(format!("cannot make the recorder's directory: {e}")))?;
+    let records = dir.0.join("records");
+    let mut py_path = std::ffi::OsString::from(&dir.0);
+    if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        py_path.push(":");
+        py_path.push(old);
+    }
+    let mut cmd = Command::new(&launcher);
+    cmd.args(&a.command[1..])
+        .env("PYTHONPATH", py_path)
+        .env("SCEN_RECORD_DIR", &records);
+    // Ctrl-C reaches the program (same process group); scen waits and records what it did.
+    let guard = scen_procs::signals::Guard::arm().map_err(|e| bad(e.to_string()))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| bad(format!("cannot start `{}`: {e}", launcher.display())))?;
+    let started = Instant::now();
+    let limit = a.timeout_s.map(Duration::from_secs);
+    let mut timed_out = false;
+    let mut termed: Option<Instant> = None;
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if let (None, Some(sig)) = (termed, guard.received()) {
+            // Ctrl-C reached the program too; SIGTERM or SIGHUP reached only scen: pass it on.
+            if sig != 2 {
+                let _ = scen_procs::group::terminate_process(child.id());
+            }
+            termed = Some(Instant::now());
+        }
+        if termed.is_none() && limit.is_some_and(|l| started.elapsed() >= l) {
+            timed_out = true;
+            eprintln!(
+                "scen record: {} s passed; stopping the program (SIGTERM)",
+                a.timeout_s.unwrap_or(0)
+            );
+            let _ = scen_procs::group::terminate_process(child.id());
+            termed = Some(Instant::now());
+        }
+        if termed.is_some_and(|t| t.elapsed() > TERM_GRACE) {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.wait();
+    let procs = read_records(&records)?;
+    end_leftovers(&procs, &records);
+    let cwd = std::env::current_dir()
+        .ok()
+        .map(|d| d.display().to_string());
+    let o = Options {
+        command: a.command.join(" "),
+        platform: a.platform.clone(),
+        backend: a.backend.clone(),
+        timed_out,
+        cwd,
+    };
+    let rec = record::record(procs, &o)?;
+    scen::output::write_atomic(&a.out, rec.text.as_bytes()).map_err(bad)?;
+    let out = a.out.display();
+    let mut text = format!(
+        "recorded {} rank(s), {} step(s): wrote {out} (check it: scen check {out}; simulate it: scen run {out})\n",
+        rec.world, rec.steps
+    );
+    for l in &rec.outcomes {
+        text.push_str(&format!("  {l}\n"));
+    }
+    eprint!("{text}");
+    Ok(match guard.received() {
+        Some(sig) => Exit::Signal(sig),
+        None => Exit::Ok,
+    })
+}
+
+/// Every process's records (files in name order, so the result does not depend on the OS).
+fn read_records(dir: &Path) -> Result<Vec<record::Proc>, RecordError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| RecordError::BadOption(format!("cannot read the records: {e}")))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        let text = std::fs::read_to_string(&f).map_err(|e| RecordError::BadRecord {
+            file: name.clone(),
+            line: 0,
+            message: e.to_string(),
+        })?;
+        out.push(record::parse(&name, &text)?);
+    }
+    Ok(out)
+}
+
+/// Kills recorded processes still alive after the launcher ended (workers of a launcher that
+/// was killed): those whose environment names this recording's directory.
+fn end_leftovers(procs: &[record::Proc], records: &Path) {
+    let mark = format!("SCEN_RECORD_DIR={}", records.display());
+    for p in procs {
+        let env = std::fs::read(format!("/proc/{}/environ", p.pid)).unwrap_or_default();
+        if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) {
+            let _ = scen_procs::group::kill_process(p.pid as u32);
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! `scen record` without torch: the committed recordings of examples/five_ops (made by
+//! scripts/record-examples.sh from a real torchrun) load, simulate to the outcome recorded,
+//! and the XPU/xccl re-targeted one runs; and the errors a user meets before anything is
+//! recorded (launcher not found, a program that makes no torch.distributed call, a Python
+//! without torch) are clear, exit 2, and leave no file. Recording real programs:
+//! tests/torch/record.rs.
+
+use super::common::{root, scen};
+
+const RECORDED: &str = "examples/five_ops/five_ops_gloo_w4.recorded.toml";
+const RETARGETED: &str = "examples/five_ops/five_ops_xccl_w4.retargeted.toml";
+
+#[test]
+fn the_recorded_five_ops_simulates_to_the_recorded_outcome() {
+    let (code, out, err) = scen(&["check", RECORDED]);
+    assert_eq!(code, 0, "{out}{err}");
+    let text = std::fs::read_to_string(root().join(RECORDED)).unwrap();
+    assert!(text.contains("launcher = \"torchrun\"") && text.contains("platform = \"cpu\""));
+    assert!(text.contains("backend = \"gloo\""), "{text}");
+    // Every step names the line of the program that made it.
+    let steps = text.matches("[[step]]").count();
+    assert_eq!(
+        steps,
+        text.matches("[[step]]  # examples/five_ops/test_xpu_distributed.py:")
+            .count()
+    );
+    let (code, out, err) = scen(&["run", RECORDED]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("4 completed, 0 failed, 0 hung") && out.contains("expectations: 4/4 hold"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_retargeted_five_ops_runs_on_xccl_in_the_simulator() {
+    let text = std::fs::read_to_string(root().join(RETARGETED)).unwrap();
+    assert!(
+        text.contains("platform = \"xpu\"") && text.contains("backend = \"xccl\""),
+        "{text}"
+    );
+    assert!(!text.contains("device = \"cpu\""), "{text}");
+    let (code, out, err) = scen(&["run", RETARGETED, "--trace"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("4 completed, 0 failed, 0 hung"), "{out}");
+    assert!(out.contains("xccl"), "the trace shows xccl traffic: {out}");
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("scen-record-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn nothing_recorded_is_a_clear_error_and_writes_nothing() {
+    let d = scratch("errors");
+    let out = d.join("job.toml").display().to_string();
+    let (code, _, err) = scen(&[
+        "record",
+        "-o",
+        &out,
+        "--",
+        "no-such-launcher-xyz",
+        "prog.py",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("launcher `no-such-launcher-xyz` not found on PATH"),
+        "{err}"
+    );
+    let (code, _, err) = scen(&["record", "-o", &out, "--", "sh", "-c", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("made no torch.distributed call"), "{err}");
+    let has_torch = std::process::Command::new("python3")
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if has_torch {
+        println!(
+            "skip: the system python3 has torch; the missing-torch message is not tested here"
+        );
+    } else {
+        let (code, _, err) = scen(&["record", "-o", &out, "--", "python3", "-c", "pass"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("torch is not installed for")
+                && err.contains("scripts/install-torch-cpu.sh"),
+            "{err}"
+        );
+    }
+    let (code, _, err) = scen(&[
+        "record",
+        "-o",
+        &out,
+        "--backend",
+        "xccl",
+        "--",
+        "sh",
+        "-c",
+        "true",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!std::path::Path::new(&out).exists());
+    assert_eq!(
+        std::fs::read_dir(&d).unwrap().count(),
+        0,
+        "nothing left in {}",
+        d.display()
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

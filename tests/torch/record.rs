@@ -1,0 +1,414 @@
+//! `scen record` round trip (docs/record.md): every torch-eligible shipped scenario whose run
+//! completes is exported as a torch program (what `scen export --torch` writes), run for real
+//! under `scen record` (one Python process per rank, started by a shell launcher with
+//! torchrun's environment), and the recorded scenario is simulated: each rank's outcome and its
+//! call records (op, group members, sequence number, peer, dtype, shape, root, reduce op, state)
+//! must equal the original's. Call records, not file text: the recording names groups `g1`,
+//! fills tensors with the rank and writes one step per call.
+//!
+//! A fixed subset runs in `cargo test --test torch`; SCEN_RECORD_ALL=1 (scripts/record-roundtrip.sh)
+//! runs every scenario. Scenarios that cannot round-trip are listed with the reason.
+
+use scen_core::report::Report;
+use scen_core::scenario::{load_file, Scenario};
+use scen_core::verdict::RankVerdict;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// The subset `cargo test` records (all of them: SCEN_RECORD_ALL=1): collectives, subgroups,
+/// async work, p2p, batch p2p, uneven all_to_all.
+const SUBSET: [&str; 5] = [
+    "collectives_gloo_cpu_w3",
+    "gloo_new_group_subsets_w4",
+    "gloo_async_all_reduce_wait",
+    "gloo_batch_isend_irecv_ring_w4",
+    "gloo_all_to_all_uneven_w3",
+];
+
+/// Scenarios recorded at once (each starts one process per rank).
+const JOBS: usize = 2;
+
+/// What must agree, per call: everything but times, step positions and group names.
+type CallFact = (
+    usize,
+    Vec<usize>,
+    String,
+    u64,
+    Option<usize>,
+    String,
+    String,
+    Vec<usize>,
+    Option<usize>,
+    Option<String>,
+    String,
+);
+
+fn call_facts(r: &Report) -> Vec<CallFact> {
+    let mut v: Vec<CallFact> = r
+        .calls
+        .iter()
+        .map(|c| {
+            (
+                c.rank,
+                c.group_ranks.clone(),
+                format!("{:?}", c.kind),
+                c.seq,
+                c.peer,
+                c.fp.op.clone(),
+                c.fp.dtype.clone(),
+                c.fp.shape.clone(),
+                c.fp.root,
+                c.fp.reduce_op.clone(),
+                c.state.name().to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn outcomes(r: &Report) -> Vec<String> {
+    r.ranks
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            RankVerdict::Completed { .. } => format!("rank {i}: completes"),
+            RankVerdict::Failed { failure, .. } => format!("rank {i}: fails: {}", failure.text()),
+            RankVerdict::Hung { .. } => format!("rank {i}: hangs"),
+            RankVerdict::Elsewhere => format!("rank {i}: elsewhere"),
+        })
+        .collect()
+}
+
+/// Why `s` is not part of the round trip, if it is not.
+fn excluded(path: &Path, s: &Scenario, sim: &Report) -> Option<String> {
+    if let Err(why) = scen_torch::eligible::check(s) {
+        return Some(format!("not torch-eligible: {why}"));
+    }
+    if scen_torch::eligible::uses_sglang(s) {
+        return Some(
+            "runs real sglang's start-up: its calls are sglang's, not the program's".into(),
+        );
+    }
+    if !sim
+        .ranks
+        .iter()
+        .all(|v| matches!(v, RankVerdict::Completed { .. }))
+    {
+        return Some("its run does not complete".into());
+    }
+    // The real run's outcome where it differs from the model's (tests/torch.rs).
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    if let Some(l) = text
+        .lines()
+        .find(|l| l.starts_with("# torch rank ") && !l.ends_with("completes"))
+    {
+        return Some(format!(
+            "its real run does not complete ({})",
+            l.trim_start_matches("# ")
+        ));
+    }
+    None
+}
+
+/// The shell launcher: every rank a `python prog.py` with torchrun's environment.
+fn launcher(s: &Scenario, ep: &scen_torch::net::Endpoints, python: &Path, prog: &Path) -> String {
+    let world = scen_torch::translate::world_env(s);
+    let port = world
+        .get("MASTER_PORT")
+        .map(|p| ep.env_value("MASTER_PORT", p))
+        .unwrap_or_else(|| ep.port(29500).to_string());
+    let mut sh = String::new();
+    for r in 0..s.world.size() {
+        let mut env: Vec<String> = scen_torch::translate::torchrun_identity(s, r)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        env.push(format!(
+            "MASTER_ADDR=127.0.0.1 MASTER_PORT={port} OMP_NUM_THREADS=1"
+        ));
+        sh.push_str(&format!(
+            "{} '{}' '{}' & ",
+            env.join(" "),
+            python.display(),
+            prog.display()
+        ));
+    }
+    sh.push_str("wait");
+    sh
+}
+
+/// One scenario's round trip: `Ok(None)` round-trips, `Ok(Some(why))` left out, `Err` differs.
+type TripResult = Result<Option<String>, String>;
+
+/// Exports, records and simulates one scenario: `Ok(None)` when it round-trips,
+/// `Ok(Some(reason))` when it is excluded, `Err` when the round trip differs.
+fn round_trip(path: &Path, python: &Path, dir: &Path) -> TripResult {
+    let s = load_file(path).map_err(|e| e.to_string())?;
+    let sim = scen_sim::simulate(&s, None).map_err(|e| format!("simulator: {e}"))?;
+    if let Some(why) = excluded(path, &s, &sim) {
+        return Ok(Some(why));
+    }
+    let mut sc = s.clone();
+    scen_core::scenario::fault::apply_env(&mut sc);
+    let ep = scen_torch::net::Endpoints::local(&sc).map_err(|e| e.to_string())?;
+    let source = std::fs::read_to_string(path).ok();
+    let prog = dir.join(format!("{}.py", s.name));
+    std::fs::write(
+        &prog,
+        scen_torch::translate::program(&sc, source.as_deref(), &ep),
+    )
+    .map_err(|e| e.to_string())?;
+    let out = dir.join(format!("{}.recorded.toml", s.name));
+    let run = Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args(["record", "--timeout-s", "120", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &launcher(&sc, &ep, python, &prog)])
+        .current_dir(dir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !run.status.success() {
+        return Err(format!(
+            "scen record exited {:?}: {}",
+            run.status.code(),
+            String::from_utf8_lossy(&run.stderr)
+                .lines()
+                .rev()
+                .take(8)
+                .collect::<Vec<_>>()
+                .join("\n    ")
+        ));
+    }
+    let rec = load_file(&out).map_err(|e| format!("the recorded scenario does not load: {e}"))?;
+    let again =
+        scen_sim::simulate(&rec, None).map_err(|e| format!("simulator on the recording: {e}"))?;
+    let mut diffs = Vec::new();
+    if outcomes(&sim) != outcomes(&again) {
+        diffs.push(format!(
+            "outcomes {:?} vs recorded {:?}",
+            outcomes(&sim),
+            outcomes(&again)
+        ));
+    }
+    let (a, b) = (call_facts(&sim), call_facts(&again));
+    if a != b {
+        let first = a.iter().zip(&b).find(|(x, y)| x != y);
+        diffs.push(format!(
+            "call records differ ({} vs {} calls); first: {:?}",
+            a.len(),
+            b.len(),
+            first.map_or_else(
+                || "one is a prefix of the other".into(),
+                |(x, y)| format!("{x:?} vs {y:?}")
+            )
+        ));
+    }
+    if diffs.is_empty() {
+        Ok(None)
+    } else {
+        Err(diffs.join("\n    "))
+    }
+}
+
+/// The round trip over the subset (or every scenario with SCEN_RECORD_ALL=1).
+pub fn round_trips(root: &Path, python: &Path) -> Result<(), String> {
+    let all = std::env::var("SCEN_RECORD_ALL").as_deref() == Ok("1");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("scenarios"))
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .filter(|p| {
+            all || SUBSET
+                .iter()
+                .any(|n| p.file_stem().is_some_and(|s| s == *n))
+        })
+        .collect();
+    files.sort();
+    let dir = tempfile::Builder::new()
+        .prefix("scen-record-rt-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let queue = Mutex::new(files);
+    let results: Mutex<Vec<(String, TripResult)>> = Mutex::new(vec![]);
+    std::thread::scope(|sc| {
+        for _ in 0..JOBS {
+            sc.spawn(|| loop {
+                let Some(p) = queue.lock().expect("queue").pop() else {
+                    return;
+                };
+                let name = p
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .to_string();
+                let r = round_trip(&p, python, dir.path());
+                results.lock().expect("results").push((name, r));
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("results");
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let ok = results
+        .iter()
+        .filter(|(_, r)| matches!(r, Ok(None)))
+        .count();
+    let mut failed = Vec::new();
+    for (n, r) in &results {
+        match r {
+            Ok(Some(why)) => println!("record round trip: {n}: not part of it: {why}"),
+            Err(e) => {
+                println!("record round trip: {n}: DIFFERS\n    {e}");
+                failed.push(n.clone());
+            }
+            Ok(None) => {}
+        }
+    }
+    println!(
+        "record round trip: {ok} of {} recorded scenario(s) round-trip ({}), {} differ, {} not part of it",
+        ok + failed.len(),
+        if all { "every shipped scenario" } else { "the fixed subset; SCEN_RECORD_ALL=1 for all" },
+        failed.len(),
+        results.len() - ok - failed.len()
+    );
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("round trip differs for {}", failed.join(", ")))
+    }
+}
+
+/// A program whose rank 1 raises after its all_reduce, while the others go on to a barrier.
+const RAISES: &str = r#"import torch, torch.distributed as dist
+dist.init_process_group(backend="gloo")
+t = torch.ones(8, dtype=torch.bfloat16)
+dist.all_reduce(t, op=dist.ReduceOp.MAX)
+if dist.get_rank() == 1:
+    raise ValueError("rank one gives up")
+dist.barrier()
+"#;
+
+/// A program whose rank 0 waits for a message rank 1 never sends (rank 1 sleeps).
+const HANGS: &str = r#"import time, torch, torch.distributed as dist
+dist.init_process_group(backend="gloo")
+if dist.get_rank() == 0:
+    dist.recv(torch.zeros(2), src=1)
+time.sleep(600)
+"#;
+
+/// `scen record` of `program` on `world` ranks (the shell launcher): the scenario's text.
+fn record_program(
+    dir: &Path,
+    python: &Path,
+    name: &str,
+    program: &str,
+    world: usize,
+    extra: &[&str],
+) -> Result<String, String> {
+    let prog = dir.join(format!("{name}.py"));
+    std::fs::write(&prog, program).map_err(|e| e.to_string())?;
+    let port = scen_procs::port::below_ephemeral()
+        .map_err(|e| e.to_string())?
+        .local_addr()
+        .map_err(|e| e.to_string())?
+        .port();
+    let mut sh = String::new();
+    for r in 0..world {
+        sh.push_str(&format!(
+            "RANK={r} LOCAL_RANK={r} WORLD_SIZE={world} LOCAL_WORLD_SIZE={world} MASTER_ADDR=127.0.0.1 MASTER_PORT={port} '{}' {name}.py & ",
+            python.display()
+        ));
+    }
+    sh.push_str("wait");
+    let out = dir.join(format!("{name}.toml"));
+    let run = Command::new(env!("CARGO_BIN_EXE_scen"))
+        .arg("record")
+        .args(extra)
+        .arg("-o")
+        .arg(&out)
+        .args(["--", "sh", "-c", &sh])
+        .current_dir(dir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !run.status.success() {
+        return Err(format!(
+            "scen record exited {:?}: {}",
+            run.status.code(),
+            String::from_utf8_lossy(&run.stderr)
+        ));
+    }
+    let (code, _, err) = {
+        let o = Command::new(env!("CARGO_BIN_EXE_scen"))
+            .arg("check")
+            .arg(&out)
+            .output()
+            .map_err(|e| e.to_string())?;
+        (
+            o.status.code(),
+            (),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    if code != Some(0) {
+        return Err(format!("scen check: {err}"));
+    }
+    std::fs::read_to_string(&out).map_err(|e| e.to_string())
+}
+
+/// A rank that raises is recorded with its exception and step, its peers with theirs; a
+/// rank still waiting at `--timeout-s` is recorded as hanging in its call.
+pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("scen-record-raise-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let text = record_program(dir.path(), python, "raises", RAISES, 3, &[])?;
+    let want = [
+        "[[step]]  # raises.py:4\nop = \"all_reduce\"\nshape = [8]\ndtype = \"bf16\"\nreduce_op = \"max\"\n",
+        "[[step]]  # raises.py:7\nop = \"barrier\"\non = [0, 2]\n",
+        "# rank 1 raised ValueError at raises.py:6, after step 2",
+        "[[expect]]\non = [1]\noutcome = \"fails\"\nstep = 2\nerror = \"ValueError: rank one gives up\"\n",
+        "[[expect]]\non = [0, 2]\noutcome = \"fails\"\nstep = 3\nerror = \"RuntimeError: Connection closed by peer\"\n",
+    ];
+    for w in want {
+        if !text.contains(w) {
+            return Err(format!("the recording lacks\n{w}\n--- it is:\n{text}"));
+        }
+    }
+    // The simulator fails the peers in the barrier too (rank 0's gloo barrier may be waiting
+    // on rank 2 rather than on rank 1 when it fails; the model then says so), and rank 1,
+    // whose exception is the program's own, completes there.
+    let s =
+        scen_core::scenario::parse(&text, "raises.toml", "raises").map_err(|e| e.to_string())?;
+    let r = scen_sim::simulate(&s, None).map_err(|e| e.to_string())?;
+    let in_barrier = |v: &RankVerdict| matches!(v, RankVerdict::Failed { step: 2, failure, .. } if failure.exception() == Some("RuntimeError"));
+    if !(in_barrier(&r.ranks[0])
+        && in_barrier(&r.ranks[2])
+        && matches!(r.ranks[1], RankVerdict::Completed { .. }))
+    {
+        return Err(format!("simulated: {:?}", outcomes(&r)));
+    }
+    let text = record_program(
+        dir.path(),
+        python,
+        "hangs",
+        HANGS,
+        2,
+        &["--timeout-s", "10"],
+    )?;
+    let want = "[[expect]]\non = [0]\noutcome = \"hangs\"\nstep = 2\n";
+    if !text.contains(want) {
+        return Err(format!("the recording lacks\n{want}\n--- it is:\n{text}"));
+    }
+    // `sh` does not pass SIGTERM on: scen record killed the ranks it recorded itself.
+    let left = std::fs::read_dir("/proc")
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|p| std::fs::read(p.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains("hangs.py"));
+    if left {
+        return Err("a rank of the hanging program is still alive after scen record".into());
+    }
+    Ok(())
+}
