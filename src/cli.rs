@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
-    /// Log what every rank does (spans: rank, step, call with group and seq) to stderr:
-    /// -v info, -vv debug, -vvv trace. RUST_LOG (e.g. `scen_core=debug`) overrides.
+    /// Log what every rank does to stderr: -v each step's start/done/error (rank and step
+    /// spans), -vv also info events and each call (span with group and seq), -vvv trace.
+    /// RUST_LOG (e.g. `scen_core=debug`) overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// Also write the log to this file (at -v's level, info by default).

@@ -35,8 +35,11 @@ fn check(file: &Path, settings: &Settings) -> Result<(), Failed> {
     let o = suite::run_one(file, settings);
     match o.status {
         Status::Passed | Status::Updated => Ok(()),
-        Status::Failed | Status::Invalid => {
-            let lines: Vec<String> = o.problems.iter().map(ToString::to_string).collect();
+        Status::Failed | Status::Invalid | Status::NoSnapshot => {
+            let mut lines: Vec<String> = o.problems.iter().map(ToString::to_string).collect();
+            if o.status == Status::NoSnapshot {
+                lines.push(o.no_snapshot_text());
+            }
             let mut msg = lines.join("\n");
             if let Some(c) = &o.snapshot {
                 let old = c.old.as_ref().map(|s| s.body.as_str()).unwrap_or("");

@@ -52,5 +52,7 @@ mod subgroup_bytes;
 mod suite_cli;
 #[path = "sim/symbolic_payloads.rs"]
 mod symbolic_payloads;
+#[path = "sim/wheel.rs"]
+mod wheel;
 #[path = "sim/world_sizes.rs"]
 mod world_sizes;

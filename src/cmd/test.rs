@@ -1,8 +1,14 @@
 //! `scen test`: run a suite of scenarios, one line each and a summary; `--update` and
 //! `--review` for snapshots, `--junit` for CI.
 //!
-//! Exit codes: 0 every scenario passed (or was updated), 1 one or more failed, 2 invalid input
-//! (a bad path, scen.toml or scenario file, `--review` without a terminal, no scenario found).
+//! Exit codes: 0 every scenario passed (or was updated, or only lacks a snapshot), 1 one or more
+//! failed (or, under CI, lacks a snapshot), 2 invalid input (a bad path, scen.toml or scenario
+//! file, `--review` without a terminal, no scenario found).
+//!
+//! A scenario without a snapshot is its own state, `NEW`: its expectations were checked and
+//! hold, there is just nothing to compare with yet. A first `scen test` on a suite says so at
+//! the top instead of failing every scenario. Under CI (`CI` set, as insta reads it) a missing
+//! snapshot fails: a scenario committed without one would otherwise pin nothing.
 
 use super::fail;
 use crate::cli::TestArgs;
@@ -49,6 +55,11 @@ pub fn test(args: TestArgs) -> Exit {
         },
         determinism_seeds: Vec::new(),
     };
+    if let Some(notice) = no_snapshots_notice(&settings.snapshots, &files).filter(|_| !args.update)
+    {
+        println!("{notice}");
+    }
+    let strict = under_ci();
     let mut outcomes = suite::run_all(&files, &settings, args.jobs, &mut |o| {
         println!("{}", line(o))
     });
@@ -59,15 +70,47 @@ pub fn test(args: TestArgs) -> Exit {
     } else {
         print_failures(&outcomes);
     }
-    println!("{}", summary(&outcomes));
+    println!("{}", summary(&outcomes, strict));
     if let Some(path) = &args.junit {
-        let written = suite::junit::render(&outcomes)
+        let written = suite::junit::render(&outcomes, strict)
             .and_then(|xml| scen::output::write_whole(path, xml.as_bytes()));
         if let Err(e) = written {
             return fail(format!("--junit: {e:#}"));
         }
     }
-    exit_code(&outcomes)
+    exit_code(&outcomes, strict)
+}
+
+/// `CI` set (and not `false`/`0`), as insta decides it runs under CI.
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "false" | "0"))
+}
+
+/// Said before any result when no scenario of the suite can have a snapshot yet (the snapshot
+/// directory, or every scenario's directory for `beside`, holds no `.snap` file).
+fn no_snapshots_notice(loc: &snapshot::Location, files: &[PathBuf]) -> Option<String> {
+    let has_snap = |dir: &std::path::Path| {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "snap"))
+        })
+    };
+    let (empty, place) = match loc {
+        snapshot::Location::Dir(d) => (!has_snap(d), d.display().to_string()),
+        snapshot::Location::Beside => (
+            files
+                .iter()
+                .all(|f| f.parent().is_none_or(|d| !has_snap(d))),
+            "beside the scenarios".to_string(),
+        ),
+    };
+    empty.then(|| {
+        format!(
+            "no snapshot yet ({place} has none): each scenario is checked against its [[expect]] \
+             only; run `scen test --update` to write them"
+        )
+    })
 }
 
 fn no_scenarios(paths: &[PathBuf], pattern: Option<&str>) -> String {
@@ -87,6 +130,10 @@ fn line(o: &Outcome) -> String {
         Status::Updated => format!("updated  {} (snapshot written)", o.name),
         Status::Failed => format!("FAILED   {}: {}", o.name, brief(&o.problems)),
         Status::Invalid => format!("INVALID  {}: {}", o.name, brief(&o.problems)),
+        Status::NoSnapshot => format!(
+            "NEW      {}: expectations hold; no snapshot yet: run `scen test --update`",
+            o.name
+        ),
     }
 }
 
@@ -105,7 +152,8 @@ fn print_failures(outcomes: &[Outcome]) {
         for p in &o.problems {
             println!("  {p}");
         }
-        if let Some(c) = &o.snapshot {
+        // A scenario without a snapshot has no diff to show (its verdict is above).
+        if let Some(c) = o.snapshot.as_ref().filter(|c| c.old.is_some()) {
             print!("{}", change_diff(c));
         }
     }
@@ -125,7 +173,7 @@ fn review(outcomes: &mut [Outcome]) -> anyhow::Result<()> {
     let mut accept_all = false;
     for o in outcomes.iter_mut() {
         let Some(c) = &o.snapshot else { continue };
-        if o.status != Status::Failed {
+        if !matches!(o.status, Status::Failed | Status::NoSnapshot) {
             continue;
         }
         println!("\n--- {} ({}):", o.name, c.path.display());
@@ -166,23 +214,34 @@ fn ask(input: &mut dyn BufRead, name: &str) -> anyhow::Result<char> {
     }
 }
 
-fn summary(outcomes: &[Outcome]) -> String {
+fn summary(outcomes: &[Outcome], strict: bool) -> String {
     let count = |s: Status| outcomes.iter().filter(|o| o.status == s).count();
     let (passed, updated) = (count(Status::Passed), count(Status::Updated));
     let (failed, invalid) = (count(Status::Failed), count(Status::Invalid));
-    let word = if failed + invalid == 0 {
+    let new = count(Status::NoSnapshot);
+    let word = if failed + invalid == 0 && (new == 0 || !strict) {
         "ok"
     } else {
         "FAILED"
     };
     let mut text = format!(
-        "\ntest result: {word}. {passed} passed, {failed} failed, {invalid} invalid, {updated} updated ({} scenarios)",
+        "\ntest result: {word}. {passed} passed, {failed} failed, {invalid} invalid, {updated} updated, {new} without snapshot ({} scenarios)",
         outcomes.len()
     );
+    if new > 0 {
+        text.push_str(&format!(
+            "\nno snapshot yet for {new} scenario(s): `scen test --update` writes them{}",
+            if strict {
+                " (a failure under CI: commit the snapshots)"
+            } else {
+                ""
+            }
+        ));
+    }
     if failed > 0
-        && outcomes
-            .iter()
-            .any(|o| o.snapshot.is_some() && o.status == Status::Failed)
+        && outcomes.iter().any(|o| {
+            o.status == Status::Failed && o.snapshot.as_ref().is_some_and(|c| c.old.is_some())
+        })
     {
         text.push_str(
             "\nchanged snapshots: `scen test --review` to look at each, `--update` to accept all",
@@ -191,10 +250,11 @@ fn summary(outcomes: &[Outcome]) -> String {
     text
 }
 
-fn exit_code(outcomes: &[Outcome]) -> Exit {
-    if outcomes.iter().any(|o| o.status == Status::Invalid) {
+fn exit_code(outcomes: &[Outcome], strict: bool) -> Exit {
+    let any = |s: Status| outcomes.iter().any(|o| o.status == s);
+    if any(Status::Invalid) {
         Exit::Invalid
-    } else if outcomes.iter().any(|o| o.status == Status::Failed) {
+    } else if any(Status::Failed) || (strict && any(Status::NoSnapshot)) {
         Exit::Failed
     } else {
         Exit::Ok

@@ -1,15 +1,22 @@
 //! `scen test --junit FILE`: the results as JUnit XML (quick-junit writes it), one test case
-//! per scenario, for CI systems that show test reports.
+//! per scenario, for CI systems that show test reports. A scenario without a snapshot is a
+//! failure when `strict` (under CI), else a success.
 
 use super::{Outcome, Status};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 /// The JUnit XML document for a suite run.
-pub fn render(outcomes: &[Outcome]) -> anyhow::Result<String> {
+pub fn render(outcomes: &[Outcome], strict: bool) -> anyhow::Result<String> {
     let mut suite = TestSuite::new("scen");
     for o in outcomes {
         let status = match o.status {
             Status::Passed | Status::Updated => TestCaseStatus::success(),
+            Status::NoSnapshot if !strict => TestCaseStatus::success(),
+            Status::NoSnapshot => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(o.no_snapshot_text());
+                s
+            }
             Status::Failed | Status::Invalid => {
                 let kind = if o.status == Status::Invalid {
                     NonSuccessKind::Error

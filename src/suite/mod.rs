@@ -109,6 +109,10 @@ pub enum Status {
     Failed,
     /// The scenario file is invalid or the simulation could not run.
     Invalid,
+    /// Its expectations hold and its runs are deterministic, but it has no snapshot yet (a
+    /// new scenario, a first `scen test`): `scen test --update` writes one. Not a failure of
+    /// the scenario; `scen test` fails on it only under CI.
+    NoSnapshot,
 }
 
 #[derive(Debug, Clone)]
@@ -276,6 +280,15 @@ pub fn run_one(file: &Path, settings: &Settings) -> Outcome {
 }
 
 impl Outcome {
+    /// What a [`Status::NoSnapshot`] outcome says where a problem would be.
+    pub fn no_snapshot_text(&self) -> String {
+        let path = self.snapshot.as_ref().map(|c| c.path.display().to_string());
+        format!(
+            "no snapshot yet ({} does not exist): `scen test --update` writes it",
+            path.unwrap_or_default()
+        )
+    }
+
     fn invalid(mut self, message: String) -> Outcome {
         self.status = Status::Invalid;
         self.problems
@@ -375,12 +388,10 @@ fn check_snapshot(
     };
     match written {
         Ok(true) => out.status = Status::Updated,
+        Ok(false) if old.is_none() => out.status = Status::NoSnapshot,
         Ok(false) => out.problems.push(Problem::new(
             ProblemKind::Snapshot,
-            match &old {
-                Some(_) => format!("differs from {}", path.display()),
-                None => format!("{} does not exist", path.display()),
-            },
+            format!("differs from {}", path.display()),
         )),
         Err(e) => out
             .problems

@@ -6,11 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn scen_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_scen"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("scen runs");
+    scen_ci(dir, args, None)
+}
+
+/// `scen ARGS` in `dir`, with `CI` set to `ci` or unset (.ci/run sets it for the whole suite).
+fn scen_ci(dir: &Path, args: &[&str], ci: Option<&str>) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_scen"));
+    cmd.args(args).current_dir(dir).env_remove("CI");
+    if let Some(v) = ci {
+        cmd.env("CI", v);
+    }
+    let out = cmd.output().expect("scen runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).to_string(),
@@ -37,10 +43,30 @@ fn project(tag: &str) -> PathBuf {
 #[test]
 fn new_snapshots_then_a_change_shows_a_diff_and_update_fixes_it() {
     let dir = project("cycle");
-    // No snapshots yet: both fail, naming the missing file; nothing is written.
+    // No snapshots yet: said first, each scenario is NEW (its expectations hold), not FAILED;
+    // exit 0, but 1 under CI; nothing is written.
     let (code, out, _) = scen_in(&dir, &["test", "suite"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("no snapshot yet ("), "{out}");
+    assert!(
+        out.contains("NEW      missing_rank_all_reduce: expectations hold; no snapshot yet"),
+        "{out}"
+    );
+    assert!(!out.contains("FAILED"), "{out}");
+    assert!(out.contains("2 without snapshot"), "{out}");
+    let junit = dir.join("new.xml");
+    let junit_arg = ["test", "suite", "--junit", junit.to_str().unwrap()];
+    let (code, out, _) = scen_ci(&dir, &junit_arg, Some("true"));
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("does not exist"), "{out}");
+    assert!(
+        out.contains("test result: FAILED.") && out.contains("a failure under CI"),
+        "{out}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("failures=\"2\"") && xml.contains("no snapshot yet"),
+        "{xml}"
+    );
     assert!(!dir.join("snapshots").exists());
     let (code, out, _) = scen_in(&dir, &["test", "suite", "--update"]);
     assert_eq!(code, 0, "{out}");

@@ -138,7 +138,7 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
     }
     let (diagnosis, calls) =
         diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
-    let diagnosis = diagnosis.with_env(run.env_ranks);
+    let diagnosis = diagnosis.with_env(run.env_ranks).with_device(s, &ranks);
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),

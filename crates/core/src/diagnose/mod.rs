@@ -12,6 +12,7 @@ pub mod env;
 pub mod groups;
 pub mod hang;
 pub mod planned;
+pub mod platform;
 pub mod record;
 pub mod report;
 pub mod splits;

@@ -7,6 +7,7 @@ use super::check::{self, Mismatch};
 use super::env::{self, EnvDifference};
 use super::groups::{self, GroupDivergence};
 use super::hang::{self, ranges, Hang, RankAt};
+use super::platform::{self, DeviceHint};
 use super::record::CallRecord;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -22,6 +23,9 @@ pub struct Diagnosis {
     pub mismatches: Vec<Mismatch>,
     /// The wait-for graph at the first stall.
     pub hang: Option<Hang>,
+    /// Tensor steps that failed on xpu only because the platform defaulted to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceHint>,
 }
 
 impl Diagnosis {
@@ -37,6 +41,7 @@ impl Diagnosis {
             groups: None,
             mismatches: check::check(records, finished),
             hang: stall.and_then(|(recs, ranks, t)| hang::analyse(recs, ranks, t)),
+            device: None,
         }
     }
 
@@ -52,8 +57,19 @@ impl Diagnosis {
         self
     }
 
+    /// Adds the device check: a CPU program on the (default) xpu platform.
+    pub fn with_device(
+        mut self,
+        s: &crate::scenario::Scenario,
+        ranks: &[crate::verdict::RankVerdict],
+    ) -> Diagnosis {
+        self.device = platform::check(s, ranks);
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.env.is_empty()
+        self.device.is_none()
+            && self.env.is_empty()
             && self.groups.is_none()
             && self.mismatches.is_empty()
             && self.hang.is_none()
@@ -61,7 +77,8 @@ impl Diagnosis {
 
     /// The human lines (no trailing newlines), grouped by identical state.
     pub fn lines(&self, file: &str) -> Vec<String> {
-        let mut out: Vec<String> = self.env.iter().map(|e| e.render()).collect();
+        let mut out: Vec<String> = self.device.iter().map(|d| d.render(file)).collect();
+        out.extend(self.env.iter().map(|e| e.render()));
         if let Some(g) = &self.groups {
             out.extend(g.lines(file));
         }

@@ -375,6 +375,7 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
         groups: None,
         mismatches: check::check(&records, &done),
         hang: hang::analyse(&records, &ranks, t_ms),
+        device: None,
     };
     notes.extend(unnoticed(&diagnosis));
     Ok(Import {
