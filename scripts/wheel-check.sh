@@ -71,11 +71,8 @@ skip_record() {
   fi
   echo "skip: scen record: $1"
 }
-if [ ! -f "$repo/python/scen/recorder.py" ]; then
-  skip_record "python/scen/recorder.py is not in this tree" recorder
-elif ! scen record --help >/dev/null 2>&1; then
-  skip_record "this scen has no record command" recorder
-elif [ ! -x "$torch_venv/bin/torchrun" ]; then
+"$tmp/user/bin/python" -c 'import scen.recorder' || fail "import scen.recorder (the recorder module is not in the wheel)"
+if [ ! -x "$torch_venv/bin/torchrun" ]; then
   skip_record "no torch: $torch_venv/bin/torchrun does not exist (scripts/install-torch-cpu.sh)" torch
 else
   "$tmp/user/bin/python" -c 'import importlib.util as u; assert u.find_spec("scen.recorder")' \

@@ -213,3 +213,25 @@ fn exit_codes_are_not_literals() {
         found.join("\n")
     );
 }
+
+/// The README's sample run is what `scen run` prints for that scenario today.
+#[test]
+fn the_readme_sample_run_is_the_output() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("scen missing_rank_all_reduce — ")
+        .expect("README shows a run of missing_rank_all_reduce");
+    let end = start + readme[start..].find("\n```").expect("its code block ends");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
+        .args(["run", "scenarios/missing_rank_all_reduce.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("scen runs");
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        readme[start..end].trim_end(),
+        got.trim_end(),
+        "README.md's sample run is stale: paste the real output"
+    );
+}
