@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+#[path = "torch/differential.rs"]
+mod differential;
 #[path = "torch/fr.rs"]
 mod fr;
 #[path = "torch/lifecycle.rs"]
@@ -384,7 +386,7 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results");
-    let checks: [(&str, &str, &Check); 6] = [
+    let checks: [(&str, &str, &Check); 7] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -409,6 +411,11 @@ fn main() {
             "record",
             "scen record round trip: export, record for real, simulate: same outcomes and calls",
             &|| record::round_trips(&root(), &python),
+        ),
+        (
+            "differential",
+            "generated programs: the simulator and real PyTorch agree rank by rank",
+            &|| differential::run(&root(), &python),
         ),
         (
             "record_outcomes",

@@ -1,0 +1,337 @@
+//! Random torch-eligible programs for the differential oracle (differential.rs): a seeded
+//! generator of gloo/CPU scenarios nobody tuned scen to. Each program is 2-4 ranks, an init,
+//! sometimes a subgroup (with non-members), a few collectives and point-to-point pairs with
+//! random shapes, dtypes, ops and roots, sometimes an async call and its wait, and, in about
+//! half of them, one divergence of the kind real jobs have: a rank that skips a call, makes an
+//! extra one, passes another shape, dtype, root or reduce op, finishes early, sleeps, is killed,
+//! or sends what nobody receives. The text is the scenario; the same seed gives the same text.
+
+/// SplitMix64: small, seedable, the same sequence on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in 0..n.
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+}
+
+/// What a generated program is about, for the summary and the saved file's header.
+pub struct Program {
+    pub text: String,
+    pub summary: String,
+}
+
+/// One call every member makes (before any divergence is applied).
+struct Call {
+    op: &'static str,
+    group: Option<&'static str>,
+    /// Global ranks of the group (all ranks for WORLD).
+    members: Vec<usize>,
+    shape: Vec<usize>,
+    dtype: &'static str,
+    reduce_op: Option<&'static str>,
+    root: Option<usize>,
+    /// A send/recv pair: (src, dst).
+    pair: Option<(usize, usize)>,
+    async_work: Option<String>,
+}
+
+const OPS: [&str; 10] = [
+    "all_reduce",
+    "broadcast",
+    "all_gather",
+    "reduce_scatter",
+    "reduce",
+    "gather",
+    "scatter",
+    "all_to_all_single",
+    "barrier",
+    "send_recv",
+];
+
+/// The program number `k` of run `seed`.
+pub fn program(seed: u64, k: u64) -> Program {
+    let mut rng = Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(k));
+    let n = 2 + rng.below(3);
+    let world: Vec<usize> = (0..n).collect();
+    let mut groups: Vec<(&'static str, Vec<usize>)> = Vec::new();
+    if rng.chance(35) {
+        let mut members: Vec<usize> = world.iter().copied().filter(|_| rng.chance(60)).collect();
+        if members.is_empty() {
+            members.push(rng.below(n));
+        }
+        groups.push(("g", members));
+    }
+    let count = 1 + rng.below(4);
+    let mut calls: Vec<Call> = Vec::new();
+    for i in 0..count {
+        let op = *rng.pick(&OPS);
+        let (group, members) = match groups.first() {
+            Some((name, m)) if op != "send_recv" && rng.chance(50) => (Some(*name), m.clone()),
+            _ => (None, world.clone()),
+        };
+        let g = members.len();
+        let shape = match op {
+            // dim 0 divides by the group size without split sizes.
+            "all_to_all_single" => vec![g * (1 + rng.below(2))],
+            _ => rng.pick(&[vec![4], vec![2, 3], vec![8], vec![1]]).clone(),
+        };
+        let dtype = *rng.pick(&["f32", "f32", "i64", "f64"]);
+        let reduce_op = matches!(op, "all_reduce" | "reduce_scatter" | "reduce").then(|| {
+            if dtype == "f32" {
+                *rng.pick(&["sum", "max", "min", "product", "avg"])
+            } else {
+                *rng.pick(&["sum", "max", "min", "product"])
+            }
+        });
+        let root = matches!(op, "broadcast" | "reduce" | "gather" | "scatter")
+            .then(|| *rng.pick(&members));
+        let pair = (op == "send_recv").then(|| {
+            let a = rng.below(n);
+            (a, (a + 1 + rng.below(n - 1)) % n)
+        });
+        let async_work = (op == "all_reduce" && rng.chance(30)).then(|| format!("w{i}"));
+        calls.push(Call {
+            op,
+            group,
+            members,
+            shape,
+            dtype,
+            reduce_op,
+            root,
+            pair,
+            async_work,
+        });
+    }
+    let mut out = Vec::new();
+    let divergence = if rng.chance(55) {
+        Some(*rng.pick(&[
+            "skip",
+            "extra",
+            "shape",
+            "dtype",
+            "root",
+            "reduce_op",
+            "early",
+            "sleep",
+            "crash",
+            "unmatched_send",
+        ]))
+    } else {
+        None
+    };
+    let victim = rng.below(n);
+    let at = rng.below(calls.len());
+    out.push(step("init_process_group", &[("backend", q("gloo"))], None));
+    for (name, members) in &groups {
+        let list: Vec<String> = members.iter().map(usize::to_string).collect();
+        out.push(step(
+            "new_group",
+            &[("ranks", format!("[{}]", list.join(", "))), ("as", q(name))],
+            None,
+        ));
+    }
+    let mut faults = Vec::new();
+    for (i, c) in calls.iter().enumerate() {
+        let here = i == at;
+        let not_victim = format!("rank != {victim}");
+        let only_victim = format!("rank == {victim}");
+        match divergence {
+            Some("skip") if here => out.extend(emit(c, Some(&not_victim), |_| {})),
+            Some("extra") if here => {
+                out.extend(emit(c, None, |_| {}));
+                out.extend(emit(c, Some(&only_victim), |_| {}));
+            }
+            Some("shape") if here => {
+                out.extend(emit(c, Some(&not_victim), |_| {}));
+                out.extend(emit(c, Some(&only_victim), |c| {
+                    c.shape = other_shape(&c.shape)
+                }));
+            }
+            Some("dtype") if here => {
+                out.extend(emit(c, Some(&not_victim), |_| {}));
+                out.extend(emit(c, Some(&only_victim), |c| {
+                    c.dtype = if c.dtype == "f32" { "i32" } else { "f32" }
+                }));
+            }
+            Some("root") if here && c.root.is_some() => {
+                let other = c.members[(c.members.iter().position(|m| Some(*m) == c.root).unwrap()
+                    + 1)
+                    % c.members.len()];
+                out.extend(emit(c, Some(&not_victim), |_| {}));
+                out.extend(emit(c, Some(&only_victim), |c| c.root = Some(other)));
+            }
+            Some("reduce_op") if here && c.reduce_op.is_some() => {
+                out.extend(emit(c, Some(&not_victim), |_| {}));
+                out.extend(emit(c, Some(&only_victim), |c| {
+                    c.reduce_op = Some(if c.reduce_op == Some("max") {
+                        "min"
+                    } else {
+                        "max"
+                    })
+                }));
+            }
+            Some("early") if i >= at => out.extend(emit(c, Some(&not_victim), |_| {})),
+            Some("sleep") if here => {
+                out.push(step(
+                    "sleep",
+                    &[("ms", (500 + 500 * rng.below(4)).to_string())],
+                    Some(&only_victim),
+                ));
+                out.extend(emit(c, None, |_| {}));
+            }
+            Some("crash") if here => {
+                let id = format!("c{i}");
+                faults.push(format!(
+                    "[[faults]]\nkind = \"crash\"\non = [{victim}]\nat_step = \"{id}\"\n"
+                ));
+                let mut steps = emit(c, None, |_| {});
+                steps[0] =
+                    steps[0].replacen("[[step]]\n", &format!("[[step]]\nid = \"{id}\"\n"), 1);
+                out.extend(steps);
+            }
+            _ => out.extend(emit(c, None, |_| {})),
+        }
+    }
+    if divergence == Some("unmatched_send") {
+        let dst = (victim + 1) % n;
+        out.push(step(
+            "send",
+            &[("device", q("cpu")), ("dst", dst.to_string())],
+            Some(&format!("rank == {victim}")),
+        ));
+    }
+    if rng.chance(50) {
+        out.push(step("barrier", &[], None));
+    }
+    let ops: Vec<&str> = calls.iter().map(|c| c.op).collect();
+    let summary = format!(
+        "{n} ranks{}; {}; divergence: {}",
+        groups
+            .first()
+            .map(|(_, m)| format!(", subgroup {m:?}"))
+            .unwrap_or_default(),
+        ops.join(", "),
+        divergence
+            .map(|d| format!("{d} (rank {victim}, call {})", at + 1))
+            .unwrap_or_else(|| "none".into())
+    );
+    let text = format!(
+        "# Generated by tests/torch/gen.rs (seed {seed}, program {k}): {summary}.\n\
+         [scenario]\ndescription = \"generated program {seed}/{k}\"\n\n\
+         [world]\nranks_per_node = {n}\nplatform = \"cpu\"\n\n{}{}",
+        out.join("\n"),
+        if faults.is_empty() {
+            String::new()
+        } else {
+            format!("\n{}", faults.join("\n"))
+        }
+    );
+    Program { text, summary }
+}
+
+/// A call as steps (a send/recv pair is two), after `tweak` changed it for one side.
+fn emit(c: &Call, on: Option<&str>, tweak: impl Fn(&mut Call)) -> Vec<String> {
+    let mut c = Call {
+        op: c.op,
+        group: c.group,
+        members: c.members.clone(),
+        shape: c.shape.clone(),
+        dtype: c.dtype,
+        reduce_op: c.reduce_op,
+        root: c.root,
+        pair: c.pair,
+        async_work: c.async_work.clone(),
+    };
+    tweak(&mut c);
+    let mut f: Vec<(&str, String)> = Vec::new();
+    if let Some(g) = c.group {
+        f.push(("group", q(g)));
+    }
+    if c.op == "barrier" {
+        return vec![step("barrier", &f, on)];
+    }
+    let shape: Vec<String> = c.shape.iter().map(usize::to_string).collect();
+    f.push(("device", q("cpu")));
+    f.push(("shape", format!("[{}]", shape.join(", "))));
+    f.push(("dtype", q(c.dtype)));
+    f.push(("fill", q("rank + i")));
+    if let Some((src, dst)) = c.pair {
+        let both = |extra: (&'static str, String), who: usize| {
+            let mut g = f.clone();
+            g.push(extra);
+            let sel = match on {
+                Some(o) => format!("rank == {who} and {o}"),
+                None => format!("rank == {who}"),
+            };
+            (g, sel)
+        };
+        let (fs, ss) = both(("dst", dst.to_string()), src);
+        let (fr, sr) = both(("src", src.to_string()), dst);
+        return vec![step("send", &fs, Some(&ss)), step("recv", &fr, Some(&sr))];
+    }
+    if let Some(op) = c.reduce_op {
+        f.push(("reduce_op", q(op)));
+    }
+    if let Some(r) = c.root {
+        let key = if matches!(c.op, "broadcast" | "scatter") {
+            "src"
+        } else {
+            "dst"
+        };
+        f.push((key, r.to_string()));
+    }
+    match &c.async_work {
+        Some(w) => {
+            f.push(("async_op", "true".into()));
+            f.push(("work", q(w)));
+            vec![step(c.op, &f, on), step("wait", &[("work", q(w))], on)]
+        }
+        None => vec![step(c.op, &f, on)],
+    }
+}
+
+fn other_shape(s: &[usize]) -> Vec<usize> {
+    let n: usize = s.iter().product();
+    if n == 1 {
+        vec![2]
+    } else {
+        vec![n * 2]
+    }
+}
+
+fn q(s: &str) -> String {
+    format!("\"{s}\"")
+}
+
+fn step(op: &str, fields: &[(&str, String)], on: Option<&str>) -> String {
+    let mut s = format!("[[step]]\nop = \"{op}\"\n");
+    if let Some(o) = on {
+        s += &format!("on = \"{o}\"\n");
+    }
+    for (k, v) in fields {
+        s += &format!("{k} = {v}\n");
+    }
+    s
+}
