@@ -50,6 +50,9 @@ struct Tally {
     digest_diffs: usize,
 }
 
+/// Per rank (outcome agrees, text agrees); how many result digests differ; what differs.
+type Compared = (Vec<(bool, bool)>, usize, Option<String>);
+
 /// Runs program `k`; returns its per-rank (outcome agree, text agree) and a description of what
 /// differs, if anything.
 fn one(
@@ -57,7 +60,7 @@ fn one(
     python: &Path,
     seed: u64,
     k: u64,
-) -> Result<(Vec<(bool, bool)>, usize, Option<String>), String> {
+) -> Result<Compared, String> {
     let p = gen::program(seed, k);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let file = dir.path().join(format!("gen_{seed}_{k}.toml"));
