@@ -55,12 +55,7 @@ type Compared = (Vec<(bool, bool)>, usize, Option<String>);
 
 /// Runs program `k`; returns its per-rank (outcome agree, text agree) and a description of what
 /// differs, if anything.
-fn one(
-    root: &Path,
-    python: &Path,
-    seed: u64,
-    k: u64,
-) -> Result<Compared, String> {
+fn one(root: &Path, python: &Path, seed: u64, k: u64) -> Result<Compared, String> {
     let p = gen::program(seed, k);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let file = dir.path().join(format!("gen_{seed}_{k}.toml"));

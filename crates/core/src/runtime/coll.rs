@@ -72,6 +72,25 @@ impl Coll {
         self.torch_op
     }
 
+    /// The family of gloo algorithm that runs the call. gloo builds each message's slot from
+    /// the algorithm's own prefix and the call's tag, so calls of two families at the same
+    /// sequence number never take each other's messages: each waits for its own, until the
+    /// timeout (real PyTorch 2.15: an extra all_gather on one rank meeting the others'
+    /// all_reduce times out in recv and send, tests/torch/differential.rs).
+    pub fn gloo_slot(&self) -> &'static str {
+        match &self.algo {
+            Algo::AllReduce(_) => "allreduce",
+            Algo::Reduce(..) => "reduce",
+            Algo::Broadcast(_) => "broadcast",
+            Algo::AllGather { .. } => "allgather",
+            Algo::Gather(_) => "gather",
+            Algo::Scatter { .. } => "scatter",
+            Algo::ReduceScatter { .. } => "reduce_scatter",
+            Algo::AllToAll { .. } => "alltoall",
+            Algo::Barrier => "barrier",
+        }
+    }
+
     /// Runs the call on `x`; `t` is the input (updated in place by in-place ops); returns the
     /// output when it is another tensor (`None` for in-place ops and non-roots of gather).
     pub async fn run<D: Payload, X: Exec<D>>(

@@ -297,7 +297,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let clock = self.env.clock.clone();
         let members = pg.ranks.clone();
         let me_g = pg.group_rank(me).expect("member");
-        let tag = format!("{}/{backend}/{seq}", pg.name);
+        let tag = match backend {
+            // gloo's slots: a call's messages are its algorithm's (Coll::gloo_slot).
+            "gloo" => format!("{}/{backend}/{seq}/{}", pg.name, coll.gloo_slot()),
+            _ => format!("{}/{backend}/{seq}", pg.name),
+        };
         let coll = coll.clone();
         let device = self.env.device.clone().filter(|_| backend != "gloo");
         let comm = self.comm_ref(name, &members, me, None);
