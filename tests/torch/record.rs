@@ -356,8 +356,9 @@ fn record_program(
     std::fs::read_to_string(&out).map_err(|e| e.to_string())
 }
 
-/// A rank that raises is recorded with its exception and step, its peers with theirs; a
-/// rank still waiting at `--timeout-s` is recorded as hanging in its call.
+/// A rank that raises is recorded with its exception and step (its own code's exception as a
+/// `raise` step), its peers with theirs, and the simulation of the recording ends every rank as
+/// the real run did; a rank still waiting at `--timeout-s` is recorded as hanging in its call.
 pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
         .prefix("scen-record-raise-")
@@ -367,8 +368,9 @@ pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
     let want = [
         "[[step]]  # raises.py:4\nop = \"all_reduce\"\nshape = [8]\ndtype = \"bf16\"\nreduce_op = \"max\"\n",
         "[[step]]  # raises.py:7\nop = \"barrier\"\non = [0, 2]\n",
-        "# rank 1 raised ValueError at raises.py:6, after step 2",
-        "[[expect]]\non = [1]\noutcome = \"fails\"\nstep = 2\nerror = \"ValueError: rank one gives up\"\n",
+        "[[step]]  # raises.py:6\nop = \"raise\"\non = [1]\nerror = \"ValueError: rank one gives up\"\n",
+        "# rank 1 raised ValueError at raises.py:6, in step 4",
+        "[[expect]]\non = [1]\noutcome = \"fails\"\nstep = 4\nerror = \"ValueError: rank one gives up\"\n",
         "[[expect]]\non = [0, 2]\noutcome = \"fails\"\nstep = 3\nerror = \"RuntimeError: Connection closed by peer\"\n",
     ];
     for w in want {
@@ -377,15 +379,16 @@ pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
         }
     }
     // The simulator fails the peers in the barrier too (rank 0's gloo barrier may be waiting
-    // on rank 2 rather than on rank 1 when it fails; the model then says so), and rank 1,
-    // whose exception is the program's own, completes there.
+    // on rank 2 rather than on rank 1 when it fails; the model then says so), and rank 1
+    // raises its own exception at the raise step, as the real rank did.
     let s =
         scen_core::scenario::parse(&text, "raises.toml", "raises").map_err(|e| e.to_string())?;
     let r = scen_sim::simulate(&s, None).map_err(|e| e.to_string())?;
     let in_barrier = |v: &RankVerdict| matches!(v, RankVerdict::Failed { step: 2, failure, .. } if failure.exception() == Some("RuntimeError"));
     if !(in_barrier(&r.ranks[0])
         && in_barrier(&r.ranks[2])
-        && matches!(r.ranks[1], RankVerdict::Completed { .. }))
+        && matches!(&r.ranks[1], RankVerdict::Failed { step: 3, failure, .. }
+            if failure.text() == "ValueError: rank one gives up"))
     {
         return Err(format!("simulated: {:?}", outcomes(&r)));
     }

@@ -177,7 +177,8 @@ fn step(s: &Scenario, st: &Step) -> Result<(), String> {
         | StepKind::Barrier { .. }
         | StepKind::Wait { .. }
         | StepKind::Log { .. }
-        | StepKind::Sleep { .. } => Ok(()),
+        | StepKind::Sleep { .. }
+        | StepKind::Raise { .. } => Ok(()),
     }
 }
 

@@ -107,6 +107,19 @@ def run(main):
     _emit("end", None, "")
 
 
+def exception(name, text):
+    """A raise step's exception that is not a plain builtin: class `name` (a subclass of the
+    builtin of that name, else of Exception, as the program's own class) whose str() is `text`
+    verbatim, so Python prints `name: text` as the step says (KeyError would print a repr)."""
+    import builtins
+    base = getattr(builtins, name, None)
+    if not (isinstance(base, type) and issubclass(base, Exception)):
+        base = Exception
+    cls = type(name, (base,), dict(__str__=lambda self: text, __module__="__main__",
+                                   __qualname__=name))
+    return cls(text)
+
+
 # -- tensors ---------------------------------------------------------------------------------
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402

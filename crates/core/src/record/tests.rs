@@ -106,3 +106,45 @@ fn no_call_is_an_error_and_bad_options_are_named() {
         .to_string()
         .contains("--platform tpu"));
 }
+
+#[test]
+fn the_programs_own_raise_becomes_a_raise_step_the_rank_fails_at() {
+    let raise = "{\"ev\": \"raise\", \"exc\": \"ValueError\", \"msg\": \"bad shape 3\", \"at\": \"/w/p.py:9\"}\n";
+    let r = record(
+        vec![proc(0, &format!("{}{raise}", calls(0))), proc(1, &calls(1))],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert_eq!(r.steps, 5, "{t}");
+    assert!(
+        t.contains(
+            "[[step]]  # p.py:9\nop = \"raise\"\non = [0]\nerror = \"ValueError: bad shape 3\"\n"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [0]\noutcome = \"fails\"\nstep = 5\nerror = \"ValueError: bad shape\"\n"),
+        "{t}"
+    );
+    let s = crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+    assert!(matches!(
+        &s.steps[4].kind,
+        crate::scenario::StepKind::Raise { exception, message }
+            if exception == "ValueError" && message == "bad shape 3"
+    ));
+    // A raise that a call raised stays in that call: no raise step.
+    let failed = calls(0).replace(
+        "{\"ev\": \"done\", \"i\": 3}",
+        "{\"ev\": \"error\", \"i\": 3, \"exc\": \"RuntimeError\", \"msg\": \"closed\"}",
+    );
+    let raise = raise
+        .replace("ValueError", "RuntimeError")
+        .replace("bad shape 3", "closed");
+    let r = record(
+        vec![proc(0, &format!("{failed}{raise}")), proc(1, &calls(1))],
+        &opts(),
+    )
+    .unwrap();
+    assert!(!r.text.contains("op = \"raise\""), "{}", r.text);
+}

@@ -108,8 +108,13 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
     let recorded = recorded_device(ranks);
     let mut per_rank: BTreeMap<usize, Vec<StepDesc>> = BTreeMap::new();
     let mut of_call: BTreeMap<usize, Vec<Option<usize>>> = BTreeMap::new();
+    let mut own_raise: BTreeMap<usize, usize> = BTreeMap::new();
     for (r, p) in &procs {
         let mut rs = rank_steps(p, o, &recorded)?;
+        if let Some(step) = raise_step(p) {
+            own_raise.insert(*r, rs.steps.len());
+            rs.steps.push(step);
+        }
         for s in &mut rs.steps {
             s.at = rel(&s.at, o);
         }
@@ -128,7 +133,8 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
         .map(|(r, p)| {
             let steps: Vec<Option<usize>> =
                 of_call[r].iter().map(|s| s.map(|i| index[r][i])).collect();
-            (*r, outcome(p, &steps, o))
+            let raised_at = own_raise.get(r).map(|i| index[r][*i]);
+            (*r, outcome(p, &steps, raised_at, o))
         })
         .collect();
     let mut s = header(ranks, &procs, world, &recorded, o);
@@ -173,8 +179,39 @@ fn first_line(m: &str) -> String {
     }
 }
 
-/// How rank `p` ended; `steps[i]` is the merged step of its call i. Also a comment line.
-fn outcome(p: &Proc, steps: &[Option<usize>], o: &Options) -> (Outcome, String) {
+/// The program's own exception (no torch.distributed call raised it) as a `raise` step after
+/// the rank's last call, at the file:line of the raise. A rank whose call raised fails in that
+/// call instead (the simulator raises it there too, so its later code never runs).
+fn raise_step(p: &Proc) -> Option<StepDesc> {
+    let e = p.raised.as_ref()?;
+    if p.calls
+        .iter()
+        .any(|c| matches!(c.end, CallEnd::Error { .. }))
+    {
+        return None;
+    }
+    let msg = e.msg.trim();
+    let error = if msg.is_empty() {
+        e.exc.clone()
+    } else {
+        format!("{}: {msg}", e.exc)
+    };
+    Some(StepDesc {
+        op: "raise".into(),
+        fields: vec![("error".into(), quote(&error))],
+        at: e.at.clone(),
+        notes: vec![],
+    })
+}
+
+/// How rank `p` ended; `steps[i]` is the merged step of its call i, `raised_at` the merged
+/// step of its own raise ([`raise_step`]). Also a comment line.
+fn outcome(
+    p: &Proc,
+    steps: &[Option<usize>],
+    raised_at: Option<usize>,
+    o: &Options,
+) -> (Outcome, String) {
     let last = steps.iter().rev().find_map(|s| *s).unwrap_or(0);
     let failed_call = p
         .calls
@@ -191,8 +228,9 @@ fn outcome(p: &Proc, steps: &[Option<usize>], o: &Options) -> (Outcome, String) 
         .and_then(|(_, s)| *s);
     let rank = p.rank();
     if let Some(e) = &p.raised {
-        let (step, inside) = match failed_call {
-            Some((_, Some(s))) => (*s, true),
+        let (step, inside) = match (failed_call, raised_at) {
+            (Some((_, Some(s))), _) => (*s, true),
+            (_, Some(s)) => (s, false),
             _ => (last, false),
         };
         let at = rel(&e.at, o);
@@ -205,7 +243,7 @@ fn outcome(p: &Proc, steps: &[Option<usize>], o: &Options) -> (Outcome, String) 
             )
         } else {
             format!(
-                "rank {rank} raised {} at {at}, after step {} (the program's own exception, not a torch.distributed call: the simulator runs the calls only, so this rank completes there): {}",
+                "rank {rank} raised {} at {at}, in step {} (the program's own exception, not a torch.distributed call: a raise step): {}",
                 e.exc,
                 step + 1,
                 first_line(&e.msg)

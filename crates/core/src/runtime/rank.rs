@@ -37,6 +37,7 @@ mod sglang;
 use crate::diagnose::{CallKind, GroupRecord, PlannedCalls, PlannedRecord};
 use calls::CallSpec;
 
+use crate::outcome::Failure;
 pub use crate::outcome::RankEnd;
 
 /// Everything a rank needs from its runner.
@@ -248,16 +249,25 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .probe
                 .step_gate(self.env.proc_rank, step.index)
                 .await;
-            let result = tracing::Instrument::instrument(self.exec(step), span.clone()).await;
+            let result = match &step.kind {
+                // The program's own exception: nothing to run, the rank ends failed with it.
+                StepKind::Raise { exception, message } => Err(Failure::Raised {
+                    exception: exception.clone(),
+                    message: message.clone(),
+                }),
+                _ => tracing::Instrument::instrument(self.exec(step), span.clone())
+                    .await
+                    .map_err(Failure::from),
+            };
             let _in_step = span.enter();
             match result {
                 Ok(note) => self.event(EventKind::Done, note),
-                Err(e) => {
+                Err(failure) => {
                     self.wait(None);
-                    self.event(EventKind::Error, e.to_string());
+                    self.event(EventKind::Error, failure.text());
                     return RankEnd::Failed {
                         step: step.index,
-                        failure: e.into(),
+                        failure,
                     };
                 }
             }
@@ -334,6 +344,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.event(EventKind::Log, line);
                 Ok(String::new())
             }
+            // run() ends the rank at a raise step without calling exec.
+            StepKind::Raise { .. } => Ok(String::new()),
             StepKind::Sleep { ms } => {
                 let until = self.now() + ms;
                 self.env.clock.sleep_until_ms(until).await;
@@ -534,6 +546,11 @@ fn describe(step: &Step) -> String {
         } => format!("group={} {} src={src}", g(group), t(tensor)),
         StepKind::Log { .. } => String::new(),
         StepKind::Sleep { ms } => format!("{ms}ms"),
+        StepKind::Raise { exception, message } => crate::outcome::Failure::Raised {
+            exception: exception.clone(),
+            message: message.clone(),
+        }
+        .text(),
         // V0..V2 by their enum names (as in every snapshot), a release by its number.
         StepKind::InitDistributedEnvironment { version, .. } => match version {
             crate::scenario::SglangVersion::V0_5_23 => format!("version={}", version.name()),

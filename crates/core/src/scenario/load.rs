@@ -18,6 +18,7 @@ use toml::Spanned;
 
 mod bytes;
 mod faults;
+mod raise;
 mod sglang;
 mod steps;
 mod world;

@@ -365,6 +365,14 @@ pub enum StepKind {
     Sleep {
         ms: u64,
     },
+    /// The program's own code raises here (an `assert`, a shape check): the rank ends failed
+    /// with this exception, as a Python rank whose exception nothing catches does.
+    Raise {
+        /// The class name Python prints (`ValueError`, or the program's own class).
+        exception: String,
+        /// `str(e)`: the text after `Type: ` (empty for a bare `assert`).
+        message: String,
+    },
     /// sglang `maybe_init_distributed_environment_and_model_parallel`, first half (docs/rules/sglang.md#s2).
     InitDistributedEnvironment {
         version: SglangVersion,
@@ -443,6 +451,7 @@ impl StepKind {
             StepKind::Recv { .. } => "recv",
             StepKind::Log { .. } => "log",
             StepKind::Sleep { .. } => "sleep",
+            StepKind::Raise { .. } => "raise",
             StepKind::InitDistributedEnvironment { .. } => "init_distributed_environment",
             StepKind::InitializeModelParallel { .. } => "initialize_model_parallel",
             StepKind::SpAllToAll {

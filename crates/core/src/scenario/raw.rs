@@ -193,6 +193,8 @@ pub struct RawStep {
     // log / sleep
     pub message: Option<Spanned<String>>,
     pub ms: Option<Spanned<i64>>,
+    // raise: `error = "ValueError: text"` (load/raise.rs)
+    pub error: Option<Spanned<String>>,
     // sglang (load/sglang.rs)
     pub version: Option<Spanned<String>>,
     pub tp: Option<Spanned<i64>>,

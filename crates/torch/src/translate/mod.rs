@@ -426,6 +426,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             b.push(format!("_emit(\"log\", {}, text)", step.index));
         }
         StepKind::Sleep { ms } => b.push(format!("time.sleep({ms} / 1000)")),
+        StepKind::Raise { exception, message } => b.push(raise(exception, message)),
         StepKind::SetDevice { device } => {
             b.push(format!("d = torch.device({})", template(device, ep)));
             b.push("getattr(torch, d.type).set_device(d)".into());
@@ -749,3 +750,44 @@ fn collective(s: &Scenario, step: &Step, c: &CollStep, b: &mut Vec<String>) {
 
 #[cfg(test)]
 mod tests;
+
+/// Builtin exceptions whose `str(e)` is the one argument they are raised with, so
+/// `raise ValueError("text")` prints `ValueError: text` as the step says. Any other type (the
+/// program's own class, `KeyError` whose text is a repr) is made by the prelude's `exception`.
+const PLAIN_BUILTINS: [&str; 20] = [
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "ConnectionError",
+    "Exception",
+    "FileNotFoundError",
+    "ImportError",
+    "IndexError",
+    "LookupError",
+    "ModuleNotFoundError",
+    "NameError",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "PermissionError",
+    "RecursionError",
+    "RuntimeError",
+    "TimeoutError",
+    "TypeError",
+    "ValueError",
+];
+
+/// A raise step's line: a real `raise` of the step's exception with its text.
+fn raise(exception: &str, message: &str) -> String {
+    let text = py_str(message);
+    match (PLAIN_BUILTINS.contains(&exception), message.is_empty()) {
+        (true, true) => format!("raise {exception}()"),
+        (true, false) => format!("raise {exception}({text})"),
+        (false, _) => format!("raise exception({}, {text})", py_str(exception)),
+    }
+}
+
+/// A Python string literal (JSON's escapes are Python's).
+fn py_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}

@@ -97,3 +97,15 @@ fn every_translatable_scenario_compiles_as_python() {
         Err(e) => println!("skip: python3 not found ({e}); programs not compiled"),
     }
 }
+
+#[test]
+fn raise_steps_become_real_raises_with_the_text_python_prints() {
+    let src = "[world]\nranks_per_node = 1\nplatform = \"cpu\"\n\n[[step]]\nop = \"raise\"\nerror = \"ValueError: bad \\\"shape\\\"\"\n\n[[step]]\nop = \"raise\"\nerror = \"AssertionError\"\n\n[[step]]\nop = \"raise\"\nerror = \"KeyError: 'x'\"\n\n[[step]]\nop = \"raise\"\nerror = \"ShapeError: 3 != 4\"\n";
+    let s = parse(src, "t.toml", "t").expect("parses");
+    let p = program(&s, Some(src), &Endpoints::default());
+    assert!(p.contains("raise ValueError(\"bad \\\"shape\\\"\")"), "{p}");
+    assert!(p.contains("raise AssertionError()"));
+    // KeyError's str() is a repr and ShapeError is the program's own: the prelude makes them.
+    assert!(p.contains("raise exception(\"KeyError\", \"'x'\")"));
+    assert!(p.contains("raise exception(\"ShapeError\", \"3 != 4\")"));
+}

@@ -61,6 +61,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "recv" => tensor(&["src", "expect", "expect_ulps"]),
         "log" => vec!["message"],
         "sleep" => vec!["ms"],
+        "raise" => vec!["error"],
         other => return sglang::op_fields(other),
     })
 }
@@ -70,7 +71,7 @@ const OPS: &str = "init_process_group, new_group, destroy_process_group, set_dev
                    all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
                    gather, scatter, reduce_scatter, reduce_scatter_tensor, \
                    reduce_scatter_tensor_coalesced, all_to_all_single, all_to_all, send, recv, \
-                   batch_isend_irecv, wait, log, sleep, init_distributed_environment, \
+                   batch_isend_irecv, wait, log, sleep, raise, init_distributed_environment, \
                    initialize_model_parallel, all_to_all_4d, usp_all_to_all, broadcast_pyobj, \
                    denoise_step";
 
@@ -172,6 +173,7 @@ impl Cx<'_> {
             f("ops", &r.ops),
             f("message", &r.message),
             f("ms", &r.ms),
+            f("error", &r.error),
         ]
         .into_iter()
         .flatten()
@@ -348,6 +350,7 @@ impl Cx<'_> {
                     None => 0,
                 },
             },
+            "raise" => self.raise_step(r, op_at)?,
             other => self.sglang_step_kind(other, r, handles)?,
         })
     }

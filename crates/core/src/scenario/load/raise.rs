@@ -1,0 +1,96 @@
+//! The `raise` step: the program's own code raising (an `assert`, a shape check, sglang's
+//! checks after init), which real programs do between their torch.distributed calls.
+//!
+//! `error` is the exception as Python prints its last line, `Type: text` (or `Type` alone, as a
+//! bare `assert` prints `AssertionError`). The type is required: a text without one is refused
+//! rather than guessed, so `scen record`'s steps and a hand-written step mean the same thing.
+
+use super::{Cx, R};
+use crate::scenario::model::StepKind;
+use crate::scenario::raw::RawStep;
+
+/// Python's keywords: no class can have these names.
+const KEYWORDS: [&str; 35] = [
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+];
+
+/// Builtins that are not `Exception`s: their process ends differently (an exit code, no
+/// traceback, or an interrupt), which a raise step does not model.
+const NOT_EXCEPTIONS: [&str; 5] = [
+    "BaseException",
+    "BaseExceptionGroup",
+    "SystemExit",
+    "KeyboardInterrupt",
+    "GeneratorExit",
+];
+
+/// `ValueError: text` as `(ValueError, text)`; `AssertionError` as `(AssertionError, "")`.
+pub fn parse_error(text: &str) -> Result<(String, String), String> {
+    let (ty, message) = match text.split_once(':') {
+        Some((t, m)) => (t, m.strip_prefix(' ').unwrap_or(m)),
+        None => (text, ""),
+    };
+    let ident = ty
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && ty.chars().all(|c| c.is_alphanumeric() || c == '_');
+    if !ident || KEYWORDS.contains(&ty) {
+        return Err(format!(
+            "error must start with the exception's type, as Python prints it: \"ValueError: text\", or \"AssertionError\" alone (got {text:?})"
+        ));
+    }
+    if NOT_EXCEPTIONS.contains(&ty) {
+        return Err(format!(
+            "{ty} is not an Exception (its process ends otherwise): raise steps take Exception classes (ValueError, RuntimeError, AssertionError, the program's own ...)"
+        ));
+    }
+    Ok((ty.to_string(), message.trim_end().to_string()))
+}
+
+impl Cx<'_> {
+    pub(super) fn raise_step(&self, r: &RawStep, op_at: usize) -> R<StepKind> {
+        let Some(e) = &r.error else {
+            return Err(self.err(
+                op_at,
+                "raise needs `error = \"ValueError: text\"` (the exception as Python prints it)",
+            ));
+        };
+        let (exception, message) = parse_error(e.get_ref()).map_err(|m| self.at(e, m))?;
+        Ok(StepKind::Raise { exception, message })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_error;
+
+    #[test]
+    fn the_type_comes_first_as_python_prints_it() {
+        let ok = |s: &str| parse_error(s).unwrap();
+        assert_eq!(
+            ok("ValueError: bad shape"),
+            ("ValueError".into(), "bad shape".into())
+        );
+        assert_eq!(
+            ok("AssertionError"),
+            ("AssertionError".into(), String::new())
+        );
+        assert_eq!(ok("KeyError: 'x': y"), ("KeyError".into(), "'x': y".into()));
+        assert_eq!(
+            ok("ShapeError: 3 != 4"),
+            ("ShapeError".into(), "3 != 4".into())
+        );
+        assert!(parse_error("shape mismatch: 3")
+            .unwrap_err()
+            .contains("must start"));
+        assert!(parse_error("").is_err());
+        assert!(parse_error("class: x").is_err());
+        assert!(parse_error("SystemExit: 1")
+            .unwrap_err()
+            .contains("not an Exception"));
+    }
+}
