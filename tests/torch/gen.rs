@@ -3,8 +3,8 @@
 //! sometimes a subgroup (with non-members), a few collectives and point-to-point pairs with
 //! random shapes, dtypes, ops and roots, sometimes an async call and its wait, and, in about
 //! half of them, one divergence of the kind real jobs have: a rank that skips a call, makes an
-//! extra one, passes another shape, dtype, root or reduce op, finishes early, sleeps, is killed,
-//! or sends what nobody receives. The text is the scenario; the same seed gives the same text.
+//! extra one, passes another shape, dtype, root or reduce op, finishes early, sleeps, raises, is
+//! killed, or sends what nobody receives. The text is the scenario; the same seed gives the same text.
 
 /// SplitMix64: small, seedable, the same sequence on every machine.
 pub struct Rng(u64);
@@ -197,6 +197,14 @@ pub fn program(seed: u64, k: u64) -> Program {
                 out.push(step(
                     "sleep",
                     &[("ms", (500 + 500 * rng.below(4)).to_string())],
+                    Some(&only_victim),
+                ));
+                out.extend(emit(c, None, |_| {}));
+            }
+            Some("raise") if here => {
+                out.push(step(
+                    "raise",
+                    &[("error", q(&format!("ValueError: rank {victim} gave up")))],
                     Some(&only_victim),
                 ));
                 out.extend(emit(c, None, |_| {}));
