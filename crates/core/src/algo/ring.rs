@@ -1,7 +1,7 @@
 //! Ring algorithms: every member talks to its two neighbours, so bandwidth per member is
 //! independent of the group size. All-reduce is a reduce-scatter followed by an all-gather.
 
-use super::{chunks, recv, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R};
+use super::{chunks, recv, recv_chunk, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R};
 use crate::dtype::DType;
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;
@@ -37,8 +37,10 @@ pub(crate) async fn reduce_scatter_chunks<L: Link, D: Payload>(
         let send_c = (me + n - s) % n;
         let recv_c = (me + n - s - 1) % n;
         send(l, next, K_RS, data, cs[send_c].clone()).await?;
-        let got: D = recv(l, prev, K_RS, cs[recv_c].len()).await?;
-        data.reduce_in(cs[recv_c].clone(), &got, dtype, op);
+        recv_chunk(l, prev, K_RS, cs[recv_c].clone(), data, |d, at, got| {
+            d.reduce_in(at, got, dtype, op)
+        })
+        .await?;
     }
     Ok(())
 }
@@ -56,8 +58,10 @@ pub(crate) async fn all_gather_chunks<L: Link, D: Payload>(
         let send_c = (me + 1 + n - s) % n;
         let recv_c = (me + n - s) % n;
         send(l, next, K_AG, data, cs[send_c].clone()).await?;
-        let got: D = recv(l, prev, K_AG, cs[recv_c].len()).await?;
-        data.copy_in(cs[recv_c].clone(), &got);
+        recv_chunk(l, prev, K_AG, cs[recv_c].clone(), data, |d, at, got| {
+            d.copy_in(at, got)
+        })
+        .await?;
     }
     Ok(())
 }

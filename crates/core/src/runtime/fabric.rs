@@ -4,6 +4,10 @@
 //! and tags every message (`comm/seq`), so messages of different groups and calls never mix.
 //! The receiving side files messages per (source, tag) in arrival order. Real TCP on the
 //! [`Net`] it is given: turmoil in the simulator, the OS in hardware mode.
+//!
+//! A process that exits closes its connections with a FIN; one that dies with a peer's data
+//! unread (a message still in its inbox, or one whose size check aborted it) resets that peer's
+//! connection, as TCP does: the peer reads "Connection reset by peer" rather than a close.
 
 use super::net::{Clock, Net};
 use crate::c10d::error::{self, C10dError};
@@ -23,6 +27,9 @@ pub enum FabricError {
     /// The peer's process closed its connection (it ended).
     #[error("rank {0} closed its connection")]
     PeerClosed(usize),
+    /// The peer's process reset its connection (it died with this rank's data unread).
+    #[error("rank {0} reset its connection")]
+    PeerReset(usize),
     /// The peer's address could not be connected to.
     #[error("rank {peer} could not be reached: {reason}")]
     Unreachable { peer: usize, reason: String },
@@ -36,7 +43,8 @@ impl FabricError {
     pub fn into_c10d(self, timeout: Option<C10dError>) -> C10dError {
         match self {
             FabricError::Timeout => timeout.unwrap_or_else(error::timed_out),
-            FabricError::PeerClosed(p) => error::peer_closed(p),
+            FabricError::PeerClosed(p) => error::peer_closed(&format!("rank {p}")),
+            FabricError::PeerReset(p) => error::peer_reset(&format!("rank {p}")),
             FabricError::Unreachable { peer, reason } => error::peer_unreachable(peer, &reason),
             FabricError::Wire(w) => error::transport(&w.to_string()),
         }
@@ -51,7 +59,8 @@ type Queues = BTreeMap<usize, BTreeMap<String, VecDeque<Vec<u8>>>>;
 #[derive(Default)]
 struct Inbox {
     queues: RefCell<Queues>,
-    closed: RefCell<BTreeSet<usize>>,
+    /// Peers whose connection ended: `true` if it was reset.
+    closed: RefCell<BTreeMap<usize, bool>>,
     changed: Notify,
 }
 
@@ -72,6 +81,8 @@ pub struct Fabric<N: Net> {
     out: RefCell<BTreeMap<usize, Rc<Mutex<N::Stream>>>>,
     inbox: Rc<Inbox>,
     acceptor: RefCell<Option<tokio::task::JoinHandle<()>>>,
+    /// Peers whose connection this process resets when it ends (see [`Fabric::abort_reading`]).
+    resets: RefCell<BTreeSet<usize>>,
 }
 
 impl<N: Net> Fabric<N> {
@@ -94,15 +105,45 @@ impl<N: Net> Fabric<N> {
             hosts: RefCell::default(),
             out: RefCell::new(BTreeMap::new()),
             inbox,
+            resets: RefCell::default(),
         }))
     }
 
-    /// The process exits: stop accepting, close every connection (peers see EOF).
+    /// The process dies reading a message from `peer` that it left unread (gloo's size check
+    /// aborting it): when it ends, `peer`'s connection is reset.
+    pub fn abort_reading(&self, peer: usize) {
+        self.resets.borrow_mut().insert(peer);
+    }
+
+    /// The process exits: stop accepting, close every connection (peers see EOF), resetting
+    /// those of peers whose data it leaves unread.
     pub fn shutdown(&self) {
         if let Some(a) = self.acceptor.borrow_mut().take() {
             a.abort();
         }
-        self.out.borrow_mut().clear();
+        let out = std::mem::take(&mut *self.out.borrow_mut());
+        let resets = self.resets.borrow();
+        let queues = self.inbox.queues.borrow();
+        for (peer, c) in out {
+            if !(resets.contains(&peer) || queues.contains_key(&peer)) {
+                continue;
+            }
+            if let Ok(stream) = Rc::try_unwrap(c) {
+                self.net.reset(stream.into_inner());
+            }
+        }
+    }
+
+    /// `[ip]:port` of `peer`, as gloo names a pair's peer in its errors.
+    pub fn peer_address(&self, peer: usize) -> String {
+        let addr = self.peers.borrow().get(peer).copied().flatten();
+        match addr {
+            Some((h, port)) => {
+                let host = self.hosts.borrow().name(h);
+                format!("[{}]:{port}", self.net.ip_of(&host))
+            }
+            None => format!("[rank {peer}]"),
+        }
     }
 
     /// `host:port` peers use to reach this rank.
@@ -162,6 +203,9 @@ impl<N: Net> Fabric<N> {
         write_built_frame(&mut *s, &tagged_frame(tag, data))
             .await
             .map_err(|e| match e {
+                WireError::Closed if self.inbox.closed.borrow().get(&peer) == Some(&true) => {
+                    FabricError::PeerReset(peer)
+                }
                 WireError::Closed => FabricError::PeerClosed(peer),
                 other => FabricError::Wire(other),
             })
@@ -185,8 +229,10 @@ impl<N: Net> Fabric<N> {
             if let Some(m) = self.inbox.take(peer, tag) {
                 return Ok(m);
             }
-            if self.inbox.closed.borrow().contains(&peer) {
-                return Err(FabricError::PeerClosed(peer));
+            match self.inbox.closed.borrow().get(&peer) {
+                Some(true) => return Err(FabricError::PeerReset(peer)),
+                Some(false) => return Err(FabricError::PeerClosed(peer)),
+                None => {}
             }
             match deadline_ms {
                 Some(d) if clock.now_ms() >= d => return Err(FabricError::Timeout),
@@ -306,19 +352,40 @@ async fn read_loop<S: tokio::io::AsyncRead + Unpin>(
 ) -> Result<(), WireError> {
     let hello = read_frame(&mut s).await?;
     let peer = Dec::new(&hello).u64()? as usize;
+    let reset;
     let result = loop {
-        let frame = match read_frame(&mut s).await {
+        let frame = match read_tagged(&mut s).await {
             Ok(f) => f,
-            Err(e) => break Err(e),
+            Err(e) => {
+                reset = e.kind() == std::io::ErrorKind::ConnectionReset;
+                break Err(WireError::from(e));
+            }
         };
         let mut d = Dec::new(&frame);
         let tag = d.str_ref()?;
         let data = d.bytes()?;
         inbox.put(peer, tag, data);
     };
-    inbox.closed.borrow_mut().insert(peer);
+    inbox.closed.borrow_mut().insert(peer, reset);
     inbox.changed.notify_waiters();
     result
+}
+
+/// [`read_frame`] keeping the socket's own error, so a reset is told from a close.
+async fn read_tagged<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await?;
+    let n = u32::from_le_bytes(len) as usize;
+    if n > crate::wire::MAX_FRAME_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame of {n} bytes exceeds the limit"),
+        ));
+    }
+    let mut body = vec![0u8; n];
+    s.read_exact(&mut body).await?;
+    Ok(body)
 }
 
 #[cfg(test)]

@@ -56,7 +56,12 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
 
     fn map(&self, peer: usize, e: FabricError) -> LinkError {
         match e {
-            FabricError::PeerClosed(_) => self.fail(error::peer_closed(peer)),
+            FabricError::PeerClosed(_) => {
+                self.fail(error::peer_closed(&self.fabric.peer_address(peer)))
+            }
+            FabricError::PeerReset(_) => {
+                self.fail(error::peer_reset(&self.fabric.peer_address(peer)))
+            }
             other => {
                 let timeout = self.info.timeout.as_ref().map(|(_, e)| e.clone());
                 self.fail(other.into_c10d(timeout))
@@ -119,7 +124,11 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         let (me, device) = (self.info.proc_rank, self.info.device);
         self.clock.charge(me, peer, device, bytes).await;
         match self.fabric.send(peer, &self.tag, &data).await {
-            Err(FabricError::PeerClosed(_) | FabricError::Unreachable { .. })
+            Err(
+                FabricError::PeerClosed(_)
+                | FabricError::PeerReset(_)
+                | FabricError::Unreachable { .. },
+            )
                 if !self.info.peer_exit_is_error =>
             {
                 self.wait_out_exited(peer, "send to").await.map(|_| ())
@@ -142,7 +151,9 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
             .recv(self.clock, peer, &self.tag, deadline)
             .await
         {
-            Err(FabricError::PeerClosed(_)) if !self.info.peer_exit_is_error => {
+            Err(FabricError::PeerClosed(_) | FabricError::PeerReset(_))
+                if !self.info.peer_exit_is_error =>
+            {
                 self.wait_out_exited(peer, "recv from").await
             }
             r => r.map_err(|e| self.map(peer, e)),
