@@ -59,7 +59,7 @@ impl Net for TokioNet {
         self.host.clone()
     }
 
-    fn reset(&self, stream: TcpStream) {
+    fn reset(&self, stream: &mut TcpStream) {
         // SO_LINGER 0: close() sends a RST at once (tokio's deprecation is about a positive
         // linger, whose close blocks the thread; a zero one does not).
         #[allow(deprecated)]

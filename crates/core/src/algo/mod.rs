@@ -218,7 +218,11 @@ pub(crate) async fn recv_chunk<L: Link, D: Payload>(
     data: &mut D,
     fold: impl FnOnce(&mut D, Range<usize>, &D),
 ) -> R<()> {
-    let min = if l.takes_short_broadcast() { 0 } else { at.len() };
+    let min = if l.takes_short_broadcast() {
+        0
+    } else {
+        at.len()
+    };
     let got: D = recv_upto(l, from, kind, min, at.len()).await?;
     fold(data, at.start..at.start + got.len(), &got);
     Ok(())

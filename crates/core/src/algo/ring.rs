@@ -1,7 +1,9 @@
 //! Ring algorithms: every member talks to its two neighbours, so bandwidth per member is
 //! independent of the group size. All-reduce is a reduce-scatter followed by an all-gather.
 
-use super::{chunks, recv, recv_chunk, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R};
+use super::{
+    chunks, recv, recv_chunk, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R,
+};
 use crate::dtype::DType;
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;

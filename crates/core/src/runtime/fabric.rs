@@ -5,10 +5,17 @@
 //! The receiving side files messages per (source, tag) in arrival order. Real TCP on the
 //! [`Net`] it is given: turmoil in the simulator, the OS in hardware mode.
 //!
+//! A gloo pair is one full-duplex socket, so a rank learns its peer's death on either
+//! direction: besides the readers of incoming connections, a watcher reads each outgoing one
+//! (peers never write on it) for its close, and a gloo receive that blocks on a peer this rank
+//! has no connection to opens one ([`Fabric::watch`]): a peer that dies while others wait on
+//! it fails them at once, as real gloo's full mesh does.
+//!
 //! A process that exits closes its connections with a FIN; one that dies with a peer's data
 //! unread (a message still in its inbox, or one whose size check aborted it) resets that peer's
 //! connection, as TCP does: the peer reads "Connection reset by peer" rather than a close.
 
+use super::duplex::Duplex;
 use super::net::{Clock, Net};
 use crate::c10d::error::{self, C10dError};
 use crate::wire::{frame_buf, read_frame, write_built_frame, write_frame, Dec, Enc, WireError};
@@ -61,6 +68,8 @@ struct Inbox {
     queues: RefCell<Queues>,
     /// Peers whose connection ended: `true` if it was reset.
     closed: RefCell<BTreeMap<usize, bool>>,
+    /// Peers with an incoming connection still open (its reader reports their end).
+    incoming: RefCell<BTreeSet<usize>>,
     changed: Notify,
 }
 
@@ -78,7 +87,9 @@ pub struct Fabric<N: Net> {
     /// are kept once, in `hosts`, and a peer names its host by index.
     peers: RefCell<Vec<Option<PeerAddr>>>,
     hosts: RefCell<Hosts>,
-    out: RefCell<BTreeMap<usize, Rc<Mutex<N::Stream>>>>,
+    out: RefCell<BTreeMap<usize, Rc<Mutex<Duplex<N::Stream>>>>>,
+    /// The watchers of outgoing connections.
+    watchers: RefCell<Vec<tokio::task::JoinHandle<()>>>,
     inbox: Rc<Inbox>,
     acceptor: RefCell<Option<tokio::task::JoinHandle<()>>>,
     /// Peers whose connection this process resets when it ends (see [`Fabric::abort_reading`]).
@@ -106,6 +117,7 @@ impl<N: Net> Fabric<N> {
             out: RefCell::new(BTreeMap::new()),
             inbox,
             resets: RefCell::default(),
+            watchers: RefCell::default(),
         }))
     }
 
@@ -121,16 +133,34 @@ impl<N: Net> Fabric<N> {
         if let Some(a) = self.acceptor.borrow_mut().take() {
             a.abort();
         }
+        for w in self.watchers.borrow_mut().drain(..) {
+            w.abort();
+        }
         let out = std::mem::take(&mut *self.out.borrow_mut());
         let resets = self.resets.borrow();
         let queues = self.inbox.queues.borrow();
         for (peer, c) in out {
-            if !(resets.contains(&peer) || queues.contains_key(&peer)) {
-                continue;
+            if resets.contains(&peer) || queues.contains_key(&peer) {
+                if let Ok(m) = c.try_lock() {
+                    m.with(|s| self.net.reset(s));
+                }
             }
-            if let Ok(stream) = Rc::try_unwrap(c) {
-                self.net.reset(stream.into_inner());
-            }
+        }
+    }
+
+    /// A gloo receive blocks on `peer`: make sure this rank has a connection to it, so it
+    /// learns of the peer's death (gloo's pairs all exist from the group's creation on).
+    pub async fn watch(&self, peer: usize) {
+        let known = self.peers.borrow().get(peer).copied().flatten().is_some();
+        if !known || self.out.borrow().contains_key(&peer) || self.inbox.has_ended(peer) {
+            return;
+        }
+        if self.inbox.incoming.borrow().contains(&peer) {
+            return;
+        }
+        if self.conn(peer).await.is_err() {
+            // Nobody listens there any more: the peer's process is gone.
+            self.inbox.ended(peer, false);
         }
     }
 
@@ -167,7 +197,7 @@ impl<N: Net> Fabric<N> {
         peers[peer] = Some((host, p));
     }
 
-    async fn conn(&self, peer: usize) -> Result<Rc<Mutex<N::Stream>>, FabricError> {
+    async fn conn(&self, peer: usize) -> Result<Rc<Mutex<Duplex<N::Stream>>>, FabricError> {
         if let Some(c) = self.out.borrow().get(&peer) {
             return Ok(c.clone());
         }
@@ -191,6 +221,10 @@ impl<N: Net> Fabric<N> {
                 reason: e.to_string(),
             })?;
         write_frame(&mut s, &Enc::default().u64(self.me as u64).done()).await?;
+        let s = Duplex::new(s);
+        let (r, inbox) = (s.handle(), self.inbox.clone());
+        let w = tokio::task::spawn_local(watch_loop(r, peer, inbox));
+        self.watchers.borrow_mut().push(w);
         let c = Rc::new(Mutex::new(s));
         self.out.borrow_mut().insert(peer, c.clone());
         Ok(c)
@@ -290,6 +324,17 @@ impl Hosts {
 }
 
 impl Inbox {
+    /// Whether `peer`'s end is known.
+    fn has_ended(&self, peer: usize) -> bool {
+        self.closed.borrow().contains_key(&peer)
+    }
+
+    /// `peer`'s connection ended (`reset`: with a RST); receivers waiting on it wake.
+    fn ended(&self, peer: usize, reset: bool) {
+        *self.closed.borrow_mut().entry(peer).or_insert(false) |= reset;
+        self.changed.notify_waiters();
+    }
+
     /// The oldest message from `peer` with `tag`, if one has arrived.
     fn take(&self, peer: usize, tag: &str) -> Option<Vec<u8>> {
         let mut queues = self.queues.borrow_mut();
@@ -352,6 +397,7 @@ async fn read_loop<S: tokio::io::AsyncRead + Unpin>(
 ) -> Result<(), WireError> {
     let hello = read_frame(&mut s).await?;
     let peer = Dec::new(&hello).u64()? as usize;
+    inbox.incoming.borrow_mut().insert(peer);
     let reset;
     let result = loop {
         let frame = match read_tagged(&mut s).await {
@@ -366,9 +412,31 @@ async fn read_loop<S: tokio::io::AsyncRead + Unpin>(
         let data = d.bytes()?;
         inbox.put(peer, tag, data);
     };
-    inbox.closed.borrow_mut().insert(peer, reset);
-    inbox.changed.notify_waiters();
+    inbox.incoming.borrow_mut().remove(&peer);
+    inbox.ended(peer, reset);
     result
+}
+
+/// Reads an outgoing connection, on which the peer never writes, until it ends: the peer's
+/// process closed (or reset) it. A peer with an incoming connection open is left to that
+/// connection's reader, which delivers the messages sent before the end first.
+async fn watch_loop<S: tokio::io::AsyncRead + Unpin>(
+    mut s: Duplex<S>,
+    peer: usize,
+    inbox: Rc<Inbox>,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut b = [0u8; 64];
+    let reset = loop {
+        match s.read(&mut b).await {
+            Ok(0) => break false,
+            Ok(_) => continue,
+            Err(e) => break e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    };
+    if !inbox.incoming.borrow().contains(&peer) {
+        inbox.ended(peer, reset);
+    }
 }
 
 /// [`read_frame`] keeping the socket's own error, so a reset is told from a close.

@@ -128,9 +128,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
                 FabricError::PeerClosed(_)
                 | FabricError::PeerReset(_)
                 | FabricError::Unreachable { .. },
-            )
-                if !self.info.peer_exit_is_error =>
-            {
+            ) if !self.info.peer_exit_is_error => {
                 self.wait_out_exited(peer, "send to").await.map(|_| ())
             }
             r => r.map_err(|e| self.map(peer, e)),
@@ -145,6 +143,9 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         }
         self.probe
             .set_wait(self.info.proc_rank, Some(self.recv_wait(peer)));
+        if self.info.peer_exit_is_error {
+            self.fabric.watch(peer).await;
+        }
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
         let r = match self
             .fabric

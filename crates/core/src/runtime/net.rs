@@ -26,11 +26,10 @@ pub trait Net: Clone + 'static {
     fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>>;
     /// This node's host name as peers reach it.
     fn host_name(&self) -> String;
-    /// Closes `stream` with a RST rather than a FIN (`SO_LINGER` 0): what a process that dies
+    /// A RST rather than a FIN when `stream` closes (`SO_LINGER` 0): what a process that dies
     /// with a peer's data unread does to that peer's connection.
-    fn reset(&self, stream: Self::Stream) {
-        drop(stream);
-    }
+    /// Marks `stream` to close with a RST when dropped.
+    fn reset(&self, stream: &mut Self::Stream);
     /// The IP address `host` resolves to, as gloo prints a peer (`[127.0.0.1]:PORT`).
     fn ip_of(&self, host: &str) -> String {
         host.to_string()
