@@ -131,3 +131,35 @@ pub async fn reduce_scatter<L: Link, D: Payload>(
         data,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testlink::{run_world, GlooLike};
+    use super::*;
+
+    /// Rank 0 all_reduces 4 floats, rank 1 8 (scenarios/mismatch_shape_gloo.toml), over gloo.
+    #[test]
+    fn a_gloo_ring_member_sent_a_larger_chunk_aborts_and_a_smaller_one_is_taken() {
+        let got = run_world(2, |l| async move {
+            let n = if l.rank() == 1 { 8 } else { 4 };
+            let mut t = Tensor::filled(DType::F32, vec![n], 1.0);
+            // Rank 0 aborts on its first receive: its peer's later receive then fails.
+            all_reduce(&GlooLike(l), &mut t, ReduceOp::Sum).await
+        });
+        // Rank 1's 16-byte chunk into rank 0's 8-byte one: the process aborts.
+        assert_eq!(
+            got[0],
+            Err(CollectiveError::TooLarge {
+                from: 1,
+                got: 16,
+                posted: 8
+            })
+        );
+        // Rank 1 took rank 0's 8 bytes into its 16-byte chunk and waited on for the gather.
+        assert!(
+            matches!(got[1], Err(CollectiveError::Link(_))),
+            "{:?}",
+            got[1]
+        );
+    }
+}

@@ -265,7 +265,7 @@ pub fn gloo_enforce_abort(got_bytes: usize, posted_bytes: usize) -> C10dError {
     e(
         ABORTED,
         format!(
-            "terminate called after throwing an instance of 'gloo::EnforceNotMet' what(): [enforce fail at gloo/transport/tcp/pair.cc] op.preamble.length <= op.nbytes. {got_bytes} vs {posted_bytes}"
+            "terminate called after throwing an instance of 'gloo::EnforceNotMet' what(): [enforce fail at gloo/transport/tcp/pair.cc] op.preamble.length <= op.nbytes. {got_bytes} vs {posted_bytes}. Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?"
         ),
     )
 }

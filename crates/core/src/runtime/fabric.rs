@@ -77,6 +77,9 @@ struct Inbox {
 /// with the `Option` around it: a rank learns W of them in a W-rank world.
 type PeerAddr = (u32, u16);
 
+/// An outgoing connection: writers take turns; its watcher reads the same stream.
+type Conn<N> = Rc<Mutex<Duplex<<N as Net>::Stream>>>;
+
 /// One rank's endpoint.
 pub struct Fabric<N: Net> {
     net: N,
@@ -87,7 +90,7 @@ pub struct Fabric<N: Net> {
     /// are kept once, in `hosts`, and a peer names its host by index.
     peers: RefCell<Vec<Option<PeerAddr>>>,
     hosts: RefCell<Hosts>,
-    out: RefCell<BTreeMap<usize, Rc<Mutex<Duplex<N::Stream>>>>>,
+    out: RefCell<BTreeMap<usize, Conn<N>>>,
     /// The watchers of outgoing connections.
     watchers: RefCell<Vec<tokio::task::JoinHandle<()>>>,
     inbox: Rc<Inbox>,
@@ -198,7 +201,7 @@ impl<N: Net> Fabric<N> {
         peers[peer] = Some((host, p));
     }
 
-    async fn conn(&self, peer: usize) -> Result<Rc<Mutex<Duplex<N::Stream>>>, FabricError> {
+    async fn conn(&self, peer: usize) -> Result<Conn<N>, FabricError> {
         if let Some(c) = self.out.borrow().get(&peer) {
             return Ok(c.clone());
         }
