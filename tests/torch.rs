@@ -103,7 +103,8 @@ pub fn redact(text: &str) -> String {
     out.split(' ')
         .map(|w| {
             let core = w.trim_matches(|c: char| "[]():,.'\"".contains(c));
-            let looks_addr = core.split(':').next().is_some_and(|h| {
+            // `host:port`, or gloo's `[host]:port`.
+            let looks_addr = core.split([':', ']']).next().is_some_and(|h| {
                 h.split('.').count() == 4 && h.split('.').all(|p| p.parse::<u8>().is_ok())
             });
             if looks_addr {

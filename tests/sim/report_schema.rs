@@ -144,7 +144,13 @@ fn every_shipped_scenarios_report_matches_the_schema_and_round_trips() {
     let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
     assert_eq!(
         kinds,
-        ["killed by agent", "killed by fault", "raised"],
+        // killed by unknown: gloo's size check aborting a rank (mismatch_shape_gloo).
+        [
+            "killed by agent",
+            "killed by fault",
+            "killed by unknown",
+            "raised"
+        ],
         "failure kinds"
     );
 }

@@ -68,7 +68,8 @@ pub enum Killer {
     Agent { after_rank: usize },
     /// scen's own launcher injected the kill (`scen run --hw --kill-rank R:S`: `reason`).
     Launcher { reason: String },
-    /// No one scen knows of: the process itself (an abort), the OS, another program.
+    /// No one scen knows of: the process itself (an abort, e.g. gloo's size check on a message
+    /// larger than the posted buffer: c10d/error.rs `gloo_enforce_abort`), the OS, another program.
     Unknown,
 }
 
@@ -116,7 +117,11 @@ impl Failure {
                 signal,
             } => format!(
                 "the rank's process was killed by signal {signal}{}",
-                if *signal == SIGKILL { " (SIGKILL)" } else { "" }
+                if matches!(*signal, SIGKILL | SIGABRT) {
+                    format!(" ({})", signal_name(*signal))
+                } else {
+                    String::new()
+                }
             ),
             Failure::Exited { code: Some(c) } => {
                 format!("the rank's process exited with code {c} without reporting an end")
@@ -206,6 +211,8 @@ impl std::fmt::Display for Failure {
 
 /// SIGKILL's number on Linux (the only platform the real modes run on).
 pub const SIGKILL: i32 = 9;
+/// abort(3)'s signal: an uncaught C++ exception (gloo's GLOO_ENFORCE) ends a process with it.
+pub const SIGABRT: i32 = 6;
 /// SIGTERM's number on Linux.
 pub const SIGTERM: i32 = 15;
 

@@ -59,6 +59,23 @@ impl Net for TokioNet {
         self.host.clone()
     }
 
+    fn reset(&self, stream: &mut TcpStream) {
+        // SO_LINGER 0: close() sends a RST at once (tokio's deprecation is about a positive
+        // linger, whose close blocks the thread; a zero one does not).
+        #[allow(deprecated)]
+        let _ = stream.set_linger(Some(Duration::ZERO));
+    }
+
+    fn ip_of(&self, host: &str) -> String {
+        use std::net::ToSocketAddrs;
+        (host, 0)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .map(|a| a.ip().to_string())
+            .unwrap_or_else(|| host.to_string())
+    }
+
     fn store_token(&self) -> Option<String> {
         self.job_token.clone()
     }

@@ -147,4 +147,14 @@ impl Net for SimNet {
     fn host_name(&self) -> String {
         self.host.clone()
     }
+
+    fn reset(&self, stream: &mut SimStream) {
+        stream.inner.reset_on_drop();
+    }
+
+    fn ip_of(&self, host: &str) -> String {
+        self.resolve(host)
+            .map(|ip| ip.to_string())
+            .unwrap_or_else(|_| host.to_string())
+    }
 }

@@ -62,6 +62,14 @@ pub enum CollectiveError {
     /// A peer's message does not fit this call (it runs another collective or another size).
     #[error("{0}")]
     Mismatch(String),
+    /// A gloo receiver got a message of its collective larger than the buffer it posted:
+    /// gloo's pair enforces `op.preamble.length <= op.nbytes` and the process aborts.
+    #[error("group rank {from} sent {got} bytes where this rank posted {posted}")]
+    TooLarge {
+        from: usize,
+        got: usize,
+        posted: usize,
+    },
 }
 
 pub(crate) type R<T> = Result<T, CollectiveError>;
@@ -132,6 +140,13 @@ pub(crate) async fn recv_into<L: Link, D: Payload>(
         .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize);
     let body = match got_len {
         Some(n) if m[0] == kind && n <= len => D::decode(&m[9..]).filter(|b| b.len() == n),
+        Some(n) if m[0] == kind && l.takes_short_broadcast() => {
+            return Err(CollectiveError::TooLarge {
+                from: l.group_rank(from),
+                got: n,
+                posted: len,
+            })
+        }
         _ => None,
     };
     let Some(body) = body else {
@@ -147,7 +162,21 @@ pub(crate) async fn recv_into<L: Link, D: Payload>(
     Ok(())
 }
 
+/// Receives a message of `len` bytes of collective `kind`; on a gloo link a longer one aborts
+/// the process ([`CollectiveError::TooLarge`]), any other misfit is a [`CollectiveError::Mismatch`].
 pub(crate) async fn recv<L: Link, D: Payload>(l: &L, from: usize, kind: u8, len: usize) -> R<D> {
+    recv_upto(l, from, kind, len, len).await
+}
+
+/// [`recv`] of a message of `min..=len` bytes: gloo's pair takes a message shorter than the
+/// posted buffer into its first bytes (`min` = 0 on a gloo link, `len` otherwise).
+async fn recv_upto<L: Link, D: Payload>(
+    l: &L,
+    from: usize,
+    kind: u8,
+    min: usize,
+    len: usize,
+) -> R<D> {
     let m = l.recv(from).await?;
     if m.len() < 9 {
         return Err(CollectiveError::Mismatch(format!(
@@ -156,10 +185,17 @@ pub(crate) async fn recv<L: Link, D: Payload>(l: &L, from: usize, kind: u8, len:
         )));
     }
     let got_len = u64::from_le_bytes(m[1..9].try_into().expect("8 bytes")) as usize;
-    let body = (m[0] == kind && got_len == len)
+    if m[0] == kind && got_len > len && l.takes_short_broadcast() {
+        return Err(CollectiveError::TooLarge {
+            from: l.group_rank(from),
+            got: got_len,
+            posted: len,
+        });
+    }
+    let body = (m[0] == kind && (min..=len).contains(&got_len))
         .then(|| D::decode(&m[9..]))
         .flatten()
-        .filter(|b| b.len() == len);
+        .filter(|b| b.len() == got_len);
     body.ok_or_else(|| {
         CollectiveError::Mismatch(format!(
             "group rank {} sent {} bytes of {} while this rank expects {len} bytes of {}",
@@ -169,6 +205,27 @@ pub(crate) async fn recv<L: Link, D: Payload>(l: &L, from: usize, kind: u8, len:
             kind_name(kind)
         ))
     })
+}
+
+/// Receives into bytes `at` of `data` (a ring chunk) and folds the message in with `fold`: on a
+/// gloo link a shorter message lands in the chunk's first bytes and the rest keeps its value
+/// (gloo's pair accepts it; real torch 2.15, scenarios/mismatch_shape_gloo.toml).
+pub(crate) async fn recv_chunk<L: Link, D: Payload>(
+    l: &L,
+    from: usize,
+    kind: u8,
+    at: Range<usize>,
+    data: &mut D,
+    fold: impl FnOnce(&mut D, Range<usize>, &D),
+) -> R<()> {
+    let min = if l.takes_short_broadcast() {
+        0
+    } else {
+        at.len()
+    };
+    let got: D = recv_upto(l, from, kind, min, at.len()).await?;
+    fold(data, at.start..at.start + got.len(), &got);
+    Ok(())
 }
 
 /// Byte ranges of `n` elements split into `parts` nearly equal chunks.

@@ -1,7 +1,9 @@
 //! Ring algorithms: every member talks to its two neighbours, so bandwidth per member is
 //! independent of the group size. All-reduce is a reduce-scatter followed by an all-gather.
 
-use super::{chunks, recv, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R};
+use super::{
+    chunks, recv, recv_chunk, send, CollectiveError, Link, K_AG, K_GATHER, K_RS, K_RSCATTER, R,
+};
 use crate::dtype::DType;
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;
@@ -37,8 +39,10 @@ pub(crate) async fn reduce_scatter_chunks<L: Link, D: Payload>(
         let send_c = (me + n - s) % n;
         let recv_c = (me + n - s - 1) % n;
         send(l, next, K_RS, data, cs[send_c].clone()).await?;
-        let got: D = recv(l, prev, K_RS, cs[recv_c].len()).await?;
-        data.reduce_in(cs[recv_c].clone(), &got, dtype, op);
+        recv_chunk(l, prev, K_RS, cs[recv_c].clone(), data, |d, at, got| {
+            d.reduce_in(at, got, dtype, op)
+        })
+        .await?;
     }
     Ok(())
 }
@@ -56,8 +60,10 @@ pub(crate) async fn all_gather_chunks<L: Link, D: Payload>(
         let send_c = (me + 1 + n - s) % n;
         let recv_c = (me + n - s) % n;
         send(l, next, K_AG, data, cs[send_c].clone()).await?;
-        let got: D = recv(l, prev, K_AG, cs[recv_c].len()).await?;
-        data.copy_in(cs[recv_c].clone(), &got);
+        recv_chunk(l, prev, K_AG, cs[recv_c].clone(), data, |d, at, got| {
+            d.copy_in(at, got)
+        })
+        .await?;
     }
     Ok(())
 }
@@ -124,4 +130,36 @@ pub async fn reduce_scatter<L: Link, D: Payload>(
         shape: out_shape.to_vec(),
         data,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testlink::{run_world, GlooLike};
+    use super::*;
+
+    /// Rank 0 all_reduces 4 floats, rank 1 8 (scenarios/mismatch_shape_gloo.toml), over gloo.
+    #[test]
+    fn a_gloo_ring_member_sent_a_larger_chunk_aborts_and_a_smaller_one_is_taken() {
+        let got = run_world(2, |l| async move {
+            let n = if l.rank() == 1 { 8 } else { 4 };
+            let mut t = Tensor::filled(DType::F32, vec![n], 1.0);
+            // Rank 0 aborts on its first receive: its peer's later receive then fails.
+            all_reduce(&GlooLike(l), &mut t, ReduceOp::Sum).await
+        });
+        // Rank 1's 16-byte chunk into rank 0's 8-byte one: the process aborts.
+        assert_eq!(
+            got[0],
+            Err(CollectiveError::TooLarge {
+                from: 1,
+                got: 16,
+                posted: 8
+            })
+        );
+        // Rank 1 took rank 0's 8 bytes into its 16-byte chunk and waited on for the gather.
+        assert!(
+            matches!(got[1], Err(CollectiveError::Link(_))),
+            "{:?}",
+            got[1]
+        );
+    }
 }

@@ -135,30 +135,9 @@ pub async fn scatter<L: Link, D: Payload>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::testlink::{run_world, ChanLink};
-    use crate::algo::LinkError;
+    use crate::algo::testlink::{run_world, GlooLike};
+
     use crate::dtype::DType;
-
-    /// A channel link that receives as gloo does.
-    struct GlooLike(ChanLink);
-
-    impl Link for GlooLike {
-        fn rank(&self) -> usize {
-            self.0.rank()
-        }
-        fn size(&self) -> usize {
-            self.0.size()
-        }
-        async fn send(&self, to: usize, data: Vec<u8>, bytes: usize) -> Result<(), LinkError> {
-            self.0.send(to, data, bytes).await
-        }
-        async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
-            self.0.recv(from).await
-        }
-        fn takes_short_broadcast(&self) -> bool {
-            true
-        }
-    }
 
     /// Rank 0 broadcasts 4 floats, rank 1 receives into 8 (tests/fixtures/fr/size_mismatch).
     fn short_broadcast(gloo: bool) -> Vec<R<Vec<f64>>> {

@@ -36,6 +36,27 @@ impl Link for ChanLink {
     }
 }
 
+/// A channel link that receives as gloo does ([`Link::takes_short_broadcast`]).
+pub struct GlooLike(pub ChanLink);
+
+impl Link for GlooLike {
+    fn rank(&self) -> usize {
+        self.0.rank()
+    }
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+    async fn send(&self, to: usize, data: Vec<u8>, bytes: usize) -> Result<(), LinkError> {
+        self.0.send(to, data, bytes).await
+    }
+    async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
+        self.0.recv(from).await
+    }
+    fn takes_short_broadcast(&self) -> bool {
+        true
+    }
+}
+
 /// Runs `body(link)` for every member of an `n`-member world; results in rank order.
 pub fn run_world<T, F, Fut>(n: usize, body: F) -> Vec<T>
 where

@@ -56,6 +56,12 @@ impl From<C10dError> for crate::outcome::Failure {
     fn from(e: C10dError) -> Self {
         if e.kind == SCEN_LIMIT {
             crate::outcome::Failure::OverLimit { detail: e.message }
+        } else if e.kind == ABORTED {
+            // The process aborts: no one scen knows of killed it (outcome.rs, Killer::Unknown).
+            crate::outcome::Failure::Killed {
+                signal: crate::outcome::SIGABRT,
+                by: crate::outcome::Killer::Unknown,
+            }
         } else {
             crate::outcome::Failure::Raised {
                 exception: e.kind.to_string(),
@@ -229,9 +235,39 @@ pub fn nccl_watchdog(rank: usize, seq: u64, op: &str, numel: usize, timeout_ms: 
     )
 }
 
-/// A peer's process went away under a collective (gloo's text).
-pub fn peer_closed(peer: usize) -> C10dError {
-    runtime(format!("Connection closed by peer [rank {peer}]"))
+/// gloo's closing words for a broken pair (gloo/transport/tcp/pair.cc, real torch 2.15).
+const GLOO_CHECK_LOGS: &str =
+    "Check the logs of the remote worker before reporting an error. GLHF! \u{1f3d6}\u{fe0f}";
+
+/// A peer's process closed its connection under a call (gloo's text; `addr`: `[ip]:port`).
+/// Real torch 2.15 prefixes gloo's source location (`[.../pair.cc:561] `), which varies.
+pub fn peer_closed(addr: &str) -> C10dError {
+    runtime(format!(
+        "Connection closed by peer {addr}. This is typically caused by a remote worker crashing. {GLOO_CHECK_LOGS}"
+    ))
+}
+
+/// A peer's process reset its connection (it died with this rank's data unread): gloo's read
+/// error for ECONNRESET.
+pub fn peer_reset(addr: &str) -> C10dError {
+    runtime(format!(
+        "Read error {addr}: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application. {GLOO_CHECK_LOGS}"
+    ))
+}
+
+/// The kind of [`gloo_enforce_abort`]: not an exception, the process aborts.
+pub const ABORTED: &str = "Aborted";
+
+/// gloo's pair received a message larger than the posted buffer: `GLOO_ENFORCE(op.preamble.length
+/// <= op.nbytes)` throws gloo::EnforceNotMet on gloo's own thread, nothing catches it, and the
+/// process aborts (SIGABRT; real torch 2.15, scenarios/mismatch_shape_gloo.toml).
+pub fn gloo_enforce_abort(got_bytes: usize, posted_bytes: usize) -> C10dError {
+    e(
+        ABORTED,
+        format!(
+            "terminate called after throwing an instance of 'gloo::EnforceNotMet' what(): [enforce fail at gloo/transport/tcp/pair.cc] op.preamble.length <= op.nbytes. {got_bytes} vs {posted_bytes}. Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?"
+        ),
+    )
 }
 
 /// R20.

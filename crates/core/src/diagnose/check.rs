@@ -256,8 +256,10 @@ pub fn collective_consequence(
         return if gloo {
             (
                 Consequence::Errors,
-                "gloo's tcp pair enforces each message's size and fails the op; when no message \
-                 flows it times out instead (R29)"
+                "gloo's tcp pair enforces each message's size: a rank that receives a message \
+                 larger than its buffer aborts (SIGABRT, gloo::EnforceNotMet) and its peers read \
+                 a reset connection; a smaller one lands in the buffer's first bytes; when no \
+                 message flows it times out instead (R29)"
                     .into(),
             )
         } else {

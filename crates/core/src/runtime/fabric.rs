@@ -4,7 +4,18 @@
 //! and tags every message (`comm/seq`), so messages of different groups and calls never mix.
 //! The receiving side files messages per (source, tag) in arrival order. Real TCP on the
 //! [`Net`] it is given: turmoil in the simulator, the OS in hardware mode.
+//!
+//! A gloo pair is one full-duplex socket, so a rank learns its peer's death on either
+//! direction: besides the readers of incoming connections, a watcher reads each outgoing one
+//! (peers never write on it) for its close, and a gloo receive that blocks on a peer this rank
+//! has no connection to opens one ([`Fabric::watch`]): a peer that dies while others wait on
+//! it fails them at once, as real gloo's full mesh does.
+//!
+//! A process that exits closes its connections with a FIN; one that dies with a peer's message
+//! unread (gloo's size check aborting it) resets that peer's connection, as TCP does: the peer
+//! reads "Connection reset by peer" rather than a close.
 
+use super::duplex::Duplex;
 use super::net::{Clock, Net};
 use crate::c10d::error::{self, C10dError};
 use crate::wire::{frame_buf, read_frame, write_built_frame, write_frame, Dec, Enc, WireError};
@@ -23,6 +34,9 @@ pub enum FabricError {
     /// The peer's process closed its connection (it ended).
     #[error("rank {0} closed its connection")]
     PeerClosed(usize),
+    /// The peer's process reset its connection (it died with this rank's data unread).
+    #[error("rank {0} reset its connection")]
+    PeerReset(usize),
     /// The peer's address could not be connected to.
     #[error("rank {peer} could not be reached: {reason}")]
     Unreachable { peer: usize, reason: String },
@@ -36,7 +50,8 @@ impl FabricError {
     pub fn into_c10d(self, timeout: Option<C10dError>) -> C10dError {
         match self {
             FabricError::Timeout => timeout.unwrap_or_else(error::timed_out),
-            FabricError::PeerClosed(p) => error::peer_closed(p),
+            FabricError::PeerClosed(p) => error::peer_closed(&format!("rank {p}")),
+            FabricError::PeerReset(p) => error::peer_reset(&format!("rank {p}")),
             FabricError::Unreachable { peer, reason } => error::peer_unreachable(peer, &reason),
             FabricError::Wire(w) => error::transport(&w.to_string()),
         }
@@ -51,13 +66,19 @@ type Queues = BTreeMap<usize, BTreeMap<String, VecDeque<Vec<u8>>>>;
 #[derive(Default)]
 struct Inbox {
     queues: RefCell<Queues>,
-    closed: RefCell<BTreeSet<usize>>,
+    /// Peers whose connection ended: `true` if it was reset.
+    closed: RefCell<BTreeMap<usize, bool>>,
+    /// Peers with an incoming connection still open (its reader reports their end).
+    incoming: RefCell<BTreeSet<usize>>,
     changed: Notify,
 }
 
 /// Where a peer listens: its host (an index into the endpoint's host names) and port. 8 bytes
 /// with the `Option` around it: a rank learns W of them in a W-rank world.
 type PeerAddr = (u32, u16);
+
+/// An outgoing connection: writers take turns; its watcher reads the same stream.
+type Conn<N> = Rc<Mutex<Duplex<<N as Net>::Stream>>>;
 
 /// One rank's endpoint.
 pub struct Fabric<N: Net> {
@@ -69,9 +90,13 @@ pub struct Fabric<N: Net> {
     /// are kept once, in `hosts`, and a peer names its host by index.
     peers: RefCell<Vec<Option<PeerAddr>>>,
     hosts: RefCell<Hosts>,
-    out: RefCell<BTreeMap<usize, Rc<Mutex<N::Stream>>>>,
+    out: RefCell<BTreeMap<usize, Conn<N>>>,
+    /// The watchers of outgoing connections.
+    watchers: RefCell<Vec<tokio::task::JoinHandle<()>>>,
     inbox: Rc<Inbox>,
     acceptor: RefCell<Option<tokio::task::JoinHandle<()>>>,
+    /// Peers whose connection this process resets when it ends (see [`Fabric::abort_reading`]).
+    resets: RefCell<BTreeSet<usize>>,
 }
 
 impl<N: Net> Fabric<N> {
@@ -94,15 +119,65 @@ impl<N: Net> Fabric<N> {
             hosts: RefCell::default(),
             out: RefCell::new(BTreeMap::new()),
             inbox,
+            resets: RefCell::default(),
+            watchers: RefCell::default(),
         }))
     }
 
-    /// The process exits: stop accepting, close every connection (peers see EOF).
+    /// The process dies reading a message from `peer` that it left unread (gloo's size check
+    /// aborting it): when it ends, `peer`'s connection is reset.
+    pub fn abort_reading(&self, peer: usize) {
+        self.resets.borrow_mut().insert(peer);
+    }
+
+    /// The process exits: stop accepting, close every connection (peers see EOF), resetting
+    /// those of peers whose message it died reading. A message already in the inbox does not
+    /// count as unread: gloo sends only to a receiver that posted its buffer, so an unmatched
+    /// call's data never reaches a peer that exits (scenarios/mismatch_count_gloo.toml).
     pub fn shutdown(&self) {
         if let Some(a) = self.acceptor.borrow_mut().take() {
             a.abort();
         }
-        self.out.borrow_mut().clear();
+        for w in self.watchers.borrow_mut().drain(..) {
+            w.abort();
+        }
+        let out = std::mem::take(&mut *self.out.borrow_mut());
+        let resets = self.resets.borrow();
+        for (peer, c) in out {
+            if resets.contains(&peer) {
+                if let Ok(m) = c.try_lock() {
+                    m.with(|s| self.net.reset(s));
+                }
+            }
+        }
+    }
+
+    /// A gloo receive blocks on `peer`: make sure this rank has a connection to it, so it
+    /// learns of the peer's death (gloo's pairs all exist from the group's creation on).
+    pub async fn watch(&self, peer: usize) {
+        let known = self.peers.borrow().get(peer).copied().flatten().is_some();
+        if !known || self.out.borrow().contains_key(&peer) || self.inbox.has_ended(peer) {
+            return;
+        }
+        if self.inbox.incoming.borrow().contains(&peer) {
+            return;
+        }
+        if self.conn(peer).await.is_err() {
+            // Nobody listens there any more: the peer's process is gone.
+            self.inbox.ended(peer, false);
+        }
+    }
+
+    /// `[ip]:port` of `peer`, as gloo names a pair's peer in its errors.
+    pub fn peer_address(&self, peer: usize) -> String {
+        let addr = self.peers.borrow().get(peer).copied().flatten();
+        match addr {
+            Some((h, port)) => {
+                let host = self.hosts.borrow().name(h);
+                format!("[{}]:{port}", self.net.ip_of(&host))
+            }
+            None => format!("[rank {peer}]"),
+        }
     }
 
     /// `host:port` peers use to reach this rank.
@@ -126,7 +201,7 @@ impl<N: Net> Fabric<N> {
         peers[peer] = Some((host, p));
     }
 
-    async fn conn(&self, peer: usize) -> Result<Rc<Mutex<N::Stream>>, FabricError> {
+    async fn conn(&self, peer: usize) -> Result<Conn<N>, FabricError> {
         if let Some(c) = self.out.borrow().get(&peer) {
             return Ok(c.clone());
         }
@@ -150,6 +225,10 @@ impl<N: Net> Fabric<N> {
                 reason: e.to_string(),
             })?;
         write_frame(&mut s, &Enc::default().u64(self.me as u64).done()).await?;
+        let s = Duplex::new(s);
+        let (r, inbox) = (s.handle(), self.inbox.clone());
+        let w = tokio::task::spawn_local(watch_loop(r, peer, inbox));
+        self.watchers.borrow_mut().push(w);
         let c = Rc::new(Mutex::new(s));
         self.out.borrow_mut().insert(peer, c.clone());
         Ok(c)
@@ -162,6 +241,9 @@ impl<N: Net> Fabric<N> {
         write_built_frame(&mut *s, &tagged_frame(tag, data))
             .await
             .map_err(|e| match e {
+                WireError::Closed if self.inbox.closed.borrow().get(&peer) == Some(&true) => {
+                    FabricError::PeerReset(peer)
+                }
                 WireError::Closed => FabricError::PeerClosed(peer),
                 other => FabricError::Wire(other),
             })
@@ -185,8 +267,10 @@ impl<N: Net> Fabric<N> {
             if let Some(m) = self.inbox.take(peer, tag) {
                 return Ok(m);
             }
-            if self.inbox.closed.borrow().contains(&peer) {
-                return Err(FabricError::PeerClosed(peer));
+            match self.inbox.closed.borrow().get(&peer) {
+                Some(true) => return Err(FabricError::PeerReset(peer)),
+                Some(false) => return Err(FabricError::PeerClosed(peer)),
+                None => {}
             }
             match deadline_ms {
                 Some(d) if clock.now_ms() >= d => return Err(FabricError::Timeout),
@@ -244,6 +328,17 @@ impl Hosts {
 }
 
 impl Inbox {
+    /// Whether `peer`'s end is known.
+    fn has_ended(&self, peer: usize) -> bool {
+        self.closed.borrow().contains_key(&peer)
+    }
+
+    /// `peer`'s connection ended (`reset`: with a RST); receivers waiting on it wake.
+    fn ended(&self, peer: usize, reset: bool) {
+        *self.closed.borrow_mut().entry(peer).or_insert(false) |= reset;
+        self.changed.notify_waiters();
+    }
+
     /// The oldest message from `peer` with `tag`, if one has arrived.
     fn take(&self, peer: usize, tag: &str) -> Option<Vec<u8>> {
         let mut queues = self.queues.borrow_mut();
@@ -306,19 +401,63 @@ async fn read_loop<S: tokio::io::AsyncRead + Unpin>(
 ) -> Result<(), WireError> {
     let hello = read_frame(&mut s).await?;
     let peer = Dec::new(&hello).u64()? as usize;
+    inbox.incoming.borrow_mut().insert(peer);
+    let reset;
     let result = loop {
-        let frame = match read_frame(&mut s).await {
+        let frame = match read_tagged(&mut s).await {
             Ok(f) => f,
-            Err(e) => break Err(e),
+            Err(e) => {
+                reset = e.kind() == std::io::ErrorKind::ConnectionReset;
+                break Err(WireError::from(e));
+            }
         };
         let mut d = Dec::new(&frame);
         let tag = d.str_ref()?;
         let data = d.bytes()?;
         inbox.put(peer, tag, data);
     };
-    inbox.closed.borrow_mut().insert(peer);
-    inbox.changed.notify_waiters();
+    inbox.incoming.borrow_mut().remove(&peer);
+    inbox.ended(peer, reset);
     result
+}
+
+/// Reads an outgoing connection, on which the peer never writes, until it ends: the peer's
+/// process closed (or reset) it. A peer with an incoming connection open is left to that
+/// connection's reader, which delivers the messages sent before the end first.
+async fn watch_loop<S: tokio::io::AsyncRead + Unpin>(
+    mut s: Duplex<S>,
+    peer: usize,
+    inbox: Rc<Inbox>,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut b = [0u8; 64];
+    let reset = loop {
+        match s.read(&mut b).await {
+            Ok(0) => break false,
+            Ok(_) => continue,
+            Err(e) => break e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    };
+    if !inbox.incoming.borrow().contains(&peer) {
+        inbox.ended(peer, reset);
+    }
+}
+
+/// [`read_frame`] keeping the socket's own error, so a reset is told from a close.
+async fn read_tagged<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await?;
+    let n = u32::from_le_bytes(len) as usize;
+    if n > crate::wire::MAX_FRAME_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame of {n} bytes exceeds the limit"),
+        ));
+    }
+    let mut body = vec![0u8; n];
+    s.read_exact(&mut body).await?;
+    Ok(body)
 }
 
 #[cfg(test)]

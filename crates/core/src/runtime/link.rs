@@ -56,7 +56,12 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
 
     fn map(&self, peer: usize, e: FabricError) -> LinkError {
         match e {
-            FabricError::PeerClosed(_) => self.fail(error::peer_closed(peer)),
+            FabricError::PeerClosed(_) => {
+                self.fail(error::peer_closed(&self.fabric.peer_address(peer)))
+            }
+            FabricError::PeerReset(_) => {
+                self.fail(error::peer_reset(&self.fabric.peer_address(peer)))
+            }
             other => {
                 let timeout = self.info.timeout.as_ref().map(|(_, e)| e.clone());
                 self.fail(other.into_c10d(timeout))
@@ -119,9 +124,11 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         let (me, device) = (self.info.proc_rank, self.info.device);
         self.clock.charge(me, peer, device, bytes).await;
         match self.fabric.send(peer, &self.tag, &data).await {
-            Err(FabricError::PeerClosed(_) | FabricError::Unreachable { .. })
-                if !self.info.peer_exit_is_error =>
-            {
+            Err(
+                FabricError::PeerClosed(_)
+                | FabricError::PeerReset(_)
+                | FabricError::Unreachable { .. },
+            ) if !self.info.peer_exit_is_error => {
                 self.wait_out_exited(peer, "send to").await.map(|_| ())
             }
             r => r.map_err(|e| self.map(peer, e)),
@@ -136,13 +143,18 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         }
         self.probe
             .set_wait(self.info.proc_rank, Some(self.recv_wait(peer)));
+        if self.info.peer_exit_is_error {
+            self.fabric.watch(peer).await;
+        }
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
         let r = match self
             .fabric
             .recv(self.clock, peer, &self.tag, deadline)
             .await
         {
-            Err(FabricError::PeerClosed(_)) if !self.info.peer_exit_is_error => {
+            Err(FabricError::PeerClosed(_) | FabricError::PeerReset(_))
+                if !self.info.peer_exit_is_error =>
+            {
                 self.wait_out_exited(peer, "recv from").await
             }
             r => r.map_err(|e| self.map(peer, e)),

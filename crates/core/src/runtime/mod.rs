@@ -3,6 +3,7 @@
 
 pub(crate) mod coll;
 pub mod device;
+mod duplex;
 pub mod fabric;
 pub mod link;
 pub mod net;

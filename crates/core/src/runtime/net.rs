@@ -26,6 +26,14 @@ pub trait Net: Clone + 'static {
     fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>>;
     /// This node's host name as peers reach it.
     fn host_name(&self) -> String;
+    /// A RST rather than a FIN when `stream` closes (`SO_LINGER` 0): what a process that dies
+    /// with a peer's data unread does to that peer's connection.
+    /// Marks `stream` to close with a RST when dropped.
+    fn reset(&self, stream: &mut Self::Stream);
+    /// The IP address `host` resolves to, as gloo prints a peer (`[127.0.0.1]:PORT`).
+    fn ip_of(&self, host: &str) -> String {
+        host.to_string()
+    }
     /// The job token TCPStore connections open with (`c10d::store`): hardware mode gives every
     /// launch its own, so a process of another job or of an earlier run is refused. `None`
     /// (the simulator, where every process belongs to the run): no handshake.

@@ -185,7 +185,15 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
     let now = p.env.clock.now_ms();
     p.env.probe.ended(p.env.proc_rank, &end, now);
     let exit_ms = p.env.scenario.world.exit_ms;
-    if exit_ms > 0 {
+    // An aborted process (gloo's size check) dies at once: no interpreter teardown.
+    let aborted = matches!(
+        &end,
+        RankEnd::Failed {
+            failure: crate::outcome::Failure::Killed { .. },
+            ..
+        }
+    );
+    if exit_ms > 0 && !aborted {
         p.env.clock.sleep_until_ms(now + exit_ms).await;
     }
     if let Some(d) = p.env.device.clone() {

@@ -347,6 +347,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             calls::end_record(&probe, &clock, call, r.is_ok());
             match r {
                 Ok(out) => Ok((t, out)),
+                // gloo aborts the process with the message unread: its peer's connection resets.
+                Err(crate::algo::CollectiveError::TooLarge { from, got, posted }) => {
+                    fabric.abort_reading(members[from]);
+                    Err(error::gloo_enforce_abort(got, posted))
+                }
                 Err(e) => Err(link
                     .error
                     .borrow()

@@ -52,6 +52,7 @@ impl TcpStream {
             },
             is_closed: false,
             flow_control: flow_control.read,
+            reset_on_drop: false,
         };
 
         let write_half = WriteHalf {
@@ -64,6 +65,12 @@ impl TcpStream {
             read_half,
             write_half,
         }
+    }
+
+    /// scen patch: closes the connection with a RST instead of a FIN when dropped, as a
+    /// socket with `SO_LINGER` 0 (or a process dying with unread data) does.
+    pub fn reset_on_drop(&mut self) {
+        self.read_half.reset_on_drop = true;
     }
 
     /// Opens a TCP connection to a remote host.
@@ -200,6 +207,8 @@ pub(crate) struct ReadHalf {
     /// FIN received, EOF for reads
     is_closed: bool,
     flow_control: Arc<FlowControl>,
+    /// scen patch: `TcpStream::reset_on_drop` was called.
+    reset_on_drop: bool,
 }
 
 struct Rx {
@@ -612,8 +621,10 @@ impl Drop for ReadHalf {
             // a Data segment parked in the host's reorder buffer. A queued
             // FIN is not a reset condition — a graceful close followed by a
             // drop should stay graceful.
-            let has_unread = !self.is_closed
-                && (self.rx.buffer.is_some()
+            // scen patch: `reset_on_drop` resets whatever is unread.
+            let has_unread = self.reset_on_drop
+                || !self.is_closed
+                    && (self.rx.buffer.is_some()
                     || matches!(self.rx.recv.try_recv(), Ok(SequencedSegment::Data(_)))
                     || world.current_host_mut().tcp.has_buffered_data(*self.pair));
 
