@@ -93,6 +93,8 @@ impl Failure {
     /// The failure as a report prints it (PyTorch's words for a raised exception).
     pub fn text(&self) -> String {
         match self {
+            // As Python's traceback ends: a bare `assert` prints `AssertionError` alone.
+            Failure::Raised { exception, message } if message.is_empty() => exception.clone(),
             Failure::Raised { exception, message } => format!("{exception}: {message}"),
             Failure::Killed {
                 by: Killer::Fault { label, .. },

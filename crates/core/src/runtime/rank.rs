@@ -257,22 +257,27 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .probe
                 .step_gate(self.env.proc_rank, step.index)
                 .await;
+            // An error is traced as the process said it (an abort's own message), and ends
+            // the rank as the failure it is.
             let result = match &step.kind {
                 // The program's own exception: nothing to run, the rank ends failed with it.
-                StepKind::Raise { exception, message } => Err(Failure::Raised {
-                    exception: exception.clone(),
-                    message: message.clone(),
-                }),
+                StepKind::Raise { exception, message } => {
+                    let f = Failure::Raised {
+                        exception: exception.clone(),
+                        message: message.clone(),
+                    };
+                    Err((f.text(), f))
+                }
                 _ => tracing::Instrument::instrument(self.exec(step), span.clone())
                     .await
-                    .map_err(Failure::from),
+                    .map_err(|e| (e.to_string(), Failure::from(e))),
             };
             let _in_step = span.enter();
             match result {
                 Ok(note) => self.event(EventKind::Done, note),
-                Err(failure) => {
+                Err((said, failure)) => {
                     self.wait(None);
-                    self.event(EventKind::Error, failure.text());
+                    self.event(EventKind::Error, said);
                     return RankEnd::Failed {
                         step: step.index,
                         failure,
