@@ -568,10 +568,11 @@ fn status_lines(job: &Job, groups: &BTreeMap<String, Group>) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn call(op: &str, seq: u64) -> RankCall {
+    /// gloo's entry for `op` #seq on the default group, retired (`scheduled`, no times).
+    pub(in crate::fr) fn call(op: &str, seq: u64) -> RankCall {
         RankCall {
             call: Call {
                 group: "0".into(),

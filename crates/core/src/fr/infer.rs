@@ -228,44 +228,13 @@ pub(super) fn missing_calls(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fr::import::Call;
-    use crate::fr::model::Entry;
 
     /// gloo's entry for all_reduce #seq on the default group, retired (`scheduled`, no times).
     fn retired(seq: u64, created_ns: u64) -> RankCall {
-        RankCall {
-            call: Call {
-                group: "0".into(),
-                kind: CallKind::Collective,
-                seq,
-                peer: None,
-                op: "all_reduce".into(),
-                dtype: "f32".into(),
-                shape: vec![4],
-            },
-            entry: Entry {
-                record_id: seq,
-                pg_id: 0,
-                pg_name: "0".into(),
-                pg_desc: "default_pg".into(),
-                collective_seq_id: seq,
-                p2p_seq_id: 0,
-                op_id: seq,
-                profiling_name: "gloo:all_reduce".into(),
-                is_p2p: false,
-                input_sizes: vec![vec![4]],
-                input_dtypes: vec!["Float".into()],
-                output_sizes: vec![vec![4]],
-                output_dtypes: vec!["Float".into()],
-                state: "scheduled".into(),
-                retired: true,
-                timeout_ms: 2000,
-                time_created_ns: created_ns,
-                time_discovered_started_ns: None,
-                time_discovered_completed_ns: None,
-            },
-            state: CallState::Completed,
-        }
+        let mut c = crate::fr::import::tests::call("all_reduce", seq);
+        c.entry.timeout_ms = 2000;
+        c.entry.time_created_ns = created_ns;
+        c
     }
 
     fn world(n: usize) -> BTreeMap<String, Group> {
