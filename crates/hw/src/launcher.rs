@@ -165,7 +165,10 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
     let master_port = match (o.master_port, &external) {
         (Some(p), _) => p,
         (None, Some(id)) => id.master_port,
-        (None, None) => scen_procs::port::free_port()
+        // Below the ephemeral range: no other process's bind(0) or outgoing connection is
+        // handed it before rank 0's store binds it (CI saw EADDRINUSE with the OS's pick).
+        (None, None) => scen_procs::port::below_ephemeral()
+            .and_then(|l| Ok(l.local_addr()?.port()))
             .map_err(|e| HwError::Io(format!("picking MASTER_PORT: {e}")))?,
     };
     let master_addr = o

@@ -1,13 +1,9 @@
 //! Free local TCP ports for what the launchers hand their ranks (MASTER_PORT, a scenario's
-//! store ports), picked by binding.
+//! store ports), picked by binding below the ephemeral range, where no other process's
+//! `bind(0)` or outgoing connection lands between the pick and the rank's own bind.
 
 use crate::ProcsError;
 use std::net::TcpListener;
-
-/// A port on 127.0.0.1 that was free a moment ago (the OS's pick, in the ephemeral range).
-pub fn free_port() -> Result<u16, ProcsError> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
 
 /// Where [`below_ephemeral`] looks: 20000..32000, under Linux's ephemeral range (32768+).
 pub const BELOW_EPHEMERAL: std::ops::Range<u16> = 20_000..32_000;
@@ -39,13 +35,6 @@ pub fn below_ephemeral() -> Result<TcpListener, ProcsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_free_port_can_be_bound() {
-        let p = free_port().expect("a port");
-        assert_ne!(p, 0);
-        TcpListener::bind(("127.0.0.1", p)).expect("the picked port is bindable");
-    }
 
     #[test]
     fn held_listeners_below_the_ephemeral_range_differ() {

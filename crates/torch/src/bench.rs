@@ -81,7 +81,9 @@ fn spawn(spec: &TorchBenchSpec, py: &Path, tx: &mpsc::Sender<Line>) -> Result<Ra
         Ranks::new("scen-bench-torch").map_err(|e| io("creating the run directory", e))?;
     let program = ranks.dir.join("bench_rank.py");
     std::fs::write(&program, RANK_PROGRAM).map_err(|e| io("writing bench_rank.py", e))?;
-    let port = scen_procs::port::free_port().map_err(|e| io("picking MASTER_PORT", e))?;
+    let port = scen_procs::port::below_ephemeral()
+        .and_then(|l| Ok(l.local_addr()?.port()))
+        .map_err(|e| io("picking MASTER_PORT", e))?;
     let json = spec_json(spec);
     for rank in 0..spec.ranks {
         let (_, log) = ranks.log(rank).map_err(|e| io("creating a rank log", e))?;
