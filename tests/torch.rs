@@ -58,6 +58,25 @@ fn scale_for(s: &Scenario) -> TimeScale {
         _ => TIME_SCALE,
     }
 }
+/// Runs `f` on every item, JOBS at a time (each run forks one process per rank); the results
+/// come in the order the runs end.
+fn in_parallel<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let queue = Mutex::new(items);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|sc| {
+        for _ in 0..JOBS {
+            sc.spawn(|| loop {
+                let Some(item) = queue.lock().expect("queue").pop() else {
+                    return;
+                };
+                let r = f(item);
+                results.lock().expect("results").push(r);
+            });
+        }
+    });
+    results.into_inner().expect("results")
+}
+
 /// A check beside the parity runs: `Err` says what differs.
 type Check<'a> = dyn Fn() -> Result<(), String> + 'a;
 
@@ -354,39 +373,29 @@ fn main() {
         .collect();
     files.sort();
     let start = Instant::now();
-    let queue = Mutex::new(files.clone());
-    let results: Mutex<Vec<(String, Outcome)>> = Mutex::new(Vec::new());
-    std::thread::scope(|sc| {
-        for _ in 0..JOBS {
-            sc.spawn(|| loop {
-                let Some(p) = queue.lock().expect("queue").pop() else {
-                    return;
-                };
-                let name = p
-                    .file_stem()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .to_string();
-                let t = Instant::now();
-                let o = check(&p, &python, sglang.as_deref());
-                let tag = match &o {
-                    Outcome::Agree => "agree",
-                    Outcome::Documented => "documented",
-                    Outcome::Differ(_) => "DIFFER",
-                    Outcome::Ineligible(_) => "ineligible",
-                    Outcome::NotRun(_) => "not run",
-                };
-                if !matches!(o, Outcome::Ineligible(_) | Outcome::NotRun(_)) {
-                    println!(
-                        "torch parity {name}: {tag} ({:.1} s)",
-                        t.elapsed().as_secs_f64()
-                    );
-                }
-                results.lock().expect("results").push((name, o));
-            });
+    let mut results: Vec<(String, Outcome)> = in_parallel(files.clone(), |p| {
+        let name = p
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        let t = Instant::now();
+        let o = check(&p, &python, sglang.as_deref());
+        let tag = match &o {
+            Outcome::Agree => "agree",
+            Outcome::Documented => "documented",
+            Outcome::Differ(_) => "DIFFER",
+            Outcome::Ineligible(_) => "ineligible",
+            Outcome::NotRun(_) => "not run",
+        };
+        if !matches!(o, Outcome::Ineligible(_) | Outcome::NotRun(_)) {
+            println!(
+                "torch parity {name}: {tag} ({:.1} s)",
+                t.elapsed().as_secs_f64()
+            );
         }
+        (name, o)
     });
-    let mut results = results.into_inner().expect("results");
     let checks: [(&str, &str, &Check); 7] = [
         (
             "exit",

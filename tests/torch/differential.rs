@@ -15,7 +15,6 @@ use scen_core::scenario::StepKind;
 use scen_core::verdict::RankVerdict;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::Mutex;
 
 #[path = "gen.rs"]
 mod gen;
@@ -124,36 +123,31 @@ pub fn run(root: &Path, python: &Path) -> Result<(), String> {
     let long = env("SCEN_DIFF_PROGRAMS");
     let programs = long.unwrap_or(SAMPLE);
     let seed = env("SCEN_DIFF_SEED").unwrap_or(1);
-    let queue = Mutex::new((0..programs).rev().collect::<Vec<u64>>());
-    let tally = Mutex::new(Tally::default());
-    let errors = Mutex::new(Vec::new());
-    std::thread::scope(|sc| {
-        for _ in 0..super::JOBS {
-            sc.spawn(|| loop {
-                let Some(k) = queue.lock().expect("queue").pop() else {
-                    return;
-                };
-                match one(root, python, seed, k) {
-                    Ok((per_rank, digest_diffs, diff)) => {
-                        let mut t = tally.lock().expect("tally");
-                        t.programs += 1;
-                        t.ranks += per_rank.len();
-                        t.outcome_agree += per_rank.iter().filter(|x| x.0).count();
-                        t.text_agree += per_rank.iter().filter(|x| x.1).count();
-                        t.digest_diffs += digest_diffs;
-                        if let Some(d) = diff {
-                            println!("differential: DIFFER\n{d}");
-                            t.differing.push(k);
-                        }
-                    }
-                    Err(e) => errors.lock().expect("errors").push(e),
-                }
-            });
+    let runs = super::in_parallel((0..programs).rev().collect(), |k| {
+        let r = one(root, python, seed, k);
+        if let Ok((_, _, Some(d))) = &r {
+            println!("differential: DIFFER\n{d}");
         }
+        (k, r)
     });
-    let mut t = tally.into_inner().expect("tally");
+    let mut t = Tally::default();
+    let mut errors = Vec::new();
+    for (k, r) in runs {
+        match r {
+            Ok((per_rank, digest_diffs, diff)) => {
+                t.programs += 1;
+                t.ranks += per_rank.len();
+                t.outcome_agree += per_rank.iter().filter(|x| x.0).count();
+                t.text_agree += per_rank.iter().filter(|x| x.1).count();
+                t.digest_diffs += digest_diffs;
+                if diff.is_some() {
+                    t.differing.push(k);
+                }
+            }
+            Err(e) => errors.push(e),
+        }
+    }
     t.differing.sort_unstable();
-    let errors = errors.into_inner().expect("errors");
     let pct = |a: usize| 100.0 * a as f64 / t.ranks.max(1) as f64;
     println!(
         "differential (seed {seed}): {} programs, {} ranks: outcome agreement {:.1}%, exact text agreement {:.1}%, {} result digest(s) differ; {} program(s) differ{}; {} could not run",

@@ -14,7 +14,6 @@ use scen_core::scenario::{load_file, Scenario};
 use scen_core::verdict::RankVerdict;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 
 /// The subset `cargo test` records (all of them: SCEN_RECORD_ALL=1): collectives, subgroups,
 /// async work, p2p, batch p2p, uneven all_to_all.
@@ -25,9 +24,6 @@ const SUBSET: [&str; 5] = [
     "gloo_batch_isend_irecv_ring_w4",
     "gloo_all_to_all_uneven_w3",
 ];
-
-/// Scenarios recorded at once (each starts one process per rank).
-const JOBS: usize = 2;
 
 /// What must agree, per call: everything but times, step positions and group names.
 type CallFact = (
@@ -230,25 +226,14 @@ pub fn round_trips(root: &Path, python: &Path) -> Result<(), String> {
         .prefix("scen-record-rt-")
         .tempdir()
         .map_err(|e| e.to_string())?;
-    let queue = Mutex::new(files);
-    let results: Mutex<Vec<(String, TripResult)>> = Mutex::new(vec![]);
-    std::thread::scope(|sc| {
-        for _ in 0..JOBS {
-            sc.spawn(|| loop {
-                let Some(p) = queue.lock().expect("queue").pop() else {
-                    return;
-                };
-                let name = p
-                    .file_stem()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .to_string();
-                let r = round_trip(&p, python, dir.path());
-                results.lock().expect("results").push((name, r));
-            });
-        }
+    let mut results: Vec<(String, TripResult)> = super::in_parallel(files, |p| {
+        let name = p
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        (name, round_trip(&p, python, dir.path()))
     });
-    let mut results = results.into_inner().expect("results");
     results.sort_by(|a, b| a.0.cmp(&b.0));
     let ok = results
         .iter()
