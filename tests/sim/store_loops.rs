@@ -73,11 +73,17 @@ fn batched_store_loops_keep_every_scenarios_verdict() {
             looped.expectations_hold(),
             "{name}"
         );
-        assert_eq!(
-            verdict_lines(&s, &batched),
-            verdict_lines(&s, &looped),
-            "{name}"
-        );
+        // A loss fault drops messages at random, one draw per message crossing the link: a
+        // batched loop sends fewer, so other messages are lost and other ranks may time out in
+        // their send rather than their recv. The class and the expectations still hold.
+        let random_loss = s.faults.iter().any(|f| f.kind.name() == "loss");
+        if !random_loss {
+            assert_eq!(
+                verdict_lines(&s, &batched),
+                verdict_lines(&s, &looped),
+                "{name}"
+            );
+        }
         // The same first stall (none where there was none: a loop charged at once is work
         // under way, not a stuck rank), with the same stuck ranks.
         let stuck = |r: &Report| {

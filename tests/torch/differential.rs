@@ -10,7 +10,9 @@
 //! target/differential/ with both sides in its header, to be shrunk into a regression scenario.
 
 use super::{digests, load, redact};
+use scen_core::diagnose::check::Consequence;
 use scen_core::report::Report;
+use scen_core::scenario::Scenario;
 use scen_core::scenario::StepKind;
 use scen_core::verdict::RankVerdict;
 use std::fmt::Write as _;
@@ -38,6 +40,52 @@ fn rank_facts(r: &Report) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The diagnosis's claims about what real gloo does with a mismatched call ("real gloo:
+/// errors", "corrupts silently", ...), checked against what the real run did at that call:
+/// returns the claims that do not hold, each as a line for the program's header.
+fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
+    let step_of = |line: usize| s.steps.iter().position(|st| st.loc.line == line);
+    // Did real rank `r` end (fail or hang) in the step at `line`?
+    let ended_in = |r: usize, line: usize| match (real.ranks.get(r), step_of(line)) {
+        (Some(RankVerdict::Failed { step, .. } | RankVerdict::Hung { step, .. }), Some(at)) => {
+            *step == at
+        }
+        _ => false,
+    };
+    let mut wrong = Vec::new();
+    for m in sim
+        .diagnosis
+        .mismatches
+        .iter()
+        .filter(|m| m.backend == "gloo")
+    {
+        let mut sides = vec![(m.a.rank, m.a.line)];
+        sides.extend(m.b.as_ref().map(|b| (b.rank, b.line)));
+        let failed = sides.iter().any(|&(r, line)| ended_in(r, line));
+        let holds = match m.consequence {
+            Consequence::Hangs | Consequence::Errors | Consequence::Aborts => failed,
+            Consequence::CorruptsSilently => !failed,
+            Consequence::CorruptsOrHangs | Consequence::LostOrHangs => true,
+        };
+        if !holds {
+            wrong.push(format!(
+                "diagnosis claims {} for {} #{} on {} (ranks {:?}); real: {}",
+                m.real().split(" (").next().unwrap_or_default(),
+                m.a.fp.op,
+                m.seq,
+                m.group_label,
+                sides.iter().map(|x| x.0).collect::<Vec<_>>(),
+                if failed {
+                    "the call failed"
+                } else {
+                    "the call completed"
+                }
+            ));
+        }
+    }
+    wrong
+}
+
 /// How one program came out.
 #[derive(Default)]
 struct Tally {
@@ -47,10 +95,13 @@ struct Tally {
     outcome_agree: usize,
     text_agree: usize,
     digest_diffs: usize,
+    /// Diagnosis claims about real gloo that the real run contradicts.
+    wrong_claims: usize,
 }
 
-/// Per rank (outcome agrees, text agrees); how many result digests differ; what differs.
-type Compared = (Vec<(bool, bool)>, usize, Option<String>);
+/// Per rank (outcome agrees, text agrees); how many result digests differ; how many diagnosis
+/// claims the real run contradicts; what differs.
+type Compared = (Vec<(bool, bool)>, usize, usize, Option<String>);
 
 /// Runs program `k`; returns its per-rank (outcome agree, text agree) and a description of what
 /// differs, if anything.
@@ -87,7 +138,8 @@ fn one(root: &Path, python: &Path, seed: u64, k: u64) -> Result<Compared, String
         .filter(|(r, st, _)| !scratch(*r, *st))
         .filter(|(r, st, d)| dt.iter().any(|(r2, s2, d2)| r2 == r && s2 == st && d2 != d))
         .count();
-    let differs = per_rank.iter().any(|(o, t)| !o || !t) || digest_diffs > 0;
+    let claims = wrong_claims(&s, &sim, &real);
+    let differs = per_rank.iter().any(|(o, t)| !o || !t) || digest_diffs > 0 || !claims.is_empty();
     let diff = differs.then(|| {
         let mut h = format!("# program {seed}/{k}: {}\n", p.summary);
         for (r, (x, y)) in a.iter().zip(&b).enumerate() {
@@ -97,6 +149,9 @@ fn one(root: &Path, python: &Path, seed: u64, k: u64) -> Result<Compared, String
         if digest_diffs > 0 {
             let _ = writeln!(h, "#   {digest_diffs} result digest(s) differ");
         }
+        for c in &claims {
+            let _ = writeln!(h, "#   {c}");
+        }
         let keep = root.join("target/differential");
         let _ = std::fs::create_dir_all(&keep);
         let _ = std::fs::write(
@@ -105,7 +160,7 @@ fn one(root: &Path, python: &Path, seed: u64, k: u64) -> Result<Compared, String
         );
         h
     });
-    Ok((per_rank, digest_diffs, diff))
+    Ok((per_rank, digest_diffs, claims.len(), diff))
 }
 
 /// The `seed/k` programs known to differ, each with the defect it shows.
@@ -125,7 +180,7 @@ pub fn run(root: &Path, python: &Path) -> Result<(), String> {
     let seed = env("SCEN_DIFF_SEED").unwrap_or(1);
     let runs = super::in_parallel((0..programs).rev().collect(), |k| {
         let r = one(root, python, seed, k);
-        if let Ok((_, _, Some(d))) = &r {
+        if let Ok((_, _, _, Some(d))) = &r {
             println!("differential: DIFFER\n{d}");
         }
         (k, r)
@@ -134,12 +189,13 @@ pub fn run(root: &Path, python: &Path) -> Result<(), String> {
     let mut errors = Vec::new();
     for (k, r) in runs {
         match r {
-            Ok((per_rank, digest_diffs, diff)) => {
+            Ok((per_rank, digest_diffs, claims, diff)) => {
                 t.programs += 1;
                 t.ranks += per_rank.len();
                 t.outcome_agree += per_rank.iter().filter(|x| x.0).count();
                 t.text_agree += per_rank.iter().filter(|x| x.1).count();
                 t.digest_diffs += digest_diffs;
+                t.wrong_claims += claims;
                 if diff.is_some() {
                     t.differing.push(k);
                 }
@@ -150,12 +206,13 @@ pub fn run(root: &Path, python: &Path) -> Result<(), String> {
     t.differing.sort_unstable();
     let pct = |a: usize| 100.0 * a as f64 / t.ranks.max(1) as f64;
     println!(
-        "differential (seed {seed}): {} programs, {} ranks: outcome agreement {:.1}%, exact text agreement {:.1}%, {} result digest(s) differ; {} program(s) differ{}; {} could not run",
+        "differential (seed {seed}): {} programs, {} ranks: outcome agreement {:.1}%, exact text agreement {:.1}%, {} result digest(s) differ, {} diagnosis claim(s) contradicted; {} program(s) differ{}; {} could not run",
         t.programs,
         t.ranks,
         pct(t.outcome_agree),
         pct(t.text_agree),
         t.digest_diffs,
+        t.wrong_claims,
         t.differing.len(),
         if t.differing.is_empty() {
             String::new()

@@ -12,6 +12,7 @@
 
 mod direct;
 mod exchange;
+pub mod gloo;
 #[cfg(test)]
 mod matrix;
 mod ring;
@@ -45,6 +46,24 @@ pub trait Link {
     /// 8 completes on both ranks, tests/fixtures/fr/size_mismatch). Device backends do not.
     fn takes_short_broadcast(&self) -> bool {
         false
+    }
+    /// gloo's unbound buffers (gloo/transport/tcp/pair.cc): a receive is posted before it is
+    /// waited for, and posting tells the sender (NOTIFY_RECV_READY). Links without that
+    /// protocol have nothing to do.
+    async fn post_recv(&self, _from: usize) -> Result<(), LinkError> {
+        Ok(())
+    }
+    /// Waits until one of the pending sends, to the members `to` (in posting order), is
+    /// complete: its receiver has posted the matching receive. Returns its index in `to`.
+    /// Links without gloo's protocol complete a send when it is handed over.
+    async fn wait_sent(&self, _to: &[usize]) -> Result<usize, LinkError> {
+        Ok(0)
+    }
+    /// Waits for the first message of any pending receive, from the members `from` (in
+    /// posting order): gloo's `waitRecv` completes whichever arrives first. Returns the index
+    /// in `from` and the message. The default takes them in order.
+    async fn recv_any(&self, from: &[usize]) -> Result<(usize, Vec<u8>), LinkError> {
+        Ok((0, self.recv(from[0]).await?))
     }
 }
 

@@ -217,6 +217,12 @@ pub fn gloo_send_timeout(timeout_ms: u64) -> C10dError {
     ))
 }
 
+/// R29: a gloo operation on a group whose pairs this rank's own earlier timeout closed
+/// (gloo/transport/tcp/unbound_buffer.cc signals it to every pair of the context).
+pub fn gloo_pairs_closed() -> C10dError {
+    runtime("Application timeout caused pair closure")
+}
+
 /// R29: XCCL blocking wait (TORCH_XCCL_BLOCKING_WAIT=1).
 pub fn xccl_work_timeout(timeout_ms: u64) -> C10dError {
     e(

@@ -37,6 +37,10 @@ pub enum FabricError {
     /// The peer's process reset its connection (it died with this rank's data unread).
     #[error("rank {0} reset its connection")]
     PeerReset(usize),
+    /// An earlier wait of this rank in the same gloo context timed out, and gloo closed the
+    /// context's pairs then (`context_->signalException`, gloo/transport/tcp/unbound_buffer.cc).
+    #[error("this rank's pairs of the group were closed by its own timeout")]
+    PairsClosed,
     /// The peer's address could not be connected to.
     #[error("rank {peer} could not be reached: {reason}")]
     Unreachable { peer: usize, reason: String },
@@ -52,6 +56,7 @@ impl FabricError {
             FabricError::Timeout => timeout.unwrap_or_else(error::timed_out),
             FabricError::PeerClosed(p) => error::peer_closed(&format!("rank {p}")),
             FabricError::PeerReset(p) => error::peer_reset(&format!("rank {p}")),
+            FabricError::PairsClosed => error::gloo_pairs_closed(),
             FabricError::Unreachable { peer, reason } => error::peer_unreachable(peer, &reason),
             FabricError::Wire(w) => error::transport(&w.to_string()),
         }
@@ -97,6 +102,9 @@ pub struct Fabric<N: Net> {
     acceptor: RefCell<Option<tokio::task::JoinHandle<()>>>,
     /// Peers whose connection this process resets when it ends (see [`Fabric::abort_reading`]).
     resets: RefCell<BTreeSet<usize>>,
+    /// gloo contexts (process groups, by name) whose pairs this rank closed when one of its
+    /// waits there timed out ([`Fabric::close_pairs`]).
+    closed_scopes: RefCell<BTreeSet<String>>,
 }
 
 impl<N: Net> Fabric<N> {
@@ -120,6 +128,7 @@ impl<N: Net> Fabric<N> {
             out: RefCell::new(BTreeMap::new()),
             inbox,
             resets: RefCell::default(),
+            closed_scopes: RefCell::default(),
             watchers: RefCell::default(),
         }))
     }
@@ -262,15 +271,59 @@ impl<N: Net> Fabric<N> {
         tag: &str,
         deadline_ms: Option<u64>,
     ) -> Result<Vec<u8>, FabricError> {
+        self.recv_any(clock, &[peer], tag, deadline_ms, None)
+            .await
+            .map(|(_, m)| m)
+    }
+
+    /// A wait of this rank in gloo context `scope` timed out: gloo signals the timeout to every
+    /// pair of the context (`Application timeout caused pair closure`) and closes them, so its
+    /// `members`' operations with this rank in `scope` fail with a closed connection, and its
+    /// own later operations there with that text. Other groups' pairs are other sockets.
+    pub async fn close_pairs(&self, scope: &str, members: &[usize]) {
+        if !self.closed_scopes.borrow_mut().insert(scope.to_string()) {
+            return;
+        }
+        for &m in members.iter().filter(|&&m| m != self.me) {
+            let _ = self.send(m, &closed_tag(scope), &[]).await;
+        }
+    }
+
+    /// Takes the next message with `tag` from the first of `peers` that has one (its index in
+    /// `peers` comes back), waiting up to `deadline_ms` (None: forever). While none has, a
+    /// peer whose connection ended fails the wait: gloo signals a pair's error to every
+    /// buffer with an operation pending on it. With `scope` (a gloo context), pairs closed by
+    /// a timeout there ([`Fabric::close_pairs`]) fail it too, this rank's or a peer's.
+    pub async fn recv_any<C: Clock>(
+        &self,
+        clock: &C,
+        peers: &[usize],
+        tag: &str,
+        deadline_ms: Option<u64>,
+        scope: Option<&str>,
+    ) -> Result<(usize, Vec<u8>), FabricError> {
+        let closed = scope.map(closed_tag);
+        if scope.is_some_and(|s| self.closed_scopes.borrow().contains(s)) {
+            return Err(FabricError::PairsClosed);
+        }
         loop {
             let changed = self.inbox.changed.notified();
-            if let Some(m) = self.inbox.take(peer, tag) {
-                return Ok(m);
+            if let Some(c) = &closed {
+                if let Some(&p) = peers.iter().find(|&&p| self.inbox.has(p, c)) {
+                    return Err(FabricError::PeerClosed(p));
+                }
             }
-            match self.inbox.closed.borrow().get(&peer) {
-                Some(true) => return Err(FabricError::PeerReset(peer)),
-                Some(false) => return Err(FabricError::PeerClosed(peer)),
-                None => {}
+            for (i, &p) in peers.iter().enumerate() {
+                if let Some(m) = self.inbox.take(p, tag) {
+                    return Ok((i, m));
+                }
+            }
+            for &p in peers {
+                match self.inbox.closed.borrow().get(&p) {
+                    Some(true) => return Err(FabricError::PeerReset(p)),
+                    Some(false) => return Err(FabricError::PeerClosed(p)),
+                    None => {}
+                }
             }
             match deadline_ms {
                 Some(d) if clock.now_ms() >= d => return Err(FabricError::Timeout),
@@ -284,6 +337,11 @@ impl<N: Net> Fabric<N> {
             }
         }
     }
+}
+
+/// The tag of the notice that a rank closed its pairs of gloo context `scope`.
+fn closed_tag(scope: &str) -> String {
+    format!("{scope}/gloo/pairs-closed")
 }
 
 /// A dropped endpoint (its process exited or was killed) stops accepting and closes its
@@ -337,6 +395,12 @@ impl Inbox {
     fn ended(&self, peer: usize, reset: bool) {
         *self.closed.borrow_mut().entry(peer).or_insert(false) |= reset;
         self.changed.notify_waiters();
+    }
+
+    /// Whether a message from `peer` with `tag` has arrived (it stays).
+    fn has(&self, peer: usize, tag: &str) -> bool {
+        let queues = self.queues.borrow();
+        queues.get(&peer).is_some_and(|q| q.contains_key(tag))
     }
 
     /// The oldest message from `peer` with `tag`, if one has arrived.

@@ -26,6 +26,11 @@ pub struct CallInfo {
     pub peer_exit_is_error: bool,
     /// A device group's call (xccl/nccl) rather than a host (gloo) one: its link class.
     pub device: bool,
+    /// gloo's timeout for each wait of the call (every `waitSend`/`waitRecv` has its own).
+    pub wait_ms: Option<u64>,
+    /// The gloo context the call's pairs belong to (its process group's name): a timeout
+    /// closes them all ([`Fabric::close_pairs`]).
+    pub pairs: String,
 }
 
 pub struct FabricLink<'a, N: Net, C: Clock, P: Probe> {
@@ -135,6 +140,44 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         }
     }
 
+    async fn post_recv(&self, from: usize) -> Result<(), LinkError> {
+        if !self.info.device {
+            // The notice rides the pair; a dead peer shows in the wait that follows.
+            let _ = self
+                .fabric
+                .send(self.members[from], &self.ready_tag(), &[])
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn wait_sent(&self, to: &[usize]) -> Result<usize, LinkError> {
+        if self.info.device {
+            return Ok(0);
+        }
+        let ms = self.info.wait_ms.unwrap_or(0);
+        let timeout = error::gloo_send_timeout(ms);
+        let tag = self.ready_tag();
+        self.wait_any(to, &tag, "send to", "waits for its recv", timeout)
+            .await
+            .map(|(i, _)| i)
+    }
+
+    async fn recv_any(&self, from: &[usize]) -> Result<(usize, Vec<u8>), LinkError> {
+        if self.info.device {
+            return Ok((0, self.recv(from[0]).await?));
+        }
+        let timeout = error::gloo_recv_timeout(self.info.wait_ms.unwrap_or(0));
+        self.wait_any(
+            from,
+            &self.tag,
+            "recv from",
+            "waits for its message",
+            timeout,
+        )
+        .await
+    }
+
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
         let peer = self.members[from];
         // Already here: the rank does not block, so there is no wait to record.
@@ -165,6 +208,55 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 }
 
 impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
+    /// The tag of the notices a gloo receiver sends when it posts a receive.
+    fn ready_tag(&self) -> String {
+        format!("{}/ready", self.tag)
+    }
+
+    /// gloo's wait for one of a call's pending operations with the members `on` (in posting
+    /// order): the first message with `tag` from any of them, within the call's per-wait
+    /// timeout; a pair that ends fails it.
+    async fn wait_any(
+        &self,
+        on: &[usize],
+        tag: &str,
+        verb: &str,
+        why: &str,
+        timeout: C10dError,
+    ) -> Result<(usize, Vec<u8>), LinkError> {
+        let peers: Vec<usize> = on.iter().map(|&m| self.members[m]).collect();
+        let what = format!(
+            "{} #{} on group {}: {verb} rank {} ({why})",
+            self.info.op, self.info.seq, self.info.group, peers[0]
+        );
+        let deadline = self.info.wait_ms.map(|ms| self.clock.now_ms() + ms);
+        let mut w = self.wait_for(peers[0], what);
+        w.peers = peers.clone();
+        w.peers.dedup();
+        w.deadline_ms = deadline;
+        w.timeout_error = deadline.map(|_| timeout.clone().into());
+        self.probe.set_wait(self.info.proc_rank, Some(w));
+        for &p in &peers {
+            self.fabric.watch(p).await;
+        }
+        let r = self
+            .fabric
+            .recv_any(self.clock, &peers, tag, deadline, Some(&self.info.pairs))
+            .await;
+        if let Err(FabricError::Timeout) = r {
+            self.fabric
+                .close_pairs(&self.info.pairs, self.members)
+                .await;
+        }
+        let r = r.map_err(|e| match e {
+            FabricError::Timeout => self.fail(timeout),
+            FabricError::PeerClosed(p) | FabricError::PeerReset(p) => self.map(p, e),
+            other => self.map(peers[0], other),
+        });
+        self.probe.set_wait(self.info.proc_rank, None);
+        r
+    }
+
     /// A peer's message does not fit this call (another op, size or dtype width). oneCCL and
     /// NCCL do not check (docs/rules/oneccl.md §4: all_reduce of 1024 vs 2048 floats hangs both ranks;
     /// docs/diagnosis.md): the call never completes, until a timeout rule applies (or forever).

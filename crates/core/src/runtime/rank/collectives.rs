@@ -292,6 +292,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
             peer_exit_is_error: backend == "gloo",
             device: backend != "gloo",
+            wait_ms: (backend == "gloo").then_some(pg.timeout_ms),
+            pairs: pg.name.clone(),
         };
         let fabric = self.fabric.clone();
         let clock = self.env.clock.clone();
@@ -304,6 +306,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let coll = coll.clone();
         let device = self.env.device.clone().filter(|_| backend != "gloo");
+        let backend_is_gloo = backend == "gloo";
         let comm = self.comm_ref(name, &members, me, None);
         let since_ms = self.now();
         let span =
@@ -332,11 +335,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 error: Default::default(),
                 recv_waits: Default::default(),
             };
-            let on = coll::OnLink {
-                link: &link,
-                all_reduce,
+            let r = if backend_is_gloo {
+                coll.run(&coll::OnGloo(&link), &mut t).await
+            } else {
+                let on = coll::OnLink {
+                    link: &link,
+                    all_reduce,
+                };
+                coll.run(&on, &mut t).await
             };
-            let r = match coll.run(&on, &mut t).await {
+            let r = match r {
                 Err(crate::algo::CollectiveError::Mismatch(why))
                     if !link.info.peer_exit_is_error =>
                 {

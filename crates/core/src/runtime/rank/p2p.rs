@@ -190,22 +190,27 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             deadline_ms: timeout.as_ref().map(|(d, _)| *d),
             timeout_error: timeout.as_ref().map(|(_, e)| e.clone().into()),
         }));
+        let scope = (backend == "gloo").then(|| self.pgs[name].name.clone());
         let r = self
             .fabric
-            .recv(
+            .recv_any(
                 &self.env.clock,
-                peer,
+                &[peer],
                 &tag,
                 timeout.as_ref().map(|(d, _)| *d),
+                scope.as_deref(),
             )
-            .await
-            .and_then(|body| {
-                D::decode(&body).ok_or_else(|| {
-                    FabricError::Wire(crate::wire::WireError::Malformed(format!(
-                        "rank {peer} sent a message of another payload kind"
-                    )))
-                })
-            });
+            .await;
+        if let Some(scope) = &scope {
+            self.close_on_timeout(&r, scope).await;
+        }
+        let r = r.map(|(_, m)| m).and_then(|body| {
+            D::decode(&body).ok_or_else(|| {
+                FabricError::Wire(crate::wire::WireError::Malformed(format!(
+                    "rank {peer} sent a message of another payload kind"
+                )))
+            })
+        });
         let r = self
             .p2p_size_rule(r, backend, peer, seq, t.data.len(), &timeout)
             .await;
@@ -246,12 +251,30 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             deadline_ms: Some(deadline_ms),
             timeout_error: Some(timeout_error.clone().into()),
         }));
+        let scope = tag.split('/').next().unwrap_or_default().to_string();
         let r = self
             .fabric
-            .recv(&self.env.clock, peer, &ready_tag(tag), Some(deadline_ms))
+            .recv_any(
+                &self.env.clock,
+                &[peer],
+                &ready_tag(tag),
+                Some(deadline_ms),
+                Some(&scope),
+            )
             .await;
+        self.close_on_timeout(&r, &scope).await;
         self.wait(None);
         r.map(|_| ()).map_err(|e| e.into_c10d(Some(timeout_error)))
+    }
+
+    /// A gloo wait in group `scope` that timed out closes the group's pairs
+    /// ([`crate::runtime::fabric::Fabric::close_pairs`]).
+    async fn close_on_timeout<T>(&self, r: &Result<T, FabricError>, scope: &str) {
+        if let Err(FabricError::Timeout) = r {
+            if let Some(pg) = self.pgs.values().find(|pg| pg.name == scope) {
+                self.fabric.close_pairs(scope, &pg.ranks).await;
+            }
+        }
     }
 
     /// A gloo batch posts every receive before any send completes: each receive's ready
