@@ -13,8 +13,10 @@ use super::{digests, load, redact};
 use scen_core::report::Report;
 use scen_core::scenario::StepKind;
 use scen_core::verdict::RankVerdict;
+use scen_torch::zygote::Zygote;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 
 #[path = "gen.rs"]
 mod gen;
@@ -54,7 +56,13 @@ type Compared = (Vec<(bool, bool)>, usize, Option<String>);
 
 /// Runs program `k`; returns its per-rank (outcome agree, text agree) and a description of what
 /// differs, if anything.
-fn one(root: &Path, python: &Path, seed: u64, k: u64) -> Result<Compared, String> {
+fn one(
+    root: &Path,
+    python: &Path,
+    zygote: Option<&Arc<Zygote>>,
+    seed: u64,
+    k: u64,
+) -> Result<Compared, String> {
     let p = gen::program(seed, k);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let file = dir.path().join(format!("gen_{seed}_{k}.toml"));
@@ -65,6 +73,7 @@ fn one(root: &Path, python: &Path, seed: u64, k: u64) -> Result<Compared, String
     let o = scen_torch::TorchOptions {
         python: Some(python.to_path_buf()),
         max_wall_ms: Some(120_000),
+        zygote: zygote.cloned(),
         ..Default::default()
     };
     let real = scen_torch::run(&s, Some(&p.text), &o)
@@ -118,13 +127,13 @@ fn known(root: &Path) -> Vec<String> {
         .collect()
 }
 
-pub fn run(root: &Path, python: &Path) -> Result<(), String> {
+pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(), String> {
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     let long = env("SCEN_DIFF_PROGRAMS");
     let programs = long.unwrap_or(SAMPLE);
     let seed = env("SCEN_DIFF_SEED").unwrap_or(1);
     let runs = super::in_parallel((0..programs).rev().collect(), |k| {
-        let r = one(root, python, seed, k);
+        let r = one(root, python, zygote, seed, k);
         if let Ok((_, _, Some(d))) = &r {
             println!("differential: DIFFER\n{d}");
         }
