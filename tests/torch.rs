@@ -10,12 +10,18 @@
 //! show in `cargo test` output. Without torch the test prints why and passes visibly as not
 //! run, unless SCEN_TORCH_REQUIRED=1 (CI) makes that a failure. Filter: `cargo test --test
 //! torch -- NAME...` runs only scenarios whose name contains one of the NAMEs.
+//!
+//! The runs made through the library fork their runner from one zygote per test process
+//! (crates/torch/src/zygote.rs: torch imported once, not once per run); SCEN_TORCH_ZYGOTE=0
+//! starts `python runner.py` per run as `scen run --torch` does. SCEN_TORCH_JOBS=N overrides
+//! JOBS (to measure).
 
 use scen_core::report::Report;
 use scen_core::scenario::{load_file, Scenario, TimeScale};
 use scen_core::verdict::RankVerdict;
+use scen_torch::zygote::Zygote;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 #[path = "torch/differential.rs"]
@@ -30,6 +36,8 @@ mod modes;
 mod record;
 #[path = "torch/sglang.rs"]
 mod sglang;
+#[path = "torch/zygote.rs"]
+mod zygote;
 
 /// 30 min -> 3 s: long enough for real gloo/store set-up on a loaded 2-core machine.
 const TIME_SCALE: TimeScale = TimeScale { num: 1, den: 600 };
@@ -63,8 +71,12 @@ fn scale_for(s: &Scenario) -> TimeScale {
 fn in_parallel<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
     let queue = Mutex::new(items);
     let results = Mutex::new(Vec::new());
+    let jobs = std::env::var("SCEN_TORCH_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .unwrap_or(JOBS);
     std::thread::scope(|sc| {
-        for _ in 0..JOBS {
+        for _ in 0..jobs {
             sc.spawn(|| loop {
                 let Some(item) = queue.lock().expect("queue").pop() else {
                     return;
@@ -210,7 +222,21 @@ enum Outcome {
     NotRun(String),
 }
 
-fn check(path: &Path, python: &Path, sglang: Option<&str>) -> Outcome {
+/// The tests' zygote, unless SCEN_TORCH_ZYGOTE=0.
+fn start_zygote(python: &Path) -> Option<Arc<Zygote>> {
+    if std::env::var("SCEN_TORCH_ZYGOTE").as_deref() == Ok("0") {
+        return None;
+    }
+    let z = Zygote::start(python).unwrap_or_else(|e| panic!("starting the tests' zygote: {e}"));
+    Some(Arc::new(z))
+}
+
+fn check(
+    path: &Path,
+    python: &Path,
+    sglang: Option<&str>,
+    zygote: Option<&Arc<Zygote>>,
+) -> Outcome {
     let s = load(path);
     if let Err(why) = scen_torch::eligible::check(&s) {
         return Outcome::Ineligible(why);
@@ -230,6 +256,7 @@ fn check(path: &Path, python: &Path, sglang: Option<&str>) -> Outcome {
     let o = scen_torch::TorchOptions {
         python: Some(python.to_path_buf()),
         max_wall_ms: Some(120_000),
+        zygote: zygote.cloned(),
         ..Default::default()
     };
     let real = match scen_torch::run(&s, source.as_deref(), &o) {
@@ -373,6 +400,8 @@ fn main() {
         .collect();
     files.sort();
     let start = Instant::now();
+    let zygote = start_zygote(&python);
+    let zygote = zygote.as_ref();
     let mut results: Vec<(String, Outcome)> = in_parallel(files.clone(), |p| {
         let name = p
             .file_stem()
@@ -380,7 +409,7 @@ fn main() {
             .to_string_lossy()
             .to_string();
         let t = Instant::now();
-        let o = check(&p, &python, sglang.as_deref());
+        let o = check(&p, &python, sglang.as_deref(), zygote);
         let tag = match &o {
             Outcome::Agree => "agree",
             Outcome::Documented => "documented",
@@ -396,11 +425,16 @@ fn main() {
         }
         (name, o)
     });
-    let checks: [(&str, &str, &Check); 7] = [
+    let checks: [(&str, &str, &Check); 8] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
-            &|| lifecycle::ranks_exit_as_python_does(&root(), &python),
+            &|| lifecycle::ranks_exit_as_python_does(&root(), &python, zygote),
+        ),
+        (
+            "zygote",
+            "a killed zygote fails its run naming it, a dropped one is gone, no process left",
+            &|| zygote::never_leaves_a_process(&python),
         ),
         (
             "sigint",
@@ -425,7 +459,7 @@ fn main() {
         (
             "differential",
             "generated programs: the simulator and real PyTorch agree rank by rank",
-            &|| differential::run(&root(), &python),
+            &|| differential::run(&root(), &python, zygote),
         ),
         (
             "record_outcomes",

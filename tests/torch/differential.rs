@@ -22,8 +22,10 @@ use scen_core::report::Report;
 use scen_core::scenario::Scenario;
 use scen_core::scenario::StepKind;
 use scen_core::verdict::RankVerdict;
+use scen_torch::zygote::Zygote;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 
 #[path = "gen.rs"]
 mod gen;
@@ -137,7 +139,13 @@ const RERUNS: usize = 2;
 
 /// Runs program `k` in the simulator and on real PyTorch (again, up to [`RERUNS`] times, while
 /// they differ) and compares them rank by rank.
-fn one(root: &Path, python: &Path, seed: u64, k: u64) -> Result<Compared, String> {
+fn one(
+    root: &Path,
+    python: &Path,
+    zygote: Option<&Arc<Zygote>>,
+    seed: u64,
+    k: u64,
+) -> Result<Compared, String> {
     let p = gen::program(seed, k);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let file = dir.path().join(format!("gen_{seed}_{k}.toml"));
@@ -148,6 +156,7 @@ fn one(root: &Path, python: &Path, seed: u64, k: u64) -> Result<Compared, String
     let o = scen_torch::TorchOptions {
         python: Some(python.to_path_buf()),
         max_wall_ms: Some(120_000),
+        zygote: zygote.cloned(),
         ..Default::default()
     };
     let a = rank_facts(&sim);
@@ -241,13 +250,13 @@ fn known(root: &Path) -> Vec<String> {
         .collect()
 }
 
-pub fn run(root: &Path, python: &Path) -> Result<(), String> {
+pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(), String> {
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     let long = env("SCEN_DIFF_PROGRAMS");
     let programs = long.unwrap_or(SAMPLE);
     let seed = env("SCEN_DIFF_SEED").unwrap_or(1);
     let runs = super::in_parallel((0..programs).rev().collect(), |k| {
-        let r = one(root, python, seed, k);
+        let r = one(root, python, zygote, seed, k);
         if let Ok(Compared { diff: Some(d), .. }) = &r {
             println!("differential: DIFFER\n{d}");
         }

@@ -5,6 +5,7 @@
 //! it SIGKILLs the process group and reports the unfinished ranks as hanging where they were.
 
 use crate::net::Endpoints;
+use crate::spawn::Runner;
 use crate::{eligible, python, translate, TorchError, TorchOptions};
 use scen_core::observe::Observed;
 use scen_core::outcome::{Failure, Killer, Launcher as Interrupter, RankEnd};
@@ -16,9 +17,7 @@ use scen_core::trace::{Event, EventKind, Trace};
 use scen_procs::signals::name as signal_name;
 use scen_procs::watch::{unix_ms, Watch, POLL};
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 const RUNNER: &str = include_str!("runner.py");
 /// Added to the scenario's longest timeout: real stores and gloo report a little late.
@@ -197,18 +196,8 @@ fn run_in(
     let cfg_path = dir.join("config.json");
     std::fs::write(&cfg_path, cfg.to_string()).map_err(|e| io("writing the config", e))?;
     let log_path = dir.join("runner.log");
-    let log = std::fs::File::create(&log_path).map_err(|e| io("creating the log", e))?;
-    let log2 = log.try_clone().map_err(|e| io("creating the log", e))?;
-    let mut child = Command::new(py)
-        .arg(&runner)
-        .arg(&cfg_path)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| TorchError::Unavailable(format!("cannot start {}: {e}", py.display())))?;
-    let pgid = child.id() as i32;
+    let mut runner = Runner::start(py, o.zygote.as_ref(), &runner, &cfg_path, &log_path)?;
+    let pgid = runner.pgid();
     let mut ranks = vec![RankState::default(); world];
     let mut trace = Trace::default();
     let mut notes: Vec<String> = Vec::new();
@@ -218,6 +207,7 @@ fn run_in(
     let mut runner_done = false;
     let mut hung = false;
     let mut interrupted = None;
+    let mut lost = None;
     loop {
         std::thread::sleep(POLL);
         let mut progressed = false;
@@ -250,10 +240,17 @@ fn run_in(
             clock.progress(clock.now_ms());
         }
         if !runner_done {
-            if let Ok(Some(_)) = child.try_wait() {
-                runner_done = true;
-                // Lines written just before the exit: one more pass.
-                continue;
+            match runner.exited() {
+                Ok(true) => {
+                    runner_done = true;
+                    // Lines written just before the exit: one more pass.
+                    continue;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    lost = Some(e);
+                    break;
+                }
             }
         }
         if runner_done {
@@ -289,7 +286,10 @@ fn run_in(
     }
     // The runner's process group: its ranks (killed even if the runner itself has exited).
     let _ = scen_procs::group::kill_group(pgid);
-    let _ = child.wait();
+    runner.reap();
+    if let Some(e) = lost {
+        return Err(e);
+    }
     if !ranks.iter().any(|r| r.started) {
         if let Some(sig) = interrupted {
             return Err(TorchError::Io(format!(

@@ -5,15 +5,18 @@
 //! sglang 0.5.23's start-up steps call real sglang through prelude_sglang.py),
 //! [`launcher`] runs it as one real process per rank with torchrun's environment and is the
 //! watchdog for hangs, [`eligible`] says what CPU PyTorch can run, [`python`] finds the
-//! interpreter (`scen doctor`). Depends on scen-core and scen-procs (the process plumbing it
-//! shares with `--hw`: log tails, free ports, process groups, signal names, the watch clock). See docs/torch.md.
+//! interpreter (`scen doctor`), [`zygote`] imports torch once for callers that make many runs.
+//! Depends on scen-core and scen-procs (the process plumbing it shares with `--hw`: log
+//! tails, free ports, process groups, signal names, the watch clock). See docs/torch.md.
 
 pub mod bench;
 pub mod eligible;
 pub mod launcher;
 pub mod net;
 pub mod python;
+mod spawn;
 pub mod translate;
+pub mod zygote;
 
 use scen_core::report::Report;
 use scen_core::scenario::Scenario;
@@ -35,6 +38,10 @@ pub struct TorchOptions {
     /// SIGHUP). The launcher then kills every rank and still reports what it saw (the binary
     /// passes the handler it shares with `--hw`; this crate installs none).
     pub interrupted: Option<fn() -> Option<i32>>,
+    /// Fork each run's runner from this zygote (torch imported once) instead of starting
+    /// `python runner.py` (whose import of torch each run pays again); `python` is then only
+    /// checked, the zygote's own interpreter runs the ranks. For callers that make many runs.
+    pub zygote: Option<std::sync::Arc<zygote::Zygote>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +54,9 @@ pub enum TorchError {
     NotEligible(String),
     #[error("torch mode failed: {0}")]
     Io(String),
+    /// The zygote (`TorchOptions::zygote`) died or stopped answering; the run's ranks died with it.
+    #[error("torch-mode zygote {0}")]
+    Zygote(String),
 }
 
 /// Runs `s` on real PyTorch. `source`: the scenario file's text, quoted in the program.

@@ -3,14 +3,14 @@
 # ranks start together (as the simulator's do) instead of spread over seconds of imports.
 # With launcher = "torchrun" it also plays torchrun's agent: it hosts the TCPStore
 # (TORCHELASTIC_USE_AGENT_STORE) and tears the other ranks down when one fails.
-# Usage: python runner.py CONFIG.json   (written by `scen run --torch`; not for users)
+# Usage: python runner.py CONFIG.json   (written by `scen run --torch`; not for users).
+# zygote.py imports this file as a module and calls main(CONFIG) in a forked child instead.
 import json
 import os
 import runpy
 import signal
 import sys
 import time
-
 
 
 def die_with_parent():
@@ -22,23 +22,11 @@ def die_with_parent():
         pass
 
 
-die_with_parent()
-cfg = json.load(open(sys.argv[1]))
-import torch  # noqa: E402,F401
-import torch.distributed as dist  # noqa: E402
-import importlib  # noqa: E402
+# One run's state, module globals so that a rank's program stays referenced until the
+# interpreter's teardown (as a script's globals are), whether this file is __main__ or not.
+cfg = exits = store = program_globals = None
+epoch_ms = 0
 
-for _m in cfg.get("preload", []):
-    importlib.import_module(_m)
-
-exits = open(cfg["exits"], "a", buffering=1)
-store = None
-if cfg.get("agent_store"):
-    a = cfg["agent_store"]
-    store = dist.TCPStore("127.0.0.1", a["port"], a["world_size"], is_master=True,
-                          wait_for_workers=False, timeout=__import__("datetime").timedelta(seconds=3600))
-epoch_ms = int(time.time() * 1000)
-children = {}
 
 def become_rank(r):
     """The forked child becomes rank r and ends as `python prog.py` ends: an exception printed
@@ -61,13 +49,6 @@ def become_rank(r):
     sys.exit(0)
 
 
-for r in cfg["ranks"]:
-    pid = os.fork()
-    if pid == 0:
-        become_rank(r)
-    children[pid] = r["rank"]
-
-
 def record(rank, status, by_agent=False):
     line = dict(rank=rank, t=int(time.time() * 1000) - epoch_ms, by_agent=by_agent)
     if os.WIFSIGNALED(status):
@@ -77,22 +58,51 @@ def record(rank, status, by_agent=False):
     exits.write(json.dumps(line) + "\n")
 
 
-torn_down = set()
-while children:
-    try:
-        pid, status = os.waitpid(-1, 0)
-    except ChildProcessError:
-        break
-    rank = children.pop(pid, None)
-    if rank is None:
-        continue
-    record(rank, status, by_agent=pid in torn_down)
-    failed = os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0
-    if failed and cfg.get("teardown") and not torn_down:
-        # torchrun's agent: one worker failed, so the group is stopped (SIGTERM to the rest).
-        for p in children:
-            torn_down.add(p)
-            try:
-                os.kill(p, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+def main(config_path):
+    global cfg, exits, store, epoch_ms
+    die_with_parent()
+    cfg = json.load(open(config_path))
+    import torch  # noqa: F401
+    import torch.distributed as dist
+    import importlib
+
+    for m in cfg.get("preload", []):
+        importlib.import_module(m)
+
+    exits = open(cfg["exits"], "a", buffering=1)
+    if cfg.get("agent_store"):
+        a = cfg["agent_store"]
+        store = dist.TCPStore("127.0.0.1", a["port"], a["world_size"], is_master=True,
+                              wait_for_workers=False,
+                              timeout=__import__("datetime").timedelta(seconds=3600))
+    epoch_ms = int(time.time() * 1000)
+    children = {}
+    for r in cfg["ranks"]:
+        pid = os.fork()
+        if pid == 0:
+            become_rank(r)
+        children[pid] = r["rank"]
+
+    torn_down = set()
+    while children:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        rank = children.pop(pid, None)
+        if rank is None:
+            continue
+        record(rank, status, by_agent=pid in torn_down)
+        failed = os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0
+        if failed and cfg.get("teardown") and not torn_down:
+            # torchrun's agent: one worker failed, so the group is stopped (SIGTERM to the rest).
+            for p in children:
+                torn_down.add(p)
+                try:
+                    os.kill(p, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
