@@ -292,7 +292,7 @@ async fn boot_node(
                     // meanwhile stays unread and their connections reset (fabric.rs).
                     life.kill();
                     let teardown_ms = scen_core::runtime::fabric::KILL_TEARDOWN_MS;
-                    clock.sleep_until_ms(clock.now_ms() + teardown_ms).await;
+                    clock.busy_until_ms(clock.now_ms() + teardown_ms).await;
                     drop(run);
                     let failed = matches!(
                         probe.state.borrow().ends[rank],

@@ -199,7 +199,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         // Its sockets close once the kernel has torn it down; what arrives meanwhile is unread.
         p.env.life.kill();
         let teardown_ms = super::fabric::KILL_TEARDOWN_MS;
-        p.env.clock.sleep_until_ms(now + teardown_ms).await;
+        p.env.clock.busy_until_ms(now + teardown_ms).await;
     } else if exit_ms > 0 {
         p.env.clock.sleep_until_ms(now + exit_ms).await;
     }
