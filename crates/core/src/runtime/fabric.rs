@@ -571,4 +571,15 @@ mod tests {
         assert_eq!(inbox.take(2, "a"), Some(vec![2]));
         assert!(inbox.queues.borrow().is_empty());
     }
+
+    #[test]
+    fn a_killed_process_files_nothing_and_remembers_who_sent_it_unread_data() {
+        let inbox = Inbox::default();
+        inbox.put(1, "a", vec![1]);
+        inbox.life.kill();
+        inbox.put(2, "a", vec![2]);
+        assert_eq!(inbox.take(2, "a"), None);
+        assert_eq!(inbox.take(1, "a"), Some(vec![1]));
+        assert_eq!(*inbox.unread.borrow(), BTreeSet::from([2]));
+    }
 }
