@@ -129,6 +129,8 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
         scenario: Rc::new(scenario),
         proc_rank: id.rank,
         device,
+        // A real process: the kernel resets its peers' connections when it is killed.
+        life: Default::default(),
     };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -255,7 +255,9 @@ async fn boot_node(
             scenario: s.clone(),
             proc_rank: spec.rank,
             device: None,
+            life: Default::default(),
         };
+        let life = env.life.clone();
         let (probe, clock) = (probe.clone(), clock.clone());
         let rank = spec.rank;
         let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
@@ -263,7 +265,7 @@ async fn boot_node(
         let late = probe.plan.borrow().late[rank];
         let torchrun = s.world.launcher == Launcher::Torchrun;
         // Every wake-up of the rank's program is a scheduling point of its node (schedule.rs);
-        // a kill is not: the process dies at once, its sockets close at once.
+        // a kill is not: the process stops at once (its sockets close after its teardown).
         let schedule = net.schedule.clone();
         tokio::task::spawn_local(async move {
             let run = schedule.shuffled(async {
@@ -281,9 +283,17 @@ async fn boot_node(
                 }
                 run_rank(env).await
             });
+            let mut run = Box::pin(run);
             tokio::select! {
                 biased;
                 _ = kill_rx => {
+                    // SIGKILL stops the process at once (`run` is not polled again), but its
+                    // sockets close only once the kernel has torn it down: what peers send it
+                    // meanwhile stays unread and their connections reset (fabric.rs).
+                    life.kill();
+                    let teardown_ms = scen_core::runtime::fabric::KILL_TEARDOWN_MS;
+                    clock.busy_until_ms(clock.now_ms() + teardown_ms).await;
+                    drop(run);
                     let failed = matches!(
                         probe.state.borrow().ends[rank],
                         Some((RankEnd::Failed { .. }, _))
@@ -294,7 +304,7 @@ async fn boot_node(
                 }
                 // The process has exited: its verdict was recorded when its program ended
                 // (`Probe::ended`); torchrun's agent sees a failed worker only now.
-                end = run => {
+                end = &mut run => {
                     probe.ended(rank, &end, clock.now_ms());
                     if matches!(end, RankEnd::Failed { .. }) && torchrun {
                         tear_down(&probe, &clock, rank).await;

@@ -11,15 +11,17 @@
 //! has no connection to opens one ([`Fabric::watch`]): a peer that dies while others wait on
 //! it fails them at once, as real gloo's full mesh does.
 //!
-//! A process that exits closes its connections with a FIN; one that dies with a peer's message
-//! unread (gloo's size check aborting it) resets that peer's connection, as TCP does: the peer
-//! reads "Connection reset by peer" rather than a close.
+//! A process that exits closes its connections with a FIN. One that is killed (a crash fault's
+//! SIGKILL, gloo's size check aborting it) stops reading at once but its sockets close only
+//! when the kernel has torn the process down ([`KILL_TEARDOWN_MS`]); whatever a peer sent it
+//! that it never read (the message it died reading, what arrived after its death) makes TCP
+//! reset that peer's connection: the peer reads "Connection reset by peer", the others a close.
 
 use super::duplex::Duplex;
 use super::net::{Clock, Net};
 use crate::c10d::error::{self, C10dError};
 use crate::wire::{frame_buf, read_frame, write_built_frame, write_frame, Dec, Enc, WireError};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use tokio::sync::{Mutex, Notify};
@@ -32,11 +34,11 @@ pub enum FabricError {
     #[error("no message before the deadline")]
     Timeout,
     /// The peer's process closed its connection (it ended).
-    #[error("rank {0} closed its connection")]
-    PeerClosed(usize),
+    #[error("rank {} closed its connection", .0.rank)]
+    PeerClosed(Peer),
     /// The peer's process reset its connection (it died with this rank's data unread).
-    #[error("rank {0} reset its connection")]
-    PeerReset(usize),
+    #[error("rank {} reset its connection", .0.rank)]
+    PeerReset(Peer),
     /// An earlier wait of this rank in the same gloo context timed out, and gloo closed the
     /// context's pairs then (`context_->signalException`, gloo/transport/tcp/unbound_buffer.cc).
     #[error("this rank's pairs of the group were closed by its own timeout")]
@@ -49,17 +51,48 @@ pub enum FabricError {
     Wire(#[from] WireError),
 }
 
+/// A peer as a lost connection names it: its rank, and `[ip]:port` as gloo prints a pair's peer
+/// ([`Fabric::peer_address`]), so every peer-loss text carries the address the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    pub rank: usize,
+    pub address: String,
+}
+
 impl FabricError {
     /// The error a rank raises: `timeout` is its backend's timeout error, if it has one.
     pub fn into_c10d(self, timeout: Option<C10dError>) -> C10dError {
         match self {
             FabricError::Timeout => timeout.unwrap_or_else(error::timed_out),
-            FabricError::PeerClosed(p) => error::peer_closed(&format!("rank {p}")),
-            FabricError::PeerReset(p) => error::peer_reset(&format!("rank {p}")),
+            FabricError::PeerClosed(p) => error::peer_closed(&p.address),
+            FabricError::PeerReset(p) => error::peer_reset(&p.address),
             FabricError::PairsClosed => error::gloo_pairs_closed(),
             FabricError::Unreachable { peer, reason } => error::peer_unreachable(peer, &reason),
             FabricError::Wire(w) => error::transport(&w.to_string()),
         }
+    }
+}
+
+/// How long a killed process's sockets outlive it: SIGKILL stops its threads at once, but the
+/// kernel closes its files only after unmapping its memory (`do_exit`: `exit_mm` before
+/// `exit_files`), which for a PyTorch process takes milliseconds. What peers send it meanwhile
+/// stays unread, so their connections reset. Measured with real PyTorch 2.15 (docs/torch.md,
+/// scenarios/gloo_crash_resets_senders.toml).
+pub const KILL_TEARDOWN_MS: u64 = 10;
+
+/// Whether a rank's process still runs, shared by whoever kills it (the simulator's crash
+/// faults, the rank's own abort) and its fabric: once killed, nothing reads what arrives.
+#[derive(Clone, Default)]
+pub struct Life(Rc<Cell<bool>>);
+
+impl Life {
+    /// The process is killed: from now on what arrives stays unread.
+    pub fn kill(&self) {
+        self.0.set(true);
+    }
+
+    pub fn killed(&self) -> bool {
+        self.0.get()
     }
 }
 
@@ -75,6 +108,9 @@ struct Inbox {
     closed: RefCell<BTreeMap<usize, bool>>,
     /// Peers with an incoming connection still open (its reader reports their end).
     incoming: RefCell<BTreeSet<usize>>,
+    /// Peers whose message arrived after the process was killed (nothing reads it).
+    unread: RefCell<BTreeSet<usize>>,
+    life: Life,
     changed: Notify,
 }
 
@@ -96,6 +132,8 @@ pub struct Fabric<N: Net> {
     peers: RefCell<Vec<Option<PeerAddr>>>,
     hosts: RefCell<Hosts>,
     out: RefCell<BTreeMap<usize, Conn<N>>>,
+    /// Incoming connections by peer: a killed process resets those with data unread.
+    accepted: Accepted<N>,
     /// The watchers of outgoing connections.
     watchers: RefCell<Vec<tokio::task::JoinHandle<()>>>,
     inbox: Rc<Inbox>,
@@ -107,17 +145,26 @@ pub struct Fabric<N: Net> {
     closed_scopes: RefCell<BTreeSet<String>>,
 }
 
+/// Handles on the incoming connections, by peer.
+type Accepted<N> = Rc<RefCell<BTreeMap<usize, Duplex<<N as Net>::Stream>>>>;
+
 impl<N: Net> Fabric<N> {
-    /// Binds a port and starts accepting peers (tasks are spawned on the current LocalSet).
-    pub async fn start(net: N, me: usize) -> Result<Rc<Self>, FabricError> {
+    /// Binds a port and starts accepting peers (tasks are spawned on the current LocalSet);
+    /// `life` tells it when the process is killed.
+    pub async fn start(net: N, me: usize, life: Life) -> Result<Rc<Self>, FabricError> {
         let listener = net
             .bind(0)
             .await
             .map_err(|e| FabricError::Wire(WireError::Io(e.to_string())))?;
         let port = net.local_port(&listener);
-        let inbox = Rc::new(Inbox::default());
-        let (n2, ib) = (net.clone(), inbox.clone());
-        let acceptor = tokio::task::spawn_local(async move { accept_loop(n2, listener, ib).await });
+        let inbox = Rc::new(Inbox {
+            life,
+            ..Inbox::default()
+        });
+        let accepted = Accepted::<N>::default();
+        let (n2, ib, acc) = (net.clone(), inbox.clone(), accepted.clone());
+        let acceptor =
+            tokio::task::spawn_local(async move { accept_loop(n2, listener, ib, acc).await });
         Ok(Rc::new(Fabric {
             acceptor: RefCell::new(Some(acceptor)),
             net,
@@ -126,6 +173,7 @@ impl<N: Net> Fabric<N> {
             peers: RefCell::default(),
             hosts: RefCell::default(),
             out: RefCell::new(BTreeMap::new()),
+            accepted,
             inbox,
             resets: RefCell::default(),
             closed_scopes: RefCell::default(),
@@ -140,9 +188,11 @@ impl<N: Net> Fabric<N> {
     }
 
     /// The process exits: stop accepting, close every connection (peers see EOF), resetting
-    /// those of peers whose message it died reading. A message already in the inbox does not
-    /// count as unread: gloo sends only to a receiver that posted its buffer, so an unmatched
-    /// call's data never reaches a peer that exits (scenarios/mismatch_count_gloo.toml).
+    /// both directions of those with a peer's data unread: the message it died reading, and,
+    /// once killed, whatever arrived since. A message already in the inbox before does not
+    /// count: gloo's loop reads every message as it arrives (notices, and data for a posted
+    /// buffer: gloo sends only then), so an exiting process leaves nothing unread
+    /// (scenarios/mismatch_count_gloo.toml).
     pub fn shutdown(&self) {
         if let Some(a) = self.acceptor.borrow_mut().take() {
             a.abort();
@@ -151,12 +201,19 @@ impl<N: Net> Fabric<N> {
             w.abort();
         }
         let out = std::mem::take(&mut *self.out.borrow_mut());
-        let resets = self.resets.borrow();
+        let accepted = std::mem::take(&mut *self.accepted.borrow_mut());
+        let mut resets = self.resets.borrow().clone();
+        resets.extend(self.inbox.unread.borrow().iter().copied());
         for (peer, c) in out {
             if resets.contains(&peer) {
                 if let Ok(m) = c.try_lock() {
                     m.with(|s| self.net.reset(s));
                 }
+            }
+        }
+        for (peer, s) in accepted {
+            if resets.contains(&peer) {
+                s.with(|s| self.net.reset(s));
             }
         }
     }
@@ -186,6 +243,14 @@ impl<N: Net> Fabric<N> {
                 format!("[{}]:{port}", self.net.ip_of(&host))
             }
             None => format!("[rank {peer}]"),
+        }
+    }
+
+    /// `peer` as its lost connection's error names it.
+    fn peer(&self, rank: usize) -> Peer {
+        Peer {
+            rank,
+            address: self.peer_address(rank),
         }
     }
 
@@ -225,14 +290,18 @@ impl<N: Net> Fabric<N> {
                 peer,
                 reason: "address unknown".into(),
             })?;
-        let mut s = self
-            .net
-            .connect(&host, port)
-            .await
-            .map_err(|e| FabricError::Unreachable {
-                peer,
-                reason: e.to_string(),
-            })?;
+        let mut s = self.net.connect(&host, port).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                // Nobody listens there any more: the peer's process is gone. gloo's pairs all
+                // exist from the group's creation on, so its pair saw the close long ago.
+                FabricError::PeerClosed(self.peer(peer))
+            } else {
+                FabricError::Unreachable {
+                    peer,
+                    reason: e.to_string(),
+                }
+            }
+        })?;
         write_frame(&mut s, &Enc::default().u64(self.me as u64).done()).await?;
         let s = Duplex::new(s);
         let (r, inbox) = (s.handle(), self.inbox.clone());
@@ -251,9 +320,9 @@ impl<N: Net> Fabric<N> {
             .await
             .map_err(|e| match e {
                 WireError::Closed if self.inbox.closed.borrow().get(&peer) == Some(&true) => {
-                    FabricError::PeerReset(peer)
+                    FabricError::PeerReset(self.peer(peer))
                 }
-                WireError::Closed => FabricError::PeerClosed(peer),
+                WireError::Closed => FabricError::PeerClosed(self.peer(peer)),
                 other => FabricError::Wire(other),
             })
     }
@@ -310,7 +379,7 @@ impl<N: Net> Fabric<N> {
             let changed = self.inbox.changed.notified();
             if let Some(c) = &closed {
                 if let Some(&p) = peers.iter().find(|&&p| self.inbox.has(p, c)) {
-                    return Err(FabricError::PeerClosed(p));
+                    return Err(FabricError::PeerClosed(self.peer(p)));
                 }
             }
             for (i, &p) in peers.iter().enumerate() {
@@ -320,8 +389,8 @@ impl<N: Net> Fabric<N> {
             }
             for &p in peers {
                 match self.inbox.closed.borrow().get(&p) {
-                    Some(true) => return Err(FabricError::PeerReset(p)),
-                    Some(false) => return Err(FabricError::PeerClosed(p)),
+                    Some(true) => return Err(FabricError::PeerReset(self.peer(p))),
+                    Some(false) => return Err(FabricError::PeerClosed(self.peer(p))),
                     None => {}
                 }
             }
@@ -418,8 +487,13 @@ impl Inbox {
         m
     }
 
-    /// Files a message that arrived from `peer` and wakes the receivers.
+    /// Files a message that arrived from `peer` and wakes the receivers (a killed process's
+    /// stays unread).
     fn put(&self, peer: usize, tag: &str, data: Vec<u8>) {
+        if self.life.killed() {
+            self.unread.borrow_mut().insert(peer);
+            return;
+        }
         let mut queues = self.queues.borrow_mut();
         let by_tag = queues.entry(peer).or_default();
         match by_tag.get_mut(tag) {
@@ -445,26 +519,33 @@ fn tagged_frame(tag: &str, data: &[u8]) -> Vec<u8> {
 }
 
 /// Accepts peers; the readers live in a JoinSet so aborting this task closes them all.
-async fn accept_loop<N: Net>(net: N, listener: N::Listener, inbox: Rc<Inbox>) {
+async fn accept_loop<N: Net>(
+    net: N,
+    listener: N::Listener,
+    inbox: Rc<Inbox>,
+    accepted: Accepted<N>,
+) {
     let mut readers = tokio::task::JoinSet::new();
     loop {
         let Ok((stream, _)) = net.accept(&listener).await else {
             continue;
         };
-        let inbox = inbox.clone();
+        let (inbox, accepted) = (inbox.clone(), accepted.clone());
         readers.spawn_local(async move {
-            let _ = read_loop(stream, inbox).await;
+            let _ = read_loop(Duplex::new(stream), inbox, accepted).await;
         });
         while readers.try_join_next().is_some() {}
     }
 }
 
 async fn read_loop<S: tokio::io::AsyncRead + Unpin>(
-    mut s: S,
+    mut s: Duplex<S>,
     inbox: Rc<Inbox>,
+    accepted: Rc<RefCell<BTreeMap<usize, Duplex<S>>>>,
 ) -> Result<(), WireError> {
     let hello = read_frame(&mut s).await?;
     let peer = Dec::new(&hello).u64()? as usize;
+    accepted.borrow_mut().insert(peer, s.handle());
     inbox.incoming.borrow_mut().insert(peer);
     let reset;
     let result = loop {
@@ -480,6 +561,7 @@ async fn read_loop<S: tokio::io::AsyncRead + Unpin>(
         let data = d.bytes()?;
         inbox.put(peer, tag, data);
     };
+    accepted.borrow_mut().remove(&peer);
     inbox.incoming.borrow_mut().remove(&peer);
     inbox.ended(peer, reset);
     result
@@ -552,5 +634,16 @@ mod tests {
         assert_eq!(inbox.take(1, "a"), Some(vec![3]));
         assert_eq!(inbox.take(2, "a"), Some(vec![2]));
         assert!(inbox.queues.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_killed_process_files_nothing_and_remembers_who_sent_it_unread_data() {
+        let inbox = Inbox::default();
+        inbox.put(1, "a", vec![1]);
+        inbox.life.kill();
+        inbox.put(2, "a", vec![2]);
+        assert_eq!(inbox.take(2, "a"), None);
+        assert_eq!(inbox.take(1, "a"), Some(vec![1]));
+        assert_eq!(*inbox.unread.borrow(), BTreeSet::from([2]));
     }
 }

@@ -59,19 +59,10 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
         LinkError::Failed(text)
     }
 
-    fn map(&self, peer: usize, e: FabricError) -> LinkError {
-        match e {
-            FabricError::PeerClosed(_) => {
-                self.fail(error::peer_closed(&self.fabric.peer_address(peer)))
-            }
-            FabricError::PeerReset(_) => {
-                self.fail(error::peer_reset(&self.fabric.peer_address(peer)))
-            }
-            other => {
-                let timeout = self.info.timeout.as_ref().map(|(_, e)| e.clone());
-                self.fail(other.into_c10d(timeout))
-            }
-        }
+    /// The c10d error of a fabric error (peer losses carry the peer's address).
+    fn map(&self, e: FabricError) -> LinkError {
+        let timeout = self.info.timeout.as_ref().map(|(_, e)| e.clone());
+        self.fail(e.into_c10d(timeout))
     }
 
     /// The wait record for a blocking receive from `peer`. A call receives from the same few
@@ -136,7 +127,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
             ) if !self.info.peer_exit_is_error => {
                 self.wait_out_exited(peer, "send to").await.map(|_| ())
             }
-            r => r.map_err(|e| self.map(peer, e)),
+            r => r.map_err(|e| self.map(e)),
         }
     }
 
@@ -200,7 +191,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
             {
                 self.wait_out_exited(peer, "recv from").await
             }
-            r => r.map_err(|e| self.map(peer, e)),
+            r => r.map_err(|e| self.map(e)),
         };
         self.probe.set_wait(self.info.proc_rank, None);
         r
@@ -250,8 +241,7 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
         }
         let r = r.map_err(|e| match e {
             FabricError::Timeout => self.fail(timeout),
-            FabricError::PeerClosed(p) | FabricError::PeerReset(p) => self.map(p, e),
-            other => self.map(peers[0], other),
+            other => self.map(other),
         });
         self.probe.set_wait(self.info.proc_rank, None);
         r
@@ -276,10 +266,9 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
         self.probe.set_wait(self.info.proc_rank, Some(w));
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
         let r = super::rank::wait_out_peer_exit::<_, ()>(self.clock, deadline).await;
-        let peer = self.members[(self.me + 1) % self.members.len()];
         match r {
             Ok(_) => CollectiveError::Mismatch(why.to_string()),
-            Err(e) => CollectiveError::Link(self.map(peer, e)),
+            Err(e) => CollectiveError::Link(self.map(e)),
         }
     }
 
@@ -295,6 +284,6 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
         super::rank::wait_out_peer_exit(self.clock, deadline)
             .await
-            .map_err(|e| self.map(peer, e))
+            .map_err(|e| self.map(e))
     }
 }

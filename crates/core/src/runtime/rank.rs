@@ -50,6 +50,8 @@ pub struct RankEnv<N: Net, C: Clock, P: Probe> {
     pub proc_rank: usize,
     /// The device collectives (hardware: oneCCL); `None` = core's algorithms over the fabric.
     pub device: Option<Rc<dyn DeviceComms>>,
+    /// Set when the process is killed (fabric.rs: what arrives after stays unread).
+    pub life: super::fabric::Life,
 }
 
 /// Who asks `new_group` for a group: a scenario step (the result text is the step's), or
@@ -150,7 +152,7 @@ impl<N: Net, C: Clock, P: Probe> Drop for Proc<N, C, P> {
 pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> RankEnd {
     let spec = env.scenario.world.ranks[env.proc_rank].clone();
     let node = env.scenario.world.nodes[spec.node].clone();
-    let fabric = match Fabric::start(env.net.clone(), env.proc_rank).await {
+    let fabric = match Fabric::start(env.net.clone(), env.proc_rank, env.life.clone()).await {
         Ok(f) => f,
         Err(e) => return RankEnd::raised(0, "RuntimeError", format!("cannot listen: {e}")),
     };
@@ -193,7 +195,12 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
             ..
         }
     );
-    if exit_ms > 0 && !aborted {
+    if aborted {
+        // Its sockets close once the kernel has torn it down; what arrives meanwhile is unread.
+        p.env.life.kill();
+        let teardown_ms = super::fabric::KILL_TEARDOWN_MS;
+        p.env.clock.busy_until_ms(now + teardown_ms).await;
+    } else if exit_ms > 0 {
         p.env.clock.sleep_until_ms(now + exit_ms).await;
     }
     if let Some(d) = p.env.device.clone() {

@@ -135,8 +135,9 @@ pub fn run(parent: &mut Parent, rank: usize, world: usize, spec: &BenchSpec) -> 
             allow_torch_clients: false,
             agent_store_is_pytorch: false,
         };
-        let fabric: Rc<Fabric<TokioNet>> =
-            Fabric::start(net, rank).await.map_err(|e| e.to_string())?;
+        let fabric: Rc<Fabric<TokioNet>> = Fabric::start(net, rank, Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
         parent.send(&Wire::Addr {
             rank,
             addr: fabric.address(),

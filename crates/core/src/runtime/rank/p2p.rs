@@ -158,6 +158,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         if send {
             if backend == "gloo" {
+                // gloo's send notifies its receiver first (NOTIFY_SEND_READY): a receiver
+                // killed meanwhile leaves it unread and resets this rank's connection.
+                if let Err(e) = self.fabric.send(peer, &send_notice_tag(&tag), &[]).await {
+                    self.call_end(call, false);
+                    return Err(e.into_c10d(None));
+                }
                 if let Err(e) = self
                     .await_ready(&tag, peer, seq, group_label, pg_timeout_ms)
                     .await
@@ -215,6 +221,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .p2p_size_rule(r, backend, peer, seq, t.data.len(), &timeout)
             .await;
         self.wait(None);
+        // The sender's notice came before its data: done with.
+        let _ = self.fabric.try_recv(peer, &send_notice_tag(&tag));
         let size_ok = r.as_ref().is_ok_and(|d| d.len() == t.data.len());
         self.call_end(call, size_ok);
         let data = r.map_err(|e| e.into_c10d(timeout.clone().map(|(_, e)| e)))?;
@@ -389,4 +397,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 /// The tag of a gloo receive's ready notice for the message tagged `tag`.
 fn ready_tag(tag: &str) -> String {
     format!("{tag}/ready")
+}
+
+/// The tag of a gloo send's notice to its receiver for the message tagged `tag`.
+fn send_notice_tag(tag: &str) -> String {
+    format!("{tag}/send")
 }
