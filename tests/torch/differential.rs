@@ -18,6 +18,7 @@
 
 use super::{digests, load, redact};
 use scen_core::diagnose::check::Consequence;
+use scen_core::diagnose::record::CallKind;
 use scen_core::report::Report;
 use scen_core::scenario::Scenario;
 use scen_core::scenario::StepKind;
@@ -52,12 +53,19 @@ fn rank_facts(r: &Report) -> Vec<(String, String)> {
 /// The diagnosis's claims about what real gloo does with a mismatched call ("real gloo:
 /// errors", "corrupts silently", ...), checked against what the real run did at that call:
 /// returns the claims that do not hold, each as a line for the program's header.
-fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
-    let step_of = |line: usize| s.steps.iter().position(|st| st.loc.line == line);
-    // Did real rank `r` end (fail or hang) in the step at `line`?
-    let ended_in = |r: usize, line: usize| match (real.ranks.get(r), step_of(line)) {
-        (Some(RankVerdict::Failed { step, .. } | RankVerdict::Hung { step, .. }), Some(at)) => {
+fn wrong_claims(sim: &Report, real: &Report) -> Vec<String> {
+    // Did real rank `r`'s communication end (hang, time out, lose its peer, abort) in step
+    // `at`? An argument error raised around a call that ran (a cast after the reduction) is
+    // not the backend's doing.
+    let ended_in = |r: usize, at: usize| match real.ranks.get(r) {
+        Some(RankVerdict::Hung { step, .. }) => *step == at,
+        Some(RankVerdict::Failed { step, failure, .. }) => {
+            let text = failure.text();
             *step == at
+                && (failure.kind() == "killed"
+                    || ["Timed out waiting", "by peer", "pair closure"]
+                        .iter()
+                        .any(|k| text.contains(k)))
         }
         _ => false,
     };
@@ -68,9 +76,17 @@ fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
         .iter()
         .filter(|m| m.backend == "gloo")
     {
-        let mut sides = vec![(m.a.rank, m.a.line)];
-        sides.extend(m.b.as_ref().map(|b| (b.rank, b.line)));
-        let failed = sides.iter().any(|&(r, line)| ended_in(r, line));
+        let mut sides = vec![m.a.rank];
+        sides.extend(m.b.as_ref().map(|b| b.rank));
+        // Every member that issued the call (a collective's whole group; a p2p pair's sides).
+        let issued: Vec<(usize, usize)> = sim
+            .calls
+            .iter()
+            .filter(|c| c.group == m.group && c.seq == m.seq && c.fp.op == m.a.fp.op)
+            .filter(|c| c.kind == CallKind::Collective || sides.contains(&c.rank))
+            .map(|c| (c.rank, c.step))
+            .collect();
+        let failed = issued.iter().any(|&(r, at)| ended_in(r, at));
         let holds = match m.consequence {
             Consequence::Hangs | Consequence::Errors | Consequence::Aborts => failed,
             Consequence::CorruptsSilently => !failed,
@@ -83,7 +99,7 @@ fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
                 m.a.fp.op,
                 m.seq,
                 m.group_label,
-                sides.iter().map(|x| x.0).collect::<Vec<_>>(),
+                issued.iter().map(|x| x.0).collect::<Vec<_>>(),
                 if failed {
                     "the call failed"
                 } else {
@@ -170,7 +186,7 @@ fn one(
             .map(|(x, y)| (x.0 == y.0, x == y))
             .collect();
         let digest_diffs = digest_diffs(&s, &sim, &real);
-        let claims = wrong_claims(&s, &sim, &real);
+        let claims = wrong_claims(&sim, &real);
         let agrees =
             per_rank.iter().all(|(o, t)| *o && *t) && digest_diffs == 0 && claims.is_empty();
         runs.push((real, per_rank, digest_diffs, claims));
@@ -257,8 +273,24 @@ pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(
     let seed = env("SCEN_DIFF_SEED").unwrap_or(1);
     let runs = super::in_parallel((0..programs).rev().collect(), |k| {
         let r = one(root, python, zygote, seed, k);
-        if let Ok(Compared { diff: Some(d), .. }) = &r {
-            println!("differential: DIFFER\n{d}");
+        if let Ok(c) = &r {
+            if let Some(d) = &c.diff {
+                println!("differential: DIFFER\n{d}");
+            }
+            // One line per program, so a long run stopped early still gives its figures.
+            let count = |v: &[(bool, bool)], f: fn(&(bool, bool)) -> bool| {
+                v.iter().filter(|x| f(x)).count()
+            };
+            println!(
+                "differential: done {seed}/{k}: ranks {}, outcome {}, text {}, first-run outcome {}, text {}, varies {}, claims {}",
+                c.best.len(),
+                count(&c.best, |x| x.0),
+                count(&c.best, |x| x.1),
+                count(&c.first, |x| x.0),
+                count(&c.first, |x| x.1),
+                u8::from(c.varies),
+                c.claims
+            );
         }
         (k, r)
     });

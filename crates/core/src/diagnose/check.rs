@@ -305,6 +305,42 @@ pub fn collective_consequence(
     )
 }
 
+/// What gloo did with a mismatched call, where its members' records say: the run follows
+/// gloo's own algorithms (algo/gloo), so a call every member completed is a silent corruption
+/// (a shorter message lands in the first bytes of the posted buffer; no check fires), and one
+/// a member did not complete is an error, whatever the fingerprints suggested. The differential
+/// oracle (tests/torch/differential.rs) holds these claims to real PyTorch's runs.
+fn observed_gloo(
+    by_rank: &BTreeMap<usize, &CallRecord>,
+    consequence: Consequence,
+    why: String,
+) -> (Consequence, String) {
+    let failed: Vec<usize> = by_rank
+        .values()
+        .filter(|r| r.state != CallState::Completed)
+        .map(|r| r.rank)
+        .collect();
+    let silent = matches!(consequence, Consequence::CorruptsSilently);
+    match (failed.is_empty(), silent) {
+        (true, true) | (false, false) => (consequence, why),
+        (true, false) => (
+            Consequence::CorruptsSilently,
+            "every member ran the call to its end in gloo's own algorithm: each message is \
+             received into the bytes its receive posted, a shorter one lands in the first bytes \
+             and no check fires, so the results are wrong where the calls differ"
+                .into(),
+        ),
+        (false, true) => (
+            Consequence::Errors,
+            format!(
+                "gloo's own algorithm does not complete it on rank(s) {failed:?}: the members \
+                 post other receives than their peers send, so a wait times out or a peer's \
+                 larger message aborts its receiver ({why})"
+            ),
+        ),
+    }
+}
+
 /// Checks every group's records. `finished[r]`: rank `r` completed its program.
 pub fn check(records: &[CallRecord], finished: &[bool]) -> Vec<Mismatch> {
     let mut by_group: BTreeMap<&str, Vec<&CallRecord>> = BTreeMap::new();
@@ -349,6 +385,11 @@ fn check_collectives(recs: &[&CallRecord], finished: &[bool]) -> Option<Mismatch
                     )
                 } else {
                     collective_consequence(&r.backend, &reference.fp, &r.fp)
+                };
+                let (consequence, why) = if r.backend == "gloo" {
+                    observed_gloo(by_rank, consequence, why)
+                } else {
+                    (consequence, why)
                 };
                 return Some(Mismatch {
                     kind: MismatchKind::Fingerprint,
