@@ -193,6 +193,10 @@ pub struct RunArgs {
     /// Run on real hardware (oneCCL) instead of the simulator.
     #[arg(long)]
     pub hw: bool,
+    /// Start the job as `processes` (rank 0 hosts the TCPStore) or `torchrun` (its agent hosts
+    /// it and stops the workers after one fails), whatever the scenario's `[world] launcher`.
+    #[arg(long, value_enum, conflicts_with = "hw")]
+    pub launcher: Option<scen::launcher::One>,
     /// Write the wait-for graph of the first stall as Graphviz DOT to this file.
     #[arg(long, value_name = "OUT.dot")]
     pub graph: Option<PathBuf>,
@@ -235,6 +239,11 @@ pub struct TestArgs {
     /// current directory), else ./snapshots.
     #[arg(long, value_name = "DIR|beside")]
     pub snapshots: Option<String>,
+    /// Check every scenario under this launcher instead of its `[world] launcher`; `both`
+    /// checks it under its own and also simulates it under the other, with a note where the
+    /// verdict class differs.
+    #[arg(long, value_enum)]
+    pub launcher: Option<scen::launcher::Choice>,
 }
 
 #[derive(clap::Args)]
@@ -268,6 +277,10 @@ pub struct ExploreArgs {
     pub merge: bool,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+    /// Explore under this launcher instead of the scenario's `[world] launcher`; `both`
+    /// explores under each and says whether their verdict classes differ.
+    #[arg(long, value_enum, conflicts_with = "merge")]
+    pub launcher: Option<scen::launcher::Choice>,
 }
 
 #[derive(clap::Args)]

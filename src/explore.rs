@@ -3,9 +3,11 @@
 //! Each simulation is single-threaded and deterministic; seeds are spread over worker threads
 //! and the results are gathered by seed, so the output is the same whatever `--jobs` is.
 //! `--shard i/n` runs the seeds s with s % n == i; `--merge` adds shard outputs together.
+//! `--launcher` explores under another launcher; under both, [`compare`] says whether the
+//! verdict classes differ.
 
 use scen_core::class::class_key;
-use scen_core::scenario::parse;
+use scen_core::scenario::{parse, Launcher, Scenario, ScenarioError};
 use scen_core::verdict::describe_verdict;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,6 +31,9 @@ pub struct ClassSummary {
 pub struct Exploration {
     pub scenario: String,
     pub file: String,
+    /// `processes` or `torchrun`: the launcher every seed ran under.
+    #[serde(default = "default_launcher")]
+    pub launcher: String,
     pub seeds_run: u64,
     /// Seeds for which the scenario's expectations do not hold (`scen explore` then exits 1).
     pub seeds_failing: u64,
@@ -40,6 +45,10 @@ pub struct Exploration {
     /// Seeds whose run ended in an internal error (no verdict), by seed: never a class.
     #[serde(default)]
     pub internal_errors: Vec<InternalSeed>,
+}
+
+fn default_launcher() -> String {
+    Launcher::default().name().to_string()
 }
 
 /// A seed whose simulation hit a defect of scen instead of giving a verdict.
@@ -63,17 +72,32 @@ struct Outcome {
     hash: String,
 }
 
-/// Runs `seeds` over `jobs` threads; `tick` is called once per finished seed (progress).
-pub fn explore(
+/// The scenario as `explore` runs it: parsed, under `launcher` when one is given.
+fn load(
     text: &str,
     file: &str,
     name: &str,
+    launcher: Option<Launcher>,
+) -> Result<Scenario, ScenarioError> {
+    let mut s = parse(text, file, name)?;
+    if let Some(l) = launcher {
+        s.world.launcher = l;
+    }
+    Ok(s)
+}
+
+/// Runs `seeds` over `jobs` threads; `tick` is called once per finished seed (progress).
+/// `launcher` replaces the scenario's `[world] launcher` when given.
+pub fn explore(
+    text: &str,
+    (file, name): (&str, &str),
+    launcher: Option<Launcher>,
     (shard, shard_count): (u64, u64),
     seeds: &[u64],
     jobs: usize,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Exploration, String> {
-    let scenario = parse(text, file, name).map_err(|e| e.to_string())?;
+    let scenario = load(text, file, name, launcher).map_err(|e| e.to_string())?;
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<SeedResult, String>>>> =
         Mutex::new((0..seeds.len()).map(|_| None).collect());
@@ -81,7 +105,7 @@ pub fn explore(
         for _ in 0..jobs.max(1) {
             sc.spawn(|| {
                 // Each worker parses its own copy: the model is single-threaded (Rc inside).
-                let s = match parse(text, file, name) {
+                let s = match load(text, file, name, launcher) {
                     Ok(s) => s,
                     Err(e) => {
                         results.lock().expect("results")[0] = Some(Err(e.to_string()));
@@ -159,6 +183,7 @@ pub fn explore(
     Ok(Exploration {
         scenario: scenario.name,
         file: file.to_string(),
+        launcher: scenario.world.launcher.name().to_string(),
         seeds_run: seeds.len() as u64,
         seeds_failing,
         shards: vec![shard],
@@ -178,6 +203,12 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
             return Err(format!(
                 "cannot merge explorations of different scenarios ({} and {})",
                 acc.scenario, p.scenario
+            ));
+        }
+        if p.launcher != acc.launcher {
+            return Err(format!(
+                "cannot merge explorations under different launchers ({} and {})",
+                acc.launcher, p.launcher
             ));
         }
         if p.shard_count != acc.shard_count {
@@ -220,9 +251,10 @@ pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
 /// The human summary.
 pub fn render(e: &Exploration) -> String {
     let mut out = format!(
-        "scen explore {} — {}: {} seeds, {} verdict class{}\n",
+        "scen explore {} — {} (launcher {}): {} seeds, {} verdict class{}\n",
         e.scenario,
         e.file,
+        e.launcher,
         e.seeds_run,
         e.classes.len(),
         if e.classes.len() == 1 { "" } else { "es" }
@@ -279,6 +311,55 @@ pub fn render(e: &Exploration) -> String {
             e.seeds_failing, e.seeds_run
         ));
     }
+    out
+}
+
+/// `explore --launcher both`: the exploration under each launcher (the scenario's own first)
+/// and whether their sets of verdict classes differ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ByLauncher {
+    pub explorations: Vec<Exploration>,
+    pub verdict_classes_differ: bool,
+}
+
+/// Puts explorations of one scenario under different launchers side by side.
+pub fn compare(explorations: Vec<Exploration>) -> ByLauncher {
+    let keys = |e: &Exploration| -> Vec<String> {
+        let mut k: Vec<String> = e.classes.iter().map(|c| c.key.clone()).collect();
+        k.sort();
+        k
+    };
+    let differ = explorations.windows(2).any(|w| keys(&w[0]) != keys(&w[1]));
+    ByLauncher {
+        explorations,
+        verdict_classes_differ: differ,
+    }
+}
+
+/// The human form of [`ByLauncher`]: each exploration, then one line per launcher with its
+/// classes and one saying whether they differ.
+pub fn render_by_launcher(b: &ByLauncher) -> String {
+    let mut out: String = b.explorations.iter().map(render).collect();
+    for e in &b.explorations {
+        let keys: Vec<&str> = e.classes.iter().map(|c| c.key.as_str()).collect();
+        out.push_str(&format!(
+            "launcher {}: {} verdict class{}: {}\n",
+            e.launcher,
+            keys.len(),
+            if keys.len() == 1 { "" } else { "es" },
+            keys.join(" | ")
+        ));
+    }
+    let names: Vec<&str> = b.explorations.iter().map(|e| e.launcher.as_str()).collect();
+    out.push_str(&format!(
+        "launchers: the verdict classes {} between {}\n",
+        if b.verdict_classes_differ {
+            "DIFFER"
+        } else {
+            "are the same"
+        },
+        names.join(" and ")
+    ));
     out
 }
 

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod exit;
 pub mod explore;
+pub mod launcher;
 pub mod logging;
 pub mod output;
 pub mod report;

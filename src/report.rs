@@ -24,6 +24,8 @@ pub struct JsonReport {
     pub file: String,
     /// `sim`, `hw` or `torch`.
     pub mode: String,
+    /// `processes` or `torchrun`: how the job was started (`[world] launcher`, `--launcher`).
+    pub launcher: String,
     pub seed: u64,
     /// Every expectation holds (the exit code of `scen run` is 0 exactly then).
     pub passed: bool,
@@ -163,6 +165,7 @@ pub fn build(s: &Scenario, r: &Report) -> JsonReport {
         scenario: r.scenario.clone(),
         file: r.file.clone(),
         mode: r.mode.name().to_string(),
+        launcher: r.launcher.name().to_string(),
         seed: r.seed,
         passed: r.expectations_hold(),
         verdict_class: scen_core::class::class_key(s, r),

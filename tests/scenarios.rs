@@ -17,6 +17,8 @@ fn main() {
         root: root.to_path_buf(),
         write: suite::Write::from_insta_env(),
         determinism_seeds: vec![0, 7],
+        launcher: None,
+        compare_launchers: false,
     };
     let files = suite::discover(&[root.join("scenarios")], None).expect("scenarios/ exists");
     assert!(!files.is_empty(), "no scenarios in scenarios/");

@@ -30,6 +30,8 @@ mod fr;
 mod fuzz_crashes;
 #[path = "sim/keeps_its_word.rs"]
 mod keeps_its_word;
+#[path = "sim/launcher.rs"]
+mod launcher;
 #[path = "sim/logging.rs"]
 mod logging;
 #[path = "sim/loopback_queue.rs"]

@@ -1,38 +1,61 @@
 //! `scen explore`: many seeds of one scenario grouped into verdict classes, sharded and merged.
 //!
 //! Exit codes: 0 the expectations hold for every seed, 1 some seed breaks them, 2 invalid input
-//! (a bad scenario, --shard, or a merge of different scenarios or a repeated shard).
+//! (a bad scenario, --shard, or a merge of different scenarios, launchers or a repeated shard),
+//! 3 an internal error. With `--launcher both` the expectations are judged under the scenario's
+//! own launcher (they were written for it); the other's classes are compared, not judged (an
+//! internal error under either is still 3).
 
 use super::{fail, stem};
 use crate::cli::{ExploreArgs, Format};
 use scen::exit::Exit;
 use scen::explore;
+use scen::launcher::{other, Choice};
+use scen_core::scenario::Launcher;
 use std::path::PathBuf;
 
 pub fn explore(args: ExploreArgs) -> Exit {
     let result = if args.merge {
-        merge(&args.files)
+        merge(&args.files).map(|e| vec![e])
     } else {
-        run(&args)
+        by_launcher(&args)
     };
-    let e = match result {
+    let runs = match result {
         Ok(e) => e,
         Err(code) => return code,
     };
-    match args.format {
-        Format::Human => print!("{}", explore::render(&e)),
-        Format::Json => match serde_json::to_string_pretty(&e) {
-            Ok(j) => println!("{j}"),
-            Err(err) => return fail(err.to_string()),
-        },
+    let printed = match (&runs[..], args.format) {
+        ([one], Format::Human) => Ok(explore::render(one)),
+        ([one], Format::Json) => serde_json::to_string_pretty(one).map(|j| format!("{j}\n")),
+        (_, Format::Human) => Ok(explore::render_by_launcher(&explore::compare(runs.clone()))),
+        (_, Format::Json) => {
+            serde_json::to_string_pretty(&explore::compare(runs.clone())).map(|j| format!("{j}\n"))
+        }
+    };
+    match printed {
+        Ok(text) => print!("{text}"),
+        Err(err) => return fail(err.to_string()),
     }
-    if !e.internal_errors.is_empty() {
+    if runs.iter().any(|e| !e.internal_errors.is_empty()) {
         Exit::Internal
-    } else if e.seeds_failing > 0 {
+    } else if runs[0].seeds_failing > 0 {
         Exit::Failed
     } else {
         Exit::Ok
     }
+}
+
+/// The exploration under `--launcher`'s launcher, or (`both`) under the scenario's own and then
+/// the other.
+fn by_launcher(args: &ExploreArgs) -> Result<Vec<explore::Exploration>, Exit> {
+    let choice = args.launcher;
+    let first = run(args, choice.and_then(Choice::single))?;
+    if choice != Some(Choice::Both) {
+        return Ok(vec![first]);
+    }
+    let own = Launcher::parse(&first.launcher).unwrap_or_default();
+    let second = run(args, Some(other(own)))?;
+    Ok(vec![first, second])
 }
 
 fn merge(files: &[PathBuf]) -> Result<explore::Exploration, Exit> {
@@ -50,7 +73,7 @@ fn merge(files: &[PathBuf]) -> Result<explore::Exploration, Exit> {
     explore::merge(parts).map_err(fail)
 }
 
-fn run(args: &ExploreArgs) -> Result<explore::Exploration, Exit> {
+fn run(args: &ExploreArgs, launcher: Option<Launcher>) -> Result<explore::Exploration, Exit> {
     let [file] = args.files.as_slice() else {
         return Err(fail(
             "explore takes one scenario file (or --merge with shard outputs)".into(),
@@ -70,8 +93,8 @@ fn run(args: &ExploreArgs) -> Result<explore::Exploration, Exit> {
     let bar = indicatif::ProgressBar::new(list.len() as u64);
     let r = explore::explore(
         &text,
-        &file.display().to_string(),
-        &stem(file),
+        (&file.display().to_string(), &stem(file)),
+        launcher,
         (i, n),
         &list,
         args.jobs,

@@ -25,6 +25,9 @@ pub fn run(args: RunArgs) -> Exit {
             }
         }
     }
+    if let Some(l) = args.launcher {
+        scenario.world.launcher = l.into();
+    }
     args.torch_opts.scale(&mut scenario);
     let report = if args.torch_opts.torch {
         args.torch_opts.run(&scenario, &args.file)

@@ -3,7 +3,8 @@
 //!
 //! Exit codes: 0 every scenario passed (or was updated, or only lacks a snapshot), 1 one or more
 //! failed (or, under CI, lacks a snapshot), 2 invalid input (a bad path, scen.toml or scenario
-//! file, `--review` without a terminal, no scenario found).
+//! file, `--review` without a terminal, no scenario found, `--update`/`--review` with
+//! `--launcher processes|torchrun`). `--launcher both` adds notes, never a failure.
 //!
 //! A scenario without a snapshot is its own state, `NEW`: its expectations were checked and
 //! hold, there is just nothing to compare with yet. A first `scen test` on a suite says so at
@@ -13,6 +14,7 @@
 use super::fail;
 use crate::cli::TestArgs;
 use scen::exit::Exit;
+use scen::launcher::Choice;
 use scen::suite::{self, snapshot, Outcome, Problem, Settings, Status};
 use std::io::{BufRead, IsTerminal, Write as _};
 use std::path::PathBuf;
@@ -23,6 +25,14 @@ pub fn test(args: TestArgs) -> Exit {
             "--review asks about each changed snapshot on a terminal, and stdin/stdout is not one; \
              use --update to accept every change, or `cargo insta review` on the .snap.new files \
              that INSTA_UPDATE=new writes"
+                .into(),
+        );
+    }
+    if args.launcher.is_some_and(|l| l != Choice::Both) && (args.update || args.review) {
+        return fail(
+            "--launcher processes|torchrun checks the scenarios under a launcher that may not be \
+             their own, and --update/--review would write those verdicts as their snapshots; \
+             drop one of them (--launcher both keeps each scenario's own launcher)"
                 .into(),
         );
     }
@@ -54,6 +64,8 @@ pub fn test(args: TestArgs) -> Exit {
             suite::Write::No
         },
         determinism_seeds: Vec::new(),
+        launcher: args.launcher.and_then(Choice::single),
+        compare_launchers: args.launcher == Some(Choice::Both),
     };
     if let Some(notice) = no_snapshots_notice(&settings.snapshots, &files).filter(|_| !args.update)
     {
@@ -61,7 +73,10 @@ pub fn test(args: TestArgs) -> Exit {
     }
     let strict = under_ci();
     let mut outcomes = suite::run_all(&files, &settings, args.jobs, &mut |o| {
-        println!("{}", line(o))
+        println!("{}", line(o));
+        for n in &o.notes {
+            println!("{n}");
+        }
     });
     if args.review {
         if let Err(e) = review(&mut outcomes) {
@@ -71,6 +86,13 @@ pub fn test(args: TestArgs) -> Exit {
         print_failures(&outcomes);
     }
     println!("{}", summary(&outcomes, strict));
+    if settings.compare_launchers {
+        let differ = outcomes.iter().filter(|o| !o.notes.is_empty()).count();
+        println!(
+            "launchers: the verdict differs under the other launcher for {differ} of {} scenarios",
+            outcomes.len()
+        );
+    }
     if let Some(path) = &args.junit {
         let written = suite::junit::render(&outcomes, strict)
             .and_then(|xml| scen::output::write_whole(path, xml.as_bytes()));

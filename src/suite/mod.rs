@@ -1,6 +1,7 @@
 //! A suite of scenarios as `scen test` and this repository's `cargo test` run it: find the
 //! scenario files, run each in the simulator, check its `[[expect]]`, its snapshot and that the
-//! same seed gives the same trace, and say per scenario what passed or failed.
+//! same seed gives the same trace, and say per scenario what passed or failed. Optionally
+//! under another launcher than the scenario's, or also under the other one for comparison.
 //!
 //! Snapshots are insta-compatible (see [`snapshot`]); where they live comes from `--snapshots`,
 //! else `[test] snapshots` in a `scen.toml` (searched upwards from the first scenario path, then
@@ -10,7 +11,7 @@
 pub mod junit;
 pub mod snapshot;
 
-use scen_core::scenario::{load_file, Scenario};
+use scen_core::scenario::{load_file, Launcher, Scenario};
 use snapshot::{Location, SnapFile};
 use std::path::{Path, PathBuf};
 
@@ -48,6 +49,11 @@ pub struct Settings {
     pub write: Write,
     /// Seeds to re-run twice each, comparing traces (besides the scenario's own seed).
     pub determinism_seeds: Vec<u64>,
+    /// Check every scenario under this launcher instead of its `[world] launcher`.
+    pub launcher: Option<Launcher>,
+    /// Also simulate each scenario under the other launcher and note where its verdict class
+    /// differs (no snapshot, no expectation: a note, not a failure).
+    pub compare_launchers: bool,
 }
 
 /// One scenario's result.
@@ -60,6 +66,8 @@ pub struct Outcome {
     pub problems: Vec<Problem>,
     /// The snapshot's path, and the old and new bodies when they differ.
     pub snapshot: Option<SnapChange>,
+    /// Remarks that are not problems (the verdict under the other launcher).
+    pub notes: Vec<String>,
 }
 
 /// One reason a scenario failed.
@@ -251,10 +259,14 @@ pub fn run_one(file: &Path, settings: &Settings) -> Outcome {
         status: Status::Passed,
         problems: Vec::new(),
         snapshot: None,
+        notes: Vec::new(),
     };
     let scenario = match load_file(file) {
         Ok(mut s) => {
             s.file = relative(file, &settings.root);
+            if let Some(l) = settings.launcher {
+                s.world.launcher = l;
+            }
             s
         }
         Err(e) => return out.invalid(e.to_string()),
@@ -273,6 +285,9 @@ pub fn run_one(file: &Path, settings: &Settings) -> Outcome {
     out.problems
         .extend(determinism(&scenario, &report, settings));
     check_snapshot(&mut out, &scenario, &report, settings);
+    if settings.compare_launchers {
+        out.notes.extend(other_launcher_note(&scenario, &report));
+    }
     if !out.problems.is_empty() {
         out.status = Status::Failed;
     }
@@ -294,6 +309,26 @@ impl Outcome {
         self.problems
             .push(Problem::new(ProblemKind::Invalid, message));
         self
+    }
+}
+
+/// The scenario simulated at the same seed under the other launcher: a note when its verdict
+/// class differs from `own`'s (or when that simulation cannot run).
+fn other_launcher_note(s: &Scenario, own: &scen_core::report::Report) -> Option<String> {
+    use scen_core::class::class_key;
+    let mut o = s.clone();
+    o.world.launcher = crate::launcher::other(s.world.launcher);
+    let name = o.world.launcher.name();
+    match scen_sim::simulate(&o, Some(own.seed)) {
+        Ok(r) => {
+            let class = class_key(&o, &r);
+            (class != class_key(s, own))
+                .then(|| format!("launcher: {} verdict differs under {name}: {class}", s.name))
+        }
+        Err(e) => Some(format!(
+            "launcher: {} cannot be simulated under {name}: {e}",
+            s.name
+        )),
     }
 }
 

@@ -17,7 +17,12 @@ fn every_shipped_scenario_exits_zero() {
     for f in files {
         let (code, out, err) = scen(&["run", f.to_str().unwrap()]);
         assert_eq!(code, 0, "{}:\n{out}{err}", f.display());
-        assert!(out.contains(" mode, seed "), "the report prints its seed");
+        let launcher = scen_core::scenario::load_file(&f).unwrap().world.launcher;
+        let header = format!(" mode, launcher {}, seed ", launcher.name());
+        assert!(
+            out.lines().next().is_some_and(|l| l.contains(&header)),
+            "the header names the launcher and the seed: {out}"
+        );
     }
 }
 

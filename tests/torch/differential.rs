@@ -15,6 +15,10 @@
 //! to RERUNS more times; one whose rerun agrees counts as agreeing, and the summary gives the
 //! figures against the first run alone as well, with the number of programs whose real runs
 //! differed from one another.
+//!
+//! `SCEN_DIFF_LAUNCHER=torchrun` (or `processes`) writes that `[world] launcher` into every
+//! program, so the long mode measures agreement under torchrun's agent (its store, its
+//! teardown) as well; the known list is for the default launcher, so the ratchet is off then.
 
 use super::{digests, load, redact};
 use scen_core::diagnose::check::Consequence;
@@ -159,10 +163,10 @@ fn one(
     root: &Path,
     python: &Path,
     zygote: Option<&Arc<Zygote>>,
-    seed: u64,
+    (seed, launcher): (u64, Option<&str>),
     k: u64,
 ) -> Result<Compared, String> {
-    let p = gen::program(seed, k);
+    let p = gen::program(seed, k, launcher);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let file = dir.path().join(format!("gen_{seed}_{k}.toml"));
     std::fs::write(&file, &p.text).map_err(|e| e.to_string())?;
@@ -223,7 +227,10 @@ fn one(
         let keep = root.join("target/differential");
         let _ = std::fs::create_dir_all(&keep);
         let _ = std::fs::write(
-            keep.join(format!("gen_{seed}_{k}.toml")),
+            keep.join(format!(
+                "gen_{seed}_{k}{}.toml",
+                launcher.map(|l| format!("_{l}")).unwrap_or_default()
+            )),
             format!("{h}{}", p.text),
         );
         h
@@ -266,13 +273,25 @@ fn known(root: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `SCEN_DIFF_LAUNCHER`: `torchrun`, `processes`, or unset (the scenario default).
+fn launcher_from_env() -> Result<Option<String>, String> {
+    match std::env::var("SCEN_DIFF_LAUNCHER").ok().as_deref() {
+        None | Some("") => Ok(None),
+        Some(l @ ("torchrun" | "processes")) => Ok(Some(l.to_string())),
+        Some(other) => Err(format!(
+            "SCEN_DIFF_LAUNCHER=`{other}`: expected torchrun or processes"
+        )),
+    }
+}
+
 pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(), String> {
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     let long = env("SCEN_DIFF_PROGRAMS");
     let programs = long.unwrap_or(SAMPLE);
     let seed = env("SCEN_DIFF_SEED").unwrap_or(1);
+    let launcher = launcher_from_env()?;
     let runs = super::in_parallel((0..programs).rev().collect(), |k| {
-        let r = one(root, python, zygote, seed, k);
+        let r = one(root, python, zygote, (seed, launcher.as_deref()), k);
         if let Ok(c) = &r {
             if let Some(d) = &c.diff {
                 println!("differential: DIFFER\n{d}");
@@ -318,7 +337,11 @@ pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(
     t.differing.sort_unstable();
     let pct = |a: usize| 100.0 * a as f64 / t.ranks.max(1) as f64;
     println!(
-        "differential (seed {seed}): {} programs, {} ranks: outcome agreement {:.1}%, exact text agreement {:.1}% (with the first real run only: {:.1}%, {:.1}%; {} program(s) whose real runs differ from one another), {} result digest(s) differ, {} diagnosis claim(s) contradicted; {} program(s) differ{}; {} could not run",
+        "differential (seed {seed}{}): {} programs, {} ranks: outcome agreement {:.1}%, exact text agreement {:.1}% (with the first real run only: {:.1}%, {:.1}%; {} program(s) whose real runs differ from one another), {} result digest(s) differ, {} diagnosis claim(s) contradicted; {} program(s) differ{}; {} could not run",
+        launcher
+            .as_deref()
+            .map(|l| format!(", launcher {l}"))
+            .unwrap_or_default(),
         t.programs,
         t.ranks,
         pct(t.outcome_agree),
@@ -339,7 +362,7 @@ pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
-    if long.is_some() {
+    if long.is_some() || launcher.is_some() {
         return Ok(());
     }
     let listed = known(root);

@@ -10,7 +10,7 @@
 use crate::diagnose::hang::ranges;
 use crate::diagnose::{CallRecord, Diagnosis};
 use crate::observe::Observed;
-use crate::scenario::{RankSpec, Scenario};
+use crate::scenario::{Launcher, RankSpec, Scenario};
 use crate::trace::{format_ms, Event, EventKind, Trace};
 use crate::verdict::{
     check_expectations, describe_verdict, diagnose_run, expect_notes, rank_verdict,
@@ -63,6 +63,9 @@ pub struct Report {
     pub scenario: String,
     pub file: String,
     pub mode: Mode,
+    /// How the job was started (`[world] launcher`, or `--launcher`): who hosts the TCPStore
+    /// and whether an agent stops the workers after one fails.
+    pub launcher: Launcher,
     pub seed: u64,
     pub ranks: Vec<RankVerdict>,
     /// The first stall (the moment to look at), if any.
@@ -143,6 +146,7 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
         scenario: s.name.clone(),
         file: s.file.clone(),
         mode: run.mode,
+        launcher: s.world.launcher,
         seed: run.seed,
         ranks,
         first_stall: o.first_stall,
@@ -193,8 +197,11 @@ pub fn render_human(scenario: &Scenario, r: &Report) -> String {
     };
     let _ = writeln!(
         out,
-        "scen {} — {} ({} mode, {header_time})",
-        r.scenario, r.file, r.mode
+        "scen {} — {} ({} mode, launcher {}, {header_time})",
+        r.scenario,
+        r.file,
+        r.mode,
+        r.launcher.name()
     );
     let counts = |k: &str| r.ranks.iter().filter(|v| v.kind() == k).count();
     let elsewhere = match counts("elsewhere") {

@@ -194,7 +194,8 @@ pub const DEFAULT_EXIT_MS: u64 = 450;
 /// `[world] launcher`: plain processes (rank 0 hosts the TCPStore; the default) or torchrun
 /// (its agent hosts the store, TORCHELASTIC_USE_AGENT_STORE, and stops every worker when one
 /// fails).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Launcher {
     #[default]
     Processes,
