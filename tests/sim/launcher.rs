@@ -188,18 +188,7 @@ const SAMPLE: u64 = 40;
 /// A rank's verdict as the differential oracle compares it: outcome class, step, failure kind,
 /// and the text.
 fn facts(r: &Report) -> Vec<(String, String)> {
-    r.ranks
-        .iter()
-        .map(|v| match v {
-            RankVerdict::Completed { .. } => ("completes".into(), String::new()),
-            RankVerdict::Failed { step, failure, .. } => (
-                format!("fails in #{} ({})", step + 1, failure.kind()),
-                failure.text(),
-            ),
-            RankVerdict::Hung { step, .. } => (format!("hangs in #{}", step + 1), String::new()),
-            RankVerdict::Elsewhere => ("elsewhere".into(), String::new()),
-        })
-        .collect()
+    r.ranks.iter().map(RankVerdict::facts).collect()
 }
 
 fn stopped_by_agent(v: &RankVerdict) -> bool {

@@ -42,14 +42,9 @@ const SAMPLE: u64 = 12;
 fn rank_facts(r: &Report) -> Vec<(String, String)> {
     r.ranks
         .iter()
-        .map(|v| match v {
-            RankVerdict::Completed { .. } => ("completes".into(), String::new()),
-            RankVerdict::Failed { step, failure, .. } => (
-                format!("fails in #{} ({})", step + 1, failure.kind()),
-                redact(&failure.text()),
-            ),
-            RankVerdict::Hung { step, .. } => (format!("hangs in #{}", step + 1), String::new()),
-            RankVerdict::Elsewhere => ("elsewhere".into(), String::new()),
+        .map(|v| {
+            let (class, text) = v.facts();
+            (class, redact(&text))
         })
         .collect()
 }

@@ -34,6 +34,21 @@ pub enum RankVerdict {
 }
 
 impl RankVerdict {
+    /// The outcome class with its step and how the rank ended, as two runs of one program are
+    /// compared (the differential oracle, the launcher comparison): `completes`, `fails in #3
+    /// (raised)`, `hangs in #2`; and the failure's text (empty unless it failed).
+    pub fn facts(&self) -> (String, String) {
+        match self {
+            RankVerdict::Completed { .. } => ("completes".into(), String::new()),
+            RankVerdict::Failed { step, failure, .. } => (
+                format!("fails in #{} ({})", step + 1, failure.kind()),
+                failure.text(),
+            ),
+            RankVerdict::Hung { step, .. } => (format!("hangs in #{}", step + 1), String::new()),
+            RankVerdict::Elsewhere => ("elsewhere".into(), String::new()),
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             RankVerdict::Completed { .. } => "completes",
