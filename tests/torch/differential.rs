@@ -52,15 +52,24 @@ fn rank_facts(r: &Report) -> Vec<(String, String)> {
 /// The diagnosis's claims about what real gloo does with a mismatched call ("real gloo:
 /// errors", "corrupts silently", ...), checked against what the real run did at that call:
 /// returns the claims that do not hold, each as a line for the program's header.
-fn wrong_claims(sim: &Report, real: &Report) -> Vec<String> {
-    // Did real rank `r`'s communication end (hang, time out, lose its peer, abort) in step
-    // `at`? An argument error raised around a call that ran (a cast after the reduction) is
-    // not the backend's doing.
+fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
+    // The call at step `at` ended at `step`: the step itself, or the `wait` of an async call.
+    let at_call = |step: usize, at: usize| {
+        step == at
+            || step > at
+                && matches!(
+                    s.steps.get(step).map(|x| &x.kind),
+                    Some(StepKind::Wait { .. })
+                )
+    };
+    // Did real rank `r`'s communication end (hang, time out, lose its peer, abort) in the call
+    // at step `at`? An argument error raised around a call that ran (a cast after the
+    // reduction) is not the backend's doing.
     let ended_in = |r: usize, at: usize| match real.ranks.get(r) {
-        Some(RankVerdict::Hung { step, .. }) => *step == at,
+        Some(RankVerdict::Hung { step, .. }) => at_call(*step, at),
         Some(RankVerdict::Failed { step, failure, .. }) => {
             let text = failure.text();
-            *step == at
+            at_call(*step, at)
                 && (failure.kind() == "killed"
                     || ["Timed out waiting", "by peer", "pair closure"]
                         .iter()
@@ -185,7 +194,7 @@ fn one(
             .map(|(x, y)| (x.0 == y.0, x == y))
             .collect();
         let digest_diffs = digest_diffs(&s, &sim, &real);
-        let claims = wrong_claims(&sim, &real);
+        let claims = wrong_claims(&s, &sim, &real);
         let agrees =
             per_rank.iter().all(|(o, t)| *o && *t) && digest_diffs == 0 && claims.is_empty();
         runs.push((real, per_rank, digest_diffs, claims));
