@@ -7,4 +7,5 @@ mod duplex;
 pub mod fabric;
 pub mod link;
 pub mod net;
+mod on_gloo;
 pub mod rank;

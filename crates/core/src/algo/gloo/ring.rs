@@ -107,7 +107,8 @@ pub async fn all_reduce<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, op: Reduc
 }
 
 /// The reduce-scatter loop both rings share: `issued` iterations post a receive (into one of
-/// two scratch segments) and a send; each is waited for two iterations later.
+/// two scratch segments) and a send; each is waited for two iterations later, and the received
+/// segment is reduced into `data`.
 async fn reduce_scatter<L: Link, D: Payload>(
     p: &mut Posted<'_, L>,
     plan: &Plan,
@@ -116,32 +117,13 @@ async fn reduce_scatter<L: Link, D: Payload>(
     op: ReduceOp,
     issued: usize,
 ) -> R<()> {
-    let (from, to) = plan.neighbours();
     let mut tmp = [D::zeros(plan.seg), D::zeros(plan.seg)];
-    for i in 0..issued + 2 {
-        if i >= 2 {
-            let (so, ro) = plan.rs(i - 2);
-            if let Some(rl) = plan.len_at(ro) {
-                let (_, got): (_, D) = p.wait_recv().await?;
-                let slot = &mut tmp[i & 1];
-                slot.copy_in(0..got.len(), &got);
-                data.reduce_in(ro..ro + rl, &slot.slice(0..rl), dtype, op);
-            }
-            if plan.len_at(so).is_some() {
-                p.wait_send().await?;
-            }
-        }
-        if i < issued {
-            let (so, ro) = plan.rs(i);
-            if let Some(rl) = plan.len_at(ro) {
-                p.recv(from, rl, 0).await?;
-            }
-            if let Some(sl) = plan.len_at(so) {
-                p.send(to, data, so..so + sl).await?;
-            }
-        }
-    }
-    Ok(())
+    let fold = |data: &mut D, i: usize, at: std::ops::Range<usize>, got: D| {
+        let slot = &mut tmp[i & 1];
+        slot.copy_in(0..got.len(), &got);
+        data.reduce_in(at.clone(), &slot.slice(0..at.len()), dtype, op);
+    };
+    ring_pass(p, plan, data, issued, Plan::rs, fold).await
 }
 
 /// allreduce.cc's second loop: the reduced segments go round the ring into `data`.
@@ -150,21 +132,38 @@ async fn all_gather_segments<L: Link, D: Payload>(
     plan: &Plan,
     data: &mut D,
 ) -> R<()> {
-    let (from, to) = plan.neighbours();
     let issued = plan.segs - plan.per_rank;
+    let fold = |data: &mut D, _: usize, at: std::ops::Range<usize>, got: D| {
+        data.copy_in(at.start..at.start + got.len(), &got)
+    };
+    ring_pass(p, plan, data, issued, Plan::ag, fold).await
+}
+
+/// One pass round gloo's ring: iteration `i` < `issued` posts the receive and the send of the
+/// segments `offsets(i)` names; two iterations later both are waited for, and `fold` takes the
+/// received bytes into the segment (with the iteration, for the scratch slot it used).
+async fn ring_pass<L: Link, D: Payload>(
+    p: &mut Posted<'_, L>,
+    plan: &Plan,
+    data: &mut D,
+    issued: usize,
+    offsets: fn(&Plan, usize) -> (usize, usize),
+    mut fold: impl FnMut(&mut D, usize, std::ops::Range<usize>, D),
+) -> R<()> {
+    let (from, to) = plan.neighbours();
     for i in 0..issued + 2 {
         if i >= 2 {
-            let (so, ro) = plan.ag(i - 2);
-            if plan.len_at(ro).is_some() {
+            let (so, ro) = offsets(plan, i - 2);
+            if let Some(rl) = plan.len_at(ro) {
                 let (_, got): (_, D) = p.wait_recv().await?;
-                data.copy_in(ro..ro + got.len(), &got);
+                fold(data, i, ro..ro + rl, got);
             }
             if plan.len_at(so).is_some() {
                 p.wait_send().await?;
             }
         }
         if i < issued {
-            let (so, ro) = plan.ag(i);
+            let (so, ro) = offsets(plan, i);
             if let Some(rl) = plan.len_at(ro) {
                 p.recv(from, rl, 0).await?;
             }

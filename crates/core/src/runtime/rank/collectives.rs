@@ -336,7 +336,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 recv_waits: Default::default(),
             };
             let r = if backend_is_gloo {
-                coll.run(&coll::OnGloo(&link), &mut t).await
+                coll.run(&crate::runtime::on_gloo::OnGloo(&link), &mut t)
+                    .await
             } else {
                 let on = coll::OnLink {
                     link: &link,
