@@ -353,6 +353,8 @@ impl<N: Net> Fabric<N> {
         if !self.closed_scopes.borrow_mut().insert(scope.to_string()) {
             return;
         }
+        // This rank's other waits in the context fail at once, as gloo's pending operations do.
+        self.inbox.changed.notify_waiters();
         for &m in members.iter().filter(|&&m| m != self.me) {
             let _ = self.send(m, &closed_tag(scope), &[]).await;
         }
@@ -372,11 +374,11 @@ impl<N: Net> Fabric<N> {
         scope: Option<&str>,
     ) -> Result<(usize, Vec<u8>), FabricError> {
         let closed = scope.map(closed_tag);
-        if scope.is_some_and(|s| self.closed_scopes.borrow().contains(s)) {
-            return Err(FabricError::PairsClosed);
-        }
         loop {
             let changed = self.inbox.changed.notified();
+            if scope.is_some_and(|s| self.closed_scopes.borrow().contains(s)) {
+                return Err(FabricError::PairsClosed);
+            }
             if let Some(c) = &closed {
                 if let Some(&p) = peers.iter().find(|&&p| self.inbox.has(p, c)) {
                     return Err(FabricError::PeerClosed(self.peer(p)));

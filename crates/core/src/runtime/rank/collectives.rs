@@ -160,6 +160,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             let fut = self.call_future(name, backend, &coll, t, probe.clone())?;
             let handle =
                 tokio::task::spawn_local(async move { fut.await.map(|(t, o)| D::done(t, o)) });
+            // A worker thread takes the enqueued work at once: it posts its operations and
+            // starts its waits before the program's next call does (so, of two waits with one
+            // timeout, the async call's expires first, as in a real run).
+            tokio::task::yield_now().await;
             self.works.insert(
                 w.clone(),
                 Work::Pending {
