@@ -16,6 +16,9 @@
 //! figures against the first run alone as well, with the number of programs whose real runs
 //! differed from one another.
 //!
+//! `SCEN_DIFF_ONLY=282,514` (with `SCEN_DIFF_SEED`) runs just those programs, to look at a
+//! difference again; their files land in target/differential/ when they still differ.
+//!
 //! `SCEN_DIFF_LAUNCHER=torchrun` (or `processes`) writes that `[world] launcher` into every
 //! program, so the long mode measures agreement under torchrun's agent (its store, its
 //! teardown) as well; the known list is for the default launcher, so the ratchet is off then.
@@ -294,7 +297,15 @@ pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(
     let programs = long.unwrap_or(SAMPLE);
     let seed = env("SCEN_DIFF_SEED").unwrap_or(1);
     let launcher = launcher_from_env()?;
-    let runs = super::in_parallel((0..programs).rev().collect(), |k| {
+    // `SCEN_DIFF_ONLY=282,514`: just those programs of the seed (to look at one again).
+    let only: Option<Vec<u64>> = std::env::var("SCEN_DIFF_ONLY")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let picked: Vec<u64> = match &only {
+        Some(ks) => ks.iter().rev().copied().collect(),
+        None => (0..programs).rev().collect(),
+    };
+    let runs = super::in_parallel(picked, |k| {
         let r = one(root, python, zygote, (seed, launcher.as_deref()), k);
         if let Ok(c) = &r {
             if let Some(d) = &c.diff {
@@ -366,7 +377,7 @@ pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
-    if long.is_some() || launcher.is_some() {
+    if long.is_some() || launcher.is_some() || only.is_some() {
         return Ok(());
     }
     let listed = known(root);

@@ -476,15 +476,22 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                         .into_iter()
                         .filter(|a| !a.starts_with("op type"))
                         .collect(),
-                    consequence: if s.fp.nbytes != r.fp.nbytes && gloo {
-                        Consequence::Errors
-                    } else if s.fp.nbytes != r.fp.nbytes {
+                    consequence: if s.fp.nbytes > r.fp.nbytes && gloo {
+                        Consequence::Aborts
+                    } else if s.fp.nbytes != r.fp.nbytes && !gloo {
                         Consequence::Hangs
                     } else {
                         Consequence::CorruptsSilently
                     },
-                    why: if s.fp.nbytes != r.fp.nbytes && gloo {
-                        "gloo's pair enforces the received size (R32 does not check send/recv)"
+                    why: if s.fp.nbytes > r.fp.nbytes && gloo {
+                        "gloo's pair enforces op.preamble.length <= op.nbytes: the larger \
+                         message aborts the receiving process (gloo::EnforceNotMet, SIGABRT) and \
+                         its sender's connection resets (R32 does not check send/recv)"
+                            .into()
+                    } else if s.fp.nbytes < r.fp.nbytes && gloo {
+                        "gloo's pair takes a message shorter than the posted buffer into its \
+                         first bytes: the rest of the recv buffer keeps its values and nothing \
+                         checks (R32 does not check send/recv)"
                             .into()
                     } else if s.fp.nbytes != r.fp.nbytes {
                         "the device backend does not compare the counts of a send and its recv: \

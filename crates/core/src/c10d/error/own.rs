@@ -54,13 +54,6 @@ pub fn peer_unreachable(peer: usize, why: &str) -> C10dError {
     runtime(format!("cannot reach rank {peer}: {why}"))
 }
 
-/// A recv whose message has another byte count than its buffer.
-pub fn recv_size_differs(peer: usize, got_bytes: usize, buffer_bytes: usize) -> C10dError {
-    runtime(format!(
-        "recv from rank {peer}: got {got_bytes} bytes, the receive buffer has {buffer_bytes} (sizes differ between the send and the recv)"
-    ))
-}
-
 /// The connection to the TCPStore broke (the server's process ended, or the network).
 pub fn store_connection_failed(why: &str) -> C10dError {
     super::e(
