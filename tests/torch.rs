@@ -2,7 +2,8 @@
 //! `eligible`) runs in the simulator and on real torch.distributed (gloo on CPU), both with
 //! timeouts scaled by TIME_SCALE, and they must agree on each rank's outcome, the step it ended
 //! in, its exception type and text (addresses, ports, paths and pids redacted), and the digests
-//! of result tensors. A scenario whose real behaviour the model cannot follow documents it in
+//! of result tensors, and every "real gloo: ..." claim of its diagnosis must hold in the real
+//! run (torch/claims.rs). A scenario whose real behaviour the model cannot follow documents it in
 //! `# torch rank R: ...` comment lines (real output quoted); those lines are then what the
 //! real run must match, so a change in either shows.
 //!
@@ -24,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+#[path = "torch/claims.rs"]
+mod claims;
 #[path = "torch/differential.rs"]
 mod differential;
 #[path = "torch/fr.rs"]
@@ -291,6 +294,7 @@ fn check(
         }
     }
     diffs.extend(sglang::compare(&s, &sim, &real));
+    diffs.extend(claims::wrong_claims(&s, &sim, &real));
     if diffs.is_empty() && !doc.is_empty() {
         Outcome::Documented
     } else if diffs.is_empty() {
@@ -301,7 +305,8 @@ fn check(
 }
 
 /// Ctrl-C during `scen run --torch`: every rank is ended, the report still prints (each rank
-/// failed "interrupted" where it was), scen exits 130, and no process or file is left behind.
+/// failed "interrupted" where it was, at the time of the signal), scen exits 130, and no
+/// process or file is left behind.
 fn sigint_ends_the_run_with_a_report(python: &Path) -> Result<(), String> {
     use std::process::{Command, Stdio};
     use std::time::Duration;
@@ -335,6 +340,8 @@ fn sigint_ends_the_run_with_a_report(python: &Path) -> Result<(), String> {
     while !(sleeping(0) && sleeping(1)) && started.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Interrupted well after the sleeps began: the report must place the end at the signal.
+    std::thread::sleep(Duration::from_millis(1500));
     let signalled = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status();
@@ -357,6 +364,17 @@ fn sigint_ends_the_run_with_a_report(python: &Path) -> Result<(), String> {
     }
     if !stdout.contains("interrupted: scen received SIGINT and killed this rank in #2 sleep") {
         return Err(format!("no interrupted ranks in the report:\n{stdout}"));
+    }
+    let ended_s: f64 = stdout
+        .split("ended at ")
+        .nth(1)
+        .and_then(|t| t.split('s').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0.0);
+    if ended_s < 1.5 {
+        return Err(format!(
+            "the report ends at {ended_s} s, before the signal (sent 1.5 s after the sleeps began):\n{stdout}"
+        ));
     }
     if runner_left {
         return Err("a process of the run is still alive after scen exited".into());

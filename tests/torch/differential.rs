@@ -23,13 +23,10 @@
 //! program, so the long mode measures agreement under torchrun's agent (its store, its
 //! teardown) as well; the known list is for the default launcher, so the ratchet is off then.
 
-use super::{digests, load, redact};
-use scen_core::diagnose::check::Consequence;
-use scen_core::diagnose::record::CallKind;
+use super::{claims::wrong_claims, digests, load, redact};
 use scen_core::report::Report;
 use scen_core::scenario::Scenario;
 use scen_core::scenario::StepKind;
-use scen_core::verdict::RankVerdict;
 use scen_torch::zygote::Zygote;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -50,76 +47,6 @@ fn rank_facts(r: &Report) -> Vec<(String, String)> {
             (class, redact(&text))
         })
         .collect()
-}
-
-/// The diagnosis's claims about what real gloo does with a mismatched call ("real gloo:
-/// errors", "corrupts silently", ...), checked against what the real run did at that call:
-/// returns the claims that do not hold, each as a line for the program's header.
-fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
-    // The call at step `at` ended at `step`: the step itself, or the `wait` of an async call.
-    let at_call = |step: usize, at: usize| {
-        step == at
-            || step > at
-                && matches!(
-                    s.steps.get(step).map(|x| &x.kind),
-                    Some(StepKind::Wait { .. })
-                )
-    };
-    // Did real rank `r`'s communication end (hang, time out, lose its peer, abort) in the call
-    // at step `at`? An argument error raised around a call that ran (a cast after the
-    // reduction) is not the backend's doing.
-    let ended_in = |r: usize, at: usize| match real.ranks.get(r) {
-        Some(RankVerdict::Hung { step, .. }) => at_call(*step, at),
-        Some(RankVerdict::Failed { step, failure, .. }) => {
-            let text = failure.text();
-            at_call(*step, at)
-                && (failure.kind() == "killed"
-                    || ["Timed out waiting", "by peer", "pair closure"]
-                        .iter()
-                        .any(|k| text.contains(k)))
-        }
-        _ => false,
-    };
-    let mut wrong = Vec::new();
-    for m in sim
-        .diagnosis
-        .mismatches
-        .iter()
-        .filter(|m| m.backend == "gloo")
-    {
-        let mut sides = vec![m.a.rank];
-        sides.extend(m.b.as_ref().map(|b| b.rank));
-        // Every member that issued the call (a collective's whole group; a p2p pair's sides).
-        let issued: Vec<(usize, usize)> = sim
-            .calls
-            .iter()
-            .filter(|c| c.group == m.group && c.seq == m.seq && c.fp.op == m.a.fp.op)
-            .filter(|c| c.kind == CallKind::Collective || sides.contains(&c.rank))
-            .map(|c| (c.rank, c.step))
-            .collect();
-        let failed = issued.iter().any(|&(r, at)| ended_in(r, at));
-        let holds = match m.consequence {
-            Consequence::Hangs | Consequence::Errors | Consequence::Aborts => failed,
-            Consequence::CorruptsSilently => !failed,
-            Consequence::CorruptsOrHangs | Consequence::LostOrHangs => true,
-        };
-        if !holds {
-            wrong.push(format!(
-                "diagnosis claims {} for {} #{} on {} (ranks {:?}); real: {}",
-                m.real().split(" (").next().unwrap_or_default(),
-                m.a.fp.op,
-                m.seq,
-                m.group_label,
-                issued.iter().map(|x| x.0).collect::<Vec<_>>(),
-                if failed {
-                    "the call failed"
-                } else {
-                    "the call completed"
-                }
-            ));
-        }
-    }
-    wrong
 }
 
 /// How one program came out.

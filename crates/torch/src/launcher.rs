@@ -204,6 +204,8 @@ fn run_in(
     let quiet_ms = o.quiet_ms.unwrap_or_else(|| quiet_bound_ms(s));
     let mut clock = Watch::new(unix_ms(), o.max_wall_ms, o.interrupted);
     let mut exits_offset = 0u64;
+    // The runner's fork time (the ranks' time zero), from its first line in exits.jsonl.
+    let mut epoch_unix_ms: Option<u64> = None;
     let mut runner_done = false;
     let mut hung = false;
     let mut interrupted = None;
@@ -224,6 +226,10 @@ fn run_in(
         for line in read_lines(&exits, &mut tmp) {
             progressed = true;
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                if let Some(e) = v["epoch_ms"].as_u64() {
+                    epoch_unix_ms = Some(e);
+                    continue;
+                }
                 let r = v["rank"].as_u64().unwrap_or(0) as usize;
                 if let Some(st) = ranks.get_mut(r) {
                     st.exit = Some(Exit {
@@ -285,6 +291,7 @@ fn run_in(
         }
     }
     // The runner's process group: its ranks (killed even if the runner itself has exited).
+    let stop_unix_ms = unix_ms();
     let _ = scen_procs::group::kill_group(pgid);
     runner.reap();
     if let Some(e) = lost {
@@ -310,7 +317,12 @@ fn run_in(
         .filter_map(|r| r.exit.as_ref().map(|x| x.t_ms))
         .max()
         .unwrap_or(0);
-    let end_ms = last_event.max(last_exit);
+    // A run scen stopped (a signal, its watchdog, its wall limit) ended when it stopped it.
+    let stopped_ms = (interrupted.is_some() || hung)
+        .then(|| epoch_unix_ms.map(|e| stop_unix_ms.saturating_sub(e)))
+        .flatten()
+        .unwrap_or(0);
+    let end_ms = last_event.max(last_exit).max(stopped_ms);
     if let Some(sig) = interrupted {
         interrupt(&mut ranks, sig, end_ms);
     }

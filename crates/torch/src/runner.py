@@ -76,6 +76,8 @@ def main(config_path):
                               wait_for_workers=False,
                               timeout=__import__("datetime").timedelta(seconds=3600))
     epoch_ms = int(time.time() * 1000)
+    # The ranks' time zero, so scen can place a stop it decides (a signal, its watchdog) on it.
+    exits.write(json.dumps(dict(epoch_ms=epoch_ms)) + "\n")
     children = {}
     for r in cfg["ranks"]:
         pid = os.fork()
