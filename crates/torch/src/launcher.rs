@@ -494,7 +494,9 @@ fn exit_failure(s: &Scenario, rank: usize, x: &Exit, failed_first: Option<usize>
         (Some(9), _) if crash_fault(s, rank).is_some() => {
             crash_fault(s, rank).expect("checked just above")
         }
-        (Some(signal), true) => Failure::Killed {
+        // The agent's SIGTERM; a worker the agent signalled that died of another signal
+        // first (its own SIGABRT) died of its own.
+        (Some(signal @ 15), true) => Failure::Killed {
             signal,
             by: Killer::Agent {
                 after_rank: failed_first.unwrap_or(0),
