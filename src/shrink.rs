@@ -104,56 +104,7 @@ pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, S
             "{file}: the scenario does not reproduce its class once rewritten (please report)"
         )));
     }
-    let mut removed = Vec::new();
-    loop {
-        let before = removed.len();
-        for key in ["faults", "step"] {
-            let mut i = array_len(&doc, key);
-            while i > 0 {
-                i -= 1;
-                let mut cand = doc.clone();
-                let arr = cand
-                    .get_mut(key)
-                    .and_then(|v| v.as_array_mut())
-                    .expect("array");
-                let gone = arr.remove(i);
-                if arr.is_empty() {
-                    cand.remove(key);
-                }
-                if same(&cand) {
-                    let what = if key == "faults" {
-                        format!("a {} fault", describe_entry(&gone, "kind"))
-                    } else {
-                        format!("a {} step", describe_entry(&gone, "op"))
-                    };
-                    removed.push(what);
-                    doc = cand;
-                }
-            }
-        }
-        for key in ["node", "rank", "service"] {
-            remove_world_entries(&mut doc, key, &same, &mut removed);
-        }
-        for key in ["nodes", "ranks_per_node"] {
-            let n = world_int(&doc, key);
-            if n > 1 {
-                let mut cand = doc.clone();
-                if let Some(w) = cand.get_mut("world").and_then(|w| w.as_table_mut()) {
-                    w.insert(key.into(), Value::Integer(n - 1));
-                }
-                if same(&cand) {
-                    removed.push(format!("world.{key} {n} -> {}", n - 1));
-                    doc = cand;
-                }
-            }
-        }
-        for i in 0..array_len(&doc, "faults") {
-            narrow(&mut doc, i, &same, &mut removed);
-        }
-        if removed.len() == before {
-            break;
-        }
-    }
+    let removed = minimise(&mut doc, &same);
     let (s, r) = run(&doc, file, name, seed).ok_or("the shrunk scenario no longer runs")?;
     debug_assert_eq!(class_key(&s, &r), class);
     doc.remove("expect");
@@ -175,6 +126,64 @@ pub fn shrink(text: &str, file: &str, name: &str, seed: u64) -> Result<Shrunk, S
         faults_before: s0.faults.len(),
         faults_after: s.faults.len(),
     })
+}
+
+/// Removes what it can from the scenario document `doc` (faults, steps, per-node and per-rank
+/// entries, nodes, ranks per node; narrows fault windows) while `same` holds for it, until
+/// nothing more can go; returns what was removed. `scen shrink` keeps a seed's verdict class;
+/// the differential oracle (tests/torch/differential.rs) keeps a difference from real PyTorch.
+pub fn minimise(doc: &mut Table, same: &dyn Fn(&Table) -> bool) -> Vec<String> {
+    let mut removed = Vec::new();
+    loop {
+        let before = removed.len();
+        for key in ["faults", "step"] {
+            let mut i = array_len(doc, key);
+            while i > 0 {
+                i -= 1;
+                let mut cand = doc.clone();
+                let arr = cand
+                    .get_mut(key)
+                    .and_then(|v| v.as_array_mut())
+                    .expect("array");
+                let gone = arr.remove(i);
+                if arr.is_empty() {
+                    cand.remove(key);
+                }
+                if same(&cand) {
+                    let what = if key == "faults" {
+                        format!("a {} fault", describe_entry(&gone, "kind"))
+                    } else {
+                        format!("a {} step", describe_entry(&gone, "op"))
+                    };
+                    removed.push(what);
+                    *doc = cand;
+                }
+            }
+        }
+        for key in ["node", "rank", "service"] {
+            remove_world_entries(doc, key, same, &mut removed);
+        }
+        for key in ["nodes", "ranks_per_node"] {
+            let n = world_int(doc, key);
+            if n > 1 {
+                let mut cand = doc.clone();
+                if let Some(w) = cand.get_mut("world").and_then(|w| w.as_table_mut()) {
+                    w.insert(key.into(), Value::Integer(n - 1));
+                }
+                if same(&cand) {
+                    removed.push(format!("world.{key} {n} -> {}", n - 1));
+                    *doc = cand;
+                }
+            }
+        }
+        for i in 0..array_len(doc, "faults") {
+            narrow(doc, i, same, &mut removed);
+        }
+        if removed.len() == before {
+            break;
+        }
+    }
+    removed
 }
 
 /// Tries removing each `[[world.<key>]]` entry (per-node/per-rank overrides, services).

@@ -103,14 +103,19 @@ fn root() -> PathBuf {
 }
 
 fn load(path: &Path) -> Scenario {
-    let mut s = load_file(path).unwrap_or_else(|e| panic!("{e}"));
+    try_load(path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`load`] that returns a scenario error instead of panicking (the minimiser's candidates).
+fn try_load(path: &Path) -> Result<Scenario, String> {
+    let mut s = load_file(path).map_err(|e| e.to_string())?;
     s.file = format!(
         "scenarios/{}",
         path.file_name().unwrap_or_default().to_string_lossy()
     );
     let scale = scale_for(&s);
     s.scale_times(scale);
-    s
+    Ok(s)
 }
 
 /// Replaces what differs between runs: `[file.cc:123]` locations, `host:port` and

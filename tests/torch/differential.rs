@@ -23,7 +23,7 @@
 //! program, so the long mode measures agreement under torchrun's agent (its store, its
 //! teardown) as well; the known list is for the default launcher, so the ratchet is off then.
 
-use super::{claims::wrong_claims, digests, load, redact};
+use super::{claims::wrong_claims, digests, load, redact, try_load};
 use scen_core::report::Report;
 use scen_core::scenario::Scenario;
 use scen_core::scenario::StepKind;
@@ -97,7 +97,7 @@ fn one(
     root: &Path,
     python: &Path,
     zygote: Option<&Arc<Zygote>>,
-    (seed, launcher): (u64, Option<&str>),
+    (seed, launcher, shrink): (u64, Option<&str>, bool),
     k: u64,
 ) -> Result<Compared, String> {
     let p = gen::program(seed, k, launcher);
@@ -107,12 +107,7 @@ fn one(
     let s = load(&file);
     scen_torch::eligible::check(&s).map_err(|e| format!("program {k} not eligible: {e}"))?;
     let sim = scen_sim::simulate(&s, None).map_err(|e| format!("program {k}: simulator: {e}"))?;
-    let o = scen_torch::TorchOptions {
-        python: Some(python.to_path_buf()),
-        max_wall_ms: Some(120_000),
-        zygote: zygote.cloned(),
-        ..Default::default()
-    };
+    let o = real_options(python, zygote);
     let a = rank_facts(&sim);
     let mut runs: Vec<RealRun> = Vec::new();
     while runs.len() <= RERUNS {
@@ -139,8 +134,9 @@ fn one(
     let matched = last.1.iter().all(|(o, t)| *o && *t) && last.2 == 0 && last.3.is_empty();
     let (first_real, first, digest_diffs, claims) = &runs[0];
     let diff = (!matched).then(|| {
+        let mut h = String::new();
         let b = rank_facts(first_real);
-        let mut h = format!("# program {seed}/{k}: {}\n", p.summary);
+        let _ = writeln!(h, "# program {seed}/{k}: {}", p.summary);
         for (r, (x, y)) in a.iter().zip(&b).enumerate() {
             let _ = writeln!(h, "#   rank {r} sim:   {} {}", x.0, x.1);
             let _ = writeln!(h, "#   rank {r} torch: {} {}", y.0, y.1);
@@ -160,13 +156,20 @@ fn one(
         }
         let keep = root.join("target/differential");
         let _ = std::fs::create_dir_all(&keep);
-        let _ = std::fs::write(
-            keep.join(format!(
-                "gen_{seed}_{k}{}.toml",
-                launcher.map(|l| format!("_{l}")).unwrap_or_default()
-            )),
-            format!("{h}{}", p.text),
+        let stem = format!(
+            "gen_{seed}_{k}{}",
+            launcher.map(|l| format!("_{l}")).unwrap_or_default()
         );
+        let _ = std::fs::write(keep.join(format!("{stem}.toml")), format!("{h}{}", p.text));
+        if shrink {
+            let kind = Differs::of(&runs[0]);
+            let m = minimised(&p.text, &stem, &o, kind);
+            let _ = writeln!(
+                h,
+                "#   minimised: target/differential/{stem}.min.toml ({m})"
+            );
+            let _ = std::fs::write(keep.join(format!("{stem}.min.toml")), m.file);
+        }
         h
     });
     Ok(Compared {
@@ -224,6 +227,13 @@ pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(
     let programs = long.unwrap_or(SAMPLE);
     let seed = env("SCEN_DIFF_SEED").unwrap_or(1);
     let launcher = launcher_from_env()?;
+    // Differing programs are minimised (with real runs: about a minute each), by default in
+    // the sample and for SCEN_DIFF_ONLY; SCEN_DIFF_SHRINK=1 or 0 says so for any run.
+    let shrink = match std::env::var("SCEN_DIFF_SHRINK").ok().as_deref() {
+        Some("1") => true,
+        Some("0") => false,
+        _ => long.is_none() || std::env::var_os("SCEN_DIFF_ONLY").is_some(),
+    };
     // `SCEN_DIFF_ONLY=282,514`: just those programs of the seed (to look at one again).
     let only: Option<Vec<u64>> = std::env::var("SCEN_DIFF_ONLY")
         .ok()
@@ -233,7 +243,7 @@ pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(
         None => (0..programs).rev().collect(),
     };
     let runs = super::in_parallel(picked, |k| {
-        let r = one(root, python, zygote, (seed, launcher.as_deref()), k);
+        let r = one(root, python, zygote, (seed, launcher.as_deref(), shrink), k);
         if let Ok(c) = &r {
             if let Some(d) = &c.diff {
                 println!("differential: DIFFER\n{d}");
@@ -321,4 +331,130 @@ pub fn run(root: &Path, python: &Path, zygote: Option<&Arc<Zygote>>) -> Result<(
         ));
     }
     Ok(())
+}
+
+/// The torch-mode options of every real run here.
+fn real_options(python: &Path, zygote: Option<&Arc<Zygote>>) -> scen_torch::TorchOptions {
+    scen_torch::TorchOptions {
+        python: Some(python.to_path_buf()),
+        max_wall_ms: Some(120_000),
+        zygote: zygote.cloned(),
+        ..Default::default()
+    }
+}
+
+/// What a real run differs from the simulator in, most serious first: the minimiser keeps a
+/// candidate only while it differs in the same way.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Differs {
+    /// Some rank's outcome class or step.
+    Outcome,
+    /// Some rank's text (outcomes agree).
+    Text,
+    /// Result digests or the diagnosis's claims.
+    Values,
+    Nothing,
+}
+
+impl Differs {
+    fn of((_, per_rank, digests, claims): &RealRun) -> Differs {
+        if per_rank.iter().any(|x| !x.0) {
+            Differs::Outcome
+        } else if per_rank.iter().any(|x| !x.1) {
+            Differs::Text
+        } else if *digests > 0 || !claims.is_empty() {
+            Differs::Values
+        } else {
+            Differs::Nothing
+        }
+    }
+}
+
+/// A minimised program: the file to keep (both sides in its header) and a summary.
+struct Minimised {
+    file: String,
+    summary: String,
+}
+
+impl std::fmt::Display for Minimised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.summary)
+    }
+}
+
+/// One run of a program's text in the simulator and on real PyTorch, or None where it does
+/// not load, is not torch-eligible or cannot run.
+fn run_text(text: &str, stem: &str, o: &scen_torch::TorchOptions) -> Option<(Report, RealRun)> {
+    let dir = tempfile::tempdir().ok()?;
+    let file = dir.path().join(format!("{stem}.toml"));
+    std::fs::write(&file, text).ok()?;
+    let s = try_load(&file).ok()?;
+    scen_torch::eligible::check(&s).ok()?;
+    let sim = scen_sim::simulate(&s, None).ok()?;
+    let real = scen_torch::run(&s, Some(text), o).ok()?;
+    let per_rank = rank_facts(&sim)
+        .iter()
+        .zip(&rank_facts(&real))
+        .map(|(x, y)| (x.0 == y.0, x == y))
+        .collect();
+    let d = digest_diffs(&s, &sim, &real);
+    let c = wrong_claims(&s, &sim, &real);
+    Some((sim, (real, per_rank, d, c)))
+}
+
+/// Minimises a differing program with scen shrink's steps (src/shrink.rs `minimise`): each
+/// candidate runs in the simulator and on real PyTorch and is kept while it differs the same
+/// way (`kind`). Real runs that vary can let a candidate through by chance, so the result is
+/// run once more and says whether it still differs.
+fn minimised(text: &str, stem: &str, o: &scen_torch::TorchOptions, kind: Differs) -> Minimised {
+    let original = || Minimised {
+        file: text.to_string(),
+        summary: "could not be rewritten; kept whole".into(),
+    };
+    let Ok(mut doc) = text.parse::<toml::Table>() else {
+        return original();
+    };
+    let same = |d: &toml::Table| {
+        toml::to_string(d)
+            .ok()
+            .and_then(|t| run_text(&t, stem, o))
+            .is_some_and(|(_, r)| Differs::of(&r) == kind)
+    };
+    let removed = scen::shrink::minimise(&mut doc, &same);
+    let Ok(body) = toml::to_string(&doc) else {
+        return original();
+    };
+    let Some((sim, last)) = run_text(&body, stem, o) else {
+        return original();
+    };
+    let confirmed = Differs::of(&last) == kind;
+    let mut h = format!(
+        "# Minimised from {stem} (differs in {kind:?}): removed {}; its last real run {}.\n",
+        if removed.is_empty() {
+            "nothing".to_string()
+        } else {
+            removed.join(", ")
+        },
+        if confirmed {
+            "differs the same way"
+        } else {
+            "did not (the difference varies run to run)"
+        }
+    );
+    for (r, (x, y)) in rank_facts(&sim)
+        .iter()
+        .zip(&rank_facts(&last.0))
+        .enumerate()
+    {
+        let _ = writeln!(h, "#   rank {r} sim:   {} {}", x.0, x.1);
+        let _ = writeln!(h, "#   rank {r} torch: {} {}", y.0, y.1);
+    }
+    Minimised {
+        file: format!("{h}{body}"),
+        summary: format!(
+            "{} removed{}",
+            removed.len(),
+            if confirmed { "" } else { ", last run agreed" }
+        ),
+    }
 }

@@ -49,8 +49,11 @@ fn check_one(
             scen_torch::run(&s, None, &o).map_err(|e| format!("{scenario} (zygote): {e}"))?;
         }
     }
+    // (The runner's first line is its epoch, not an exit.)
     for exit in events(&keep.join("exits.jsonl"))? {
-        let rank = exit["rank"].as_u64().unwrap_or(u64::MAX);
+        let Some(rank) = exit["rank"].as_u64() else {
+            continue;
+        };
         let last = events(&keep.join(format!("rank{rank}.jsonl")))?
             .into_iter()
             .rfind(|e| e["ev"] == "end" || e["ev"] == "fail")
