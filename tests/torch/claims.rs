@@ -43,14 +43,23 @@ pub fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
         .iter()
         .filter(|m| m.backend == "gloo")
     {
-        let mut sides = vec![m.a.rank];
-        sides.extend(m.b.as_ref().map(|b| b.rank));
-        // Every member that issued the call (a collective's whole group; a p2p pair's sides).
+        // Every member that issued the call: a collective's whole group; a p2p pair's send and
+        // its recv (the same `src->dst` sequence number).
+        let pair = sim
+            .calls
+            .iter()
+            .find(|c| {
+                c.rank == m.a.rank && c.group == m.group && c.seq == m.seq && c.fp.op == m.a.fp.op
+            })
+            .and_then(|c| c.endpoints());
         let issued: Vec<(usize, usize)> = sim
             .calls
             .iter()
-            .filter(|c| c.group == m.group && c.seq == m.seq && c.fp.op == m.a.fp.op)
-            .filter(|c| c.kind == CallKind::Collective || sides.contains(&c.rank))
+            .filter(|c| c.group == m.group && c.seq == m.seq)
+            .filter(|c| match c.kind {
+                CallKind::Collective => c.fp.op == m.a.fp.op,
+                _ => c.endpoints().is_some() && c.endpoints() == pair,
+            })
             .map(|c| (c.rank, c.step))
             .collect();
         let failed = issued.iter().any(|&(r, at)| ended_in(r, at));

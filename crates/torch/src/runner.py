@@ -78,12 +78,6 @@ def main(config_path):
     epoch_ms = int(time.time() * 1000)
     # The ranks' time zero, so scen can place a stop it decides (a signal, its watchdog) on it.
     exits.write(json.dumps(dict(epoch_ms=epoch_ms)) + "\n")
-    # What torch's import made is shared with the ranks copy-on-write: without this, each
-    # rank's exit-time collection writes to every inherited object and copies the whole heap,
-    # which held its sockets open for seconds longer than a plain `python prog.py` rank
-    # (scripts/bench-torch-exit.py). Objects the program makes are collected as usual.
-    import gc
-    gc.freeze()
     children = {}
     for r in cfg["ranks"]:
         pid = os.fork()
