@@ -114,10 +114,18 @@ impl Coll {
             Algo::Scatter { root, out_shape } => {
                 let n = x.members();
                 let numel: usize = out_shape.iter().product();
+                let bytes = numel * t.dtype.size_bytes();
+                // The output a member passes: zeros on the root (its chunk fills it), the
+                // program's own tensor elsewhere, whose bytes past a shorter chunk keep their
+                // values (gloo receives into the posted buffer).
                 let like = Tensor {
                     dtype: t.dtype,
                     shape: out_shape.clone(),
-                    data: D::zeros(numel * t.dtype.size_bytes()),
+                    data: if x.me() == *root || t.data.len() < bytes {
+                        D::zeros(bytes)
+                    } else {
+                        t.data.slice(0..bytes)
+                    },
                 };
                 let parts = (x.me() == *root).then(|| split_even(t, n, out_shape));
                 x.scatter(parts, &like, *root).await.map(Some)
