@@ -113,16 +113,9 @@ fn one(
     while runs.len() <= RERUNS {
         let real = scen_torch::run(&s, Some(&p.text), &o)
             .map_err(|e| format!("program {k}: torch mode: {e}"))?;
-        let per_rank: Vec<(bool, bool)> = a
-            .iter()
-            .zip(&rank_facts(&real))
-            .map(|(x, y)| (x.0 == y.0, x == y))
-            .collect();
-        let digest_diffs = digest_diffs(&s, &sim, &real);
-        let claims = wrong_claims(&s, &sim, &real);
-        let agrees =
-            per_rank.iter().all(|(o, t)| *o && *t) && digest_diffs == 0 && claims.is_empty();
-        runs.push((real, per_rank, digest_diffs, claims));
+        let run = compare(&s, &sim, real);
+        let agrees = Differs::of(&run) == Differs::Nothing;
+        runs.push(run);
         if agrees {
             break;
         }
@@ -131,7 +124,7 @@ fn one(
         .windows(2)
         .any(|w| rank_facts(&w[0].0) != rank_facts(&w[1].0));
     let last = runs.last().expect("one run");
-    let matched = last.1.iter().all(|(o, t)| *o && *t) && last.2 == 0 && last.3.is_empty();
+    let matched = Differs::of(last) == Differs::Nothing;
     let (first_real, first, digest_diffs, claims) = &runs[0];
     let diff = (!matched).then(|| {
         let mut h = String::new();
@@ -392,14 +385,21 @@ fn run_text(text: &str, stem: &str, o: &scen_torch::TorchOptions) -> Option<(Rep
     scen_torch::eligible::check(&s).ok()?;
     let sim = scen_sim::simulate(&s, None).ok()?;
     let real = scen_torch::run(&s, Some(text), o).ok()?;
-    let per_rank = rank_facts(&sim)
+    let run = compare(&s, &sim, real);
+    Some((sim, run))
+}
+
+/// A real run compared with the simulator's: per rank (outcome agrees, text agrees), the
+/// result digests that differ, the diagnosis claims it contradicts.
+fn compare(s: &Scenario, sim: &Report, real: Report) -> RealRun {
+    let per_rank = rank_facts(sim)
         .iter()
         .zip(&rank_facts(&real))
         .map(|(x, y)| (x.0 == y.0, x == y))
         .collect();
-    let d = digest_diffs(&s, &sim, &real);
-    let c = wrong_claims(&s, &sim, &real);
-    Some((sim, (real, per_rank, d, c)))
+    let d = digest_diffs(s, sim, &real);
+    let c = wrong_claims(s, sim, &real);
+    (real, per_rank, d, c)
 }
 
 /// Minimises a differing program with scen shrink's steps (src/shrink.rs `minimise`): each
