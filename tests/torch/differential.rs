@@ -7,7 +7,9 @@
 //! one agrees now (a ratchet: fixed defects leave the list). The long mode,
 //! `SCEN_DIFF_PROGRAMS=2000 SCEN_DIFF_SEED=7 cargo test --test torch -- differential`, runs that
 //! many and prints the agreement figures; every differing program is kept in
-//! target/differential/ with both sides in its header, to be shrunk into a regression scenario.
+//! target/differential/ with both sides in its header, and minimised there (`.min.toml`: scen
+//! shrink's steps, each candidate run on real PyTorch; on for the sample and SCEN_DIFF_ONLY,
+//! SCEN_DIFF_SHRINK=1/0 for any run), the start of a regression scenario.
 //!
 //! Real PyTorch does not repeat every run: two gloo waits with equal timeouts (the first to
 //! fire closes the group's pairs, the other reads a closed connection) and a peer's teardown
