@@ -57,9 +57,7 @@ pub fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
         let pair = sim
             .calls
             .iter()
-            .find(|c| {
-                c.rank == m.a.rank && c.group == m.group && c.seq == m.seq && c.fp.op == m.a.fp.op
-            })
+            .find(|c| c.rank == m.a.rank && c.group == m.group && c.call_name() == m.a.call)
             .and_then(|c| c.endpoints());
         let issued: Vec<(usize, usize)> = sim
             .calls
