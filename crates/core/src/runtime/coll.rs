@@ -115,18 +115,13 @@ impl Coll {
                 let n = x.members();
                 let numel: usize = out_shape.iter().product();
                 let bytes = numel * t.dtype.size_bytes();
-                // The output a member passes: zeros on the root (its chunk fills it), the
-                // program's own tensor elsewhere, whose bytes past a shorter chunk keep their
-                // values (gloo receives into the posted buffer).
-                let like = Tensor {
-                    dtype: t.dtype,
-                    shape: out_shape.clone(),
-                    data: if x.me() == *root || t.data.len() < bytes {
-                        D::zeros(bytes)
-                    } else {
-                        t.data.slice(0..bytes)
-                    },
-                };
+                // The output passed: zeros on the root, elsewhere the program's own tensor
+                // (bytes past a shorter chunk keep their values: gloo fills the posted buffer).
+                let mine = x.me() != *root && t.data.len() >= bytes;
+                let data = mine.then(|| t.data.slice(0..bytes));
+                let data = data.unwrap_or_else(|| D::zeros(bytes));
+                let (dtype, shape) = (t.dtype, out_shape.clone());
+                let like = Tensor { dtype, shape, data };
                 let parts = (x.me() == *root).then(|| split_even(t, n, out_shape));
                 x.scatter(parts, &like, *root).await.map(Some)
             }
