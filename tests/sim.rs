@@ -28,6 +28,8 @@ mod format_errors;
 mod fr;
 #[path = "sim/fuzz_crashes.rs"]
 mod fuzz_crashes;
+#[path = "sim/hostile_strings.rs"]
+mod hostile_strings;
 #[path = "sim/keeps_its_word.rs"]
 mod keeps_its_word;
 #[path = "sim/launcher.rs"]

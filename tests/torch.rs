@@ -31,6 +31,8 @@ mod claims;
 mod differential;
 #[path = "torch/fr.rs"]
 mod fr;
+#[path = "torch/hostile.rs"]
+mod hostile;
 #[path = "torch/lifecycle.rs"]
 mod lifecycle;
 #[path = "torch/modes.rs"]
@@ -448,11 +450,16 @@ fn main() {
         }
         (name, o)
     });
-    let checks: [(&str, &str, &Check); 8] = [
+    let checks: [(&str, &str, &Check); 9] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
             &|| lifecycle::ranks_exit_as_python_does(&root(), &python, zygote),
+        ),
+        (
+            "hostile_text",
+            "hostile strings in every text field run as the program's data, never as code",
+            &|| hostile::text_never_runs(&root(), &python),
         ),
         (
             "zygote",

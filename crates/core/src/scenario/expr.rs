@@ -124,7 +124,18 @@ impl Expr {
 
 fn python(node: &Node) -> String {
     match node {
-        Node::Num(v) => format!("{v:?}"),
+        // `{:?}` of a finite f64 reads back as the same value in Python; `inf` is no Python name.
+        Node::Num(v) if v.is_finite() => format!("{v:?}"),
+        Node::Num(v) => format!(
+            "float(\"{}\")",
+            if v.is_nan() {
+                "nan"
+            } else if *v > 0.0 {
+                "inf"
+            } else {
+                "-inf"
+            }
+        ),
         Node::Var(name) => name.clone(),
         Node::Neg(inner) => format!("(-{})", python(inner)),
         Node::Not(inner) => format!("float({} == 0)", python(inner)),
