@@ -182,8 +182,9 @@ pub struct RunArgs {
     /// `[world.links]` (file and keys alike) for the simulator's virtual time.
     #[arg(long, value_name = "MODEL.toml")]
     pub model: Option<PathBuf>,
-    /// Simulation seed (default: the scenario's `[sim] seed`, else 0).
-    #[arg(long)]
+    /// Simulation seed (default: the scenario's `[sim] seed`, else 0). The simulator's only:
+    /// no seed decides the schedule of real processes, so `--hw` and `--torch` refuse it.
+    #[arg(long, conflicts_with_all = ["hw", "torch"])]
     pub seed: Option<u64>,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,

@@ -240,3 +240,27 @@ fn the_readme_sample_run_is_the_output() {
         "README.md's sample run is stale: paste the real output"
     );
 }
+
+#[test]
+fn seed_is_refused_where_no_seed_decides_the_schedule() {
+    // A real run's schedule is the OS's: a seed there would be accepted and mean nothing.
+    for mode in ["--hw", "--torch"] {
+        let (code, _, err) = scen(&[
+            "run",
+            mode,
+            "--seed",
+            "3",
+            "scenarios/missing_rank_all_reduce.toml",
+        ]);
+        assert_eq!(code, 2, "{mode}: {err}");
+        assert!(err.contains("--seed"), "{mode}: {err}");
+    }
+    let (code, out, _) = scen(&[
+        "run",
+        "--seed",
+        "3",
+        "scenarios/missing_rank_all_reduce.toml",
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.contains("seed 3"), "{out}");
+}
