@@ -7,7 +7,10 @@
 
 use crate::eligible::accel_device;
 use crate::net::Endpoints;
-use scen_core::scenario::{FaultKind, IntArg, Scenario, Selector, Step, StepKind, TensorSpec};
+use scen_core::scenario::expr::Expr;
+use scen_core::scenario::{
+    FaultKind, IntArg, P2pOp, Scenario, Selector, Step, StepKind, TensorSpec,
+};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -284,72 +287,8 @@ fn init_backend(s: &Scenario) -> Option<String> {
 fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
     let mut b = Vec::new();
     match &step.kind {
-        StepKind::InitProcessGroup {
-            backend,
-            init_method,
-            device_id,
-            timeout_ms,
-            rank,
-            world_size,
-        } => {
-            let mut args = Vec::new();
-            if let Some(x) = backend {
-                args.push(format!("backend={}", template(x, ep)));
-            }
-            if let Some(x) = init_method {
-                args.push(format!("init_method={}", template(x, ep)));
-            }
-            if let Some(x) = device_id {
-                args.push(format!("device_id=torch.device({})", template(x, ep)));
-            }
-            match timeout_ms {
-                Some(t) => args.push(format!("timeout=ms({t})")),
-                None => {
-                    args.extend(ms_default(s, backend.as_deref()).map(|t| format!("timeout={t}")))
-                }
-            }
-            if let Some(r) = rank {
-                args.push(format!("rank={}", int_arg(r)));
-            }
-            if let Some(w) = world_size {
-                args.push(format!("world_size={}", int_arg(w)));
-            }
-            b.push(format!("dist.init_process_group({})", args.join(", ")));
-        }
-        StepKind::NewGroup {
-            ranks,
-            backend,
-            use_local_synchronization,
-            device_id,
-            timeout_ms,
-            handle,
-        } => {
-            let mut args = Vec::new();
-            if let Some(r) = ranks {
-                args.push(format!("ranks={r:?}"));
-            }
-            if let Some(x) = backend {
-                args.push(format!("backend={}", template(x, ep)));
-            }
-            match timeout_ms {
-                Some(t) => args.push(format!("timeout=ms({t})")),
-                None => {
-                    let be = backend.clone().or_else(|| init_backend(s));
-                    args.extend(ms_default(s, be.as_deref()).map(|t| format!("timeout={t}")))
-                }
-            }
-            if *use_local_synchronization {
-                args.push("use_local_synchronization=True".into());
-            }
-            if let Some(x) = device_id {
-                args.push(format!("device_id=torch.device({})", template(x, ep)));
-            }
-            let call = format!("dist.new_group({})", args.join(", "));
-            match handle {
-                Some(h) => b.push(format!("groups[{}] = {call}", py::str_lit(h))),
-                None => b.push(call),
-            }
-        }
+        StepKind::InitProcessGroup { .. } => b.push(init_process_group(s, step, ep)),
+        StepKind::NewGroup { .. } => b.push(new_group(s, step, ep)),
         StepKind::DestroyProcessGroup { group: g } => match g {
             None => b.push("dist.destroy_process_group()".into()),
             Some(_) => b.push(format!("dist.destroy_process_group({})", group(g))),
@@ -391,40 +330,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             tensor: t,
             ops,
             expect,
-        } => {
-            b.push("ops, recvs = [], []".into());
-            for (k, o) in ops.iter().enumerate() {
-                let peer = int_arg(&o.peer);
-                if o.send {
-                    b.push(format!(
-                        "ops.append(dist.P2POp(dist.isend, {}, {peer}, group={}))",
-                        tensor(s, step, t, None),
-                        group(g)
-                    ));
-                } else {
-                    b.push(format!("r = {}", tensor(s, step, t, None)));
-                    b.push(format!("recvs.append(({k}, {peer}, r))"));
-                    b.push(format!(
-                        "ops.append(dist.P2POp(dist.irecv, r, {peer}, group={}))",
-                        group(g)
-                    ));
-                }
-            }
-            b.push("for req in dist.batch_isend_irecv(ops):".into());
-            b.push("    req.wait()".into());
-            b.push("notes = []".into());
-            b.push("for k, peer, r in recvs:".into());
-            b.push(format!(
-                "    check(st, r, {}, {}, extra=dict(peer=float(peer), k=float(k)))",
-                py::str_lit(t.dtype.name()),
-                expect_fn(expect, t.expect_ulps)
-            ));
-            b.push("    notes.append(\"from %d: %s\" % (peer, st.text))".into());
-            b.push(format!(
-                "st.text = \"{} sent; \" + \"; \".join(notes)",
-                ops.iter().filter(|o| o.send).count()
-            ));
-        }
+        } => batch_p2p(s, step, g, t, ops, expect, &mut b),
         StepKind::Log { message } => {
             b.push(format!("text = {}", template(message, ep)));
             b.push("print(text, flush=True)".into());
@@ -440,31 +346,164 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             init_method,
             timeout_ms,
             ..
-        } => {
-            // The model's default for the V1+ lineage (docs/rules/sglang.md#s1-2): tcp:// to the master.
-            let url = init_method
-                .clone()
-                .unwrap_or_else(|| "tcp://${MASTER_ADDR}:${MASTER_PORT}".into());
-            let timeout = match timeout_ms {
-                Some(t) => format!("{t} / 1000"),
-                None if s.time_scale.is_identity() => "None".into(),
-                None => format!("{} / 1000", s.time_scale.apply(1_800_000)),
-            };
-            b.push(format!(
-                "sglang_init_distributed_environment(st, {}, {timeout})",
-                template(&url, ep)
-            ));
-        }
+        } => b.push(sglang_init(s, init_method, timeout_ms, ep)),
         StepKind::InitializeModelParallel { degrees: d, .. } => b.push(format!(
             "sglang_initialize_model_parallel(st, tp={}, ulysses={}, ring={}, sp={}, cfg={}, dp={}, pp={}, vae={})",
             d.tp, d.ulysses, d.ring, d.sp, d.cfg, d.dp, d.pp, d.vae
         )),
-        other => b.push(format!(
-            "raise NotImplementedError({})",
-            py::str_lit(&format!("{} has no torch translation", other.op_name()))
-        )),
+        _ => b.push(not_translatable(step)),
     }
     b
+}
+
+/// The line a step with no torch translation becomes.
+fn not_translatable(step: &Step) -> String {
+    format!(
+        "raise NotImplementedError({})",
+        py::str_lit(&format!("{} has no torch translation", step.kind.op_name()))
+    )
+}
+
+/// `dist.init_process_group(...)` with the step's arguments (scaled default timeout).
+fn init_process_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
+    let StepKind::InitProcessGroup {
+        backend,
+        init_method,
+        device_id,
+        timeout_ms,
+        rank,
+        world_size,
+    } = &step.kind
+    else {
+        return not_translatable(step);
+    };
+    let mut args = Vec::new();
+    if let Some(x) = backend {
+        args.push(format!("backend={}", template(x, ep)));
+    }
+    if let Some(x) = init_method {
+        args.push(format!("init_method={}", template(x, ep)));
+    }
+    if let Some(x) = device_id {
+        args.push(format!("device_id=torch.device({})", template(x, ep)));
+    }
+    match timeout_ms {
+        Some(t) => args.push(format!("timeout=ms({t})")),
+        None => args.extend(ms_default(s, backend.as_deref()).map(|t| format!("timeout={t}"))),
+    }
+    if let Some(r) = rank {
+        args.push(format!("rank={}", int_arg(r)));
+    }
+    if let Some(w) = world_size {
+        args.push(format!("world_size={}", int_arg(w)));
+    }
+    format!("dist.init_process_group({})", args.join(", "))
+}
+
+/// `dist.new_group(...)`, kept under its handle when the step names one.
+fn new_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
+    let StepKind::NewGroup {
+        ranks,
+        backend,
+        use_local_synchronization,
+        device_id,
+        timeout_ms,
+        handle,
+    } = &step.kind
+    else {
+        return not_translatable(step);
+    };
+    let mut args = Vec::new();
+    if let Some(r) = ranks {
+        args.push(format!("ranks={r:?}"));
+    }
+    if let Some(x) = backend {
+        args.push(format!("backend={}", template(x, ep)));
+    }
+    match timeout_ms {
+        Some(t) => args.push(format!("timeout=ms({t})")),
+        None => {
+            let be = backend.clone().or_else(|| init_backend(s));
+            args.extend(ms_default(s, be.as_deref()).map(|t| format!("timeout={t}")))
+        }
+    }
+    if *use_local_synchronization {
+        args.push("use_local_synchronization=True".into());
+    }
+    if let Some(x) = device_id {
+        args.push(format!("device_id=torch.device({})", template(x, ep)));
+    }
+    let call = format!("dist.new_group({})", args.join(", "));
+    match handle {
+        Some(h) => format!("groups[{}] = {call}", py::str_lit(h)),
+        None => call,
+    }
+}
+
+/// `batch_isend_irecv` of the step's ops, then every received tensor checked.
+fn batch_p2p(
+    s: &Scenario,
+    step: &Step,
+    g: &Option<String>,
+    t: &TensorSpec,
+    ops: &[P2pOp],
+    expect: &Option<Expr>,
+    b: &mut Vec<String>,
+) {
+    b.push("ops, recvs = [], []".into());
+    for (k, o) in ops.iter().enumerate() {
+        let peer = int_arg(&o.peer);
+        if o.send {
+            b.push(format!(
+                "ops.append(dist.P2POp(dist.isend, {}, {peer}, group={}))",
+                tensor(s, step, t, None),
+                group(g)
+            ));
+        } else {
+            b.push(format!("r = {}", tensor(s, step, t, None)));
+            b.push(format!("recvs.append(({k}, {peer}, r))"));
+            b.push(format!(
+                "ops.append(dist.P2POp(dist.irecv, r, {peer}, group={}))",
+                group(g)
+            ));
+        }
+    }
+    b.push("for req in dist.batch_isend_irecv(ops):".into());
+    b.push("    req.wait()".into());
+    b.push("notes = []".into());
+    b.push("for k, peer, r in recvs:".into());
+    b.push(format!(
+        "    check(st, r, {}, {}, extra=dict(peer=float(peer), k=float(k)))",
+        py::str_lit(t.dtype.name()),
+        expect_fn(expect, t.expect_ulps)
+    ));
+    b.push("    notes.append(\"from %d: %s\" % (peer, st.text))".into());
+    b.push(format!(
+        "st.text = \"{} sent; \" + \"; \".join(notes)",
+        ops.iter().filter(|o| o.send).count()
+    ));
+}
+
+/// sglang's `init_distributed_environment`, through the prelude's real-sglang call.
+fn sglang_init(
+    s: &Scenario,
+    init_method: &Option<String>,
+    timeout_ms: &Option<u64>,
+    ep: &Endpoints,
+) -> String {
+    // The model's default for the V1+ lineage (docs/rules/sglang.md#s1-2): tcp:// to the master.
+    let url = init_method
+        .clone()
+        .unwrap_or_else(|| "tcp://${MASTER_ADDR}:${MASTER_PORT}".into());
+    let timeout = match timeout_ms {
+        Some(t) => format!("{t} / 1000"),
+        None if s.time_scale.is_identity() => "None".into(),
+        None => format!("{} / 1000", s.time_scale.apply(1_800_000)),
+    };
+    format!(
+        "sglang_init_distributed_environment(st, {}, {timeout})",
+        template(&url, ep)
+    )
 }
 
 /// A tensor of the step's spec, `shape` given as a Python expression (default the spec's).
@@ -488,7 +527,7 @@ fn tensor(s: &Scenario, step: &Step, t: &TensorSpec, shape: Option<(&str, &str)>
 }
 
 /// An `expect` formula with its tolerance in ulps of the dtype (0: exact), as core checks it.
-fn expect_fn(e: &Option<scen_core::scenario::expr::Expr>, ulps: u32) -> String {
+fn expect_fn(e: &Option<Expr>, ulps: u32) -> String {
     match e {
         Some(e) => format!("expected({}, {ulps})", py::str_lit(&e.to_python())),
         None => "None".into(),
