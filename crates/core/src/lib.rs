@@ -9,6 +9,7 @@ pub mod diagnose;
 pub mod dtype;
 pub mod fr;
 pub mod log;
+pub mod net;
 pub mod observe;
 pub mod outcome;
 pub mod parity;

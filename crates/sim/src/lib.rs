@@ -18,10 +18,10 @@ use net::{Activity, SimNet};
 use probe::SimProbe;
 use scen_core::c10d::store;
 
+use scen_core::net::{Clock, Net};
 use scen_core::outcome::{Failure, Killer, RankEnd, SIGTERM};
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
-use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::{Launcher, Scenario};
 use scen_core::stall;

@@ -6,7 +6,7 @@ use crate::c10d::backend::{self, BackendConfig};
 use crate::c10d::error;
 use crate::c10d::naming;
 use crate::c10d::store::{join_key, KeySeq, StoreError};
-use crate::runtime::net::{Clock, Net};
+use crate::net::{Clock, Net};
 use crate::trace::{EventKind, Probe};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {

@@ -6,7 +6,7 @@ use crate::c10d::backend::{self, BackendConfig, Device};
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::rendezvous;
 use crate::c10d::store::{self, join_key, KeySeq, StoreClient, StoreError};
-use crate::runtime::net::{Clock, Net};
+use crate::net::{Clock, Net};
 use crate::scenario::Launcher;
 use crate::trace::{EventKind, Probe, Wait};
 use std::collections::BTreeMap;

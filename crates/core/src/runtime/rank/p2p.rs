@@ -2,11 +2,11 @@
 
 use super::*;
 use crate::c10d::error;
+use crate::net::{Clock, Net};
 use crate::payload::Symbolic;
 use crate::runtime::coll::OutVars;
 use crate::runtime::coll::{Done, Fill};
 use crate::runtime::fabric::FabricError;
-use crate::runtime::net::{Clock, Net};
 use crate::scenario::expr::Expr;
 use crate::scenario::{IntArg, P2pOp, TensorSpec};
 use crate::tensor::Tensor;
