@@ -4,6 +4,8 @@
 //! Exit codes: 0 when the scenario's expectations hold, 1 when they do not, 2 on invalid input
 //! (a bad scenario file or argument) or when the requested mode cannot run.
 
+#![forbid(unsafe_code)]
+
 /// `println!` and `print!` for the whole binary: a closed stdout (`scen run FILE | head`) drops
 /// the rest of the output instead of panicking (src/stdout.rs). Defined before the modules so
 /// that their uses resolve here, not to std's.

@@ -5,6 +5,8 @@
 //! Same scenario + seed => the same trace, byte for byte: one thread, turmoil seeded with the
 //! seed and a fixed epoch, no wall clock, no hash-order iteration.
 
+#![forbid(unsafe_code)]
+
 pub mod clock;
 pub mod faults;
 pub mod internal;
