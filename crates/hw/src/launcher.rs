@@ -21,7 +21,7 @@ use crate::procs::{self, RankProc};
 use crate::rdzv::{self, Mesh, Remote};
 use crate::watchdog::{self, State};
 use crate::{reaper, HwError, HwOptions};
-use scen_core::outcome::{Failure, Killer, Launcher, RankEnd};
+use scen_core::outcome::{Failure, Killer, RankEnd, ScenLauncher};
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::Scenario;
@@ -594,7 +594,7 @@ fn interrupt(st: &mut State, local: &[usize], sig: i32, t: u64) {
                 step,
                 failure: Failure::Interrupted {
                     signal: sig,
-                    launcher: Launcher::Hw,
+                    launcher: ScenLauncher::Hw,
                     at: where_,
                 },
             },
