@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
     name = "scen",
     version,
     about = "Reproduce and explain distributed-communication bugs (c10d, xccl/oneCCL) deterministically",
-    after_help = scen::exit::help()
+    after_help = scen::exit_code::help()
 )]
 pub struct Cli {
     #[command(subcommand)]

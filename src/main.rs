@@ -29,7 +29,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use cli::{Cli, Cmd};
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

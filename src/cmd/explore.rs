@@ -8,7 +8,7 @@
 
 use super::{fail, stem};
 use crate::cli::{ExploreArgs, Format};
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen::explore;
 use scen::launcher::{other, Choice};
 use scen_core::scenario::Launcher;

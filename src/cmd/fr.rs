@@ -4,7 +4,7 @@
 
 use crate::cli::ImportFrArgs;
 use anyhow::{bail, Context};
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::diagnose::CallRecord;
 use scen_core::fr::export::{self, Format};
 use scen_core::fr::{import, Dump, Job};

@@ -11,7 +11,7 @@ pub mod shrink;
 pub mod test;
 pub mod torch;
 
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::scenario::{load_file, Scenario};
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 //! installs it), then turns every rank's records into one scenario (scen_core::record) and
 //! writes it through src/output.rs. docs/record.md.
 
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::record::{self, Options, RecordError};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! process of hardware mode: run, write the requested exports, print the report.
 
 use crate::cli::{Format, ReplayArgs, RunArgs};
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen::output::write_whole;
 use scen_core::report::{render_human, Report};
 use scen_core::scenario::{load_file, Scenario, ScenarioError};

@@ -1,7 +1,7 @@
 //! The CLI of torch mode: `scen run --torch`, `scen export --torch`, `--time-scale`, and the
 //! torch lines of `scen doctor` (crates/torch does the work; docs/torch.md).
 
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::report::Report;
 use scen_core::scenario::{Scenario, TimeScale};
 use std::path::{Path, PathBuf};
