@@ -87,7 +87,7 @@ pub fn export(file: &Path, out: Option<&Path>, scale: Option<TimeScale>) -> Exit
                 );
                 Exit::Ok
             }
-            Err(e) => super::fail(e),
+            Err(e) => super::fail(e.to_string()),
         },
     }
 }
