@@ -11,12 +11,15 @@ use super::BenchOp;
 /// Why a request cannot be planned (the messages are the CLI's).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BenchRequestError {
-    #[error("{0}")]
-    Op(String),
+    #[error(transparent)]
+    Op(#[from] super::UnknownBenchOp),
     #[error("--env `{0}`: expected KEY=VALUE")]
     Env(String),
     #[error("--env CCL_ALLREDUCE={value}: {why}")]
-    AllReduce { value: String, why: String },
+    AllReduce {
+        value: String,
+        why: super::schedule::AllReduceChoiceError,
+    },
     #[error("--ranks must be at least 1")]
     NoRanks,
 }
