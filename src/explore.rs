@@ -87,6 +87,32 @@ fn load(
 }
 
 /// Runs `seeds` over `jobs` threads; `tick` is called once per finished seed (progress).
+/// Why an exploration cannot run, shard outputs cannot merge, or a `--shard` is unreadable.
+#[derive(Debug, thiserror::Error)]
+pub enum ExploreError {
+    #[error("{0}")]
+    Scenario(String),
+    #[error("seed {seed}: {source}")]
+    Seed {
+        seed: u64,
+        source: scen_sim::SimError,
+    },
+    #[error("seed {0} did not run")]
+    NotRun(u64),
+    #[error("nothing to merge")]
+    NothingToMerge,
+    #[error("cannot merge explorations of different scenarios ({0} and {1})")]
+    DifferentScenarios(String, String),
+    #[error("cannot merge explorations under different launchers ({0} and {1})")]
+    DifferentLaunchers(String, String),
+    #[error("cannot merge shards of {0} and of {1} (every part must use the same --shard i/n)")]
+    DifferentShardCounts(u64, u64),
+    #[error("shard {shard}/{count} is given twice: its seeds would count twice")]
+    ShardTwice { shard: u64, count: u64 },
+    #[error("--shard {0}: expected i/n with 0 <= i < n (e.g. 0/4)")]
+    BadShard(String),
+}
+
 /// `launcher` replaces the scenario's `[world] launcher` when given.
 pub fn explore(
     text: &str,
@@ -96,10 +122,11 @@ pub fn explore(
     seeds: &[u64],
     jobs: usize,
     tick: &(dyn Fn() + Sync),
-) -> Result<Exploration, String> {
-    let scenario = load(text, file, name, launcher).map_err(|e| e.to_string())?;
+) -> Result<Exploration, ExploreError> {
+    let scenario =
+        load(text, file, name, launcher).map_err(|e| ExploreError::Scenario(e.to_string()))?;
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<SeedResult, String>>>> =
+    let results: Mutex<Vec<Option<Result<SeedResult, ExploreError>>>> =
         Mutex::new((0..seeds.len()).map(|_| None).collect());
     std::thread::scope(|sc| {
         for _ in 0..jobs.max(1) {
@@ -108,7 +135,8 @@ pub fn explore(
                 let s = match load(text, file, name, launcher) {
                     Ok(s) => s,
                     Err(e) => {
-                        results.lock().expect("results")[0] = Some(Err(e.to_string()));
+                        let e = ExploreError::Scenario(e.to_string());
+                        results.lock().expect("results")[0] = Some(Err(e));
                         return;
                     }
                 };
@@ -132,7 +160,10 @@ pub fn explore(
                         Err(scen_sim::SimError::Internal { detail, .. }) => {
                             Ok(SeedResult::Internal(detail))
                         }
-                        Err(e) => Err(format!("seed {}: {e}", seeds[i])),
+                        Err(source) => Err(ExploreError::Seed {
+                            seed: seeds[i],
+                            source,
+                        }),
                     };
                     results.lock().expect("results")[i] = Some(out);
                     tick();
@@ -150,7 +181,7 @@ pub fn explore(
         .into_iter()
         .enumerate()
     {
-        let o = match r.unwrap_or_else(|| Err(format!("seed {} did not run", seeds[i])))? {
+        let o = match r.unwrap_or(Err(ExploreError::NotRun(seeds[i])))? {
             SeedResult::Verdict(o) => o,
             SeedResult::Internal(detail) => {
                 internal_errors.push(InternalSeed {
@@ -195,33 +226,27 @@ pub fn explore(
 
 /// Adds shard outputs together: counts summed, each class keeps its smallest first seed.
 /// Refuses parts of different scenarios or shard counts, and a shard given twice.
-pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
+pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, ExploreError> {
     let mut it = parts.into_iter();
-    let mut acc = it.next().ok_or("nothing to merge")?;
+    let mut acc = it.next().ok_or(ExploreError::NothingToMerge)?;
     for p in it {
         if p.scenario != acc.scenario {
-            return Err(format!(
-                "cannot merge explorations of different scenarios ({} and {})",
-                acc.scenario, p.scenario
-            ));
+            return Err(ExploreError::DifferentScenarios(acc.scenario, p.scenario));
         }
         if p.launcher != acc.launcher {
-            return Err(format!(
-                "cannot merge explorations under different launchers ({} and {})",
-                acc.launcher, p.launcher
-            ));
+            return Err(ExploreError::DifferentLaunchers(acc.launcher, p.launcher));
         }
         if p.shard_count != acc.shard_count {
-            return Err(format!(
-                "cannot merge shards of {} and of {} (every part must use the same --shard i/n)",
-                acc.shard_count, p.shard_count
+            return Err(ExploreError::DifferentShardCounts(
+                acc.shard_count,
+                p.shard_count,
             ));
         }
         if let Some(dup) = p.shards.iter().find(|i| acc.shards.contains(i)) {
-            return Err(format!(
-                "shard {dup}/{} is given twice: its seeds would count twice",
-                acc.shard_count
-            ));
+            return Err(ExploreError::ShardTwice {
+                shard: *dup,
+                count: acc.shard_count,
+            });
         }
         acc.shards.extend(&p.shards);
         acc.seeds_run += p.seeds_run;
@@ -364,8 +389,8 @@ pub fn render_by_launcher(b: &ByLauncher) -> String {
 }
 
 /// `i/n` -> (i, n) with i < n.
-pub fn parse_shard(s: &str) -> Result<(u64, u64), String> {
-    let bad = || format!("--shard {s}: expected i/n with 0 <= i < n (e.g. 0/4)");
+pub fn parse_shard(s: &str) -> Result<(u64, u64), ExploreError> {
+    let bad = || ExploreError::BadShard(s.to_string());
     let (i, n) = s.split_once('/').ok_or_else(bad)?;
     let (i, n): (u64, u64) = (
         i.trim().parse().map_err(|_| bad())?,
