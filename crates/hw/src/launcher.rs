@@ -224,7 +224,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             } else {
                 rdzv::join(&id, user_token.clone())
             }
-            .map_err(HwError::Usage)?;
+            .map_err(HwError::Rdzv)?;
             let job_note = format!(
                 "job {}: node {node_rank} of {nnodes} (ranks {local:?}); launchers' rendezvous at {master_addr}:{}",
                 id.label,
