@@ -125,6 +125,35 @@ pub fn explore(
 ) -> Result<Exploration, ExploreError> {
     let scenario =
         load(text, file, name, launcher).map_err(|e| ExploreError::Scenario(e.to_string()))?;
+    let results = run_seeds(text, (file, name), launcher, seeds, jobs, tick);
+    let mut tally = Tally::default();
+    for (seed, r) in seeds.iter().zip(results) {
+        tally.add(*seed, r.unwrap_or(Err(ExploreError::NotRun(*seed)))?);
+    }
+    let mut classes = tally.classes;
+    classes.sort_by_key(|c| c.first_seed);
+    Ok(Exploration {
+        scenario: scenario.name,
+        file: file.to_string(),
+        launcher: scenario.world.launcher.name().to_string(),
+        seeds_run: seeds.len() as u64,
+        seeds_failing: tally.seeds_failing,
+        shards: vec![shard],
+        shard_count,
+        classes,
+        internal_errors: tally.internal_errors,
+    })
+}
+
+/// Each seed's result, in `seeds`' order, from `jobs` worker threads (`None`: not run).
+fn run_seeds(
+    text: &str,
+    (file, name): (&str, &str),
+    launcher: Option<Launcher>,
+    seeds: &[u64],
+    jobs: usize,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<Option<Result<SeedResult, ExploreError>>> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<SeedResult, ExploreError>>>> =
         Mutex::new((0..seeds.len()).map(|_| None).collect());
@@ -145,64 +174,65 @@ pub fn explore(
                     if i >= seeds.len() {
                         break;
                     }
-                    let out = match scen_sim::simulate(&s, Some(seeds[i])) {
-                        Ok(r) => Ok(SeedResult::Verdict(Outcome {
-                            key: class_key(&s, &r),
-                            holds: r.expectations_hold(),
-                            verdict: r
-                                .ranks
-                                .iter()
-                                .enumerate()
-                                .map(|(k, v)| format!("rank {k}: {}", describe_verdict(&s, v)))
-                                .collect(),
-                            hash: r.trace_hash.clone(),
-                        })),
-                        Err(scen_sim::SimError::Internal { detail, .. }) => {
-                            Ok(SeedResult::Internal(detail))
-                        }
-                        Err(source) => Err(ExploreError::Seed {
-                            seed: seeds[i],
-                            source,
-                        }),
-                    };
+                    let out = run_seed(&s, seeds[i]);
                     results.lock().expect("results")[i] = Some(out);
                     tick();
                 }
             });
         }
     });
-    let mut classes: Vec<ClassSummary> = Vec::new();
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
-    let mut internal_errors = Vec::new();
-    let mut seeds_failing = 0;
-    for (i, r) in results
-        .into_inner()
-        .expect("results")
-        .into_iter()
-        .enumerate()
-    {
-        let o = match r.unwrap_or(Err(ExploreError::NotRun(seeds[i])))? {
+    results.into_inner().expect("results")
+}
+
+/// One seed's run: its verdict's class, or the simulator's internal error (kept, not fatal).
+fn run_seed(s: &Scenario, seed: u64) -> Result<SeedResult, ExploreError> {
+    match scen_sim::simulate(s, Some(seed)) {
+        Ok(r) => Ok(SeedResult::Verdict(Outcome {
+            key: class_key(s, &r),
+            holds: r.expectations_hold(),
+            verdict: r
+                .ranks
+                .iter()
+                .enumerate()
+                .map(|(k, v)| format!("rank {k}: {}", describe_verdict(s, v)))
+                .collect(),
+            hash: r.trace_hash.clone(),
+        })),
+        Err(scen_sim::SimError::Internal { detail, .. }) => Ok(SeedResult::Internal(detail)),
+        Err(source) => Err(ExploreError::Seed { seed, source }),
+    }
+}
+
+/// The classes seen so far, in order of first appearance, and the seeds that failed.
+#[derive(Default)]
+struct Tally {
+    classes: Vec<ClassSummary>,
+    /// Class key -> index in `classes`.
+    index: BTreeMap<String, usize>,
+    internal_errors: Vec<InternalSeed>,
+    seeds_failing: u64,
+}
+
+impl Tally {
+    fn add(&mut self, seed: u64, r: SeedResult) {
+        let o = match r {
             SeedResult::Verdict(o) => o,
             SeedResult::Internal(detail) => {
-                internal_errors.push(InternalSeed {
-                    seed: seeds[i],
-                    detail,
-                });
-                continue;
+                return self.internal_errors.push(InternalSeed { seed, detail });
             }
         };
-        seeds_failing += u64::from(!o.holds);
-        match index.get(&o.key) {
+        self.seeds_failing += u64::from(!o.holds);
+        match self.index.get(&o.key) {
             Some(&c) => {
-                classes[c].count += 1;
-                classes[c].expectations_hold &= o.holds;
+                self.classes[c].count += 1;
+                self.classes[c].expectations_hold &= o.holds;
             }
             None => {
-                index.insert(o.key.clone(), classes.len());
-                classes.push(ClassSummary {
+                self.index.insert(o.key.clone(), self.classes.len());
+                self.classes.push(ClassSummary {
                     key: o.key,
                     count: 1,
-                    first_seed: seeds[i],
+                    first_seed: seed,
                     verdict: o.verdict,
                     trace_hash: o.hash,
                     expectations_hold: o.holds,
@@ -210,18 +240,6 @@ pub fn explore(
             }
         }
     }
-    classes.sort_by_key(|c| c.first_seed);
-    Ok(Exploration {
-        scenario: scenario.name,
-        file: file.to_string(),
-        launcher: scenario.world.launcher.name().to_string(),
-        seeds_run: seeds.len() as u64,
-        seeds_failing,
-        shards: vec![shard],
-        shard_count,
-        classes,
-        internal_errors,
-    })
 }
 
 /// Adds shard outputs together: counts summed, each class keeps its smallest first seed.
