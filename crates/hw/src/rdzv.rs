@@ -234,32 +234,8 @@ pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, RdzvError> 
             continue;
         };
         let mut r = BufReader::new(conn);
-        let reply = match recv(&mut r) {
-            Ok(Ctl::Join {
-                magic,
-                version,
-                job,
-                nnodes,
-                node_rank,
-                host,
-                pid,
-            }) => {
-                if magic != MAGIC || version != VERSION {
-                    Err(format!("rendezvous protocol {magic} v{version}, this launcher speaks {MAGIC} v{VERSION}"))
-                } else if job != id.job || nnodes != id.nnodes {
-                    Err(format!("it belongs to another job: its identity (scenario digest, --nnodes {nnodes}, master address, job id) differs from job {}'s", id.label))
-                } else if node_rank == 0 || node_rank >= id.nnodes {
-                    Err(format!(
-                        "--node-rank {node_rank} is not a joining node of --nnodes {}",
-                        id.nnodes
-                    ))
-                } else if joined[node_rank].is_some() {
-                    Err(format!("node {node_rank} already joined this job"))
-                } else {
-                    Ok((node_rank, format!("{host} pid {pid}")))
-                }
-            }
-            _ => continue,
+        let Some(reply) = recv(&mut r).ok().and_then(|m| admit(id, &joined, m)) else {
+            continue;
         };
         match reply {
             Ok((node, who)) => {
@@ -291,8 +267,60 @@ pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, RdzvError> 
         }
         return Ok(Outcome::Failed { reason });
     }
-    // Late or stray launchers are told the job has started (the listener lives on).
-    let label = id.label.clone();
+    refuse_late_launchers(listener, id.label.clone());
+    let mut links = Vec::new();
+    for (node, j) in joined.into_iter().enumerate() {
+        if let Some((mut w, _)) = j {
+            send(&mut w, &Ctl::Start).map_err(|source| RdzvError::Start { node, source })?;
+            links.push((node, w));
+        }
+    }
+    Ok(Outcome::Started {
+        token,
+        mesh: Mesh::new(id, links),
+    })
+}
+
+/// A launcher's hello checked against this job: its node and who it is, or why it is refused
+/// (`None`: not a hello).
+fn admit(
+    id: &Identity,
+    joined: &[Option<(TcpStream, String)>],
+    hello: Ctl,
+) -> Option<Result<(usize, String), String>> {
+    let Ctl::Join {
+        magic,
+        version,
+        job,
+        nnodes,
+        node_rank,
+        host,
+        pid,
+    } = hello
+    else {
+        return None;
+    };
+    Some(if magic != MAGIC || version != VERSION {
+        Err(format!(
+            "rendezvous protocol {magic} v{version}, this launcher speaks {MAGIC} v{VERSION}"
+        ))
+    } else if job != id.job || nnodes != id.nnodes {
+        Err(format!("it belongs to another job: its identity (scenario digest, --nnodes {nnodes}, master address, job id) differs from job {}'s", id.label))
+    } else if node_rank == 0 || node_rank >= id.nnodes {
+        Err(format!(
+            "--node-rank {node_rank} is not a joining node of --nnodes {}",
+            id.nnodes
+        ))
+    } else if joined[node_rank].is_some() {
+        Err(format!("node {node_rank} already joined this job"))
+    } else {
+        Ok((node_rank, format!("{host} pid {pid}")))
+    })
+}
+
+/// After every node joined: late or stray launchers are told the job has started (the
+/// listener lives on in its own thread).
+fn refuse_late_launchers(listener: TcpListener, label: String) {
     std::thread::spawn(move || {
         let _ = listener.set_nonblocking(false);
         for conn in listener.incoming().flatten() {
@@ -307,17 +335,6 @@ pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, RdzvError> 
             }
         }
     });
-    let mut links = Vec::new();
-    for (node, j) in joined.into_iter().enumerate() {
-        if let Some((mut w, _)) = j {
-            send(&mut w, &Ctl::Start).map_err(|source| RdzvError::Start { node, source })?;
-            links.push((node, w));
-        }
-    }
-    Ok(Outcome::Started {
-        token,
-        mesh: Mesh::new(id, links),
-    })
 }
 
 fn missing_text(id: &Identity, missing: &[usize]) -> String {
