@@ -83,7 +83,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             world_size: rv.world_size,
             config: config.clone(),
             bound: device.clone(),
-            timeout_ms,
         });
         self.group_count = 1;
         let ranks: Vec<usize> = (0..rv.world_size).collect();
