@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
     name = "scen",
     version,
     about = "Reproduce and explain distributed-communication bugs (c10d, xccl/oneCCL) deterministically",
-    after_help = scen::exit::help()
+    after_help = scen::exit_code::help()
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -75,7 +75,7 @@ fn opt<'a>(flag: &'static str, p: &'a Option<PathBuf>) -> Option<(&'static str, 
 impl Cli {
     /// Refuses, before the command starts, an output onto one of its inputs (a directory input
     /// counts for every file under it) or onto another output (src/output.rs).
-    pub fn check_outputs(&self) -> Result<(), String> {
+    pub fn check_outputs(&self) -> Result<(), scen::output::OutputError> {
         let (inputs, mut outputs) = self.cmd.files();
         if let Some(log) = &self.log_file {
             outputs.push(("--log-file", log));

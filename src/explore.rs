@@ -87,6 +87,32 @@ fn load(
 }
 
 /// Runs `seeds` over `jobs` threads; `tick` is called once per finished seed (progress).
+/// Why an exploration cannot run, shard outputs cannot merge, or a `--shard` is unreadable.
+#[derive(Debug, thiserror::Error)]
+pub enum ExploreError {
+    #[error("{0}")]
+    Scenario(String),
+    #[error("seed {seed}: {source}")]
+    Seed {
+        seed: u64,
+        source: scen_sim::SimError,
+    },
+    #[error("seed {0} did not run")]
+    NotRun(u64),
+    #[error("nothing to merge")]
+    NothingToMerge,
+    #[error("cannot merge explorations of different scenarios ({0} and {1})")]
+    DifferentScenarios(String, String),
+    #[error("cannot merge explorations under different launchers ({0} and {1})")]
+    DifferentLaunchers(String, String),
+    #[error("cannot merge shards of {0} and of {1} (every part must use the same --shard i/n)")]
+    DifferentShardCounts(u64, u64),
+    #[error("shard {shard}/{count} is given twice: its seeds would count twice")]
+    ShardTwice { shard: u64, count: u64 },
+    #[error("--shard {0}: expected i/n with 0 <= i < n (e.g. 0/4)")]
+    BadShard(String),
+}
+
 /// `launcher` replaces the scenario's `[world] launcher` when given.
 pub fn explore(
     text: &str,
@@ -96,10 +122,40 @@ pub fn explore(
     seeds: &[u64],
     jobs: usize,
     tick: &(dyn Fn() + Sync),
-) -> Result<Exploration, String> {
-    let scenario = load(text, file, name, launcher).map_err(|e| e.to_string())?;
+) -> Result<Exploration, ExploreError> {
+    let scenario =
+        load(text, file, name, launcher).map_err(|e| ExploreError::Scenario(e.to_string()))?;
+    let results = run_seeds(text, (file, name), launcher, seeds, jobs, tick);
+    let mut tally = Tally::default();
+    for (seed, r) in seeds.iter().zip(results) {
+        tally.add(*seed, r.unwrap_or(Err(ExploreError::NotRun(*seed)))?);
+    }
+    let mut classes = tally.classes;
+    classes.sort_by_key(|c| c.first_seed);
+    Ok(Exploration {
+        scenario: scenario.name,
+        file: file.to_string(),
+        launcher: scenario.world.launcher.name().to_string(),
+        seeds_run: seeds.len() as u64,
+        seeds_failing: tally.seeds_failing,
+        shards: vec![shard],
+        shard_count,
+        classes,
+        internal_errors: tally.internal_errors,
+    })
+}
+
+/// Each seed's result, in `seeds`' order, from `jobs` worker threads (`None`: not run).
+fn run_seeds(
+    text: &str,
+    (file, name): (&str, &str),
+    launcher: Option<Launcher>,
+    seeds: &[u64],
+    jobs: usize,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<Option<Result<SeedResult, ExploreError>>> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<SeedResult, String>>>> =
+    let results: Mutex<Vec<Option<Result<SeedResult, ExploreError>>>> =
         Mutex::new((0..seeds.len()).map(|_| None).collect());
     std::thread::scope(|sc| {
         for _ in 0..jobs.max(1) {
@@ -108,7 +164,8 @@ pub fn explore(
                 let s = match load(text, file, name, launcher) {
                     Ok(s) => s,
                     Err(e) => {
-                        results.lock().expect("results")[0] = Some(Err(e.to_string()));
+                        let e = ExploreError::Scenario(e.to_string());
+                        results.lock().expect("results")[0] = Some(Err(e));
                         return;
                     }
                 };
@@ -117,61 +174,65 @@ pub fn explore(
                     if i >= seeds.len() {
                         break;
                     }
-                    let out = match scen_sim::simulate(&s, Some(seeds[i])) {
-                        Ok(r) => Ok(SeedResult::Verdict(Outcome {
-                            key: class_key(&s, &r),
-                            holds: r.expectations_hold(),
-                            verdict: r
-                                .ranks
-                                .iter()
-                                .enumerate()
-                                .map(|(k, v)| format!("rank {k}: {}", describe_verdict(&s, v)))
-                                .collect(),
-                            hash: r.trace_hash.clone(),
-                        })),
-                        Err(scen_sim::SimError::Internal { detail, .. }) => {
-                            Ok(SeedResult::Internal(detail))
-                        }
-                        Err(e) => Err(format!("seed {}: {e}", seeds[i])),
-                    };
+                    let out = run_seed(&s, seeds[i]);
                     results.lock().expect("results")[i] = Some(out);
                     tick();
                 }
             });
         }
     });
-    let mut classes: Vec<ClassSummary> = Vec::new();
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
-    let mut internal_errors = Vec::new();
-    let mut seeds_failing = 0;
-    for (i, r) in results
-        .into_inner()
-        .expect("results")
-        .into_iter()
-        .enumerate()
-    {
-        let o = match r.unwrap_or_else(|| Err(format!("seed {} did not run", seeds[i])))? {
+    results.into_inner().expect("results")
+}
+
+/// One seed's run: its verdict's class, or the simulator's internal error (kept, not fatal).
+fn run_seed(s: &Scenario, seed: u64) -> Result<SeedResult, ExploreError> {
+    match scen_sim::simulate(s, Some(seed)) {
+        Ok(r) => Ok(SeedResult::Verdict(Outcome {
+            key: class_key(s, &r),
+            holds: r.expectations_hold(),
+            verdict: r
+                .ranks
+                .iter()
+                .enumerate()
+                .map(|(k, v)| format!("rank {k}: {}", describe_verdict(s, v)))
+                .collect(),
+            hash: r.trace_hash.clone(),
+        })),
+        Err(scen_sim::SimError::Internal { detail, .. }) => Ok(SeedResult::Internal(detail)),
+        Err(source) => Err(ExploreError::Seed { seed, source }),
+    }
+}
+
+/// The classes seen so far, in order of first appearance, and the seeds that failed.
+#[derive(Default)]
+struct Tally {
+    classes: Vec<ClassSummary>,
+    /// Class key -> index in `classes`.
+    index: BTreeMap<String, usize>,
+    internal_errors: Vec<InternalSeed>,
+    seeds_failing: u64,
+}
+
+impl Tally {
+    fn add(&mut self, seed: u64, r: SeedResult) {
+        let o = match r {
             SeedResult::Verdict(o) => o,
             SeedResult::Internal(detail) => {
-                internal_errors.push(InternalSeed {
-                    seed: seeds[i],
-                    detail,
-                });
-                continue;
+                return self.internal_errors.push(InternalSeed { seed, detail });
             }
         };
-        seeds_failing += u64::from(!o.holds);
-        match index.get(&o.key) {
+        self.seeds_failing += u64::from(!o.holds);
+        match self.index.get(&o.key) {
             Some(&c) => {
-                classes[c].count += 1;
-                classes[c].expectations_hold &= o.holds;
+                self.classes[c].count += 1;
+                self.classes[c].expectations_hold &= o.holds;
             }
             None => {
-                index.insert(o.key.clone(), classes.len());
-                classes.push(ClassSummary {
+                self.index.insert(o.key.clone(), self.classes.len());
+                self.classes.push(ClassSummary {
                     key: o.key,
                     count: 1,
-                    first_seed: seeds[i],
+                    first_seed: seed,
                     verdict: o.verdict,
                     trace_hash: o.hash,
                     expectations_hold: o.holds,
@@ -179,49 +240,31 @@ pub fn explore(
             }
         }
     }
-    classes.sort_by_key(|c| c.first_seed);
-    Ok(Exploration {
-        scenario: scenario.name,
-        file: file.to_string(),
-        launcher: scenario.world.launcher.name().to_string(),
-        seeds_run: seeds.len() as u64,
-        seeds_failing,
-        shards: vec![shard],
-        shard_count,
-        classes,
-        internal_errors,
-    })
 }
 
 /// Adds shard outputs together: counts summed, each class keeps its smallest first seed.
 /// Refuses parts of different scenarios or shard counts, and a shard given twice.
-pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, String> {
+pub fn merge(parts: Vec<Exploration>) -> Result<Exploration, ExploreError> {
     let mut it = parts.into_iter();
-    let mut acc = it.next().ok_or("nothing to merge")?;
+    let mut acc = it.next().ok_or(ExploreError::NothingToMerge)?;
     for p in it {
         if p.scenario != acc.scenario {
-            return Err(format!(
-                "cannot merge explorations of different scenarios ({} and {})",
-                acc.scenario, p.scenario
-            ));
+            return Err(ExploreError::DifferentScenarios(acc.scenario, p.scenario));
         }
         if p.launcher != acc.launcher {
-            return Err(format!(
-                "cannot merge explorations under different launchers ({} and {})",
-                acc.launcher, p.launcher
-            ));
+            return Err(ExploreError::DifferentLaunchers(acc.launcher, p.launcher));
         }
         if p.shard_count != acc.shard_count {
-            return Err(format!(
-                "cannot merge shards of {} and of {} (every part must use the same --shard i/n)",
-                acc.shard_count, p.shard_count
+            return Err(ExploreError::DifferentShardCounts(
+                acc.shard_count,
+                p.shard_count,
             ));
         }
         if let Some(dup) = p.shards.iter().find(|i| acc.shards.contains(i)) {
-            return Err(format!(
-                "shard {dup}/{} is given twice: its seeds would count twice",
-                acc.shard_count
-            ));
+            return Err(ExploreError::ShardTwice {
+                shard: *dup,
+                count: acc.shard_count,
+            });
         }
         acc.shards.extend(&p.shards);
         acc.seeds_run += p.seeds_run;
@@ -364,8 +407,8 @@ pub fn render_by_launcher(b: &ByLauncher) -> String {
 }
 
 /// `i/n` -> (i, n) with i < n.
-pub fn parse_shard(s: &str) -> Result<(u64, u64), String> {
-    let bad = || format!("--shard {s}: expected i/n with 0 <= i < n (e.g. 0/4)");
+pub fn parse_shard(s: &str) -> Result<(u64, u64), ExploreError> {
+    let bad = || ExploreError::BadShard(s.to_string());
     let (i, n) = s.split_once('/').ok_or_else(bad)?;
     let (i, n): (u64, u64) = (
         i.trim().parse().map_err(|_| bad())?,

@@ -2,11 +2,11 @@
 //! repository's own tests (tests/*.rs) call the same code as the binary.
 
 pub mod bench;
-pub mod exit;
+pub mod exit_code;
 pub mod explore;
+pub mod json_report;
 pub mod launcher;
 pub mod logging;
 pub mod output;
-pub mod report;
 pub mod shrink;
 pub mod suite;

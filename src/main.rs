@@ -4,6 +4,8 @@
 //! Exit codes: 0 when the scenario's expectations hold, 1 when they do not, 2 on invalid input
 //! (a bad scenario file or argument) or when the requested mode cannot run.
 
+#![forbid(unsafe_code)]
+
 /// `println!` and `print!` for the whole binary: a closed stdout (`scen run FILE | head`) drops
 /// the rest of the output instead of panicking (src/stdout.rs). Defined before the modules so
 /// that their uses resolve here, not to std's.
@@ -27,7 +29,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use cli::{Cli, Cmd};
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -38,12 +40,22 @@ fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> Exit {
     // Every output of every command, checked before anything is written (src/output.rs).
     if let Err(e) = cli.check_outputs() {
-        return cmd::fail(e);
+        return cmd::fail(e.to_string());
     }
-    if let Err(e) = scen::logging::init(cli.verbose, cli.log_file.as_deref()) {
-        return cmd::fail(format!("{e:#}"));
+    let log_file = match scen::logging::init(cli.verbose, cli.log_file.as_deref()) {
+        Ok(pending) => pending,
+        Err(e) => return cmd::fail(format!("{e:#}")),
+    };
+    let code = run(cli.cmd);
+    // The log file is whole once the command has ended (src/output.rs).
+    match log_file.map(|f| f.commit()).transpose() {
+        Ok(_) => code,
+        Err(e) => cmd::fail(e.to_string()),
     }
-    match cli.cmd {
+}
+
+fn run(command: Cmd) -> Exit {
+    match command {
         Cmd::Run(args) => cmd::run::run(args),
         Cmd::Test(args) => cmd::test::test(args),
         Cmd::Check { file } => cmd::check::check(&file),

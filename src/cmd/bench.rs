@@ -10,7 +10,7 @@
 use clap::{Args, ValueEnum};
 use scen::bench::compare::load_report;
 use scen::bench::plan::BenchRequest;
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::perf::plan::PatternRequest;
 use scen_core::perf::render::render;
 use scen_core::perf::result::BenchReport;

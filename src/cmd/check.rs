@@ -1,7 +1,7 @@
 //! `scen check` (validate a scenario without running it) and `scen doctor` (what this machine
 //! has for hardware mode).
 
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use std::path::Path;
 
 pub fn check(file: &Path) -> Exit {

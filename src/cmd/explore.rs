@@ -8,7 +8,7 @@
 
 use super::{fail, stem};
 use crate::cli::{ExploreArgs, Format};
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen::explore;
 use scen::launcher::{other, Choice};
 use scen_core::scenario::Launcher;
@@ -70,7 +70,7 @@ fn merge(files: &[PathBuf]) -> Result<explore::Exploration, Exit> {
         })?;
         parts.push(part);
     }
-    explore::merge(parts).map_err(fail)
+    explore::merge(parts).map_err(|e| fail(e.to_string()))
 }
 
 fn run(args: &ExploreArgs, launcher: Option<Launcher>) -> Result<explore::Exploration, Exit> {
@@ -84,7 +84,7 @@ fn run(args: &ExploreArgs, launcher: Option<Launcher>) -> Result<explore::Explor
         .as_deref()
         .map(explore::parse_shard)
         .transpose()
-        .map_err(fail)?
+        .map_err(|e| fail(e.to_string()))?
         .unwrap_or((0, 1));
     let list: Vec<u64> = (0..args.seeds).filter(|s| s % n == i).collect();
     let text = std::fs::read_to_string(file)
@@ -101,5 +101,5 @@ fn run(args: &ExploreArgs, launcher: Option<Launcher>) -> Result<explore::Explor
         &|| bar.inc(1),
     );
     bar.finish_and_clear();
-    r.map_err(fail)
+    r.map_err(|e| fail(e.to_string()))
 }

@@ -4,7 +4,7 @@
 
 use crate::cli::ImportFrArgs;
 use anyhow::{bail, Context};
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::diagnose::CallRecord;
 use scen_core::fr::export::{self, Format};
 use scen_core::fr::{import, Dump, Job};
@@ -225,8 +225,12 @@ pub fn export_run(
     world: usize,
     calls: &[CallRecord],
 ) -> anyhow::Result<()> {
-    let files = export::write_dir(dir, &export::dumps(world, calls), format.into())
-        .with_context(|| format!("cannot write flight-recorder dumps to {}", dir.display()))?;
+    let files = export::files(&export::dumps(world, calls), format.into());
+    let context = || format!("cannot write flight-recorder dumps to {}", dir.display());
+    std::fs::create_dir_all(dir).with_context(context)?;
+    for (name, bytes) in &files {
+        scen::output::write_whole(&dir.join(name), bytes).with_context(context)?;
+    }
     eprintln!(
         "wrote {} flight-recorder dumps to {}",
         files.len(),

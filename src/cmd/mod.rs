@@ -11,7 +11,7 @@ pub mod shrink;
 pub mod test;
 pub mod torch;
 
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::scenario::{load_file, Scenario};
 use std::path::Path;
 
@@ -29,7 +29,7 @@ pub fn internal_error(file: &str, seed: u64, detail: &str, json: bool) -> Exit {
     let replay = format!("scen replay {file} --seed {seed}");
     if json {
         let doc = serde_json::json!({
-            "schema_version": scen::report::SCHEMA_VERSION,
+            "schema_version": scen::json_report::SCHEMA_VERSION,
             "passed": false,
             "file": file,
             "seed": seed,

@@ -4,7 +4,7 @@
 //! installs it), then turns every rank's records into one scenario (scen_core::record) and
 //! writes it through src/output.rs. docs/record.md.
 
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::record::{self, Options, RecordError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -163,7 +163,7 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
         cwd,
     };
     let rec = record::record(procs, &o)?;
-    scen::output::write_atomic(&a.out, rec.text.as_bytes()).map_err(bad)?;
+    scen::output::write_atomic(&a.out, rec.text.as_bytes()).map_err(|e| bad(e.to_string()))?;
     let out = a.out.display();
     let mut text = format!(
         "recorded {} rank(s), {} step(s): wrote {out} (check it: scen check {out}; simulate it: scen run {out})\n",

@@ -2,7 +2,7 @@
 
 use super::{fail, stem};
 use crate::cli::ShrinkArgs;
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen::output::write_whole;
 
 pub fn shrink(args: ShrinkArgs) -> Exit {

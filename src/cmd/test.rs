@@ -13,7 +13,7 @@
 
 use super::fail;
 use crate::cli::TestArgs;
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen::launcher::Choice;
 use scen::suite::{self, snapshot, Outcome, Problem, Settings, Status};
 use std::io::{BufRead, IsTerminal, Write as _};

@@ -1,7 +1,7 @@
 //! The CLI of torch mode: `scen run --torch`, `scen export --torch`, `--time-scale`, and the
 //! torch lines of `scen doctor` (crates/torch does the work; docs/torch.md).
 
-use scen::exit::Exit;
+use scen::exit_code::Exit;
 use scen_core::report::Report;
 use scen_core::scenario::{Scenario, TimeScale};
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ pub struct TorchArgs {
     pub torch: bool,
     /// Scale every timeout and delay by N/D (e.g. 1/600: 30 min -> 3 s), in the simulator and
     /// in torch mode alike; the report states the scale.
-    #[arg(long, value_name = "N/D", value_parser = parse_scale)]
+    #[arg(long, value_name = "N/D", value_parser = TimeScale::parse)]
     pub time_scale: Option<TimeScale>,
     /// The Python with torch (default $SCEN_PYTHON, else scripts/install-torch-cpu.sh's venv).
     #[arg(long, requires = "torch")]
@@ -22,10 +22,6 @@ pub struct TorchArgs {
     /// Keep torch mode's files (program, progress lines, log) in this directory.
     #[arg(long, requires = "torch", value_name = "DIR")]
     pub keep: Option<PathBuf>,
-}
-
-fn parse_scale(s: &str) -> Result<TimeScale, String> {
-    TimeScale::parse(s)
 }
 
 impl TorchArgs {
@@ -87,7 +83,7 @@ pub fn export(file: &Path, out: Option<&Path>, scale: Option<TimeScale>) -> Exit
                 );
                 Exit::Ok
             }
-            Err(e) => super::fail(e),
+            Err(e) => super::fail(e.to_string()),
         },
     }
 }

@@ -5,7 +5,7 @@
 //! unless SCEN_TORCH_REQUIRED=1 (SCEN_HW_REQUIRED=1 for oneCCL) makes that a failure.
 
 use scen_core::c10d::store::{self, KeySeq, StoreClient, StoreError};
-use scen_core::runtime::net::Net;
+use scen_core::net::Net;
 use scen_hw::net::{TokioNet, WallClock};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

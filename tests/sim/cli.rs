@@ -2,7 +2,7 @@
 //! 2 (invalid input), and deterministic output for the same seed.
 
 use crate::common::{root, scen};
-use scen::exit::{Exit, TABLE};
+use scen::exit_code::{Exit, TABLE};
 use std::path::Path;
 use std::process::Command;
 
@@ -158,7 +158,7 @@ fn closed_stdout_is_no_panic_and_keeps_the_exit_code() {
 }
 
 /// README.md's exit table, row by row, against the one enum every command returns
-/// (src/exit.rs): a code the README documents is one the command can give, and no other.
+/// (src/exit_code.rs): a code the README documents is one the command can give, and no other.
 #[test]
 fn the_readme_exit_table_is_the_code() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
@@ -186,10 +186,13 @@ fn the_readme_exit_table_is_the_code() {
         .iter()
         .map(|(n, c)| (n.to_string(), c.to_vec()))
         .collect();
-    assert_eq!(documented, table, "README.md's exit table vs src/exit.rs");
+    assert_eq!(
+        documented, table,
+        "README.md's exit table vs src/exit_code.rs"
+    );
 }
 
-/// No command makes up a status: every exit goes through `Exit` (src/exit.rs).
+/// No command makes up a status: every exit goes through `Exit` (src/exit_code.rs).
 #[test]
 fn exit_codes_are_not_literals() {
     let mut found = Vec::new();
@@ -199,7 +202,7 @@ fn exit_codes_are_not_literals() {
             let p = e.path();
             if p.is_dir() {
                 dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("src/exit.rs") {
+            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("src/exit_code.rs") {
                 let text = std::fs::read_to_string(&p).unwrap();
                 for (i, l) in text.lines().enumerate() {
                     if l.contains("ExitCode::from(") && !l.contains("ExitCode::from(dispatch")
@@ -214,7 +217,7 @@ fn exit_codes_are_not_literals() {
     }
     assert!(
         found.is_empty(),
-        "exit codes outside src/exit.rs:\n{}",
+        "exit codes outside src/exit_code.rs:\n{}",
         found.join("\n")
     );
 }

@@ -132,9 +132,14 @@ impl DType {
     }
 }
 
+/// A dtype name scen does not know (the name as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dtype `{0}`")]
+pub struct UnknownDType(pub String);
+
 impl FromStr for DType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownDType;
+    fn from_str(s: &str) -> Result<Self, UnknownDType> {
         Ok(match s {
             "f32" | "float32" | "float" => DType::F32,
             "bf16" | "bfloat16" => DType::BF16,
@@ -145,7 +150,7 @@ impl FromStr for DType {
             "i8" | "int8" => DType::I8,
             "u8" | "uint8" => DType::U8,
             "bool" => DType::Bool,
-            other => return Err(format!("unknown dtype `{other}`")),
+            other => return Err(UnknownDType(other.to_string())),
         })
     }
 }

@@ -2,6 +2,8 @@
 //! transport trait, traces and verdicts. No simulator and no FFI here: `scen-sim` supplies a
 //! turmoil network and a virtual clock, `scen-hw` real sockets and oneCCL.
 
+#![forbid(unsafe_code)]
+
 pub mod algo;
 pub mod c10d;
 pub mod class;
@@ -9,6 +11,7 @@ pub mod diagnose;
 pub mod dtype;
 pub mod fr;
 pub mod log;
+pub mod net;
 pub mod observe;
 pub mod outcome;
 pub mod parity;

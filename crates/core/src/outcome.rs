@@ -52,7 +52,7 @@ pub enum Failure {
     /// (" in #2 sleep", " while it waited: ...", " before it started any step").
     Interrupted {
         signal: i32,
-        launcher: Launcher,
+        launcher: ScenLauncher,
         at: String,
     },
 }
@@ -76,7 +76,7 @@ pub enum Killer {
 /// Which of scen's launchers ended an interrupted rank (their reports word it differently).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Launcher {
+pub enum ScenLauncher {
     /// `scen run --hw`'s launcher.
     Hw,
     /// `scen run --torch`.
@@ -137,8 +137,8 @@ impl Failure {
             } => format!(
                 "interrupted: {} received {} and killed this rank{at}",
                 match launcher {
-                    Launcher::Hw => "the launcher",
-                    Launcher::Torch => "scen",
+                    ScenLauncher::Hw => "the launcher",
+                    ScenLauncher::Torch => "scen",
                 },
                 signal_name(*signal)
             ),
@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(
             Failure::Interrupted {
                 signal: 2,
-                launcher: Launcher::Torch,
+                launcher: ScenLauncher::Torch,
                 at: " in #2 sleep".into()
             }
             .text(),

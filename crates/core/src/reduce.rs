@@ -52,9 +52,14 @@ impl ReduceOp {
     }
 }
 
+/// A reduce op name scen does not know (lower-cased, as matched).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown reduce op `{0}`")]
+pub struct UnknownReduceOp(pub String);
+
 impl FromStr for ReduceOp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownReduceOp;
+    fn from_str(s: &str) -> Result<Self, UnknownReduceOp> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "sum" => ReduceOp::Sum,
             "min" => ReduceOp::Min,
@@ -64,7 +69,7 @@ impl FromStr for ReduceOp {
             "band" => ReduceOp::Band,
             "bor" => ReduceOp::Bor,
             "bxor" => ReduceOp::Bxor,
-            other => return Err(format!("unknown reduce op `{other}`")),
+            other => return Err(UnknownReduceOp(other.to_string())),
         })
     }
 }

@@ -21,7 +21,7 @@ use crate::procs::{self, RankProc};
 use crate::rdzv::{self, Mesh, Remote};
 use crate::watchdog::{self, State};
 use crate::{reaper, HwError, HwOptions};
-use scen_core::outcome::{Failure, Killer, Launcher, RankEnd};
+use scen_core::outcome::{Failure, Killer, RankEnd, ScenLauncher};
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::Scenario;
@@ -224,7 +224,7 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
             } else {
                 rdzv::join(&id, user_token.clone())
             }
-            .map_err(HwError::Usage)?;
+            .map_err(HwError::Rdzv)?;
             let job_note = format!(
                 "job {}: node {node_rank} of {nnodes} (ranks {local:?}); launchers' rendezvous at {master_addr}:{}",
                 id.label,
@@ -594,7 +594,7 @@ fn interrupt(st: &mut State, local: &[usize], sig: i32, t: u64) {
                 step,
                 failure: Failure::Interrupted {
                     signal: sig,
-                    launcher: Launcher::Hw,
+                    launcher: ScenLauncher::Hw,
                     at: where_,
                 },
             },

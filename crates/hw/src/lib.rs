@@ -94,6 +94,9 @@ pub enum HwError {
     NoXpu(String),
     #[error("{0}")]
     Usage(String),
+    /// The launchers' rendezvous could not be held or joined.
+    #[error(transparent)]
+    Rdzv(#[from] rdzv::RdzvError),
     #[error("hardware mode failed: {0}")]
     Io(String),
 }

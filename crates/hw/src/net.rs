@@ -1,7 +1,7 @@
 //! The model's network and clock in hardware mode: OS TCP sockets through tokio, and the wall
 //! clock counted from the launcher's start (so every rank's events share one time line).
 
-use scen_core::runtime::net::{Clock, Net};
+use scen_core::net::{Clock, Net};
 use std::io;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};

@@ -156,15 +156,44 @@ impl Identity {
         (node * self.per_node..(node + 1) * self.per_node).collect()
     }
 
-    pub fn rdzv_port(&self) -> Result<u16, String> {
-        self.master_port.checked_add(1).ok_or_else(|| {
-            "--master-port 65535 leaves no port for the launchers' rendezvous (it uses master_port + 1)".to_string()
-        })
+    pub fn rdzv_port(&self) -> Result<u16, RdzvError> {
+        self.master_port.checked_add(1).ok_or(RdzvError::NoPort)
     }
 
     fn endpoint(&self) -> String {
         format!("{}:{}", self.master_addr, self.master_port as u32 + 1)
     }
+}
+
+/// Why a launcher cannot take part in the rendezvous at all (a job whose nodes did not all
+/// come is an [`Outcome::Failed`], not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum RdzvError {
+    #[error("--master-port 65535 leaves no port for the launchers' rendezvous (it uses master_port + 1)")]
+    NoPort,
+    #[error("node 0 cannot serve the launchers' rendezvous on {bind}:{port} (master_port + 1): {source}")]
+    Bind {
+        bind: &'static str,
+        port: u16,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Listener(#[source] std::io::Error),
+    #[error("starting node {node}: {source}")]
+    Start { node: usize, source: std::io::Error },
+    #[error("node 0's launcher at {endpoint} refused node {node}: {reason}")]
+    Refused {
+        endpoint: String,
+        node: usize,
+        reason: String,
+    },
+    #[error("node 0 runs job {job} with a SCEN_HW_JOB_TOKEN of its own: set the same SCEN_HW_JOB_TOKEN on node {node}")]
+    TokenOnlyOnNode0 { job: String, node: usize },
+    #[error("SCEN_HW_JOB_TOKEN is set on node {node} but not on node 0: set it on every node or on none")]
+    TokenNotOnNode0 { node: usize },
+    /// A message out of the protocol's order (its debug form).
+    #[error("rendezvous: unexpected message {0}")]
+    Unexpected(String),
 }
 
 /// How the rendezvous ended for this launcher.
@@ -177,16 +206,15 @@ pub enum Outcome {
 }
 
 /// Node 0: serves the rendezvous until every node joined or the deadline.
-pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, String> {
+pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, RdzvError> {
     let port = id.rdzv_port()?;
     let local = matches!(id.master_addr.as_str(), "127.0.0.1" | "localhost");
     let bind = if local { "127.0.0.1" } else { "0.0.0.0" };
-    let listener = TcpListener::bind((bind, port)).map_err(|e| {
-        format!(
-            "node 0 cannot serve the launchers' rendezvous on {bind}:{port} (master_port + 1): {e}"
-        )
-    })?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let listener =
+        TcpListener::bind((bind, port)).map_err(|source| RdzvError::Bind { bind, port, source })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(RdzvError::Listener)?;
     let deadline = unix_ms() + id.timeout_ms;
     let mut joined: Vec<Option<(TcpStream, String)>> = (0..id.nnodes).map(|_| None).collect();
     while joined.iter().skip(1).any(Option::is_none) && unix_ms() < deadline {
@@ -206,32 +234,8 @@ pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, String> {
             continue;
         };
         let mut r = BufReader::new(conn);
-        let reply = match recv(&mut r) {
-            Ok(Ctl::Join {
-                magic,
-                version,
-                job,
-                nnodes,
-                node_rank,
-                host,
-                pid,
-            }) => {
-                if magic != MAGIC || version != VERSION {
-                    Err(format!("rendezvous protocol {magic} v{version}, this launcher speaks {MAGIC} v{VERSION}"))
-                } else if job != id.job || nnodes != id.nnodes {
-                    Err(format!("it belongs to another job: its identity (scenario digest, --nnodes {nnodes}, master address, job id) differs from job {}'s", id.label))
-                } else if node_rank == 0 || node_rank >= id.nnodes {
-                    Err(format!(
-                        "--node-rank {node_rank} is not a joining node of --nnodes {}",
-                        id.nnodes
-                    ))
-                } else if joined[node_rank].is_some() {
-                    Err(format!("node {node_rank} already joined this job"))
-                } else {
-                    Ok((node_rank, format!("{host} pid {pid}")))
-                }
-            }
-            _ => continue,
+        let Some(reply) = recv(&mut r).ok().and_then(|m| admit(id, &joined, m)) else {
+            continue;
         };
         match reply {
             Ok((node, who)) => {
@@ -263,8 +267,60 @@ pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, String> {
         }
         return Ok(Outcome::Failed { reason });
     }
-    // Late or stray launchers are told the job has started (the listener lives on).
-    let label = id.label.clone();
+    refuse_late_launchers(listener, id.label.clone());
+    let mut links = Vec::new();
+    for (node, j) in joined.into_iter().enumerate() {
+        if let Some((mut w, _)) = j {
+            send(&mut w, &Ctl::Start).map_err(|source| RdzvError::Start { node, source })?;
+            links.push((node, w));
+        }
+    }
+    Ok(Outcome::Started {
+        token,
+        mesh: Mesh::new(id, links),
+    })
+}
+
+/// A launcher's hello checked against this job: its node and who it is, or why it is refused
+/// (`None`: not a hello).
+fn admit(
+    id: &Identity,
+    joined: &[Option<(TcpStream, String)>],
+    hello: Ctl,
+) -> Option<Result<(usize, String), String>> {
+    let Ctl::Join {
+        magic,
+        version,
+        job,
+        nnodes,
+        node_rank,
+        host,
+        pid,
+    } = hello
+    else {
+        return None;
+    };
+    Some(if magic != MAGIC || version != VERSION {
+        Err(format!(
+            "rendezvous protocol {magic} v{version}, this launcher speaks {MAGIC} v{VERSION}"
+        ))
+    } else if job != id.job || nnodes != id.nnodes {
+        Err(format!("it belongs to another job: its identity (scenario digest, --nnodes {nnodes}, master address, job id) differs from job {}'s", id.label))
+    } else if node_rank == 0 || node_rank >= id.nnodes {
+        Err(format!(
+            "--node-rank {node_rank} is not a joining node of --nnodes {}",
+            id.nnodes
+        ))
+    } else if joined[node_rank].is_some() {
+        Err(format!("node {node_rank} already joined this job"))
+    } else {
+        Ok((node_rank, format!("{host} pid {pid}")))
+    })
+}
+
+/// After every node joined: late or stray launchers are told the job has started (the
+/// listener lives on in its own thread).
+fn refuse_late_launchers(listener: TcpListener, label: String) {
     std::thread::spawn(move || {
         let _ = listener.set_nonblocking(false);
         for conn in listener.incoming().flatten() {
@@ -279,17 +335,6 @@ pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, String> {
             }
         }
     });
-    let mut links = Vec::new();
-    for (node, j) in joined.into_iter().enumerate() {
-        if let Some((mut w, _)) = j {
-            send(&mut w, &Ctl::Start).map_err(|e| format!("starting node {node}: {e}"))?;
-            links.push((node, w));
-        }
-    }
-    Ok(Outcome::Started {
-        token,
-        mesh: Mesh::new(id, links),
-    })
 }
 
 fn missing_text(id: &Identity, missing: &[usize]) -> String {
@@ -307,7 +352,7 @@ fn missing_text(id: &Identity, missing: &[usize]) -> String {
 }
 
 /// Node 1..N: joins node 0's rendezvous, retrying until the deadline.
-pub fn join(id: &Identity, own_token: Option<String>) -> Result<Outcome, String> {
+pub fn join(id: &Identity, own_token: Option<String>) -> Result<Outcome, RdzvError> {
     let port = id.rdzv_port()?;
     let deadline = unix_ms() + id.timeout_ms;
     let mut last_err = String::from("nothing answered");
@@ -359,11 +404,11 @@ pub fn join(id: &Identity, own_token: Option<String>) -> Result<Outcome, String>
         match recv(&mut r) {
             Ok(Ctl::Welcome { token, .. }) => break (w, r, token),
             Ok(Ctl::Refused { reason }) => {
-                return Err(format!(
-                    "node 0's launcher at {} refused node {}: {reason}",
-                    id.endpoint(),
-                    id.node_rank
-                ))
+                return Err(RdzvError::Refused {
+                    endpoint: id.endpoint(),
+                    node: id.node_rank,
+                    reason,
+                })
             }
             Ok(other) => last_err = format!("unexpected answer {other:?}"),
             Err(e) => last_err = e.to_string(),
@@ -373,13 +418,18 @@ pub fn join(id: &Identity, own_token: Option<String>) -> Result<Outcome, String>
     let token = match (token, own_token) {
         (Some(t), None) => Some(t),
         (None, Some(t)) => Some(t),
-        (None, None) => return Err(format!("node 0 runs job {} with a SCEN_HW_JOB_TOKEN of its own: set the same SCEN_HW_JOB_TOKEN on node {}", id.label, id.node_rank)),
-        (Some(_), Some(_)) => return Err(format!("SCEN_HW_JOB_TOKEN is set on node {} but not on node 0: set it on every node or on none", id.node_rank)),
+        (None, None) => {
+            return Err(RdzvError::TokenOnlyOnNode0 {
+                job: id.label.clone(),
+                node: id.node_rank,
+            })
+        }
+        (Some(_), Some(_)) => return Err(RdzvError::TokenNotOnNode0 { node: id.node_rank }),
     };
     match recv(&mut r) {
         Ok(Ctl::Start) => {}
         Ok(Ctl::Abort { reason }) => return Ok(Outcome::Failed { reason }),
-        Ok(other) => return Err(format!("rendezvous: unexpected message {other:?}")),
+        Ok(other) => return Err(RdzvError::Unexpected(format!("{other:?}"))),
         Err(e) => {
             return Ok(Outcome::Failed {
                 reason: format!(
@@ -583,7 +633,13 @@ mod tests {
             Err(e) => e,
             Ok(_) => panic!("joined another job"),
         };
-        assert!(e.contains("another job"), "{e}");
+        let RdzvError::Refused {
+            node: 1, reason, ..
+        } = &e
+        else {
+            panic!("{e}")
+        };
+        assert!(reason.contains("another job"), "{e}");
         match h.join().unwrap() {
             Ok(Outcome::Failed { reason }) => {
                 assert!(

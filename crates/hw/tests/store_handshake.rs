@@ -4,7 +4,7 @@
 //! with no panic, and the store keeps serving its own job.
 
 use scen_core::c10d::store::{self, StoreClient, PROTOCOL_VERSION};
-use scen_core::runtime::net::Net;
+use scen_core::net::Net;
 use scen_hw::net::{TokioNet, WallClock};
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -138,7 +138,7 @@ impl VirtualClock {
     }
 }
 
-impl scen_core::runtime::net::Clock for VirtualClock {
+impl scen_core::net::Clock for VirtualClock {
     fn now_ms(&self) -> u64 {
         self.state.now_ms.get()
     }

@@ -5,6 +5,8 @@
 //! Same scenario + seed => the same trace, byte for byte: one thread, turmoil seeded with the
 //! seed and a fixed epoch, no wall clock, no hash-order iteration.
 
+#![forbid(unsafe_code)]
+
 pub mod clock;
 pub mod faults;
 pub mod internal;
@@ -18,10 +20,10 @@ use net::{Activity, SimNet};
 use probe::SimProbe;
 use scen_core::c10d::store;
 
+use scen_core::net::{Clock, Net};
 use scen_core::outcome::{Failure, Killer, RankEnd, SIGTERM};
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
-use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::{Launcher, Scenario};
 use scen_core::stall;

@@ -4,7 +4,7 @@
 //! count to tell "messages still in flight" from "nothing can happen but a timer".
 
 use crate::schedule::{Gate, Schedule};
-use scen_core::runtime::net::Net;
+use scen_core::net::Net;
 use std::cell::Cell;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};

@@ -27,7 +27,7 @@
 //! may change between versions, so a seed's trace stays the same across dependency updates.
 
 use crate::clock::VirtualClock;
-use scen_core::runtime::net::Clock;
+use scen_core::net::Clock;
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;

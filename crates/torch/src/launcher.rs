@@ -8,7 +8,7 @@ use crate::net::Endpoints;
 use crate::spawn::Runner;
 use crate::{eligible, python, translate, TorchError, TorchOptions};
 use scen_core::observe::Observed;
-use scen_core::outcome::{Failure, Killer, Launcher as Interrupter, RankEnd};
+use scen_core::outcome::{Failure, Killer, RankEnd, ScenLauncher};
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::fault::{apply_env, crash, ranks_of};
@@ -395,7 +395,7 @@ fn interrupt(ranks: &mut [RankState], sig: i32, end_ms: u64) {
         };
         let failure = Failure::Interrupted {
             signal: sig,
-            launcher: Interrupter::Torch,
+            launcher: ScenLauncher::Torch,
             at: where_,
         };
         st.end = Some((

@@ -9,6 +9,8 @@
 //! Depends on scen-core and scen-procs (the process plumbing it shares with `--hw`: log
 //! tails, free ports, process groups, signal names, the watch clock). See docs/torch.md.
 
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod eligible;
 pub mod launcher;

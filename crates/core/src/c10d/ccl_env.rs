@@ -74,10 +74,17 @@ fn unsimulated(var: &str, algo: &str, known: &str) -> C10dError {
     ))
 }
 
+/// A part of a `CCL_<coll>` value that does not read as `<algo>:<lo>-<hi>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot read `{part}` (expected <algo>:<lo>-<hi>, sizes in bytes or `max`)")]
+pub struct RangesError {
+    pub part: String,
+}
+
 /// Whether `value` of variable `name` reads as oneCCL's syntax (checked when a scenario loads,
 /// in every mode: which algorithms the simulator runs is checked when it runs one). `Err` holds
 /// the reason.
-pub fn check_syntax(name: &str, value: &str) -> Result<(), String> {
+pub fn check_syntax(name: &str, value: &str) -> Result<(), RangesError> {
     match name {
         "CCL_ALLREDUCE" => ranges(value).map(|_| ()),
         _ => Ok(()),
@@ -85,7 +92,7 @@ pub fn check_syntax(name: &str, value: &str) -> Result<(), String> {
 }
 
 /// The `(algorithm, lo, hi)` entries of a `CCL_<coll>` value; one name covers every size.
-pub fn ranges(value: &str) -> Result<Vec<(&str, usize, usize)>, String> {
+pub fn ranges(value: &str) -> Result<Vec<(&str, usize, usize)>, RangesError> {
     let value = value.trim();
     if value.is_empty() {
         return Ok(Vec::new());
@@ -95,8 +102,9 @@ pub fn ranges(value: &str) -> Result<Vec<(&str, usize, usize)>, String> {
     }
     let mut out = Vec::new();
     for part in value.split(';').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad =
-            || format!("cannot read `{part}` (expected <algo>:<lo>-<hi>, sizes in bytes or `max`)");
+        let bad = || RangesError {
+            part: part.to_string(),
+        };
         let (algo, range) = part.split_once(':').ok_or_else(bad)?;
         let (lo, hi) = range.split_once('-').ok_or_else(bad)?;
         let lo: usize = lo.trim().parse().map_err(|_| bad())?;
@@ -182,7 +190,8 @@ mod tests {
         assert!(check_syntax("CCL_ALLREDUCE", "double_tree").is_ok());
         assert!(check_syntax("CCL_ALLREDUCE", "ring:0-8192;direct:8193-max").is_ok());
         let e = check_syntax("CCL_ALLREDUCE", "ring:0-8k").expect_err("8k");
-        assert!(e.contains("cannot read `ring:0-8k`"), "{e}");
+        assert_eq!(e.part, "ring:0-8k");
+        assert!(e.to_string().starts_with("cannot read `ring:0-8k`"), "{e}");
         assert!(check_syntax("OTHER", "ring:0-8k").is_ok());
     }
 

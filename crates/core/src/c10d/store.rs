@@ -15,7 +15,7 @@
 //! token: where the [`Net`] has one, a PyTorch client is let in only if the [`Net`] allows it
 //! ([`Net::store_accepts_torch_clients`]); a scen client of another job is refused either way.
 
-use crate::runtime::net::{Clock, Net};
+use crate::net::{Clock, Net};
 use crate::wire::{read_frame, read_frame_max, write_frame, Dec, Enc, WireError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};

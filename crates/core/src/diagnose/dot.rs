@@ -2,8 +2,8 @@
 //! it is, an edge from each stuck rank to each rank it waits for, labelled with the call and
 //! whether the awaited rank never joined it; the edges of a cycle in red.
 
+use super::diagnosis::Diagnosis;
 use super::hang::{Hang, RankAt};
-use super::report::Diagnosis;
 use std::fmt::Write;
 
 /// DOT text for the diagnosis' hang (ranks without edges when nothing hangs).

@@ -7,6 +7,7 @@
 //! will feed it the same records.
 
 pub mod check;
+pub mod diagnosis;
 pub mod dot;
 pub mod env;
 pub mod groups;
@@ -14,11 +15,10 @@ pub mod hang;
 pub mod planned;
 pub mod platform;
 pub mod record;
-pub mod report;
 pub mod splits;
 pub mod timeline;
 
+pub use diagnosis::Diagnosis;
 pub use groups::{GroupDivergence, GroupLog, GroupRecord};
 pub use planned::{PlannedCalls, PlannedRecord};
 pub use record::{CallKind, CallRecord, CallState, Fingerprint, Splits};
-pub use report::Diagnosis;

@@ -3,8 +3,8 @@
 //! collective/p2p call in virtual time (µs), flow arrows from each send to its recv, stuck
 //! steps and calls drawn to the end of the run and marked `stuck`.
 
+use super::diagnosis::Diagnosis;
 use super::record::{CallKind, CallRecord, CallState};
-use super::report::Diagnosis;
 use crate::scenario::Scenario;
 use crate::trace::{EventKind, Trace};
 use serde_json::{json, Value};

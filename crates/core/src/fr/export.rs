@@ -317,8 +317,22 @@ pub enum Format {
     Json,
 }
 
-/// Writes one file per dump into `dir` (created if missing): `nccl_trace_rank_R` (pickle) or
-/// `nccl_trace_rank_R.json`. Each file is written whole or not at all (temp file, then rename).
+/// One file per dump, named as PyTorch names them: `nccl_trace_rank_R` (pickle) or
+/// `nccl_trace_rank_R.json`, with its bytes.
+pub fn files(dumps: &[Dump], format: Format) -> Vec<(String, Vec<u8>)> {
+    dumps
+        .iter()
+        .enumerate()
+        .map(|(r, d)| match format {
+            Format::Pickle => (format!("{FILE_PREFIX}{r}"), d.to_pickle()),
+            Format::Json => (format!("{FILE_PREFIX}{r}.json"), d.to_json().into_bytes()),
+        })
+        .collect()
+}
+
+/// Writes [`files`] into `dir` (created if missing), for a process without the CLI's output
+/// module (`run --hw`'s watchdog). Each file is written whole or not at all (temp file, then
+/// rename).
 pub fn write_dir(
     dir: &std::path::Path,
     dumps: &[Dump],
@@ -326,11 +340,7 @@ pub fn write_dir(
 ) -> std::io::Result<Vec<std::path::PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut out = Vec::new();
-    for (r, d) in dumps.iter().enumerate() {
-        let (name, bytes) = match format {
-            Format::Pickle => (format!("{FILE_PREFIX}{r}"), d.to_pickle()),
-            Format::Json => (format!("{FILE_PREFIX}{r}.json"), d.to_json().into_bytes()),
-        };
+    for (name, bytes) in files(dumps, format) {
         let path = dir.join(&name);
         let tmp = dir.join(format!(".{name}.tmp"));
         if let Err(e) = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, &path)) {

@@ -107,9 +107,14 @@ impl fmt::Display for BenchOp {
     }
 }
 
+/// An op name `scen bench` does not know (the name as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown op `{0}` (all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce)")]
+pub struct UnknownBenchOp(pub String);
+
 impl FromStr for BenchOp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownBenchOp;
+    fn from_str(s: &str) -> Result<Self, UnknownBenchOp> {
         let k = s.to_ascii_lowercase().replace('-', "_");
         Ok(match k.as_str() {
             "all_reduce" | "allreduce" => BenchOp::AllReduce,
@@ -118,11 +123,7 @@ impl FromStr for BenchOp {
             "all_to_all" | "alltoall" | "all_to_all_single" => BenchOp::AllToAll,
             "broadcast" | "bcast" => BenchOp::Broadcast,
             "reduce" => BenchOp::Reduce,
-            _ => {
-                return Err(format!(
-                    "unknown op `{s}` (all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce)"
-                ))
-            }
+            _ => return Err(UnknownBenchOp(s.to_string())),
         })
     }
 }

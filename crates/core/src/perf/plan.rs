@@ -10,33 +10,36 @@ use super::BenchOp;
 
 /// Why a request cannot be planned (the messages are the CLI's).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
-    #[error("{0}")]
-    Op(String),
+pub enum BenchRequestError {
+    #[error(transparent)]
+    Op(#[from] super::UnknownBenchOp),
     #[error("--env `{0}`: expected KEY=VALUE")]
     Env(String),
     #[error("--env CCL_ALLREDUCE={value}: {why}")]
-    AllReduce { value: String, why: String },
+    AllReduce {
+        value: String,
+        why: super::schedule::AllReduceChoiceError,
+    },
     #[error("--ranks must be at least 1")]
     NoRanks,
 }
 
 /// `--op`: a comma-separated list of collectives, or `all`.
-pub fn parse_ops(s: &str) -> Result<Vec<BenchOp>, PlanError> {
+pub fn parse_ops(s: &str) -> Result<Vec<BenchOp>, BenchRequestError> {
     if s == "all" {
         return Ok(BenchOp::ALL.to_vec());
     }
     s.split(',')
-        .map(|o| o.trim().parse::<BenchOp>().map_err(PlanError::Op))
+        .map(|o| o.trim().parse::<BenchOp>().map_err(BenchRequestError::Op))
         .collect()
 }
 
 /// `--env K=V` pairs, in order (the value may hold `=`; the key may not be empty).
-pub fn parse_env(env: &[String]) -> Result<Vec<(String, String)>, PlanError> {
+pub fn parse_env(env: &[String]) -> Result<Vec<(String, String)>, BenchRequestError> {
     env.iter()
         .map(|kv| match kv.split_once('=') {
             Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-            _ => Err(PlanError::Env(kv.clone())),
+            _ => Err(BenchRequestError::Env(kv.clone())),
         })
         .collect()
 }
@@ -48,12 +51,12 @@ pub fn ranks(
     ranks: Option<usize>,
     nproc_per_node: Option<usize>,
     nnodes: usize,
-) -> Result<usize, PlanError> {
+) -> Result<usize, BenchRequestError> {
     let n = pattern
         .or(ranks)
         .unwrap_or_else(|| nproc_per_node.unwrap_or(2) * nnodes);
     if n == 0 {
-        return Err(PlanError::NoRanks);
+        return Err(BenchRequestError::NoRanks);
     }
     Ok(n)
 }
@@ -76,14 +79,14 @@ pub fn library(
     host_path: bool,
     ccl_allreduce: Option<&str>,
     predicted: bool,
-) -> Result<Library, PlanError> {
+) -> Result<Library, BenchRequestError> {
     match (host_path, ccl_allreduce) {
         (true, _) => Ok(Library::Scen),
         (false, None) => Ok(Library::OnecclCpu),
         (false, Some(v)) => match AllReduceChoice::parse(v) {
             Ok(c) => Ok(Library::OnecclCpuWith(c)),
             Err(_) if !predicted => Ok(Library::OnecclCpu),
-            Err(why) => Err(PlanError::AllReduce {
+            Err(why) => Err(BenchRequestError::AllReduce {
                 value: v.to_string(),
                 why,
             }),
@@ -167,7 +170,7 @@ mod tests {
         );
         for bad in ["BAD", "=1"] {
             let e = parse_env(&["A=1".into(), bad.into()]).unwrap_err();
-            assert_eq!(e, PlanError::Env(bad.into()));
+            assert_eq!(e, BenchRequestError::Env(bad.into()));
             assert_eq!(e.to_string(), format!("--env `{bad}`: expected KEY=VALUE"));
         }
     }
@@ -178,7 +181,10 @@ mod tests {
         assert_eq!(ranks(None, Some(8), Some(2), 3), Ok(8));
         assert_eq!(ranks(None, None, Some(2), 3), Ok(6));
         assert_eq!(ranks(None, None, None, 3), Ok(6));
-        assert_eq!(ranks(None, Some(0), None, 1), Err(PlanError::NoRanks));
+        assert_eq!(
+            ranks(None, Some(0), None, 1),
+            Err(BenchRequestError::NoRanks)
+        );
     }
 
     #[test]

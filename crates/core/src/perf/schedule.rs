@@ -67,6 +67,19 @@ pub enum Library {
 }
 
 /// `CCL_ALLREDUCE` as oneCCL reads it (`<algo>` or `<algo>:<lo>-<hi>;...`, c10d/ccl_env.rs):
+/// Why a `CCL_ALLREDUCE` value cannot choose the model's all-reduce schedules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllReduceChoiceError {
+    #[error(transparent)]
+    Syntax(#[from] crate::c10d::ccl_env::RangesError),
+    #[error("more than {max} size ranges")]
+    TooManyRanges { max: usize },
+    #[error(
+        "the model has no schedule for all_reduce `{0}` (it has ring, nreduce, recursive_doubling)"
+    )]
+    NoSchedule(String),
+}
+
 /// the all-reduce algorithm for each size range it names, up to [`AllReduceChoice::MAX`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllReduceChoice {
@@ -79,10 +92,10 @@ impl AllReduceChoice {
 
     /// Reads a `CCL_ALLREDUCE` value; `Err` says why (unreadable, or an algorithm the model
     /// has no schedule for).
-    pub fn parse(value: &str) -> Result<AllReduceChoice, String> {
+    pub fn parse(value: &str) -> Result<AllReduceChoice, AllReduceChoiceError> {
         let entries = crate::c10d::ccl_env::ranges(value)?;
         if entries.len() > Self::MAX {
-            return Err(format!("more than {} size ranges", Self::MAX));
+            return Err(AllReduceChoiceError::TooManyRanges { max: Self::MAX });
         }
         let mut c = AllReduceChoice {
             ranges: [(Algorithm::Ring, 0, 0); Self::MAX],
@@ -93,11 +106,7 @@ impl AllReduceChoice {
                 "ring" => Algorithm::Ring,
                 "nreduce" => Algorithm::Nreduce,
                 "recursive_doubling" => Algorithm::RecursiveDoubling,
-                other => {
-                    return Err(format!(
-                        "the model has no schedule for all_reduce `{other}` (it has ring, nreduce, recursive_doubling)"
-                    ))
-                }
+                other => return Err(AllReduceChoiceError::NoSchedule(other.to_string())),
             };
             *slot = (alg, lo, hi);
         }

@@ -205,91 +205,17 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         "init_process_group" | "new_group" | "wait" | "batch_isend_irecv" => None,
         _ => cx.group(c, a.get("group"))?,
     };
-    let works: Vec<String> = c
-        .result
-        .get("works")
-        .and_then(Value::as_array)
-        .map(|w| {
-            w.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
     let is_async = a.get("async_op").and_then(Value::as_bool).unwrap_or(false);
     match op.as_str() {
-        "init_process_group" => {
-            let backend = a.get("backend").and_then(Value::as_str);
-            let backend = if cx.o.platform.is_some() {
-                retarget_backend(cx.o, backend)
-            } else {
-                backend.map(str::to_string)
-            };
-            if let Some(b) = backend {
-                f.push(("backend".into(), quote(&b)));
-            }
-            if let Some(m) = a.get("init_method").and_then(Value::as_str) {
-                f.push(("init_method".into(), quote(m)));
-            }
-            if let Some(d) = a.get("device_id").and_then(Value::as_str) {
-                if cx.o.platform.is_none() {
-                    f.push(("device_id".into(), quote(d)));
-                }
-            }
-            timeout(a, &mut f);
-            for k in ["rank", "world_size"] {
-                if let Some(v) = int(a.get(k)) {
-                    f.push((k.into(), v.to_string()));
-                }
-            }
-        }
-        "new_group" => {
-            let ranks = ints(a.get("ranks"));
-            if let Some(r) = &ranks {
-                f.push(("ranks".into(), list(r)));
-            }
-            let backend = a.get("backend").and_then(Value::as_str).map(str::to_string);
-            if let Some(b) = &backend {
-                f.push(("backend".into(), quote(b)));
-            }
-            timeout(a, &mut f);
-            if a.get("use_local_synchronization").and_then(Value::as_bool) == Some(true) {
-                f.push(("use_local_synchronization".into(), "true".into()));
-            }
-            let handle = c
-                .result
-                .get("handle")
-                .and_then(Value::as_str)
-                .unwrap_or("g?")
-                .to_string();
-            let member = c
-                .result
-                .get("member")
-                .and_then(Value::as_bool)
-                .unwrap_or(true);
-            f.push(("as".into(), quote(&handle)));
-            let ranks = ranks.filter(|r| !r.is_empty());
-            cx.groups.insert(
-                handle,
-                Group {
-                    ranks,
-                    backend,
-                    member,
-                },
-            );
-        }
-        "destroy_process_group" => {
-            if let Some(g) = &group {
-                f.push(("group".into(), quote(g)));
-            }
-        }
+        "init_process_group" => init_fields(cx, a, &mut f),
+        "new_group" => new_group_fields(cx, c, &mut f),
+        "destroy_process_group" => group_field(&group, &mut f),
         "barrier" | "monitored_barrier" => {
             if op == "monitored_barrier" {
                 notes.push("monitored_barrier, written as a barrier (the format has no monitored_barrier step)".into());
                 op = "barrier".into();
             }
-            if let Some(g) = &group {
-                f.push(("group".into(), quote(g)));
-            }
+            group_field(&group, &mut f);
             if is_async {
                 notes.push(
                     "async_op barrier, written blocking (a barrier step takes no async_op)".into(),
@@ -304,65 +230,13 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
             f.push(("work".into(), quote(w)));
         }
         "send" | "isend" | "recv" | "irecv" => {
-            let send = op.ends_with("send");
-            if op.starts_with('i') {
-                notes.push(format!(
-                    "{op}, written as a blocking {} (the format has isend/irecv only in batch_isend_irecv)",
-                    &op[1..]
-                ));
-                op = op[1..].to_string();
-            }
-            if let Some(g) = &group {
-                f.push(("group".into(), quote(g)));
-            }
-            cx.tensor(a.get("tensor"), &group, &mut f);
-            let (k, gk) = if send {
-                ("dst", "group_dst")
-            } else {
-                ("src", "group_src")
-            };
-            let peer = int(a.get(k))
-                .or_else(|| int(a.get(gk)).map(|r| cx.global(&group, r)))
-                .or_else(|| int(c.result.get("src")));
-            match peer {
-                Some(p) => f.push((k.into(), p.to_string())),
-                None => {
-                    return Err(cx.err(
-                        c,
-                        format!("{op} without a {k} that completed: the peer is unknown"),
-                    ))
-                }
-            }
+            p2p_fields(cx, c, (&mut op, &group), &mut f, &mut notes)?;
         }
-        "batch_isend_irecv" => {
-            let ops = a
-                .get("ops")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let first = ops.first().and_then(Value::as_object);
-            let g = cx.group(c, first.and_then(|o| o.get("group")))?;
-            if let Some(h) = &g {
-                f.push(("group".into(), quote(h)));
-            }
-            cx.tensor(first.and_then(|o| o.get("tensor")), &g, &mut f);
-            let items: Vec<String> = ops
-                .iter()
-                .filter_map(Value::as_object)
-                .map(|o| {
-                    format!(
-                        "{{ op = {}, peer = {} }}",
-                        quote(o.get("op").and_then(Value::as_str).unwrap_or("isend")),
-                        int(o.get("peer")).unwrap_or(0)
-                    )
-                })
-                .collect();
-            f.push(("ops".into(), format!("[{}]", items.join(", "))));
-        }
+        "batch_isend_irecv" => batch_fields(cx, c, &mut f)?,
         _ => collective(cx, c, &mut op, &group, &mut f, &mut notes)?,
     }
     if is_async && !matches!(op.as_str(), "barrier" | "send" | "recv") {
-        if let Some(w) = works.first() {
+        if let Some(w) = works(c).first() {
             f.push(("async_op".into(), "true".into()));
             f.push(("work".into(), quote(w)));
             cx.async_works.insert(w.clone());
@@ -375,6 +249,158 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         at: c.at.clone(),
         notes,
     }))
+}
+
+/// The work handles a call returned (an async call's first is its `work`).
+fn works(c: &Call) -> Vec<String> {
+    c.result
+        .get("works")
+        .and_then(Value::as_array)
+        .map(|w| {
+            w.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `group = "..."` when the call names one.
+fn group_field(group: &Option<String>, f: &mut Vec<(String, String)>) {
+    if let Some(g) = group {
+        f.push(("group".into(), quote(g)));
+    }
+}
+
+/// init_process_group: its backend (re-targeted when asked), init_method, device_id, timeout,
+/// rank and world_size.
+fn init_fields(cx: &Ctx, a: &Map<String, Value>, f: &mut Vec<(String, String)>) {
+    let backend = a.get("backend").and_then(Value::as_str);
+    let backend = if cx.o.platform.is_some() {
+        retarget_backend(cx.o, backend)
+    } else {
+        backend.map(str::to_string)
+    };
+    if let Some(b) = backend {
+        f.push(("backend".into(), quote(&b)));
+    }
+    if let Some(m) = a.get("init_method").and_then(Value::as_str) {
+        f.push(("init_method".into(), quote(m)));
+    }
+    if let Some(d) = a.get("device_id").and_then(Value::as_str) {
+        if cx.o.platform.is_none() {
+            f.push(("device_id".into(), quote(d)));
+        }
+    }
+    timeout(a, f);
+    for k in ["rank", "world_size"] {
+        if let Some(v) = int(a.get(k)) {
+            f.push((k.into(), v.to_string()));
+        }
+    }
+}
+
+/// new_group: its ranks, backend, timeout and handle; the group is remembered for later calls.
+fn new_group_fields(cx: &mut Ctx, c: &Call, f: &mut Vec<(String, String)>) {
+    let a = &c.args;
+    let ranks = ints(a.get("ranks"));
+    if let Some(r) = &ranks {
+        f.push(("ranks".into(), list(r)));
+    }
+    let backend = a.get("backend").and_then(Value::as_str).map(str::to_string);
+    if let Some(b) = &backend {
+        f.push(("backend".into(), quote(b)));
+    }
+    timeout(a, f);
+    if a.get("use_local_synchronization").and_then(Value::as_bool) == Some(true) {
+        f.push(("use_local_synchronization".into(), "true".into()));
+    }
+    let handle = c
+        .result
+        .get("handle")
+        .and_then(Value::as_str)
+        .unwrap_or("g?")
+        .to_string();
+    let member = c
+        .result
+        .get("member")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    f.push(("as".into(), quote(&handle)));
+    let ranks = ranks.filter(|r| !r.is_empty());
+    cx.groups.insert(
+        handle,
+        Group {
+            ranks,
+            backend,
+            member,
+        },
+    );
+}
+
+/// send/recv (isend/irecv written blocking): group, tensor and the peer, which must be known.
+fn p2p_fields(
+    cx: &Ctx,
+    c: &Call,
+    (op, group): (&mut String, &Option<String>),
+    f: &mut Vec<(String, String)>,
+    notes: &mut Vec<String>,
+) -> Result<(), RecordError> {
+    let a = &c.args;
+    let send = op.ends_with("send");
+    if op.starts_with('i') {
+        notes.push(format!(
+            "{op}, written as a blocking {} (the format has isend/irecv only in batch_isend_irecv)",
+            &op[1..]
+        ));
+        *op = op[1..].to_string();
+    }
+    group_field(group, f);
+    cx.tensor(a.get("tensor"), group, f);
+    let (k, gk) = if send {
+        ("dst", "group_dst")
+    } else {
+        ("src", "group_src")
+    };
+    let peer = int(a.get(k))
+        .or_else(|| int(a.get(gk)).map(|r| cx.global(group, r)))
+        .or_else(|| int(c.result.get("src")));
+    match peer {
+        Some(p) => f.push((k.into(), p.to_string())),
+        None => {
+            return Err(cx.err(
+                c,
+                format!("{op} without a {k} that completed: the peer is unknown"),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// batch_isend_irecv: the first op's group and tensor, and every op with its peer.
+fn batch_fields(cx: &Ctx, c: &Call, f: &mut Vec<(String, String)>) -> Result<(), RecordError> {
+    let ops = c
+        .args
+        .get("ops")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let first = ops.first().and_then(Value::as_object);
+    let g = cx.group(c, first.and_then(|o| o.get("group")))?;
+    group_field(&g, f);
+    cx.tensor(first.and_then(|o| o.get("tensor")), &g, f);
+    let items: Vec<String> = ops
+        .iter()
+        .filter_map(Value::as_object)
+        .map(|o| {
+            format!(
+                "{{ op = {}, peer = {} }}",
+                quote(o.get("op").and_then(Value::as_str).unwrap_or("isend")),
+                int(o.get("peer")).unwrap_or(0)
+            )
+        })
+        .collect();
+    f.push(("ops".into(), format!("[{}]", items.join(", "))));
+    Ok(())
 }
 
 /// The collectives: which recorded tensor is the step's `shape`, roots, reduce op, splits.

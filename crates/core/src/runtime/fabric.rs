@@ -18,8 +18,8 @@
 //! reset that peer's connection: the peer reads "Connection reset by peer", the others a close.
 
 use super::duplex::Duplex;
-use super::net::{Clock, Net};
 use crate::c10d::error::{self, C10dError};
+use crate::net::{Clock, Net};
 use crate::wire::{frame_buf, read_frame, write_built_frame, write_frame, Dec, Enc, WireError};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -5,9 +5,9 @@
 //! tells the probe what the rank is waiting for, so a hang can name the missing peer.
 
 use super::fabric::{Fabric, FabricError};
-use super::net::{Clock, Net};
 use crate::algo::{CollectiveError, Link, LinkError};
 use crate::c10d::error::{self, C10dError};
+use crate::net::{Clock, Net};
 use crate::trace::{Probe, Wait};
 use std::cell::RefCell;
 use std::rc::Rc;

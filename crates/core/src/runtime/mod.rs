@@ -1,11 +1,10 @@
-//! Running a rank: the process model (runtime/rank.rs) over the environment traits (net.rs)
-//! and the rank-to-rank transport (fabric.rs).
+//! Running a rank: the process model (runtime/rank.rs) over the environment traits (crate::net,
+//! which the store uses too) and the rank-to-rank transport (fabric.rs).
 
 pub(crate) mod coll;
 pub mod device;
 mod duplex;
 pub mod fabric;
 pub mod link;
-pub mod net;
 mod on_gloo;
 pub mod rank;

@@ -14,10 +14,10 @@
 use super::coll::{AsyncProbe, CallShape};
 use super::device::DeviceComms;
 use super::fabric::Fabric;
-use super::net::{Clock, Net};
 use crate::c10d::backend::{self, BackendConfig, Device};
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::store::StoreClient;
+use crate::net::{Clock, Net};
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate};
 use crate::scenario::{
@@ -96,7 +96,6 @@ struct WorldPg<N: Net> {
     world_size: usize,
     config: BackendConfig,
     bound: Option<Device>,
-    timeout_ms: u64,
 }
 
 struct Proc<N: Net, C: Clock, P: Probe> {

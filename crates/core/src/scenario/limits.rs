@@ -7,6 +7,8 @@ use crate::c10d::collective::CollOp;
 
 /// Ranks in the world (nodes × ranks_per_node).
 pub const MAX_WORLD_SIZE: usize = 4096;
+// sglang's planner is made for worlds up to its own guard: every world a scenario may ask for.
+const _: () = assert!(MAX_WORLD_SIZE <= crate::sglang::parallel_state::MAX_WORLD_SIZE);
 /// Steps in the program.
 pub const MAX_STEPS: usize = 100_000;
 /// Tensor data one rank holds for one step (inputs and outputs together).

@@ -411,20 +411,8 @@ pub enum StepKind {
 }
 
 pub use crate::sglang::all_to_all_4d::A2aOp;
+pub use crate::sglang::parallel_state::Degrees as SglangDegrees;
 pub use crate::sglang::parallel_state::Version as SglangVersion;
-
-/// `initialize_model_parallel`'s degrees; `sp` defaults to `ulysses * ring`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SglangDegrees {
-    pub tp: usize,
-    pub ulysses: usize,
-    pub ring: usize,
-    pub sp: usize,
-    pub cfg: usize,
-    pub dp: usize,
-    pub pp: usize,
-    pub vae: usize,
-}
 
 /// The transformer a `denoise_step` runs (Wan2.1-1.3B: 12 heads x 128, 30 layers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,18 +26,24 @@ impl fmt::Display for TimeScale {
     }
 }
 
+/// A time scale that does not read as N/D with positive whole numbers (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeScaleError {
+    #[error("time scale `{0}`: expected N/D with whole numbers, e.g. 1/600")]
+    NotWhole(String),
+    #[error("time scale `{0}`: both numbers must be positive")]
+    NotPositive(String),
+}
+
 impl TimeScale {
     /// Parses `1/600`, `0.5` is not accepted (integers keep texts exact).
-    pub fn parse(s: &str) -> Result<TimeScale, String> {
+    pub fn parse(s: &str) -> Result<TimeScale, TimeScaleError> {
         let (n, d) = s.split_once('/').unwrap_or((s, "1"));
-        let num: u64 = n.trim().parse().map_err(|_| {
-            format!("time scale `{s}`: expected N/D with whole numbers, e.g. 1/600")
-        })?;
-        let den: u64 = d.trim().parse().map_err(|_| {
-            format!("time scale `{s}`: expected N/D with whole numbers, e.g. 1/600")
-        })?;
+        let not_whole = |_| TimeScaleError::NotWhole(s.to_string());
+        let num: u64 = n.trim().parse().map_err(not_whole)?;
+        let den: u64 = d.trim().parse().map_err(not_whole)?;
         if num == 0 || den == 0 {
-            return Err(format!("time scale `{s}`: both numbers must be positive"));
+            return Err(TimeScaleError::NotPositive(s.to_string()));
         }
         Ok(TimeScale { num, den })
     }

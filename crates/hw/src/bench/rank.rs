@@ -5,9 +5,9 @@ use super::kernel::{raw_loop, Kernel};
 use super::values::{count_wrong, fill};
 use super::{gloo, BenchPath, BenchSpec, RankJob, Wire};
 use oneccl_sys::{Api, OnecclComm, OnecclUniqueId};
-use scen_core::dtype::DType;
+use scen_core::dtype::{DType, UnknownDType};
 use scen_core::perf::BenchOp;
-use scen_core::reduce::ReduceOp;
+use scen_core::reduce::{ReduceOp, UnknownReduceOp};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::Instant;
@@ -46,10 +46,17 @@ impl Parent {
     }
 }
 
-/// The spec's dtype and reduction, parsed.
+/// The spec's dtype and reduction, parsed (as text: a rank's error goes to the launcher as
+/// text, `Wire::Failed`).
 pub fn kinds(spec: &BenchSpec) -> Result<(DType, ReduceOp), String> {
-    let dt: DType = spec.dtype.parse()?;
-    let op: ReduceOp = spec.redop.parse()?;
+    let dt: DType = spec
+        .dtype
+        .parse()
+        .map_err(|e: UnknownDType| e.to_string())?;
+    let op: ReduceOp = spec
+        .redop
+        .parse()
+        .map_err(|e: UnknownReduceOp| e.to_string())?;
     Ok((dt, op))
 }
 

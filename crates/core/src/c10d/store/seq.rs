@@ -18,7 +18,7 @@
 //! store class is charged for the request the loop's keys would have made as strings.
 
 use super::{StoreClient, StoreError, StoreState, OP_SEQ, REPLY_OK, SEQ_CHECK, SEQ_GET};
-use crate::runtime::net::{Clock, Net};
+use crate::net::{Clock, Net};
 use crate::wire::{Dec, Enc, WireError};
 use std::fmt::Write;
 

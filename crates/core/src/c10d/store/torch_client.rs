@@ -16,7 +16,7 @@
 
 use super::torch_wire::{self, Query, TorchWireError};
 use super::{StoreClient, StoreError, NO_TIMEOUT};
-use crate::runtime::net::{Clock, Net};
+use crate::net::{Clock, Net};
 use crate::wire::WireError;
 use std::future::Future;
 use std::pin::Pin;

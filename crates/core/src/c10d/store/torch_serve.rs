@@ -9,7 +9,7 @@
 
 use super::torch_wire::{self, Query, TorchWireError};
 use super::{wait_for, StoreState};
-use crate::runtime::net::Clock;
+use crate::net::Clock;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;

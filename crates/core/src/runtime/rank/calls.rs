@@ -4,11 +4,11 @@
 use super::{wait_out_peer_exit, Net, Probe, Proc};
 use crate::c10d::error::C10dError;
 use crate::diagnose::{CallKind, CallRecord, CallState, Fingerprint, Splits};
+use crate::net::Clock;
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Algo, Coll};
 use crate::runtime::fabric::FabricError;
-use crate::runtime::net::Clock;
 use crate::tensor::Tensor;
 use crate::trace::Wait;
 

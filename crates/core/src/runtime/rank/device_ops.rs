@@ -5,11 +5,11 @@
 use super::{Proc, Res};
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
+use crate::net::{Clock, Net};
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Coll, Exec};
 use crate::runtime::device::{CommRef, DeviceComms};
 use crate::runtime::link::CallInfo;
-use crate::runtime::net::{Clock, Net};
 use crate::tensor::Tensor;
 use crate::trace::{EventKind, Probe, Wait};
 

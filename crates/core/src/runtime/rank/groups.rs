@@ -6,7 +6,7 @@ use crate::c10d::backend::{self, BackendConfig};
 use crate::c10d::error;
 use crate::c10d::naming;
 use crate::c10d::store::{join_key, KeySeq, StoreError};
-use crate::runtime::net::{Clock, Net};
+use crate::net::{Clock, Net};
 use crate::trace::{EventKind, Probe};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
@@ -25,43 +25,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         by: Caller<'_>,
     ) -> Res<String> {
         let describe = matches!(by, Caller::Step);
-        let (me, ws, default_config, bound, default_timeout) = {
+        let (me, ws, default_config, bound) = {
             let w = self.world()?;
-            (
-                w.rank,
-                w.world_size,
-                w.config.clone(),
-                w.bound.clone(),
-                w.timeout_ms,
-            )
+            (w.rank, w.world_size, w.config.clone(), w.bound.clone())
         };
-        let _ = default_timeout;
-        let mut ranks: Vec<usize> = ranks.clone().unwrap_or_else(|| (0..ws).collect());
-        ranks.sort();
-        if ranks.windows(2).any(|w| w[0] == w[1]) {
-            return Err(error::duplicate_ranks(&ranks));
-        }
-        if ranks.len() > ws {
-            return Err(error::group_larger_than_world());
-        }
-        if let Some(bad) = ranks.iter().find(|r| **r >= ws) {
-            return Err(error::rank_out_of_range(*bad, ws));
-        }
+        let ranks = group_ranks(ranks, ws)?;
         let backend_s = backend_arg
             .as_ref()
             .map(|b| self.expand(b))
             .unwrap_or(default_config.original.clone());
         let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
-        let device = match device_id {
-            None => bound.clone(),
-            Some(d) => {
-                let d = self.device(d)?;
-                if bound.as_ref().is_some_and(|b| *b != d) {
-                    return Err(error::mismatched_bound_device());
-                }
-                Some(d)
-            }
-        };
+        let device = self.group_device(device_id, bound)?;
         let timeout_ms = timeout_ms.unwrap_or_else(|| {
             let scale = self.env.scenario.time_scale;
             scale.apply(backend::default_timeout_ms(&config))
@@ -79,31 +53,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let name = if local_sync {
             naming::hashed_name(&ranks, self.group_count)
         } else {
-            let (step, line) = (self.step, self.env.scenario.steps[self.step].loc.line);
-            let name = (self.group_generation, self.group_count);
-            match by {
-                Caller::Sglang(Some((source, call))) => {
-                    self.env.probe.planned_group(&PlannedRecord {
-                        rank: me,
-                        name,
-                        source,
-                        call,
-                        backend: &config.original,
-                        step,
-                        line,
-                    })
-                }
-                _ => self.env.probe.group(&GroupRecord {
-                    rank: me,
-                    generation: name.0,
-                    index: name.1,
-                    ranks: ranks.clone(),
-                    backend: config.original.clone(),
-                    label: label.clone(),
-                    step,
-                    line,
-                }),
-            }
+            self.report_group(by, me, &ranks, &config.original, &label);
             naming::counter_name(self.group_count)
         };
         self.group_count += 1;
@@ -147,6 +97,51 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         } else {
             String::new()
         })
+    }
+
+    /// The device a new group binds: its own `device_id`, which must be the world's bound
+    /// device when there is one, or that bound device.
+    fn group_device(
+        &mut self,
+        device_id: &Option<String>,
+        bound: Option<Device>,
+    ) -> Res<Option<Device>> {
+        let Some(d) = device_id else {
+            return Ok(bound);
+        };
+        let d = self.device(d)?;
+        if bound.as_ref().is_some_and(|b| *b != d) {
+            return Err(error::mismatched_bound_device());
+        }
+        Ok(Some(d))
+    }
+
+    /// A counter-named group for the diagnosis: a planned call of sglang's plan as such, any
+    /// other call as a group record.
+    fn report_group(&self, by: Caller<'_>, me: usize, ranks: &[usize], backend: &str, label: &str) {
+        let (step, line) = (self.step, self.env.scenario.steps[self.step].loc.line);
+        let name = (self.group_generation, self.group_count);
+        match by {
+            Caller::Sglang(Some((source, call))) => self.env.probe.planned_group(&PlannedRecord {
+                rank: me,
+                name,
+                source,
+                call,
+                backend,
+                step,
+                line,
+            }),
+            _ => self.env.probe.group(&GroupRecord {
+                rank: me,
+                generation: name.0,
+                index: name.1,
+                ranks: ranks.to_vec(),
+                backend: backend.to_string(),
+                label: label.to_string(),
+                step,
+                line,
+            }),
+        }
     }
 
     pub(super) fn set_handle(&mut self, handle: &Option<String>, h: Handle) {
@@ -296,4 +291,21 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         );
         Ok(())
     }
+}
+
+/// `ranks` (the world when not given) sorted, refused as c10d refuses them: a duplicate, more
+/// ranks than the world, a rank outside it.
+fn group_ranks(ranks: &Option<Vec<usize>>, ws: usize) -> Res<Vec<usize>> {
+    let mut ranks: Vec<usize> = ranks.clone().unwrap_or_else(|| (0..ws).collect());
+    ranks.sort();
+    if ranks.windows(2).any(|w| w[0] == w[1]) {
+        return Err(error::duplicate_ranks(&ranks));
+    }
+    if ranks.len() > ws {
+        return Err(error::group_larger_than_world());
+    }
+    if let Some(bad) = ranks.iter().find(|r| **r >= ws) {
+        return Err(error::rank_out_of_range(*bad, ws));
+    }
+    Ok(ranks)
 }

@@ -6,7 +6,7 @@ use crate::c10d::backend::{self, BackendConfig, Device};
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::rendezvous;
 use crate::c10d::store::{self, join_key, KeySeq, StoreClient, StoreError};
-use crate::runtime::net::{Clock, Net};
+use crate::net::{Clock, Net};
 use crate::scenario::Launcher;
 use crate::trace::{EventKind, Probe, Wait};
 use std::collections::BTreeMap;
@@ -83,7 +83,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             world_size: rv.world_size,
             config: config.clone(),
             bound: device.clone(),
-            timeout_ms,
         });
         self.group_count = 1;
         let ranks: Vec<usize> = (0..rv.world_size).collect();

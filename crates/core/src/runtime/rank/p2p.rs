@@ -2,11 +2,11 @@
 
 use super::*;
 use crate::c10d::error;
+use crate::net::{Clock, Net};
 use crate::payload::Symbolic;
 use crate::runtime::coll::OutVars;
 use crate::runtime::coll::{Done, Fill};
 use crate::runtime::fabric::FabricError;
-use crate::runtime::net::{Clock, Net};
 use crate::scenario::expr::Expr;
 use crate::scenario::{IntArg, P2pOp, TensorSpec};
 use crate::tensor::Tensor;
@@ -109,6 +109,37 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         send: bool,
         announced: bool,
     ) -> Res<Option<Tensor<D>>> {
+        let p = self.p2p_begin(name, backend, t, peer, send)?;
+        if backend != "gloo" {
+            if let Some(d) = self.env.device.clone() {
+                let Some(values) = D::values_ref(t) else {
+                    return Err(error::symbolic_on_device());
+                };
+                let (seq, label, timeout) = (p.seq, p.group_label, p.timeout);
+                let r = self
+                    .p2p_device(&*d, name, values, peer, send, seq, label, timeout)
+                    .await;
+                self.call_end(p.call, r.is_ok());
+                return r.map(|o| o.map(D::from_values));
+            }
+        }
+        if send {
+            return self.p2p_send(backend, t, peer, p).await.map(|_| None);
+        }
+        self.p2p_recv(name, backend, t, peer, announced, p)
+            .await
+            .map(Some)
+    }
+
+    /// A p2p call's sequence number on its (src, dst) pair, tag, timeout and flight record.
+    fn p2p_begin<D: Fill>(
+        &mut self,
+        name: &str,
+        backend: &str,
+        t: &Tensor<D>,
+        peer: usize,
+        send: bool,
+    ) -> Res<P2pCall> {
         let me = self.world()?.rank;
         let (src, dst) = if send { (me, peer) } else { (peer, me) };
         let pg = self.pgs.get_mut(name).expect("pg");
@@ -144,42 +175,67 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             splits: None,
             agreed_shape: None,
         });
-        if backend != "gloo" {
-            if let Some(d) = self.env.device.clone() {
-                let Some(values) = D::values_ref(t) else {
-                    return Err(error::symbolic_on_device());
-                };
-                let r = self
-                    .p2p_device(&*d, name, values, peer, send, seq, group_label, timeout)
-                    .await;
-                self.call_end(call, r.is_ok());
-                return r.map(|o| o.map(D::from_values));
+        Ok(P2pCall {
+            tag,
+            seq,
+            group_label,
+            pg_timeout_ms,
+            timeout,
+            call,
+        })
+    }
+
+    /// A send over the fabric (gloo: its notice to the receiver and the wait for its ready
+    /// notice first).
+    async fn p2p_send<D: Fill>(
+        &mut self,
+        backend: &str,
+        t: &Tensor<D>,
+        peer: usize,
+        p: P2pCall,
+    ) -> Res<()> {
+        let tag = &p.tag;
+        if backend == "gloo" {
+            // gloo's send notifies its receiver first (NOTIFY_SEND_READY): a receiver
+            // killed meanwhile leaves it unread and resets this rank's connection.
+            if let Err(e) = self.fabric.send(peer, &send_notice_tag(tag), &[]).await {
+                self.call_end(p.call, false);
+                return Err(e.into_c10d(None));
+            }
+            if let Err(e) = self
+                .await_ready(tag, peer, p.seq, p.group_label, p.pg_timeout_ms)
+                .await
+            {
+                self.call_end(p.call, false);
+                return Err(e);
             }
         }
-        if send {
-            if backend == "gloo" {
-                // gloo's send notifies its receiver first (NOTIFY_SEND_READY): a receiver
-                // killed meanwhile leaves it unread and resets this rank's connection.
-                if let Err(e) = self.fabric.send(peer, &send_notice_tag(&tag), &[]).await {
-                    self.call_end(call, false);
-                    return Err(e.into_c10d(None));
-                }
-                if let Err(e) = self
-                    .await_ready(&tag, peer, seq, group_label, pg_timeout_ms)
-                    .await
-                {
-                    self.call_end(call, false);
-                    return Err(e);
-                }
-            }
-            let me = self.env.proc_rank;
-            let device = backend != "gloo";
-            self.env.clock.charge(me, peer, device, t.data.len()).await;
-            let r = self.fabric.send(peer, &tag, &t.data.wire()).await;
-            self.call_end(call, r.is_ok());
-            r.map_err(|e| e.into_c10d(None))?;
-            return Ok(None);
-        }
+        let me = self.env.proc_rank;
+        let device = backend != "gloo";
+        self.env.clock.charge(me, peer, device, t.data.len()).await;
+        let r = self.fabric.send(peer, tag, &t.data.wire()).await;
+        self.call_end(p.call, r.is_ok());
+        r.map_err(|e| e.into_c10d(None))
+    }
+
+    /// A receive over the fabric, waited on as the rank's wait, under the backend's size rules.
+    async fn p2p_recv<D: Fill>(
+        &mut self,
+        name: &str,
+        backend: &str,
+        t: &Tensor<D>,
+        peer: usize,
+        announced: bool,
+        p: P2pCall,
+    ) -> Res<Tensor<D>> {
+        let P2pCall {
+            tag,
+            seq,
+            group_label,
+            timeout,
+            call,
+            ..
+        } = p;
         if backend == "gloo" && !announced {
             if let Err(e) = self.fabric.send(peer, &ready_tag(&tag), &[]).await {
                 self.call_end(call, false);
@@ -243,11 +299,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.fabric.abort_reading(peer);
             return Err(error::gloo_enforce_abort(data.len(), t.data.len()));
         }
-        Ok(Some(Tensor {
+        Ok(Tensor {
             dtype: t.dtype,
             shape: t.shape.clone(),
             data,
-        }))
+        })
     }
 
     /// A gloo send waits until its receiver has posted the matching recv (gloo's unbound
@@ -416,4 +472,15 @@ fn ready_tag(tag: &str) -> String {
 /// The tag of a gloo send's notice to its receiver for the message tagged `tag`.
 fn send_notice_tag(tag: &str) -> String {
     format!("{tag}/send")
+}
+
+/// One p2p call as it runs: its sequence number on its (src, dst) pair, fabric tag, group
+/// label, timeouts and flight record.
+struct P2pCall {
+    tag: String,
+    seq: u64,
+    group_label: String,
+    pg_timeout_ms: u64,
+    timeout: Option<(u64, C10dError)>,
+    call: crate::diagnose::CallRecord,
 }

@@ -14,9 +14,9 @@ use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::diagnose::{GroupRecord, PlannedCalls, PlannedRecord};
 use crate::dtype::DType;
+use crate::net::{Clock, Net};
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Algo, Coll};
-use crate::runtime::net::{Clock, Net};
 use crate::scenario::expr::Expr;
 use crate::scenario::{
     A2aOp, CollStep, DenoiseModel, Platform, SglangDegrees, SglangVersion, TensorSpec, RANK_VARS,

@@ -15,6 +15,56 @@ impl Cx<'_> {
         let w = sw.into_inner();
         let n_nodes = self.positive(&w.nodes, 1, "nodes")?;
         let per_node = self.positive(&w.ranks_per_node, 1, "ranks_per_node")?;
+        let (nodes, node_env) = self.nodes(&w, n_nodes, per_node)?;
+        let (master_addr, master_port) = self.master(&w, n_nodes)?;
+        let world_size = self.world_size(&w, n_nodes, per_node)?;
+        let global = self.env_layer(&w.env, Selector::All)?;
+        let mut rank_layers = Vec::new();
+        for re in &w.rank {
+            let re = re.get_ref();
+            let on = self.selector(&re.on, world_size)?;
+            rank_layers.push(self.env_layer(&re.env, on)?);
+        }
+        let ranks = build_rank_envs(
+            n_nodes,
+            per_node,
+            &master_addr,
+            master_port,
+            &global,
+            &node_env,
+            &rank_layers,
+        )
+        .map_err(|(layer_offset, msg)| self.err(layer_offset, msg))?;
+        let services = w
+            .service
+            .iter()
+            .map(|s| self.service(s.get_ref(), n_nodes))
+            .collect::<R<Vec<_>>>()?;
+        let launcher = self.launcher(&w)?;
+        let links = match &w.links {
+            Some(l) => self.link_costs(l.get_ref())?,
+            None => Default::default(),
+        };
+        Ok(World {
+            nodes,
+            ranks_per_node: per_node,
+            ranks,
+            services,
+            launcher,
+            links,
+            exit_ms: self.exit_ms(&w)?,
+        })
+    }
+
+    /// The nodes (the world's platform and devices, then each `[[world.node]]`'s own) and each
+    /// node's env layers.
+    #[allow(clippy::type_complexity)]
+    fn nodes(
+        &self,
+        w: &RawWorld,
+        n_nodes: usize,
+        per_node: usize,
+    ) -> R<(Vec<Node>, BTreeMap<usize, Vec<EnvLayer>>)> {
         let platform = match &w.platform {
             Some(p) => self.platform(p)?,
             None => Platform::Xpu,
@@ -58,6 +108,12 @@ impl Cx<'_> {
                 .or_default()
                 .push(self.env_layer(&rn.env, Selector::All)?);
         }
+        Ok((nodes, node_env))
+    }
+
+    /// `master_addr` and `master_port`, with their defaults (127.0.0.1 on one node, else node0;
+    /// 29500).
+    fn master(&self, w: &RawWorld, n_nodes: usize) -> R<(String, u16)> {
         let master_addr = match &w.master_addr {
             Some(a) => self.host(a, n_nodes)?,
             None if n_nodes == 1 => "127.0.0.1".to_string(),
@@ -73,6 +129,11 @@ impl Cx<'_> {
             }
             None => 29500,
         };
+        Ok((master_addr, master_port))
+    }
+
+    /// nodes x ranks_per_node, within scen's world limit.
+    fn world_size(&self, w: &RawWorld, n_nodes: usize, per_node: usize) -> R<usize> {
         let world_size = n_nodes * per_node;
         if world_size > limits::MAX_WORLD_SIZE {
             let at = w
@@ -88,63 +149,35 @@ impl Cx<'_> {
                 ),
             ));
         }
-        let global = self.env_layer(&w.env, Selector::All)?;
-        let mut rank_layers = Vec::new();
-        for re in &w.rank {
-            let re = re.get_ref();
-            let on = self.selector(&re.on, world_size)?;
-            rank_layers.push(self.env_layer(&re.env, on)?);
-        }
-        let ranks = build_rank_envs(
-            n_nodes,
-            per_node,
-            &master_addr,
-            master_port,
-            &global,
-            &node_env,
-            &rank_layers,
-        )
-        .map_err(|(layer_offset, msg)| self.err(layer_offset, msg))?;
-        let services = w
-            .service
-            .iter()
-            .map(|s| self.service(s.get_ref(), n_nodes))
-            .collect::<R<Vec<_>>>()?;
-        let launcher = match &w.launcher {
-            None => Launcher::Processes,
-            Some(l) => Launcher::parse(l.get_ref()).ok_or_else(|| {
-                self.at(
-                    l,
-                    format!(
-                        "unknown launcher `{}` (known: processes, torchrun)",
-                        l.get_ref()
-                    ),
-                )
-            })?,
+        Ok(world_size)
+    }
+
+    /// `launcher`: processes (the default) or torchrun.
+    fn launcher(&self, w: &RawWorld) -> R<Launcher> {
+        let Some(l) = &w.launcher else {
+            return Ok(Launcher::Processes);
         };
-        let links = match &w.links {
-            Some(l) => self.link_costs(l.get_ref())?,
-            None => Default::default(),
-        };
-        let exit_ms = match &w.exit_ms {
-            None => crate::scenario::model::DEFAULT_EXIT_MS,
-            Some(v) if (0..=60_000).contains(v.get_ref()) => *v.get_ref() as u64,
-            Some(v) => {
-                return Err(self.at(
-                    v,
-                    "exit_ms must be between 0 and 60000 (a process's teardown, in ms)",
-                ))
-            }
-        };
-        Ok(World {
-            nodes,
-            ranks_per_node: per_node,
-            ranks,
-            services,
-            launcher,
-            links,
-            exit_ms,
+        Launcher::parse(l.get_ref()).ok_or_else(|| {
+            self.at(
+                l,
+                format!(
+                    "unknown launcher `{}` (known: processes, torchrun)",
+                    l.get_ref()
+                ),
+            )
         })
+    }
+
+    /// `exit_ms`: a process's teardown, 0 to 60000 ms.
+    fn exit_ms(&self, w: &RawWorld) -> R<u64> {
+        match &w.exit_ms {
+            None => Ok(crate::scenario::model::DEFAULT_EXIT_MS),
+            Some(v) if (0..=60_000).contains(v.get_ref()) => Ok(*v.get_ref() as u64),
+            Some(v) => Err(self.at(
+                v,
+                "exit_ms must be between 0 and 60000 (a process's teardown, in ms)",
+            )),
+        }
     }
 
     /// `[world.links]`: a model file's links (`model = "model.toml"`, relative to the scenario),

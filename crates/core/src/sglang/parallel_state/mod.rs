@@ -124,9 +124,24 @@ impl Version {
     }
 }
 
-/// Simulator guard: the largest world a plan is made for, the scenario's own world limit (the
-/// plan is shared by all ranks and memberships are computed when asked, so its size is O(world)).
-pub const MAX_WORLD_SIZE: usize = crate::scenario::limits::MAX_WORLD_SIZE;
+/// Simulator guard: the largest world a plan is made for (the plan is shared by all ranks and
+/// memberships are computed when asked, so its size is O(world)). The scenario's world limit
+/// (scenario/limits.rs) is checked at compile time to fit within it.
+pub const MAX_WORLD_SIZE: usize = 4096;
+
+/// `initialize_model_parallel`'s degrees as a scenario step names them; `sp` defaults to
+/// `ulysses * ring` (the scenario re-exports this as `SglangDegrees`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Degrees {
+    pub tp: usize,
+    pub ulysses: usize,
+    pub ring: usize,
+    pub sp: usize,
+    pub cfg: usize,
+    pub dp: usize,
+    pub pp: usize,
+    pub vae: usize,
+}
 
 /// Parallel degrees as passed to `initialize_model_parallel`, plus the real
 /// world size from `init_process_group`.
@@ -155,7 +170,7 @@ pub struct ParallelConfig {
 impl ParallelConfig {
     /// The degrees a scenario's `initialize_model_parallel` step names, in a world of
     /// `world_size` ranks.
-    pub fn from_degrees(world_size: usize, d: &crate::scenario::SglangDegrees) -> Self {
+    pub fn from_degrees(world_size: usize, d: &Degrees) -> Self {
         Self {
             world_size,
             tp: d.tp,

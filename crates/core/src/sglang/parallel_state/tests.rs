@@ -284,10 +284,10 @@ fn legacy_split_mixes_tp_pairs() {
 }
 
 #[test]
-fn worlds_up_to_the_scenario_limit_are_planned() {
-    // The plan's guard is the scenario's world limit (it once stopped at 1024): a 4096-rank
-    // tp2 x u2 x r2 x cfg2 x dp256 world is planned, one past the limit is guarded.
-    let limit = crate::scenario::limits::MAX_WORLD_SIZE;
+fn worlds_up_to_the_planner_guard_are_planned() {
+    // The plan's guard covers the scenario's world limit (it once stopped at 1024): a 4096-rank
+    // tp2 x u2 x r2 x cfg2 x dp256 world is planned, one past the guard is guarded.
+    let limit = MAX_WORLD_SIZE;
     let big = |world| ParallelConfig {
         dp: world / 16,
         ..cfg(world, 2, 2, 2, 2)
