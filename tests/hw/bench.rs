@@ -313,7 +313,7 @@ fn calibration_on_the_gloo_path_writes_a_model_the_prediction_reads_back() {
         "2",
         "--repeat",
         "2",
-        "-o",
+        "--model-out",
         m,
     ]);
     let out = String::from_utf8_lossy(&o.stdout);
