@@ -42,6 +42,8 @@ mod record;
 mod reliability;
 #[path = "sim/report_schema.rs"]
 mod report_schema;
+#[path = "sim/scale_hashes.rs"]
+mod scale_hashes;
 #[path = "sim/schedule.rs"]
 mod schedule;
 #[path = "sim/sglang_scenarios.rs"]
