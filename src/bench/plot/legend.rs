@@ -72,7 +72,7 @@ fn sample_line<DB: DrawingBackend>(
 }
 
 /// The look's marker at pixel `p` of `area`.
-pub fn marker_at<DB: DrawingBackend>(
+fn marker_at<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     look: Look,
     p: (i32, i32),

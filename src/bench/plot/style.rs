@@ -1,7 +1,7 @@
 //! How a plot tells its series apart: one colour per op, fixed by the op itself (the same op is
 //! the same colour in every picture, whatever the command's order), and one line style and
 //! marker per report (A solid with circles, B dashed with triangles, C dotted with squares);
-//! the model's prediction thin and dash-dotted, without markers. Bars take a colour from their
+//! the model's prediction thin, in long dashes, without markers. Bars take a colour from their
 //! path's name (oneccl, torch, gloo, sim), not from their place on the command line.
 
 use plotters::prelude::*;
@@ -77,8 +77,8 @@ pub fn report_look(op: BenchOp, index: usize) -> Look {
     }
 }
 
-/// The look of a model's prediction beside measurements: the op's colour, thin, dash-dot-like
-/// (long dashes, wide gaps), no markers.
+/// The look of a model's prediction beside measurements: the op's colour, thin, long
+/// dashes with wide gaps, no markers.
 pub fn model_look(op: BenchOp) -> Look {
     Look {
         color: op_color(op),
