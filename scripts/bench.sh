@@ -50,7 +50,7 @@ for n in $RANKS; do
   base=()
   [[ -f "$model" ]] && base=(--model "$model")
   "${hw[@]}" --calibrate --op all_reduce,all_gather,all_to_all --sizes 8K:64M:2 \
-    --ranks "$n" "${base[@]}" -o "$model"
+    --ranks "$n" "${base[@]}" --model-out "$model"
 done
 echo "# fitted model (both rank counts):"
 sed 's/^/#   /' "$model"

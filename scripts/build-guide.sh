@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the user guide (docs/book.toml, docs/SUMMARY.md) into target/book with a pinned mdBook
 # from crates.io, installed once into $HOME/.cache/scen-mdbook (SCEN_MDBOOK_ROOT) and reused.
-# Broken relative links and anchors are tests/sim/doc_refs.rs's job (cargo test); mdBook itself
-# fails here on a chapter SUMMARY.md lists that does not exist (create-missing = false).
+# Dead links and anchors of the built book: scripts/check-guide-links.sh (after this script, in
+# .ci/run); of the markdown: tests/sim/doc_refs.rs (cargo test). mdBook itself fails here on a
+# chapter SUMMARY.md lists that does not exist (create-missing = false).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MDBOOK_VERSION=${MDBOOK_VERSION:-0.5.4}

@@ -178,7 +178,7 @@ pub struct FrArgs {
 #[derive(clap::Args)]
 pub struct RunArgs {
     pub file: PathBuf,
-    /// A timing model file (`scen bench --calibrate -o`): its links replace the scenario's
+    /// A timing model file (`scen bench --calibrate --model-out`): its links replace the scenario's
     /// `[world.links]` (file and keys alike) for the simulator's virtual time.
     #[arg(long, value_name = "MODEL.toml")]
     pub model: Option<PathBuf>,

@@ -1,14 +1,14 @@
 //! `scen bench --calibrate`'s side effect: the fit (core's perf/calibrate.rs) applied to the
-//! report, and the calibrated model written to `-o` with a note of how it was measured.
+//! report, and the calibrated model written to `--model-out` with a note of how it was measured.
 
 use super::plan::{BenchRequest, Plan};
 use scen_core::perf::calibrate::apply;
 use scen_core::perf::result::BenchReport;
 
-/// Calibrates the plan's class on the report's measurements and writes the model to --out.
+/// Calibrates the plan's class on the report's measurements and writes the model to --model-out.
 pub fn run(req: &BenchRequest, plan: &Plan, report: &mut BenchReport) -> anyhow::Result<()> {
     let mut file = apply(&plan.model, report, plan.class, plan.library)?;
-    let Some(out) = &req.out else {
+    let Some(out) = &req.model_out else {
         return Ok(());
     };
     file.notes.push(format!(

@@ -14,7 +14,7 @@ pub mod rows;
 use plan::{BenchRequest, Plan};
 use scen_core::perf::notes::{pattern_notes, per_op_costs};
 use scen_core::perf::pattern::Pattern;
-use scen_core::perf::result::{BenchReport, BenchRow, PatternInfo};
+use scen_core::perf::result::{BenchReport, BenchRow, ModelSource, PatternInfo};
 use scen_hw::bench::BenchPath;
 
 /// A finished run: the report and the pattern it timed, if any.
@@ -80,6 +80,7 @@ fn finish(
     }
     if req.calibrate {
         calibrate::run(req, &plan, &mut report)?;
+        report.model_source = Some(ModelSource::Calibrated);
         report
             .notes
             .extend(calibrate::noise_notes(results.as_deref(), req.repeat));
@@ -117,6 +118,11 @@ fn report(req: &BenchRequest, plan: &Plan, rows: Vec<BenchRow>) -> BenchReport {
         iters: spec.iters,
         env: spec.env.clone(),
         model: req.predicts().then(|| plan.model.links.to_string()),
+        model_source: req.predicts().then_some(if req.model.is_some() {
+            ModelSource::File
+        } else {
+            ModelSource::Default
+        }),
         rows,
         ..BenchReport::new(path, spec.ranks)
     }

@@ -36,7 +36,8 @@ pub struct BenchRequest {
     pub env: Vec<String>,
     pub model: Option<PathBuf>,
     pub calibrate: bool,
-    pub out: Option<PathBuf>,
+    /// Where --calibrate writes the fitted model.
+    pub model_out: Option<PathBuf>,
     pub pattern: Option<PatternRequest>,
     /// Note the prediction's wall time (human output only: the JSON report stays the same for
     /// the same input).

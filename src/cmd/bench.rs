@@ -2,7 +2,8 @@
 //! (the per-message rule the simulator charges, over each algorithm's schedule); with --hw real
 //! oneCCL (or scen's gloo host path) runs in one process per rank; --sim with --hw prints both.
 //! Also: --raw (baseline loop, same processes), --pattern (the notes' diffusion models),
-//! --calibrate (fit the model, write it with -o), --compare A.json B.json. See docs/bench.md.
+//! --calibrate (fit the model, write it with --model-out), --compare A.json B.json (reports
+//! written with -o or --format json). See docs/bench.md.
 //!
 //! Exit codes: 0 ok; 1 when a hw run got wrong values (#wrong > 0); 2 on invalid arguments or
 //! files, or when --hw cannot run here (no oneCCL) or a rank fails.
@@ -104,11 +105,20 @@ pub struct BenchArgs {
     /// A timing model file (from --calibrate) for predictions.
     #[arg(long, value_name = "MODEL.toml")]
     model: Option<PathBuf>,
-    /// Fit alpha/beta of the link class --hw measures and write the model to -o.
+    /// Fit alpha/beta of the link class --hw measures (write the model with --model-out).
     #[arg(long, requires = "hw")]
     calibrate: bool,
-    /// Where --calibrate writes the model.
-    #[arg(short = 'o', long = "out", value_name = "MODEL.toml")]
+    /// Where --calibrate writes the fitted model (a file --model reads).
+    #[arg(long, value_name = "MODEL.toml", requires = "calibrate")]
+    model_out: Option<PathBuf>,
+    /// Also write the sweep's report as JSON (the `--format json` document, what --compare
+    /// reads), whatever --format prints.
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "FILE.json",
+        conflicts_with_all = ["compare", "ab"]
+    )]
     out: Option<PathBuf>,
     /// A model's communication per denoise step: wan-ulysses, flux-tp, cfg.
     #[arg(long)]
@@ -138,9 +148,9 @@ pub struct BenchArgs {
     compare: Option<Vec<PathBuf>>,
     #[arg(long, value_enum, default_value = "human")]
     format: OutFormat,
-    /// Also draw an SVG: bus bandwidth against size (log axes, one line per path or file, the
-    /// notes' size buckets shaded, the model's prediction dashed); bars per op for a --pattern
-    /// comparison.
+    /// Also draw an SVG: bus bandwidth against size (log axes, a colour per op, a line style per
+    /// report, the notes' size buckets shaded, a calibrated or --model prediction thin); bars
+    /// per op and step total, with --repeat's band, for a --pattern comparison.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
 }
@@ -152,6 +162,7 @@ impl BenchArgs {
         inputs.extend(self.compare.iter().flatten().map(PathBuf::as_path));
         let mut outputs: Vec<(&'static str, &Path)> =
             self.out.iter().map(|p| ("-o", p.as_path())).collect();
+        outputs.extend(self.model_out.iter().map(|p| ("--model-out", p.as_path())));
         outputs.extend(self.plot.iter().map(|p| ("--plot", p.as_path())));
         (inputs, outputs)
     }
@@ -189,7 +200,7 @@ impl BenchArgs {
             env: self.env,
             model: self.model,
             calibrate: self.calibrate,
-            out: self.out,
+            model_out: self.model_out,
             pattern,
             wall_time_note: matches!(self.format, OutFormat::Human),
         }
@@ -217,6 +228,7 @@ pub fn run(a: BenchArgs) -> Exit {
 fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     let json = matches!(a.format, OutFormat::Json);
     let plot_to = a.plot.clone();
+    let out = a.out.clone();
     if let Some(files) = &a.compare {
         let (ra, rb) = (load_report(&files[0])?, load_report(&files[1])?);
         let (an, bn) = (
@@ -260,8 +272,12 @@ fn run_inner(a: BenchArgs) -> anyhow::Result<Exit> {
     }
     let bench = scen::bench::run(&a.request())?;
     let report = &bench.report;
+    let doc = serde_json::to_string_pretty(report)?;
+    if let Some(to) = &out {
+        scen::output::write_whole(to, format!("{doc}\n").as_bytes())?;
+    }
     if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
+        println!("{doc}");
     } else {
         print!("{}", render(report, bench.pattern.as_ref()));
     }

@@ -62,31 +62,80 @@ fn scratch() -> std::io::Result<Scratch> {
     Ok(s)
 }
 
-/// The launcher: a path as given, else on PATH, else in the scen-torch venv's bin.
-fn resolve(name: &str) -> Result<PathBuf, String> {
-    if name.contains('/') {
+/// The launcher as scen runs it: its path, where it was found, and the Python it runs (the
+/// interpreter itself, or a script's `#!` line), so the ranks' environment is the launcher's.
+struct Launcher {
+    path: PathBuf,
+    from: &'static str,
+    python: Option<PathBuf>,
+}
+
+/// The launcher: a path as given, else the first on PATH (no other place: torchrun and the
+/// Python it starts come from one environment, the one the user's PATH picks).
+fn resolve(name: &str) -> Result<Launcher, String> {
+    let path = if name.contains('/') {
         let p = PathBuf::from(name);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(format!("launcher `{name}` not found (no such file)"))
-        };
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let venv_bin = scen_torch::python::default_venv().map(|v| v.join("bin"));
-    let dirs = std::env::split_paths(&path).chain(venv_bin.clone());
-    for d in dirs {
-        let p = d.join(name);
-        if p.is_file() {
-            return Ok(p);
+        if !p.is_file() {
+            return Err(format!("launcher `{name}` not found (no such file)"));
         }
+        (p, "as given")
+    } else {
+        let found = on_path(name).ok_or_else(|| {
+            format!(
+                "launcher `{name}` not found on PATH: activate the environment that has torch, \
+                 or install it into the one you run scen from (`pip install torch` brings \
+                 torchrun), or give the launcher's path"
+            )
+        })?;
+        (found, "first on PATH")
+    };
+    let python = interpreter(&path.0);
+    Ok(Launcher {
+        path: path.0,
+        from: path.1,
+        python,
+    })
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The Python a launcher runs: itself when it is one (`python3`), else its `#!` line's
+/// interpreter (`torchrun` is a script of the venv it was installed into); `None` for others.
+fn interpreter(launcher: &Path) -> Option<PathBuf> {
+    let name = launcher.file_name()?.to_string_lossy();
+    if name.starts_with("python") {
+        return Some(launcher.to_path_buf());
     }
-    Err(format!(
-        "launcher `{name}` not found on PATH{} (scripts/install-torch-cpu.sh installs torch with python and torchrun there)",
-        venv_bin
-            .map(|b| format!(" nor in {}", b.display()))
-            .unwrap_or_default()
-    ))
+    let mut head = [0u8; 256];
+    let n = std::io::Read::read(&mut std::fs::File::open(launcher).ok()?, &mut head).ok()?;
+    let first = std::str::from_utf8(&head[..n]).ok()?.lines().next()?;
+    let mut words = first.strip_prefix("#!")?.split_whitespace();
+    let prog = PathBuf::from(words.next()?);
+    if prog.file_name().is_some_and(|f| f == "env") {
+        return on_path(words.next()?);
+    }
+    prog.file_name()?
+        .to_string_lossy()
+        .starts_with("python")
+        .then_some(prog)
+}
+
+/// What scen says before it starts the launcher: which one, and which Python the ranks get.
+fn launcher_line(l: &Launcher) -> String {
+    let python = match &l.python {
+        Some(p) => format!("; its Python: {}", p.display()),
+        None => String::new(),
+    };
+    format!(
+        "scen record: running {} ({}){python}",
+        l.path.display(),
+        l.from
+    )
 }
 
 /// `scen record`.
@@ -104,6 +153,8 @@ pub fn record(a: RecordArgs) -> Exit {
 fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
     let bad = |m: String| RecordError::BadOption(m);
     let launcher = resolve(&a.command[0]).map_err(bad)?;
+    eprintln!("{}", launcher_line(&launcher));
+    let launcher = launcher.path;
     let dir = scratch().map_err(|e| bad(format!("cannot make the recorder's directory: {e}")))?;
     let records = dir.0.join("records");
     let mut py_path = std::ffi::OsString::from(&dir.0);

@@ -73,7 +73,7 @@ pub fn test(args: TestArgs) -> Exit {
     }
     let strict = under_ci();
     let mut outcomes = suite::run_all(&files, &settings, args.jobs, &mut |o| {
-        println!("{}", line(o));
+        println!("{}", line(o, strict));
         for n in &o.notes {
             println!("{n}");
         }
@@ -146,8 +146,12 @@ fn no_scenarios(paths: &[PathBuf], pattern: Option<&str>) -> String {
     }
 }
 
-fn line(o: &Outcome) -> String {
+fn line(o: &Outcome, strict: bool) -> String {
     match o.status {
+        Status::NoSnapshot if strict => format!(
+            "FAILED   {}: expectations hold, but no snapshot (a failure under CI): run `scen test --update` and commit it",
+            o.name
+        ),
         Status::Passed => format!("ok       {}", o.name),
         Status::Updated => format!("updated  {} (snapshot written)", o.name),
         Status::Failed => format!("FAILED   {}: {}", o.name, brief(&o.problems)),
@@ -246,18 +250,24 @@ fn summary(outcomes: &[Outcome], strict: bool) -> String {
     } else {
         "FAILED"
     };
+    // Under CI a scenario without a snapshot fails, and the line counts it so.
+    let counts = if strict && new > 0 {
+        format!(
+            "{passed} passed, {} failed ({new} without a snapshot: a failure under CI, commit the snapshots), {invalid} invalid, {updated} updated",
+            failed + new
+        )
+    } else {
+        format!(
+            "{passed} passed, {failed} failed, {invalid} invalid, {updated} updated, {new} without snapshot"
+        )
+    };
     let mut text = format!(
-        "\ntest result: {word}. {passed} passed, {failed} failed, {invalid} invalid, {updated} updated, {new} without snapshot ({} scenarios)",
+        "\ntest result: {word}. {counts} ({} scenarios)",
         outcomes.len()
     );
     if new > 0 {
         text.push_str(&format!(
-            "\nno snapshot yet for {new} scenario(s): `scen test --update` writes them{}",
-            if strict {
-                " (a failure under CI: commit the snapshots)"
-            } else {
-                ""
-            }
+            "\nno snapshot yet for {new} scenario(s): `scen test --update` writes them"
         ));
     }
     if failed > 0

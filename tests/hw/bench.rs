@@ -313,7 +313,7 @@ fn calibration_on_the_gloo_path_writes_a_model_the_prediction_reads_back() {
         "2",
         "--repeat",
         "2",
-        "-o",
+        "--model-out",
         m,
     ]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -518,10 +518,11 @@ fn oneccl_against_torch_compares_by_bucket_and_plots_both() {
     );
     for f in &files {
         let name = f.display().to_string();
-        assert!(texts.contains(&name), "a series for {name}: {texts:?}");
+        let series = format!("{name} all_reduce");
+        assert!(texts.contains(&series), "a series for {name}: {texts:?}");
     }
-    // The oneCCL report has no prediction: no dashed series.
-    assert!(!texts.iter().any(|t| t.ends_with("(model)")), "{texts:?}");
+    // The reports have no prediction: no model series.
+    assert!(!texts.iter().any(|t| t.ends_with("model)")), "{texts:?}");
 }
 
 #[test]

@@ -267,3 +267,33 @@ fn seed_is_refused_where_no_seed_decides_the_schedule() {
     assert_eq!(code, 0);
     assert!(out.contains("seed 3"), "{out}");
 }
+
+/// `bench -o FILE` writes the sweep's report whatever `--format` prints (before, it wrote
+/// nothing without `--calibrate`), and `--compare` reads what it wrote.
+#[test]
+fn bench_out_writes_the_report_compare_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let sweep = [
+        "bench",
+        "--op",
+        "all_reduce,all_gather",
+        "--sizes",
+        "64K:1M:4",
+    ];
+    let (code, out, err) = scen(&[&sweep[..], &["-o", a]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("all_gather"), "human output as usual: {out}");
+    let (code, _, err) = scen(&[&sweep[..], &["--nnodes", "2", "-o", b]].concat());
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = scen(&["bench", "--compare", a, b]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verdict:"), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(a).unwrap()).unwrap();
+    assert_eq!(report["model_source"], "default", "{report}");
+    // -o is a sweep's report: with --compare it has nothing to write.
+    let (code, _, err) = scen(&["bench", "--compare", a, b, "-o", a]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -5,7 +5,8 @@
 //! (not target/, .git/ or vendor/):
 //! - a path to a markdown file under docs (from the root), with an optional `#anchor`, names an
 //!   existing file and anchor;
-//! - a relative markdown link `[x](other.md#anchor)` in a `.md` file resolves;
+//! - a relative markdown link `[x](other.md#anchor)` in a `.md` file resolves, and one in the
+//!   guide (docs/) stays in docs/ and names a file: the built book holds nothing else;
 //! - the rule notes (the c10d, sglang, oneccl and anchors pages) are cited by their path under
 //!   `docs/rules/`, never by bare name;
 //! - a section (the section sign, then `3.19`) follows, on the same line, the `docs/rules/` page
@@ -254,6 +255,29 @@ impl Checker {
                 path.parent().unwrap_or(Path::new(".")).join(file)
             };
             self.resolve(at, &p, anchor, &format!("link ({target})"));
+            self.check_in_guide(at, path, &p, target);
+        }
+    }
+
+    /// A page of the guide (under docs/) links only to files under docs/: the built book holds
+    /// nothing else, so a link to the README, a source file or a directory works on the
+    /// repository and is dead in the book (scripts/check-guide-links.sh checks the HTML).
+    fn check_in_guide(&mut self, at: &str, page: &Path, target: &Path, text: &str) {
+        let docs = self.root.join("docs");
+        if !page.starts_with(&docs) {
+            return;
+        }
+        let (Ok(t), Ok(d)) = (target.canonicalize(), docs.canonicalize()) else {
+            return;
+        };
+        if !t.starts_with(&d) {
+            self.errors.push(format!(
+                "{at}: link ({text}) leaves docs/: dead in the built guide (name the file in code instead)"
+            ));
+        } else if t.is_dir() {
+            self.errors.push(format!(
+                "{at}: link ({text}) is a directory: dead in the built guide (link a page in it)"
+            ));
         }
     }
 

@@ -26,6 +26,7 @@ mod loopback_queue;
 mod record;
 mod reliability;
 mod report_schema;
+mod scale_hashes;
 mod schedule;
 mod sglang_scenarios;
 mod store_loops;

@@ -73,6 +73,16 @@ fn nothing_recorded_is_a_clear_error_and_writes_nothing() {
     let (code, _, err) = scen(&["record", "-o", &out, "--", "sh", "-c", "true"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("made no torch.distributed call"), "{err}");
+    // scen says which launcher it ran and where it found it: the first on PATH, nothing else.
+    assert!(err.contains("scen record: running /"), "{err}");
+    assert!(err.contains("sh (first on PATH)"), "{err}");
+    // A Python launcher's ranks run that Python; scen names it.
+    let (_, _, err) = scen(&["record", "-o", &out, "--", "python3", "-c", "pass"]);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("python3 (first on PATH); its Python: /") && l.ends_with("python3")),
+        "{err}"
+    );
     let has_torch = std::process::Command::new("python3")
         .args(["-c", "import torch"])
         .output()
@@ -85,8 +95,7 @@ fn nothing_recorded_is_a_clear_error_and_writes_nothing() {
         let (code, _, err) = scen(&["record", "-o", &out, "--", "python3", "-c", "pass"]);
         assert_eq!(code, 2, "{err}");
         assert!(
-            err.contains("torch is not installed for")
-                && err.contains("scripts/install-torch-cpu.sh"),
+            err.contains("torch is not installed for") && err.contains("-m pip install torch"),
             "{err}"
         );
     }

@@ -58,8 +58,16 @@ fn new_snapshots_then_a_change_shows_a_diff_and_update_fixes_it() {
     let junit_arg = ["test", "suite", "--junit", junit.to_str().unwrap()];
     let (code, out, _) = scen_ci(&dir, &junit_arg, Some("true"));
     assert_eq!(code, 1, "{out}");
+    // The summary line says why it failed and counts the scenarios without a snapshot as
+    // failed, not "0 failed".
     assert!(
-        out.contains("test result: FAILED.") && out.contains("a failure under CI"),
+        out.contains(
+            "test result: FAILED. 0 passed, 2 failed (2 without a snapshot: a failure under CI"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAILED   missing_rank_all_reduce: expectations hold, but no snapshot"),
         "{out}"
     );
     let xml = std::fs::read_to_string(&junit).unwrap();

@@ -137,6 +137,7 @@ mod tests {
             iters: 1,
             env: vec![],
             model: None,
+            model_source: None,
             seed: 0,
             rows,
             notes: vec![],

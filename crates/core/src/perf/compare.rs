@@ -309,6 +309,7 @@ mod tests {
             iters: 1,
             env: vec![],
             model: None,
+            model_source: None,
             seed: 0,
             notes: vec![],
             backend: None,

@@ -298,6 +298,7 @@ mod tests {
             iters: 20,
             env: vec![("CCL_ATL_SHM".into(), "1".into())],
             model: Some("intra 10.0us".into()),
+            model_source: None,
             seed: 0,
             rows,
             notes: vec!["a note".into()],

@@ -70,6 +70,27 @@ impl BenchRow {
     }
 }
 
+/// Where a report's timing model came from. The built-in default is a placeholder (its links
+/// are not this machine's: 100 GB/s on a CPU host), so `--plot` draws a model line only for a
+/// model fitted here or given by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelSource {
+    /// scen's built-in defaults.
+    Default,
+    /// A model file given with `--model`.
+    File,
+    /// Fitted to this run's measurements (`--calibrate`).
+    Calibrated,
+}
+
+impl ModelSource {
+    /// A model fitted here or named by the user: worth drawing beside measurements.
+    pub fn is_chosen(self) -> bool {
+        !matches!(self, ModelSource::Default)
+    }
+}
+
 /// One `scen bench` run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchReport {
@@ -87,6 +108,9 @@ pub struct BenchReport {
     /// The timing model the sim column used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Where that model came from (absent in reports written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_source: Option<ModelSource>,
     /// The simulator is deterministic; the seed is printed for the record.
     pub seed: u64,
     pub rows: Vec<BenchRow>,
@@ -129,6 +153,7 @@ impl BenchReport {
             iters: 0,
             env: Vec::new(),
             model: None,
+            model_source: None,
             seed: 0,
             rows: Vec::new(),
             notes: Vec::new(),

@@ -37,7 +37,7 @@ pub enum RecordError {
     #[error("the program made no torch.distributed call (nothing recorded){0}")]
     NoRecords(String),
     /// The program ran without torch.
-    #[error("torch is not installed for {python}: install it (scripts/install-torch-cpu.sh makes a CPU venv) or run a Python that has it")]
+    #[error("torch is not installed for {python}: install it there (`{python} -m pip install torch`), or run scen record where a Python with torch comes first on PATH")]
     NoTorch { python: String },
     /// A record file is damaged.
     #[error("{file}:{line}: {message}")]

@@ -94,7 +94,7 @@ fn no_call_is_an_error_and_bad_options_are_named() {
     .unwrap();
     let e = record(vec![no_torch], &opts()).unwrap_err().to_string();
     assert!(
-        e.contains("/usr/bin/python3") && e.contains("scripts/install-torch-cpu.sh"),
+        e.contains("/usr/bin/python3") && e.contains("/usr/bin/python3 -m pip install torch"),
         "{e}"
     );
     let o = Options {

@@ -67,7 +67,7 @@ pub struct RawWorld {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLinks {
-    /// A model file (`scen bench --calibrate -o`), relative to the scenario file.
+    /// A model file (`scen bench --calibrate --model-out`), relative to the scenario file.
     pub model: Option<Spanned<String>>,
     pub intra: Option<Spanned<RawLinkCost>>,
     pub inter: Option<Spanned<RawLinkCost>>,
