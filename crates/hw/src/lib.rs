@@ -22,6 +22,7 @@ pub mod probe;
 pub mod procs;
 pub mod rdzv;
 pub mod reaper;
+mod run;
 pub mod watchdog;
 
 use scen_core::report::Report;
