@@ -222,20 +222,15 @@ async fn serve_services(
     for svc in s.world.services.iter().filter(|x| x.node == index) {
         match net.bind(svc.port).await {
             Ok(l) => {
-                probe.event(Event {
-                    t_ms: clock.now_ms(),
-                    rank: None,
-                    step: None,
-                    kind: EventKind::Info,
-                    text: format!(
-                        "{}: TCPStore (world_size={}) already listening on {}:{} with {} keys",
-                        svc.label,
-                        svc.world_size,
-                        net.host,
-                        svc.port,
-                        svc.keys.len()
-                    ),
-                });
+                let text = format!(
+                    "{}: TCPStore (world_size={}) already listening on {}:{} with {} keys",
+                    svc.label,
+                    svc.world_size,
+                    net.host,
+                    svc.port,
+                    svc.keys.len()
+                );
+                node_info(probe, clock, text);
                 let keys = svc
                     .keys
                     .iter()
@@ -259,21 +254,27 @@ async fn serve_agent_store(
     let port = agent_store_port(s);
     match net.bind(port).await {
         Ok(l) => {
-            probe.event(Event {
-                t_ms: clock.now_ms(),
-                rank: None,
-                step: None,
-                kind: EventKind::Info,
-                text: format!(
-                    "torchrun agent: TCPStore listening on {}:{port} (TORCHELASTIC_USE_AGENT_STORE)",
-                    net.host
-                ),
-            });
+            let text = format!(
+                "torchrun agent: TCPStore listening on {}:{port} (TORCHELASTIC_USE_AGENT_STORE)",
+                net.host
+            );
+            node_info(probe, clock, text);
             tokio::task::spawn_local(store::serve(net.clone(), clock.clone(), l));
         }
         Err(e) => return Err(format!("torchrun agent's store on port {port}: {e}").into()),
     }
     Ok(())
+}
+
+/// An event of a node's own software (a service, torchrun's agent), not of a rank.
+fn node_info(probe: &SimProbe, clock: &VirtualClock, text: String) {
+    probe.event(Event {
+        t_ms: clock.now_ms(),
+        rank: None,
+        step: None,
+        kind: EventKind::Info,
+        text,
+    });
 }
 
 /// Rank `rank`'s process as a task of its node: a late start, its program, and how it ends
