@@ -263,8 +263,22 @@ pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, String> {
         }
         return Ok(Outcome::Failed { reason });
     }
-    // Late or stray launchers are told the job has started (the listener lives on).
-    let label = id.label.clone();
+    refuse_latecomers(listener, id.label.clone());
+    let mut links = Vec::new();
+    for (node, j) in joined.into_iter().enumerate() {
+        if let Some((mut w, _)) = j {
+            send(&mut w, &Ctl::Start).map_err(|e| format!("starting node {node}: {e}"))?;
+            links.push((node, w));
+        }
+    }
+    Ok(Outcome::Started {
+        token,
+        mesh: Mesh::new(id, links),
+    })
+}
+
+/// Late or stray launchers are told the job has started (the listener lives on).
+fn refuse_latecomers(listener: TcpListener, label: String) {
     std::thread::spawn(move || {
         let _ = listener.set_nonblocking(false);
         for conn in listener.incoming().flatten() {
@@ -279,17 +293,6 @@ pub fn host(id: &Identity, token: Option<String>) -> Result<Outcome, String> {
             }
         }
     });
-    let mut links = Vec::new();
-    for (node, j) in joined.into_iter().enumerate() {
-        if let Some((mut w, _)) = j {
-            send(&mut w, &Ctl::Start).map_err(|e| format!("starting node {node}: {e}"))?;
-            links.push((node, w));
-        }
-    }
-    Ok(Outcome::Started {
-        token,
-        mesh: Mesh::new(id, links),
-    })
 }
 
 fn missing_text(id: &Identity, missing: &[usize]) -> String {
