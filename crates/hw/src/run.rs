@@ -14,7 +14,7 @@ use crate::{launch_env, reaper, HwError, HwOptions};
 use scen_core::outcome::{Failure, Killer, Launcher, RankEnd};
 use scen_core::report::Report;
 use scen_core::scenario::Scenario;
-use scen_procs::run::{Look, RankRun, Stop};
+use scen_procs::run::{interrupted_note, Look, RankRun, Stop};
 use scen_procs::watch::{unix_ms, Watch, POLL};
 use scen_procs::{exit, signals};
 use std::io::{BufRead, BufReader};
@@ -253,11 +253,7 @@ impl<'a> HwRun<'a> {
     /// too), saying so.
     fn interrupt(&mut self, sig: i32, t: u64) {
         let st = &mut self.st;
-        let name = signals::name(sig);
-        st.notes.push(format!(
-            "interrupted: the launcher received {name} and ended every rank; the report shows what was seen until then (exit status {})",
-            128 + sig
-        ));
+        st.notes.push(interrupted_note("the launcher", sig));
         for &r in &self.place.local {
             if st.obs.ends[r].is_some() {
                 continue;

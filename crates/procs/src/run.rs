@@ -49,6 +49,16 @@ impl Stop {
     }
 }
 
+/// The note of a run an ending signal stopped: `who` (the launcher, scen) received it; the CLI
+/// exits with 128 + the signal after the report.
+pub fn interrupted_note(who: &str, sig: i32) -> String {
+    format!(
+        "interrupted: {who} received {} and ended every rank; the report shows what was seen until then (exit status {})",
+        crate::signals::name(sig),
+        128 + sig
+    )
+}
+
 /// What a real mode supplies to [`run`].
 pub trait RankRun {
     /// What the mode's run gives (its report).
@@ -219,5 +229,7 @@ mod tests {
         assert_eq!(stop, Stop::OutOfTime);
         assert!(stop.by_launcher());
         assert_eq!(Stop::Interrupted(2).signal(), Some(2));
+        assert!(interrupted_note("scen", 2).contains("scen received SIGINT"));
+        assert!(interrupted_note("scen", 2).ends_with("(exit status 130)"));
     }
 }

@@ -14,7 +14,7 @@ use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::fault::{apply_env, crash, ranks_of};
 use scen_core::scenario::{FaultKind, Launcher, Scenario, StepKind};
 use scen_core::trace::{Event, EventKind, Trace};
-use scen_procs::run::{Look, RankRun, Stop};
+use scen_procs::run::{interrupted_note, Look, RankRun, Stop};
 use scen_procs::signals::name as signal_name;
 use scen_procs::watch::{unix_ms, Watch, POLL};
 use std::io::{Read, Seek, SeekFrom};
@@ -451,11 +451,7 @@ impl RankRun for TorchRun<'_> {
     fn stopped(&mut self, stop: Stop, _t_ms: u64) {
         let note = match stop {
             Stop::Ended => return,
-            Stop::Interrupted(sig) => format!(
-                "interrupted: scen received {} and ended every rank; the report shows what was seen until then (exit status {})",
-                signal_name(sig),
-                128 + sig
-            ),
+            Stop::Interrupted(sig) => interrupted_note("scen", sig),
             Stop::Watchdog => format!(
                 "watchdog: no rank reported progress for {} ms (bound {} ms: the scenario's longest timeout or delay + {QUIET_GRACE_MS} ms); SIGKILLed the process group",
                 self.silent_ms, self.quiet_ms
