@@ -3,6 +3,8 @@
 //! also hosts the store and tears the group down as torchrun's agent does), reads each rank's
 //! progress lines, and is the watchdog: when no rank has reported anything for a bounded time,
 //! it SIGKILLs the process group and reports the unfinished ranks as hanging where they were.
+//! The run's shape (start, watch, end, report) is scen-procs' `run`, shared with `--hw`;
+//! `TorchRun` is what torch mode supplies to it.
 
 use crate::net::Endpoints;
 use crate::spawn::Runner;
