@@ -22,6 +22,8 @@ mod diagnosis;
 mod doc_refs;
 #[path = "sim/faults.rs"]
 mod faults;
+#[path = "sim/fn_lengths.rs"]
+mod fn_lengths;
 #[path = "sim/format_errors.rs"]
 mod format_errors;
 #[path = "sim/fr.rs"]
