@@ -3,7 +3,8 @@
 //! `scen run --hw FILE` launches one process per local rank ([`launcher`]), each running core's
 //! `run_rank` unchanged ([`child`]) with tokio TCP and the wall clock ([`net`]), xccl groups on
 //! real oneCCL ([`oneccl`]) and a side channel to the launcher ([`probe`]). The launcher is the
-//! watchdog oneCCL lacks ([`watchdog`]) and builds the simulator's kind of Report. Signals end a
+//! watchdog oneCCL lacks ([`watchdog`]) and builds the simulator's kind of Report; its run has
+//! scen-procs' one shape of a real-mode run, shared with torch mode (hw's part: run.rs). Signals end a
 //! run with a report and ranks die with the launcher (scen-procs' process plumbing, shared with
 //! torch mode; [`procs`] is hw's part); a guard process cleans up after a launcher that was
 //! SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
@@ -22,6 +23,7 @@ pub mod probe;
 pub mod procs;
 pub mod rdzv;
 pub mod reaper;
+mod run;
 pub mod watchdog;
 
 use scen_core::report::Report;

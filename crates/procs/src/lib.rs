@@ -8,7 +8,8 @@
 //! [`exit`] what a process's exit says, [`ranks`] a benchmark's rank processes and their scratch
 //! directory, [`signals`] SIGINT/SIGTERM/SIGHUP as an orderly end, [`threads`] where a hung
 //! process's threads sleep,
-//! [`watch`] the launchers' polling clock. No FFI beyond libc calls; depends on scen-core only
+//! [`watch`] the launchers' polling clock, [`run`] the one shape of a run (start, watch, end,
+//! report) each mode fills in. No FFI beyond libc calls; depends on scen-core only
 //! (its `Failure` and `signal_name`).
 
 pub mod exit;
@@ -16,6 +17,7 @@ pub mod group;
 pub mod log;
 pub mod port;
 pub mod ranks;
+pub mod run;
 pub mod signals;
 pub mod threads;
 pub mod watch;

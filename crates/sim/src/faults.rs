@@ -70,6 +70,99 @@ fn links_text(l: &LinkSets, oneway: bool) -> String {
     }
 }
 
+/// The actions fault `f` takes at a time, in the order it takes them (a window's start, then
+/// its end if it has one).
+fn timed_actions(s: &Scenario, f: &Fault) -> Vec<Timed> {
+    let at = |t_ms: u64, action: Action, text: String| Timed {
+        t_ms,
+        fault: f.index,
+        action,
+        text,
+    };
+    match &f.kind {
+        FaultKind::Crash {
+            on, at_ms: Some(t), ..
+        } => {
+            let ranks = ranks_of(s, on);
+            let text = format!("crash rank {} (SIGKILL)", rank_list(&ranks));
+            vec![at(*t, Action::CrashRanks(ranks), text)]
+        }
+        FaultKind::CrashNode { node, at_ms } => vec![at(
+            *at_ms,
+            Action::CrashNode(*node),
+            format!("node{node} goes down: every process on it dies"),
+        )],
+        FaultKind::Bounce { node, at_ms } => vec![at(
+            *at_ms,
+            Action::Bounce(*node),
+            format!("node{node} reboots: its ranks die and start their program again"),
+        )],
+        FaultKind::Partition {
+            links,
+            oneway,
+            at_ms,
+            until_ms,
+        } => {
+            let lt = links_text(links, *oneway);
+            let (links, oneway) = (links.clone(), *oneway);
+            let cut = Action::Cut {
+                links: links.clone(),
+                oneway,
+            };
+            let mut v = vec![at(
+                *at_ms,
+                cut,
+                format!("partition {lt}: segments are dropped"),
+            )];
+            v.extend(until_ms.map(|u| {
+                at(
+                    u,
+                    Action::Heal { links, oneway },
+                    format!("partition {lt} heals"),
+                )
+            }));
+            v
+        }
+        FaultKind::Hold {
+            links,
+            at_ms,
+            until_ms,
+        } => {
+            let lt = links_text(links, false);
+            let hold = Action::Hold(links.clone());
+            let mut v = vec![at(
+                *at_ms,
+                hold,
+                format!("hold {lt}: messages wait on the link"),
+            )];
+            v.extend(until_ms.map(|u| {
+                let text = format!("release {lt}: held messages are delivered");
+                at(u, Action::Release(links.clone()), text)
+            }));
+            v
+        }
+        FaultKind::Loss {
+            links,
+            rate,
+            at_ms,
+            until_ms,
+        } => {
+            let lt = links_text(links, false);
+            let text = format!("loss {lt}: each message lost with p={rate} (a lost TCP segment breaks its connection)");
+            let mut v = vec![at(*at_ms, Action::Loss(links.clone(), *rate), text)];
+            v.extend(until_ms.map(|u| {
+                at(
+                    u,
+                    Action::Loss(links.clone(), 0.0),
+                    format!("loss {lt} ends"),
+                )
+            }));
+            v
+        }
+        _ => vec![],
+    }
+}
+
 impl FaultPlan {
     pub fn new(s: &Scenario) -> FaultPlan {
         let n = s.world.size();
@@ -82,135 +175,48 @@ impl FaultPlan {
             pending: Vec::new(),
         };
         let mut timed = Vec::new();
-        let mut push = |t_ms: u64, fault: usize, action: Action, text: String| {
-            timed.push(Timed {
-                t_ms,
-                fault,
-                action,
-                text,
-            })
-        };
         for f in &s.faults {
-            let i = f.index;
-            match &f.kind {
-                FaultKind::Crash { on, at_step, at_ms } => {
-                    let ranks = ranks_of(s, on);
-                    if let Some(step) = at_step {
-                        for r in &ranks {
-                            plan.crash_at_step[*r].push((*step, i));
-                        }
-                    }
-                    if let Some(t) = at_ms {
-                        let text = format!("crash rank {} (SIGKILL)", rank_list(&ranks));
-                        push(*t, i, Action::CrashRanks(ranks), text);
-                    }
-                }
-                FaultKind::CrashNode { node, at_ms } => push(
-                    *at_ms,
-                    i,
-                    Action::CrashNode(*node),
-                    format!("node{node} goes down: every process on it dies"),
-                ),
-                FaultKind::Bounce { node, at_ms } => push(
-                    *at_ms,
-                    i,
-                    Action::Bounce(*node),
-                    format!("node{node} reboots: its ranks die and start their program again"),
-                ),
-                FaultKind::Partition {
-                    links,
-                    oneway,
-                    at_ms,
-                    until_ms,
-                } => {
-                    let lt = links_text(links, *oneway);
-                    push(
-                        *at_ms,
-                        i,
-                        Action::Cut {
-                            links: links.clone(),
-                            oneway: *oneway,
-                        },
-                        format!("partition {lt}: segments are dropped"),
-                    );
-                    if let Some(u) = until_ms {
-                        push(
-                            *u,
-                            i,
-                            Action::Heal {
-                                links: links.clone(),
-                                oneway: *oneway,
-                            },
-                            format!("partition {lt} heals"),
-                        );
-                    }
-                }
-                FaultKind::Hold {
-                    links,
-                    at_ms,
-                    until_ms,
-                } => {
-                    let lt = links_text(links, false);
-                    push(
-                        *at_ms,
-                        i,
-                        Action::Hold(links.clone()),
-                        format!("hold {lt}: messages wait on the link"),
-                    );
-                    if let Some(u) = until_ms {
-                        push(
-                            *u,
-                            i,
-                            Action::Release(links.clone()),
-                            format!("release {lt}: held messages are delivered"),
-                        );
-                    }
-                }
-                FaultKind::Loss {
-                    links,
-                    rate,
-                    at_ms,
-                    until_ms,
-                } => {
-                    let lt = links_text(links, false);
-                    push(
-                        *at_ms,
-                        i,
-                        Action::Loss(links.clone(), *rate),
-                        format!("loss {lt}: each message lost with p={rate} (a lost TCP segment breaks its connection)"),
-                    );
-                    if let Some(u) = until_ms {
-                        push(
-                            *u,
-                            i,
-                            Action::Loss(links.clone(), 0.0),
-                            format!("loss {lt} ends"),
-                        );
-                    }
-                }
-                FaultKind::Slow {
-                    on,
-                    factor,
-                    step_ms,
-                } => {
-                    let extra = ((factor - 1.0) * *step_ms as f64).round() as u64;
-                    for r in ranks_of(s, on) {
-                        plan.slow[r] = Some((i, extra));
-                    }
-                }
-                FaultKind::LateStart { on, delay_ms } => {
-                    for r in ranks_of(s, on) {
-                        plan.late[r] = Some((i, *delay_ms));
-                    }
-                }
-                FaultKind::Latency { .. } | FaultKind::Env { .. } => {}
-            }
+            plan.on_ranks(s, f);
+            timed.extend(timed_actions(s, f));
         }
         // Earliest (time, fault, file order) last, so `pop` takes the next one.
         timed.sort_by_key(|t| (t.t_ms, t.fault));
         timed.reverse();
         plan.pending = timed;
         plan
+    }
+
+    /// Fault `f`'s part that acts on ranks' own progress: a crash when a step starts, a slow
+    /// rank, a late start.
+    fn on_ranks(&mut self, s: &Scenario, f: &Fault) {
+        let i = f.index;
+        match &f.kind {
+            FaultKind::Crash {
+                on,
+                at_step: Some(step),
+                ..
+            } => {
+                for r in ranks_of(s, on) {
+                    self.crash_at_step[r].push((*step, i));
+                }
+            }
+            FaultKind::Slow {
+                on,
+                factor,
+                step_ms,
+            } => {
+                let extra = ((factor - 1.0) * *step_ms as f64).round() as u64;
+                for r in ranks_of(s, on) {
+                    self.slow[r] = Some((i, extra));
+                }
+            }
+            FaultKind::LateStart { on, delay_ms } => {
+                for r in ranks_of(s, on) {
+                    self.late[r] = Some((i, *delay_ms));
+                }
+            }
+            _ => {}
+        }
     }
 
     pub fn label(&self, fault: usize) -> String {

@@ -1,6 +1,7 @@
 //! scen's deterministic simulator: one turmoil host per node, ranks as tasks on their node, the
 //! TCPStore as a real TCP service on rank 0's node, a virtual clock that jumps over idle time,
-//! and a hang analysis at the first moment no rank can make progress.
+//! and a hang analysis at the first moment no rank can make progress. Here: the world's build
+//! and each node's software (services, ranks); the main loop and its phases are in drive.rs.
 //!
 //! Same scenario + seed => the same trace, byte for byte: one thread, turmoil seeded with the
 //! seed and a fixed epoch, no wall clock, no hash-order iteration.
@@ -8,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+mod drive;
 pub mod faults;
 pub mod internal;
 pub mod net;
@@ -26,7 +28,6 @@ use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::{Launcher, Scenario};
-use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Probe};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -164,7 +165,7 @@ fn simulate_inner(
         probe.fault_event(f, None, None, &text);
     }
     apply_latency(&sim, scenario, &probe);
-    let end_ms = drive(&mut sim, scenario, &clock, &probe, &activity, watch)?;
+    let end_ms = drive::drive(&mut sim, scenario, &clock, &probe, &activity, watch)?;
     if let Some(detail) = over_limit(&probe) {
         return Err(SimError::Limit(detail));
     }
@@ -202,23 +203,37 @@ async fn boot_node(
     s: Rc<Scenario>,
     inject_panic: Option<usize>,
 ) -> turmoil::Result {
+    serve_services(index, &net, &clock, &probe, &s).await?;
+    if s.world.launcher == Launcher::Torchrun && index == 0 {
+        serve_agent_store(&net, &clock, &probe, &s).await?;
+    }
+    for spec in s.world.ranks.iter().filter(|r| r.node == index) {
+        start_rank(spec.rank, &net, &clock, &probe, &s, inject_panic);
+    }
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// The `[[world.service]]` TCPStores of node `index` (another job's), with their keys.
+async fn serve_services(
+    index: usize,
+    net: &SimNet,
+    clock: &VirtualClock,
+    probe: &SimProbe,
+    s: &Scenario,
+) -> turmoil::Result {
     for svc in s.world.services.iter().filter(|x| x.node == index) {
         match net.bind(svc.port).await {
             Ok(l) => {
-                probe.event(Event {
-                    t_ms: clock.now_ms(),
-                    rank: None,
-                    step: None,
-                    kind: EventKind::Info,
-                    text: format!(
-                        "{}: TCPStore (world_size={}) already listening on {}:{} with {} keys",
-                        svc.label,
-                        svc.world_size,
-                        net.host,
-                        svc.port,
-                        svc.keys.len()
-                    ),
-                });
+                let text = format!(
+                    "{}: TCPStore (world_size={}) already listening on {}:{} with {} keys",
+                    svc.label,
+                    svc.world_size,
+                    net.host,
+                    svc.port,
+                    svc.keys.len()
+                );
+                node_info(probe, clock, text);
                 let keys = svc
                     .keys
                     .iter()
@@ -229,94 +244,115 @@ async fn boot_node(
             Err(e) => return Err(format!("service on port {}: {e}", svc.port).into()),
         }
     }
-    if s.world.launcher == Launcher::Torchrun && index == 0 {
-        // torchrun's agent hosts the TCPStore (TORCHELASTIC_USE_AGENT_STORE) before any worker.
-        let port = agent_store_port(&s);
-        match net.bind(port).await {
-            Ok(l) => {
-                probe.event(Event {
-                    t_ms: clock.now_ms(),
-                    rank: None,
-                    step: None,
-                    kind: EventKind::Info,
-                    text: format!(
-                        "torchrun agent: TCPStore listening on {}:{port} (TORCHELASTIC_USE_AGENT_STORE)",
-                        net.host
-                    ),
-                });
-                tokio::task::spawn_local(store::serve(net.clone(), clock.clone(), l));
-            }
-            Err(e) => return Err(format!("torchrun agent's store on port {port}: {e}").into()),
-        }
-    }
-    for spec in s.world.ranks.iter().filter(|r| r.node == index) {
-        let env = RankEnv {
-            net: net.clone(),
-            clock: clock.clone(),
-            probe: probe.clone(),
-            scenario: s.clone(),
-            proc_rank: spec.rank,
-            device: None,
-            life: Default::default(),
-        };
-        let life = env.life.clone();
-        let (probe, clock) = (probe.clone(), clock.clone());
-        let rank = spec.rank;
-        let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
-        probe.kills.borrow_mut()[rank] = Some(kill_tx);
-        let late = probe.plan.borrow().late[rank];
-        let torchrun = s.world.launcher == Launcher::Torchrun;
-        // Every wake-up of the rank's program is a scheduling point of its node (schedule.rs);
-        // a kill is not: the process stops at once (its sockets close after its teardown).
-        let schedule = net.schedule.clone();
-        tokio::task::spawn_local(async move {
-            let run = schedule.shuffled(async {
-                if inject_panic == Some(rank) {
-                    panic!("injected panic in rank {rank}'s task ({PANIC_HOOK_ENV})");
-                }
-                if let Some((f, delay_ms)) = late {
-                    probe.fault_event(
-                        f,
-                        Some(rank),
-                        None,
-                        &format!("rank {rank} starts {delay_ms}ms late"),
-                    );
-                    clock.sleep_until_ms(clock.now_ms() + delay_ms).await;
-                }
-                run_rank(env).await
-            });
-            let mut run = Box::pin(run);
-            tokio::select! {
-                biased;
-                _ = kill_rx => {
-                    // SIGKILL stops the process at once (`run` is not polled again), but its
-                    // sockets close only once the kernel has torn it down: what peers send it
-                    // meanwhile stays unread and their connections reset (fabric.rs).
-                    life.kill();
-                    let teardown_ms = scen_core::runtime::fabric::KILL_TEARDOWN_MS;
-                    clock.busy_until_ms(clock.now_ms() + teardown_ms).await;
-                    drop(run);
-                    let failed = matches!(
-                        probe.state.borrow().ends[rank],
-                        Some((RankEnd::Failed { .. }, _))
-                    );
-                    if failed && torchrun {
-                        tear_down(&probe, &clock, rank).await;
-                    }
-                }
-                // The process has exited: its verdict was recorded when its program ended
-                // (`Probe::ended`); torchrun's agent sees a failed worker only now.
-                end = &mut run => {
-                    probe.ended(rank, &end, clock.now_ms());
-                    if matches!(end, RankEnd::Failed { .. }) && torchrun {
-                        tear_down(&probe, &clock, rank).await;
-                    }
-                }
-            }
-        });
-    }
-    std::future::pending::<()>().await;
     Ok(())
+}
+
+/// torchrun's agent hosts the TCPStore (TORCHELASTIC_USE_AGENT_STORE) before any worker.
+async fn serve_agent_store(
+    net: &SimNet,
+    clock: &VirtualClock,
+    probe: &SimProbe,
+    s: &Scenario,
+) -> turmoil::Result {
+    let port = agent_store_port(s);
+    match net.bind(port).await {
+        Ok(l) => {
+            let text = format!(
+                "torchrun agent: TCPStore listening on {}:{port} (TORCHELASTIC_USE_AGENT_STORE)",
+                net.host
+            );
+            node_info(probe, clock, text);
+            tokio::task::spawn_local(store::serve(net.clone(), clock.clone(), l));
+        }
+        Err(e) => return Err(format!("torchrun agent's store on port {port}: {e}").into()),
+    }
+    Ok(())
+}
+
+/// An event of a node's own software (a service, torchrun's agent), not of a rank.
+fn node_info(probe: &SimProbe, clock: &VirtualClock, text: String) {
+    probe.event(Event {
+        t_ms: clock.now_ms(),
+        rank: None,
+        step: None,
+        kind: EventKind::Info,
+        text,
+    });
+}
+
+/// Rank `rank`'s process as a task of its node: a late start, its program, and how it ends
+/// (its program's end, or a kill; under torchrun a failure makes the agent stop the others).
+fn start_rank(
+    rank: usize,
+    net: &SimNet,
+    clock: &VirtualClock,
+    probe: &SimProbe,
+    s: &Rc<Scenario>,
+    inject_panic: Option<usize>,
+) {
+    let env = RankEnv {
+        net: net.clone(),
+        clock: clock.clone(),
+        probe: probe.clone(),
+        scenario: s.clone(),
+        proc_rank: rank,
+        device: None,
+        life: Default::default(),
+    };
+    let life = env.life.clone();
+    let (probe, clock) = (probe.clone(), clock.clone());
+    let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
+    probe.kills.borrow_mut()[rank] = Some(kill_tx);
+    let late = probe.plan.borrow().late[rank];
+    let torchrun = s.world.launcher == Launcher::Torchrun;
+    // Every wake-up of the rank's program is a scheduling point of its node (schedule.rs);
+    // a kill is not: the process stops at once (its sockets close after its teardown).
+    let schedule = net.schedule.clone();
+    tokio::task::spawn_local(async move {
+        let run = schedule.shuffled(async {
+            if inject_panic == Some(rank) {
+                panic!("injected panic in rank {rank}'s task ({PANIC_HOOK_ENV})");
+            }
+            if let Some((f, delay_ms)) = late {
+                probe.fault_event(
+                    f,
+                    Some(rank),
+                    None,
+                    &format!("rank {rank} starts {delay_ms}ms late"),
+                );
+                clock.sleep_until_ms(clock.now_ms() + delay_ms).await;
+            }
+            run_rank(env).await
+        });
+        let mut run = Box::pin(run);
+        tokio::select! {
+            biased;
+            _ = kill_rx => {
+                // SIGKILL stops the process at once (`run` is not polled again), but its
+                // sockets close only once the kernel has torn it down: what peers send it
+                // meanwhile stays unread and their connections reset (fabric.rs).
+                life.kill();
+                let teardown_ms = scen_core::runtime::fabric::KILL_TEARDOWN_MS;
+                clock.busy_until_ms(clock.now_ms() + teardown_ms).await;
+                drop(run);
+                let failed = matches!(
+                    probe.state.borrow().ends[rank],
+                    Some((RankEnd::Failed { .. }, _))
+                );
+                if failed && torchrun {
+                    tear_down(&probe, &clock, rank).await;
+                }
+            }
+            // The process has exited: its verdict was recorded when its program ended
+            // (`Probe::ended`); torchrun's agent sees a failed worker only now.
+            end = &mut run => {
+                probe.ended(rank, &end, clock.now_ms());
+                if matches!(end, RankEnd::Failed { .. }) && torchrun {
+                    tear_down(&probe, &clock, rank).await;
+                }
+            }
+        }
+    });
 }
 
 /// torchrun's agent checks its workers every `monitor_interval` (0.1 s) and, once one has
@@ -372,210 +408,6 @@ fn round_trips_alike(s: &Scenario) -> bool {
         )
     });
     s.sim.batch_store_loops && s.sim.latency_max_ms - s.sim.latency_min_ms <= 1 && !random_fault
-}
-
-/// Steps turmoil; when nothing moves for long enough that no message can be in flight, either
-/// jumps the clock to the next timer or stops (nothing will ever happen again).
-fn drive(
-    sim: &mut turmoil::Sim<'_>,
-    s: &Scenario,
-    clock: &VirtualClock,
-    probe: &SimProbe,
-    activity: &Activity,
-    watch: &internal::Watch,
-) -> Result<u64, SimError> {
-    // Long enough that no message can still be in flight, per-link latency faults included.
-    let link_max_ms = s
-        .faults
-        .iter()
-        .filter_map(|f| match &f.kind {
-            scen_core::scenario::FaultKind::Latency {
-                fixed_ms, max_ms, ..
-            } => fixed_ms.or(*max_ms),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    let quiet_needed = s.sim.latency_max_ms.max(link_max_ms) + 3;
-    let (mut quiet, mut offset, mut steps) = (0u64, 0u64, 0u64);
-    let mut last = activity.get();
-    // The stall last reported: repeated identical stalls (e.g. connect retries) are noted once.
-    let mut last_stall: Option<Vec<(usize, String)>> = None;
-    // Time jumps (vendor/turmoil/PATCHES.md, "Time jumps"): with random node order every step
-    // draws an order, so every step is taken.
-    let may_jump = s.sim.loopback_queue && !s.sim.random_order;
-    // Steps the next turn of the loop takes at once (more than 1: a time jump).
-    let mut ticks = 1u64;
-    apply_due(sim, s, probe, 0);
-    loop {
-        if ticks > 1 {
-            sim.advance(ticks as u32)
-        } else {
-            sim.step()
-        }
-        .map_err(|e| SimError::Turmoil(e.to_string()))?;
-        if let Some(p) = watch.caught() {
-            return Err(SimError::Internal { seed: 0, detail: p });
-        }
-        let took = std::mem::replace(&mut ticks, 1);
-        steps += took;
-        let now = steps + offset;
-        clock.set_now(now);
-        let fault_due = probe.plan.borrow().next_ms().is_some_and(|t| t <= now);
-        apply_due(sim, s, probe, now);
-        let fired = clock.fire_due();
-        if probe.state.borrow().ends.iter().all(|e| e.is_some()) {
-            return Ok(now);
-        }
-        if steps >= MAX_STEPS || now >= MAX_VIRTUAL_MS {
-            // Ranks are still running: their outcome is unknown, so there is no verdict.
-            return Err(SimError::Limit(format!(
-                "the run reached the simulator's horizon ({steps} steps of at most {MAX_STEPS}, {} of at most {}) with ranks still running",
-                scen_core::trace::format_ms(now).trim(),
-                scen_core::trace::format_ms(MAX_VIRTUAL_MS).trim()
-            )));
-        }
-        if fired > 0 || activity.get() != last {
-            last = activity.get();
-            quiet = 0;
-            continue;
-        }
-        quiet += took;
-        if quiet < quiet_needed {
-            if may_jump && !fault_due {
-                ticks = jump(
-                    sim,
-                    clock,
-                    probe,
-                    now,
-                    quiet_needed - quiet,
-                    MAX_STEPS - steps,
-                );
-            }
-            continue;
-        }
-        // A rank waiting on a busy timer (modelled work under way) is not stuck: go to the
-        // next timer without a stall analysis.
-        let stall = if clock.busy_pending() {
-            None
-        } else {
-            stall::analyse(s, &probe.state.borrow(), now)
-        };
-        let signature = stall.as_ref().map(|st| {
-            st.stuck
-                .iter()
-                .map(|x| (x.rank, x.wait.what.clone()))
-                .collect::<Vec<_>>()
-        });
-        let new_stall = signature.is_some() && signature != last_stall;
-        last_stall = signature;
-        if let Some(st) = stall.as_ref().filter(|_| new_stall) {
-            let ranks: Vec<String> = st.stuck.iter().map(|x| x.rank.to_string()).collect();
-            note(
-                probe,
-                now,
-                format!(
-                    "stall: no rank can make progress; stuck ranks [{}]",
-                    ranks.join(", ")
-                ),
-            );
-            let mut o = probe.state.borrow_mut();
-            if o.first_stall.is_none() {
-                let ranks = stall::rank_states(s, &o);
-                o.first_stall_calls = Some((o.calls.clone(), ranks, now));
-            }
-            o.first_stall.get_or_insert_with(|| st.clone());
-        }
-        let next_fault = probe.plan.borrow().next_ms();
-        let next = match (clock.next_deadline(), next_fault) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        match next {
-            Some(t) => {
-                if new_stall {
-                    note(
-                        probe,
-                        now,
-                        format!(
-                            "advancing virtual time to the next {} at {}",
-                            if next_fault == Some(t) {
-                                "fault"
-                            } else {
-                                "timeout"
-                            },
-                            scen_core::trace::format_ms(t).trim()
-                        ),
-                    );
-                }
-                offset += t.saturating_sub(now);
-                clock.set_now(t);
-                apply_due(sim, s, probe, t);
-                clock.fire_due();
-                quiet = 0;
-            }
-            None => {
-                if let Some(st) = stall {
-                    note(
-                        probe,
-                        now,
-                        "nothing can happen any more: the stuck ranks wait forever".to_string(),
-                    );
-                    probe.state.borrow_mut().final_stall = Some(st);
-                }
-                return Ok(now);
-            }
-        }
-    }
-}
-
-/// How many steps the simulation may take at once after step `now`, in which no rank did
-/// anything, no timer fired and no fault applied: every rank's task is idle (a rank does I/O,
-/// traces or sets a timer when it is woken), so the steps until the next message is handed to a
-/// host, the next timer or fault, the quiet period's end (`quiet_left`, the stall check) or the
-/// step limit (`steps_left`) change nothing but the clock. 1 (an ordinary step) when the next
-/// step may deliver a message. The same steps are taken, the same messages delivered at the
-/// same times, the same random draws made: traces are unchanged (their hashes too).
-fn jump(
-    sim: &turmoil::Sim<'_>,
-    clock: &VirtualClock,
-    probe: &SimProbe,
-    now: u64,
-    quiet_left: u64,
-    steps_left: u64,
-) -> u64 {
-    // A message due in `d` ms is handed over by the step that brings the network there: the
-    // `ceil(d)`-th from now; the ones before it are empty.
-    let Some(msg) = (match sim.next_delivery() {
-        None => Some(u64::MAX),
-        Some(d) if d.is_zero() => None,
-        Some(d) => Some((d.as_nanos().div_ceil(1_000_000) as u64).saturating_sub(1)),
-    }) else {
-        return 1;
-    };
-    // A timer or fault at `t` is handled after step `t`: jump there at most.
-    let timer = clock
-        .next_deadline()
-        .map_or(u64::MAX, |t| t.saturating_sub(now));
-    let fault = probe
-        .plan
-        .borrow()
-        .next_ms()
-        .map_or(u64::MAX, |t| t.saturating_sub(now));
-    let horizon = MAX_VIRTUAL_MS.saturating_sub(now);
-    [
-        msg,
-        timer,
-        fault,
-        quiet_left,
-        steps_left,
-        horizon,
-        u32::MAX as u64,
-    ]
-    .into_iter()
-    .min()
-    .unwrap_or(1)
-    .max(1)
 }
 
 /// Applies every timed fault action due at `now_ms`, writing each to the trace.

@@ -3,6 +3,8 @@
 //! also hosts the store and tears the group down as torchrun's agent does), reads each rank's
 //! progress lines, and is the watchdog: when no rank has reported anything for a bounded time,
 //! it SIGKILLs the process group and reports the unfinished ranks as hanging where they were.
+//! The run's shape (start, watch, end, report) is scen-procs' `run`, shared with `--hw`;
+//! `TorchRun` is what torch mode supplies to it.
 
 use crate::net::Endpoints;
 use crate::spawn::Runner;
@@ -14,6 +16,7 @@ use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::fault::{apply_env, crash, ranks_of};
 use scen_core::scenario::{FaultKind, Launcher, Scenario, StepKind};
 use scen_core::trace::{Event, EventKind, Trace};
+use scen_procs::run::{interrupted_note, Look, RankRun, Stop};
 use scen_procs::signals::name as signal_name;
 use scen_procs::watch::{unix_ms, Watch, POLL};
 use std::io::{Read, Seek, SeekFrom};
@@ -111,10 +114,9 @@ pub fn launch(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Re
     }
     let mut sc = s.clone();
     apply_env(&mut sc);
-    let io = |what: &str, e: std::io::Error| TorchError::Io(format!("{what}: {e}"));
     let ep = Endpoints::local(&sc).map_err(|e| io("picking ports", e))?;
     let dir = work_dir(o).map_err(|e| io("creating the run directory", e))?;
-    let result = run_in(&sc, source, o, &py, &ep, &dir);
+    let result = scen_procs::run::run(TorchRun::new(&sc, source, o, &py, &ep, &dir));
     if o.keep_dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -162,227 +164,336 @@ fn rank_env(s: &Scenario, ep: &Endpoints, dir: &Path, rank: usize) -> serde_json
     serde_json::Value::Object(env)
 }
 
-fn run_in(
-    s: &Scenario,
-    source: Option<&str>,
-    o: &TorchOptions,
-    py: &Path,
-    ep: &Endpoints,
-    dir: &Path,
-) -> Result<Report, TorchError> {
-    let io = |what: &str, e: std::io::Error| TorchError::Io(format!("{what}: {e}"));
-    let world = s.world.size();
-    let prog = dir.join(format!("{}.py", s.name));
-    std::fs::write(&prog, translate::program(s, source, ep))
-        .map_err(|e| io("writing the program", e))?;
-    let runner = dir.join("scen_runner.py");
-    std::fs::write(&runner, RUNNER).map_err(|e| io("writing the runner", e))?;
-    let exits = dir.join("exits.jsonl");
-    let torchrun = s.world.launcher == Launcher::Torchrun;
-    let master_port = translate::world_env(s)
-        .get("MASTER_PORT")
-        .and_then(|p| p.parse::<u16>().ok())
-        .map(|p| ep.port(p));
-    let cfg = serde_json::json!({
-        "program": prog.display().to_string(),
-        "exits": exits.display().to_string(),
-        "ranks": (0..world).map(|r| serde_json::json!({"rank": r, "env": rank_env(s, ep, dir, r)})).collect::<Vec<_>>(),
-        "agent_store": if torchrun { serde_json::json!({"port": master_port, "world_size": world}) } else { serde_json::Value::Null },
-        "teardown": torchrun,
-        // Imported once before the fork, like torch: real sglang takes seconds to import.
-        // (srt's modules load lazily inside initialize_model_parallel, ~10 s on a busy machine).
-        "preload": if eligible::uses_sglang(s) { SGLANG_PRELOAD.to_vec() } else { vec![] },
-    });
-    let cfg_path = dir.join("config.json");
-    std::fs::write(&cfg_path, cfg.to_string()).map_err(|e| io("writing the config", e))?;
-    let log_path = dir.join("runner.log");
-    let mut runner = Runner::start(py, o.zygote.as_ref(), &runner, &cfg_path, &log_path)?;
-    let pgid = runner.pgid();
-    let mut ranks = vec![RankState::default(); world];
-    let mut trace = Trace::default();
-    let mut notes: Vec<String> = Vec::new();
-    let quiet_ms = o.quiet_ms.unwrap_or_else(|| quiet_bound_ms(s));
-    let mut clock = Watch::new(unix_ms(), o.max_wall_ms, o.interrupted);
-    let mut exits_offset = 0u64;
-    // The runner's fork time (the ranks' time zero), from its first line in exits.jsonl.
-    let mut epoch_unix_ms: Option<u64> = None;
-    let mut runner_done = false;
-    let mut hung = false;
-    let mut interrupted = None;
-    let mut lost = None;
-    loop {
-        std::thread::sleep(POLL);
+/// One run of `scen run --torch`: scen-procs' one shape of a real-mode run, torch's part.
+struct TorchRun<'a> {
+    s: &'a Scenario,
+    source: Option<&'a str>,
+    o: &'a TorchOptions,
+    py: &'a Path,
+    ep: &'a Endpoints,
+    dir: &'a Path,
+    runner: Option<Runner>,
+    ranks: Vec<RankState>,
+    trace: Trace,
+    notes: Vec<String>,
+    quiet_ms: u64,
+    /// How far exits.jsonl was read.
+    exits_offset: u64,
+    /// The runner's fork time (the ranks' time zero), from its first line in exits.jsonl.
+    epoch_unix_ms: Option<u64>,
+    runner_done: bool,
+    /// How long no rank had reported anything when the watchdog ended the run.
+    silent_ms: u64,
+    /// When scen stopped the run (wall clock), as the ranks' processes were killed.
+    stop_unix_ms: u64,
+}
+
+impl<'a> TorchRun<'a> {
+    fn new(
+        s: &'a Scenario,
+        source: Option<&'a str>,
+        o: &'a TorchOptions,
+        py: &'a Path,
+        ep: &'a Endpoints,
+        dir: &'a Path,
+    ) -> TorchRun<'a> {
+        TorchRun {
+            s,
+            source,
+            o,
+            py,
+            ep,
+            dir,
+            runner: None,
+            ranks: vec![RankState::default(); s.world.size()],
+            trace: Trace::default(),
+            notes: Vec::new(),
+            quiet_ms: o.quiet_ms.unwrap_or_else(|| quiet_bound_ms(s)),
+            exits_offset: 0,
+            epoch_unix_ms: None,
+            runner_done: false,
+            silent_ms: 0,
+            stop_unix_ms: 0,
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("runner.log")
+    }
+
+    /// Writes the program, the runner and its config (every rank's environment); returns the
+    /// runner's and the config's paths.
+    fn write_files(&self) -> Result<(PathBuf, PathBuf), TorchError> {
+        let (s, ep, dir) = (self.s, self.ep, self.dir);
+        let world = s.world.size();
+        let prog = dir.join(format!("{}.py", s.name));
+        std::fs::write(&prog, translate::program(s, self.source, ep))
+            .map_err(|e| io("writing the program", e))?;
+        let runner = dir.join("scen_runner.py");
+        std::fs::write(&runner, RUNNER).map_err(|e| io("writing the runner", e))?;
+        let torchrun = s.world.launcher == Launcher::Torchrun;
+        let master_port = translate::world_env(s)
+            .get("MASTER_PORT")
+            .and_then(|p| p.parse::<u16>().ok())
+            .map(|p| ep.port(p));
+        let cfg = serde_json::json!({
+            "program": prog.display().to_string(),
+            "exits": dir.join("exits.jsonl").display().to_string(),
+            "ranks": (0..world).map(|r| serde_json::json!({"rank": r, "env": rank_env(s, ep, dir, r)})).collect::<Vec<_>>(),
+            "agent_store": if torchrun { serde_json::json!({"port": master_port, "world_size": world}) } else { serde_json::Value::Null },
+            "teardown": torchrun,
+            // Imported once before the fork, like torch: real sglang takes seconds to import.
+            // (srt's modules load lazily inside initialize_model_parallel, ~10 s on a busy machine).
+            "preload": if eligible::uses_sglang(s) { SGLANG_PRELOAD.to_vec() } else { vec![] },
+        });
+        let cfg_path = dir.join("config.json");
+        std::fs::write(&cfg_path, cfg.to_string()).map_err(|e| io("writing the config", e))?;
+        Ok((runner, cfg_path))
+    }
+
+    /// New lines of the ranks' progress files and of the runner's exit records; whether there
+    /// were any.
+    fn read_progress(&mut self) -> bool {
         let mut progressed = false;
-        for (r, st) in ranks.iter_mut().enumerate() {
-            for line in read_lines(&dir.join(format!("rank{r}.jsonl")), st) {
+        for (r, st) in self.ranks.iter_mut().enumerate() {
+            for line in read_lines(&self.dir.join(format!("rank{r}.jsonl")), st) {
                 progressed = true;
-                absorb(s, r, st, &line, &mut trace);
+                absorb(self.s, r, st, &line, &mut self.trace);
             }
         }
         let mut tmp = RankState {
-            offset: exits_offset,
+            offset: self.exits_offset,
             ..Default::default()
         };
-        for line in read_lines(&exits, &mut tmp) {
+        for line in read_lines(&self.dir.join("exits.jsonl"), &mut tmp) {
             progressed = true;
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                if let Some(e) = v["epoch_ms"].as_u64() {
-                    epoch_unix_ms = Some(e);
-                    continue;
-                }
-                let r = v["rank"].as_u64().unwrap_or(0) as usize;
-                if let Some(st) = ranks.get_mut(r) {
-                    st.exit = Some(Exit {
-                        signal: v["signal"].as_i64().map(|x| x as i32),
-                        code: v["code"].as_i64().map(|x| x as i32),
-                        t_ms: v["t"].as_u64().unwrap_or(0),
-                        by_agent: v["by_agent"].as_bool().unwrap_or(false),
-                    });
-                }
-            }
+            self.take_exit_line(&line);
         }
-        exits_offset = tmp.offset;
-        if progressed {
-            clock.progress(clock.now_ms());
+        self.exits_offset = tmp.offset;
+        progressed
+    }
+
+    /// One line of exits.jsonl: the ranks' time zero, or how a rank's process exited.
+    fn take_exit_line(&mut self, line: &str) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            return;
+        };
+        if let Some(e) = v["epoch_ms"].as_u64() {
+            self.epoch_unix_ms = Some(e);
+            return;
         }
-        if !runner_done {
-            match runner.exited() {
-                Ok(true) => {
-                    runner_done = true;
-                    // Lines written just before the exit: one more pass.
-                    continue;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    lost = Some(e);
-                    break;
-                }
-            }
-        }
-        if runner_done {
-            break;
-        }
-        if let Some(sig) = clock.interrupted() {
-            interrupted = Some(sig);
-            notes.push(format!(
-                "interrupted: scen received {} and ended every rank; the report shows what was seen until then (exit status {})",
-                signal_name(sig),
-                128 + sig
-            ));
-            break;
-        }
-        let any_started = ranks.iter().any(|r| r.started);
-        let silent = clock.silent_ms(clock.now_ms());
-        if (any_started && silent >= quiet_ms) || (!any_started && silent >= START_LIMIT_MS) {
-            hung = true;
-            notes.push(format!(
-                "watchdog: no rank reported progress for {} ms (bound {quiet_ms} ms: the scenario's longest timeout or delay + {QUIET_GRACE_MS} ms); SIGKILLed the process group",
-                silent
-            ));
-            break;
-        }
-        if clock.out_of_time(clock.now_ms()) {
-            hung = true;
-            notes.push(format!(
-                "stopped: the run reached the limit of {} ms; SIGKILLed the process group",
-                clock.max_wall_ms().unwrap_or(0)
-            ));
-            break;
+        let r = v["rank"].as_u64().unwrap_or(0) as usize;
+        if let Some(st) = self.ranks.get_mut(r) {
+            st.exit = Some(Exit {
+                signal: v["signal"].as_i64().map(|x| x as i32),
+                code: v["code"].as_i64().map(|x| x as i32),
+                t_ms: v["t"].as_u64().unwrap_or(0),
+                by_agent: v["by_agent"].as_bool().unwrap_or(false),
+            });
         }
     }
-    // The runner's process group: its ranks (killed even if the runner itself has exited).
-    let stop_unix_ms = unix_ms();
-    let _ = scen_procs::group::kill_group(pgid);
-    runner.reap();
-    if let Some(e) = lost {
-        return Err(e);
+
+    /// When the run ended (ms since the ranks were forked, after torch's import): its last
+    /// event or exit, or when scen stopped it (a signal, its watchdog, its wall limit).
+    fn end_ms(&self, stop: Stop) -> u64 {
+        let last_event = self.trace.events.iter().map(|e| e.t_ms).max().unwrap_or(0);
+        let last_exit = self
+            .ranks
+            .iter()
+            .filter_map(|r| r.exit.as_ref().map(|x| x.t_ms))
+            .max()
+            .unwrap_or(0);
+        let stopped_ms = stop
+            .by_launcher()
+            .then(|| {
+                self.epoch_unix_ms
+                    .map(|e| self.stop_unix_ms.saturating_sub(e))
+            })
+            .flatten()
+            .unwrap_or(0);
+        last_event.max(last_exit).max(stopped_ms)
     }
-    if !ranks.iter().any(|r| r.started) {
-        if let Some(sig) = interrupted {
-            return Err(TorchError::Io(format!(
+
+    /// No rank started: the run's error (a signal came first, or the runner's last lines).
+    fn none_started(&self, stop: Stop) -> TorchError {
+        if let Some(sig) = stop.signal() {
+            return TorchError::Io(format!(
                 "interrupted: scen received {} before any rank started; nothing is left running",
                 signal_name(sig)
-            )));
+            ));
         }
-        let tail = scen_procs::log::tail_of_path(&log_path, 6).unwrap_or_default();
-        return Err(TorchError::Unavailable(format!(
+        let tail = scen_procs::log::tail_of_path(&self.log_path(), 6).unwrap_or_default();
+        TorchError::Unavailable(format!(
             "no rank started under {}: {tail}",
-            py.display()
-        )));
+            self.py.display()
+        ))
     }
-    // Rank times count from the moment the ranks were forked (after torch's import).
-    let last_event = trace.events.iter().map(|e| e.t_ms).max().unwrap_or(0);
-    let last_exit = ranks
-        .iter()
-        .filter_map(|r| r.exit.as_ref().map(|x| x.t_ms))
-        .max()
-        .unwrap_or(0);
-    // A run scen stopped (a signal, its watchdog, its wall limit) ended when it stopped it.
-    let stopped_ms = (interrupted.is_some() || hung)
-        .then(|| epoch_unix_ms.map(|e| stop_unix_ms.saturating_sub(e)))
-        .flatten()
-        .unwrap_or(0);
-    let end_ms = last_event.max(last_exit).max(stopped_ms);
-    if let Some(sig) = interrupted {
-        interrupt(&mut ranks, sig, end_ms);
-    }
-    ends_from_exits(s, &mut ranks, &mut trace, &mut notes, hung, end_ms);
-    // Texts name the scenario's ports, not the free ones the run used.
-    for st in ranks.iter_mut() {
-        if let Some((
-            RankEnd::Failed {
-                failure: Failure::Raised { message, .. },
-                ..
-            },
-            _,
-        )) = &mut st.end
-        {
-            *message = ep.unmap_ports(message);
+
+    /// Texts name the scenario's ports, not the free ones the run used.
+    fn unmap_ports(&mut self) {
+        let ep = self.ep;
+        for st in self.ranks.iter_mut() {
+            if let Some((
+                RankEnd::Failed {
+                    failure: Failure::Raised { message, .. },
+                    ..
+                },
+                _,
+            )) = &mut st.end
+            {
+                *message = ep.unmap_ports(message);
+            }
+        }
+        for e in self.trace.events.iter_mut() {
+            e.text = ep.unmap_ports(&e.text);
+        }
+        if !ep.ports.is_empty() {
+            let m: Vec<String> = ep
+                .ports
+                .iter()
+                .map(|(a, b)| format!("{a} -> {b}"))
+                .collect();
+            self.notes.push(format!(
+                "ports: the scenario's ran as free local ports ({}); texts above name the scenario's",
+                m.join(", ")
+            ));
         }
     }
-    for e in trace.events.iter_mut() {
-        e.text = ep.unmap_ports(&e.text);
-    }
-    if !ep.ports.is_empty() {
-        let m: Vec<String> = ep
-            .ports
+
+    /// The notes every torch report has: how it was launched, the time scale, and a failed
+    /// run's last output lines.
+    fn run_notes(&mut self) {
+        let (s, log_path) = (self.s, self.log_path());
+        let notes = &mut self.notes;
+        if self
+            .ranks
             .iter()
-            .map(|(a, b)| format!("{a} -> {b}"))
-            .collect();
-        notes.push(format!(
-            "ports: the scenario's ran as free local ports ({}); texts above name the scenario's",
-            m.join(", ")
-        ));
-    }
-    if ranks
-        .iter()
-        .any(|r| !matches!(r.end, Some((RankEnd::Completed, _))))
-    {
-        if let Some(tail) = scen_procs::log::tail_of_path(&log_path, 4) {
-            notes.push(format!("rank output (last lines): {tail}"));
+            .any(|r| !matches!(r.end, Some((RankEnd::Completed, _))))
+        {
+            if let Some(tail) = scen_procs::log::tail_of_path(&log_path, 4) {
+                notes.push(format!("rank output (last lines): {tail}"));
+            }
         }
-    }
-    if !s.time_scale.is_identity() {
+        if !s.time_scale.is_identity() {
+            notes.insert(
+                0,
+                format!(
+                    "time scale {}: every timeout and delay scaled",
+                    s.time_scale
+                ),
+            );
+        }
         notes.insert(
             0,
             format!(
-                "time scale {}: every timeout and delay scaled",
-                s.time_scale
+                "launched as {} (gloo on CPU, {})",
+                match s.world.launcher {
+                    Launcher::Torchrun => "torchrun: the agent hosts the TCPStore",
+                    Launcher::Processes => "plain processes: rank 0 hosts the TCPStore",
+                },
+                self.py.display()
             ),
         );
     }
-    notes.insert(
-        0,
-        format!(
-            "launched as {} (gloo on CPU, {})",
-            match s.world.launcher {
-                Launcher::Torchrun => "torchrun: the agent hosts the TCPStore",
-                Launcher::Processes => "plain processes: rank 0 hosts the TCPStore",
-            },
-            py.display()
-        ),
-    );
-    Ok(report(s, &ranks, trace, notes, end_ms))
+}
+
+impl RankRun for TorchRun<'_> {
+    type Output = Report;
+    type Error = TorchError;
+
+    fn start(&mut self) -> Result<Watch, TorchError> {
+        let (runner, cfg_path) = self.write_files()?;
+        let log_path = self.log_path();
+        let o = self.o;
+        self.runner = Some(Runner::start(
+            self.py,
+            o.zygote.as_ref(),
+            &runner,
+            &cfg_path,
+            &log_path,
+        )?);
+        Ok(Watch::new(unix_ms(), o.max_wall_ms, o.interrupted))
+    }
+
+    fn look(&mut self, clock: &mut Watch) -> Result<Look, TorchError> {
+        std::thread::sleep(POLL);
+        if self.read_progress() {
+            clock.progress(clock.now_ms());
+        }
+        if self.runner_done {
+            return Ok(Look::Over);
+        }
+        match self.runner.as_mut().map(Runner::exited).transpose()? {
+            // Lines written just before the exit: one more pass.
+            Some(true) => {
+                self.runner_done = true;
+                Ok(Look::Again)
+            }
+            _ => Ok(Look::Decide),
+        }
+    }
+
+    /// The runner's exit is the ranks' end ([`Look::Over`]): a rank that reported its end may
+    /// still be tearing its group down.
+    fn all_ended(&self) -> bool {
+        false
+    }
+
+    fn hopeless(&mut self, clock: &Watch, t_ms: u64) -> bool {
+        let any_started = self.ranks.iter().any(|r| r.started);
+        self.silent_ms = clock.silent_ms(t_ms);
+        let bound_ms = if any_started {
+            self.quiet_ms
+        } else {
+            START_LIMIT_MS
+        };
+        self.silent_ms >= bound_ms
+    }
+
+    fn stopped(&mut self, stop: Stop, _t_ms: u64) {
+        let note = match stop {
+            Stop::Ended => return,
+            Stop::Interrupted(sig) => interrupted_note("scen", sig),
+            Stop::Watchdog => format!(
+                "watchdog: no rank reported progress for {} ms (bound {} ms: the scenario's longest timeout or delay + {QUIET_GRACE_MS} ms); SIGKILLed the process group",
+                self.silent_ms, self.quiet_ms
+            ),
+            Stop::OutOfTime => format!(
+                "stopped: the run reached the limit of {} ms; SIGKILLed the process group",
+                self.o.max_wall_ms.unwrap_or(0)
+            ),
+        };
+        self.notes.push(note);
+    }
+
+    /// The runner's process group: its ranks (killed even if the runner itself has exited).
+    fn end(&mut self, _stop: Option<Stop>) {
+        self.stop_unix_ms = unix_ms();
+        if let Some(runner) = self.runner.as_mut() {
+            let _ = scen_procs::group::kill_group(runner.pgid());
+            runner.reap();
+        }
+    }
+
+    fn report(mut self, stop: Stop, _t_ms: u64) -> Result<Report, TorchError> {
+        if !self.ranks.iter().any(|r| r.started) {
+            return Err(self.none_started(stop));
+        }
+        let end_ms = self.end_ms(stop);
+        if let Some(sig) = stop.signal() {
+            interrupt(&mut self.ranks, sig, end_ms);
+        }
+        let hung = matches!(stop, Stop::Watchdog | Stop::OutOfTime);
+        let (s, ranks, trace, notes) = (self.s, &mut self.ranks, &mut self.trace, &mut self.notes);
+        ends_from_exits(s, ranks, trace, notes, hung, end_ms);
+        self.unmap_ports();
+        self.run_notes();
+        Ok(report(self.s, &self.ranks, self.trace, self.notes, end_ms))
+    }
+}
+
+fn io(what: &str, e: std::io::Error) -> TorchError {
+    TorchError::Io(format!("{what}: {e}"))
 }
 
 /// A signal ended the run: every rank that had not ended fails where it was, saying so (as
