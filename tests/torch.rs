@@ -249,7 +249,7 @@ fn check(
 ) -> Outcome {
     let s = load(path);
     if let Err(why) = scen_torch::eligible::check(&s) {
-        return Outcome::Ineligible(why);
+        return Outcome::Ineligible(why.to_string());
     }
     let pinned = scen_torch::eligible::SGLANG_VERSION;
     if scen_torch::eligible::uses_sglang(&s) && sglang != Some(pinned) {

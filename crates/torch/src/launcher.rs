@@ -91,7 +91,7 @@ pub fn quiet_bound_ms(s: &Scenario) -> u64 {
 
 /// Runs the scenario; see the module comment.
 pub fn launch(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Report, TorchError> {
-    eligible::check(s).map_err(TorchError::NotEligible)?;
+    eligible::check(s)?;
     let (py, _) = python::find(o.python.as_deref())?;
     if !py.exists() {
         return Err(TorchError::Unavailable(format!(

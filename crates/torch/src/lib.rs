@@ -53,7 +53,7 @@ pub enum TorchError {
     Unavailable(String),
     /// The scenario needs something CPU PyTorch does not have.
     #[error("this scenario cannot run in torch mode: {0}")]
-    NotEligible(String),
+    NotEligible(#[from] eligible::Ineligible),
     #[error("torch mode failed: {0}")]
     Io(String),
     /// The zygote (`TorchOptions::zygote`) died or stopped answering; the run's ranks died with it.
@@ -69,7 +69,7 @@ pub fn run(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Repor
 /// The program alone, for the user's own torchrun (`scen export --torch`): any backend and
 /// device (xccl on an XPU node, nccl on CUDA), not only what this machine can run.
 pub fn export(s: &Scenario, source: Option<&str>) -> Result<String, TorchError> {
-    eligible::check_translatable(s).map_err(TorchError::NotEligible)?;
+    eligible::check_translatable(s)?;
     let mut with_env = s.clone();
     scen_core::scenario::fault::apply_env(&mut with_env);
     Ok(translate::program(

@@ -61,7 +61,16 @@ fn sglang_0_5_23_start_up_calls_real_sglang() {
     // The models of older code are not what any installed sglang runs.
     let v2 = parse(&src.replace("0.5.23", "v2"), "t.toml", "t").expect("parses");
     let why = crate::eligible::check(&v2).unwrap_err();
-    assert!(why.contains("model of older code"), "{why}");
+    assert!(
+        matches!(
+            why,
+            crate::eligible::Ineligible::Step {
+                why: crate::eligible::StepIneligible::SglangVersion("v2"),
+                ..
+            }
+        ),
+        "{why}"
+    );
 }
 
 /// Every shipped scenario the translation accepts gives a program Python can compile.
