@@ -365,6 +365,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     fabric.abort_reading(members[from]);
                     Err(error::gloo_enforce_abort(got, posted))
                 }
+                Err(crate::algo::CollectiveError::SelfLength { .. }) => {
+                    Err(error::gloo_alltoallv_self_length())
+                }
                 Err(e) => Err(link
                     .error
                     .borrow()
