@@ -121,7 +121,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             members,
             me: me_g,
             root,
-            splits: coll::eval_splits(c, members, &|v| self.var(v))?,
+            splits: coll::eval_splits(
+                c,
+                members,
+                self.env.scenario.world.size(),
+                self.env.scenario.sim.payloads.symbolic(),
+                &|v| self.var(v),
+            )?,
             post_error,
         };
         if self.env.scenario.sim.payloads.symbolic() {
