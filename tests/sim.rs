@@ -36,6 +36,8 @@ mod launcher;
 mod logging;
 #[path = "sim/loopback_queue.rs"]
 mod loopback_queue;
+#[path = "sim/memory.rs"]
+mod memory;
 #[path = "sim/record.rs"]
 mod record;
 #[path = "sim/reliability.rs"]

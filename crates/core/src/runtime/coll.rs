@@ -387,14 +387,15 @@ use crate::scenario::limits;
 type Res<T> = Result<T, C10dError>;
 
 /// all_to_all split sizes on this rank (rows per member), checked like c10d does, and against
-/// scen's limits: this rank's tensors per rank, and, with real payloads, the same held by each
-/// of the `world` ranks over all ranks (formulas are not bounded when the scenario loads, and
-/// an uneven exchange at 4096 ranks exhausted the memory `scen check` had accepted).
+/// scen's limits: this rank's tensors per rank, and, with real payloads (`room_bytes`), the
+/// same held by each of the `world` ranks against the room scen's memory budget leaves for
+/// tensors (formulas are not bounded when the scenario loads, and an uneven exchange at 4096
+/// ranks exhausted the memory `scen check` had accepted).
 pub(crate) fn eval_splits(
     c: &CollStep,
     members: usize,
     world: usize,
-    symbolic: bool,
+    room_bytes: Option<u64>,
     var: &dyn Fn(&str) -> f64,
 ) -> Res<Option<(Vec<usize>, Vec<usize>)>> {
     let Some((i, o)) = &c.splits else {
@@ -432,14 +433,15 @@ pub(crate) fn eval_splits(
         held = held.saturating_add(bytes);
     }
     let total = held.saturating_mul(world as u64);
-    if !symbolic && total > limits::MAX_TENSOR_BYTES_TOTAL {
+    if let Some(room) = room_bytes.filter(|r| total > *r) {
         return Err(error::limit(format!(
             "input_split_sizes and output_split_sizes make {} of tensors on this rank: {} if each \
-             of the {world} ranks holds as much, over scen's limit of {} over all ranks \
-             (`[sim] payloads = \"symbolic\"` lifts it when no step checks values)",
+             of the {world} ranks holds as much, over the {} over all ranks scen's memory budget \
+             leaves for tensors in this world (`[sim] payloads = \"symbolic\"` lifts it when \
+             no step checks values)",
             limits::human_bytes(held),
             limits::human_bytes(total),
-            limits::human_bytes(limits::MAX_TENSOR_BYTES_TOTAL)
+            limits::human_bytes(room)
         )));
     }
     Ok(Some((i, o)))

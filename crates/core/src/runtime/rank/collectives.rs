@@ -125,7 +125,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 c,
                 members,
                 self.env.scenario.world.size(),
-                self.env.scenario.sim.payloads.symbolic(),
+                Some(self.env.scenario.sim.memory.tensor_room_bytes())
+                    .filter(|_| !self.env.scenario.sim.payloads.symbolic()),
                 &|v| self.var(v),
             )?,
             post_error,
