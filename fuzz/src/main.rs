@@ -336,7 +336,7 @@ fn defect(o: &Outcome, stage: &str) -> Option<String> {
         return Some(format!("{stage}: allocation failure"));
     }
     if o.timed_out {
-        return Some(format!("{stage}: over the time limit"));
+        return Some(format!("{stage}: {SLOW}"));
     }
     match o.code {
         Some(0..=2) => None,
@@ -354,6 +354,10 @@ fn defect(o: &Outcome, stage: &str) -> Option<String> {
     }
 }
 
+/// The defect class of a run over `--run-timeout-s`: with `--slow-ok` it is counted and listed
+/// but does not make the exit status 1 (how long a run takes depends on the machine's load).
+const SLOW: &str = "over the time limit";
+
 struct Args {
     bin: PathBuf,
     corpus: PathBuf,
@@ -362,6 +366,9 @@ struct Args {
     duration: Duration,
     run_timeout: Duration,
     mem_kb: u64,
+    /// Stop after this many inputs (CI's fixed budget); `--minutes` still bounds the time.
+    max_execs: u64,
+    slow_ok: bool,
 }
 
 fn parse_args() -> Args {
@@ -373,6 +380,8 @@ fn parse_args() -> Args {
         duration: Duration::from_secs(60),
         run_timeout: Duration::from_secs(20),
         mem_kb: 4 * 1024 * 1024,
+        max_execs: u64::MAX,
+        slow_ok: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -386,8 +395,14 @@ fn parse_args() -> Args {
             "--minutes" => a.duration = Duration::from_secs(v.parse::<u64>().expect("--minutes N") * 60),
             "--run-timeout-s" => a.run_timeout = Duration::from_secs(v.parse().expect("--run-timeout-s N")),
             "--mem-mb" => a.mem_kb = v.parse::<u64>().expect("--mem-mb N") * 1024,
+            "--execs" => a.max_execs = v.parse().expect("--execs N"),
+            "--slow-ok" => {
+                a.slow_ok = true;
+                i += 1;
+                continue;
+            }
             other => {
-                eprintln!("unknown argument {other}\nusage: scen-fuzz [--bin PATH] [--corpus DIR] [--out DIR] [--seed N] [--minutes N] [--run-timeout-s N] [--mem-mb N]");
+                eprintln!("unknown argument {other}\nusage: scen-fuzz [--bin PATH] [--corpus DIR] [--out DIR] [--seed N] [--minutes N] [--execs N] [--run-timeout-s N] [--mem-mb N] [--slow-ok]");
                 std::process::exit(2);
             }
         }
@@ -407,7 +422,15 @@ fn main() {
     let mut found: BTreeMap<String, (u64, PathBuf)> = BTreeMap::new();
     let (mut execs, mut runs, mut accepted) = (0u64, 0u64, 0u64);
     let mut last_stats = Instant::now();
-    while start.elapsed() < a.duration {
+    println!(
+        "scen-fuzz: seed {}, corpus {}, budget {} execs / {} s, binary {}",
+        a.seed,
+        a.corpus.display(),
+        if a.max_execs == u64::MAX { "unbounded".to_string() } else { a.max_execs.to_string() },
+        a.duration.as_secs(),
+        a.bin.display()
+    );
+    while start.elapsed() < a.duration && execs < a.max_execs {
         let mut input = rng.pick(&corpus.seeds).clone();
         for _ in 0..1 + rng.below(4) {
             input = mutate_once(&mut rng, &corpus, input);
@@ -449,7 +472,15 @@ fn main() {
         start.elapsed().as_secs_f64(),
         found.len()
     );
-    std::process::exit(if found.is_empty() { 0 } else { 1 });
+    let failing: Vec<_> = found
+        .iter()
+        .filter(|(k, _)| !(a.slow_ok && k.ends_with(SLOW)))
+        .collect();
+    for (k, (n, p)) in &found {
+        let tag = if failing.iter().any(|(f, _)| f == &k) { "DEFECT" } else { "slow (not failing)" };
+        println!("{tag}: {n} x {k}: {}", p.display());
+    }
+    std::process::exit(if failing.is_empty() { 0 } else { 1 });
 }
 
 fn save_log(out: &Path, key: &str, stderr: &str) {

@@ -24,6 +24,7 @@ mod keeps_its_word;
 mod launcher;
 mod logging;
 mod loopback_queue;
+mod memory;
 mod record;
 mod reliability;
 mod report_schema;

@@ -291,6 +291,21 @@ fn many_ranks_connecting_at_once_fit_the_simulated_backlog() {
 }
 
 #[test]
+fn refused_connects_for_half_an_hour_do_not_exhaust_a_full_nodes_ports() {
+    // Issue 33: 127 ranks retried the late store host for 1790 s; every refused connect left
+    // its socket behind in turmoil until node0's ports ran out (a panic, after 3 minutes).
+    let d = scratch("r33-ports");
+    let f = write(
+        &d,
+        "s.toml",
+        "[world]\nranks_per_node = 128\nplatform = \"cpu\"\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\n[[step]]\nop = \"barrier\"\n[[faults]]\nkind = \"late_start\"\non = [0]\ndelay_ms = 1790000\n",
+    );
+    let (code, out, err) = scen(&["run", &f]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("128 completed"), "{out}");
+}
+
+#[test]
 fn sizes_computed_while_running_are_refused_as_input_errors() {
     // 06a, 06b: formulas that check cannot bound aborted the process on allocation.
     let d = scratch("r06");

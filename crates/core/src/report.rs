@@ -168,13 +168,7 @@ fn grouped_verdicts(scenario: &Scenario, r: &Report) -> Vec<(String, Vec<usize>)
     for (i, v) in r.ranks.iter().enumerate() {
         let line = match v {
             RankVerdict::Hung { step, .. } if r.diagnosis.hang.is_some() => {
-                let st = &scenario.steps[*step];
-                format!(
-                    "hangs in {} ({}:{})",
-                    st.label(),
-                    scenario.file,
-                    st.loc.line
-                )
+                format!("hangs in {}", crate::verdict::step_place(scenario, *step))
             }
             _ => describe_verdict(scenario, v),
         };

@@ -221,12 +221,18 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
         .collect()
 }
 
+/// `#2 new_group (file:12)`: step `s` and where it is written. A rank killed before it started
+/// a scenario without steps ended "in" step 0, which does not exist: that says so.
+pub fn step_place(scenario: &Scenario, s: usize) -> String {
+    match scenario.steps.get(s) {
+        Some(st) => format!("{} ({}:{})", st.label(), scenario.file, st.loc.line),
+        None => format!("#{} (before any step of {})", s + 1, scenario.file),
+    }
+}
+
 /// `fails in #2 new_group (file:12): RuntimeError: ...`.
 pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
-    let at = |s: usize| {
-        let st = &scenario.steps[s];
-        format!("{} ({}:{})", st.label(), scenario.file, st.loc.line)
-    };
+    let at = |s: usize| step_place(scenario, s);
     match v {
         RankVerdict::Completed { t_ms } => format!("completes at {}", format_ms(*t_ms).trim()),
         RankVerdict::Failed {

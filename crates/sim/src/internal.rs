@@ -65,14 +65,3 @@ impl Drop for Watch {
         CAUGHT.with(|c| c.borrow_mut().take());
     }
 }
-
-/// Turns turmoil's capacity panics into a sentence naming the limit.
-pub fn explain(panic: &str) -> String {
-    if panic.contains("server socket buffer full") {
-        format!("{panic} (the simulated network's per-listener connection backlog is full: too many ranks connect to one port at once for the simulator)")
-    } else if panic.contains("ports exhausted") {
-        format!("{panic} (the simulated host ran out of ephemeral ports: too many connections from one node for the simulator)")
-    } else {
-        panic.to_string()
-    }
-}

@@ -67,10 +67,7 @@ pub fn simulate(scenario: &Scenario, seed: Option<u64>) -> Result<Report, SimErr
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         simulate_inner(scenario, seed, inject, &watch)
     }));
-    let internal = |detail: String| SimError::Internal {
-        seed,
-        detail: internal::explain(&detail),
-    };
+    let internal = |detail: String| SimError::Internal { seed, detail };
     match run {
         Ok(Err(SimError::Internal { detail, .. })) => Err(internal(detail)),
         Ok(r) => match watch.caught() {

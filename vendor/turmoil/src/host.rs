@@ -99,27 +99,36 @@ impl Host {
         }
     }
 
-    pub(crate) fn assign_ephemeral_port(&mut self) -> u16 {
-        for _ in self.ephemeral_ports.clone() {
-            let ret = self.next_ephemeral_port;
+    /// A free port of the ephemeral range for a bind to port 0.
+    ///
+    /// scen patch: an exhausted range is an error (`AddrNotAvailable`, as Linux's
+    /// `EADDRNOTAVAIL`), not a panic.
+    pub(crate) fn assign_ephemeral_port(&mut self) -> std::io::Result<u16> {
+        let (udp, tcp) = (&self.udp, &self.tcp);
+        next_free_port(
+            &mut self.next_ephemeral_port,
+            &self.ephemeral_ports,
+            &self.nodename,
+            |p| !udp.is_port_assigned(p) && !tcp.is_port_assigned(p),
+        )
+    }
 
-            if self.next_ephemeral_port == *self.ephemeral_ports.end() {
-                // re-load
-                self.next_ephemeral_port = *self.ephemeral_ports.start();
-            } else {
-                // advance
-                self.next_ephemeral_port += 1;
-            }
-
-            // Check for existing binds and connections to avoid port conflicts
-            if self.udp.is_port_assigned(ret) || self.tcp.is_port_assigned(ret) {
-                continue;
-            }
-
-            return ret;
-        }
-
-        panic!("Host: '{}' ports exhausted", self.nodename)
+    /// scen patch: the local port of a connection from `local` to `remote`. As Linux's
+    /// `connect()`, a port is free unless a listener or UDP socket holds it or a connection
+    /// with the same four-tuple exists, so connections to different peers share ports: a node
+    /// of 128 ranks in a gloo full mesh opens more connections than the range has ports.
+    pub(crate) fn assign_connect_port(
+        &mut self,
+        local: IpAddr,
+        remote: SocketAddr,
+    ) -> std::io::Result<u16> {
+        let (udp, tcp) = (&self.udp, &self.tcp);
+        next_free_port(
+            &mut self.next_ephemeral_port,
+            &self.ephemeral_ports,
+            &self.nodename,
+            |p| !udp.is_port_assigned(p) && !tcp.is_bound(p) && !tcp.has_pair(local, p, remote),
+        )
     }
 
     /// Receive the `envelope` from the network.
@@ -205,6 +214,31 @@ impl HostTimer {
     pub(crate) fn since_epoch(&self) -> Duration {
         self.since_epoch + self.sim_elapsed()
     }
+}
+
+/// scen patch: the next port of `range`, from `cursor` (where the last search ended), that
+/// `free` accepts.
+fn next_free_port(
+    cursor: &mut u16,
+    range: &RangeInclusive<u16>,
+    nodename: &str,
+    free: impl Fn(u16) -> bool,
+) -> std::io::Result<u16> {
+    for _ in range.clone() {
+        let ret = *cursor;
+        *cursor = if ret == *range.end() {
+            *range.start()
+        } else {
+            ret + 1
+        };
+        if free(ret) {
+            return Ok(ret);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrNotAvailable,
+        format!("Host '{nodename}': ephemeral ports exhausted"),
+    ))
 }
 
 /// Simulated UDP host software.
@@ -466,6 +500,17 @@ impl Tcp {
         self.binds.keys().any(|p| *p == port) || self.sockets.keys().any(|a| a.local.port() == port)
     }
 
+    /// scen patch: a listener holds `port`.
+    fn is_bound(&self, port: u16) -> bool {
+        self.binds.contains_key(&port)
+    }
+
+    /// scen patch: a connection from `local`:`port` to `remote` exists.
+    fn has_pair(&self, local: IpAddr, port: u16, remote: SocketAddr) -> bool {
+        self.sockets
+            .contains_key(&SocketPair::new(SocketAddr::new(local, port), remote))
+    }
+
     pub(crate) fn bind(&mut self, addr: SocketAddr) -> io::Result<TcpListener> {
         let notify = Arc::new(Notify::new());
         let sock = ServerSocket {
@@ -533,11 +578,9 @@ impl Tcp {
                 // If bound, queue the syn; else we drop the syn triggering
                 // connection refused on the client.
                 if let Some(b) = self.binds.get_mut(&dst.port()) {
-                    if b.deque.len() == self.server_socket_capacity {
-                        panic!("{dst} server socket buffer full");
-                    }
-
-                    if matches(b.bind_addr, dst) {
+                    // scen patch: a full accept queue drops the SYN (the client's connect is
+                    // refused), where upstream panics.
+                    if matches(b.bind_addr, dst) && b.deque.len() < self.server_socket_capacity {
                         b.deque.push_back((syn, src));
                         b.notify.notify_one();
                     }
@@ -653,10 +696,10 @@ mod test {
         host.udp.bind((host.addr, 49162).into())?;
 
         for _ in 49152..49161 {
-            host.assign_ephemeral_port();
+            host.assign_ephemeral_port()?;
         }
 
-        assert_eq!(49152, host.assign_ephemeral_port());
+        assert_eq!(49152, host.assign_ephemeral_port()?);
 
         Ok(())
     }

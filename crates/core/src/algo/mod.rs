@@ -89,6 +89,12 @@ pub enum CollectiveError {
         got: usize,
         posted: usize,
     },
+    /// gloo's alltoallv: this rank's chunk for itself is not the length it expects from
+    /// itself (gloo enforces it before sending anything).
+    #[error(
+        "all_to_all sends {sent} bytes to itself while expecting {expected} bytes from itself"
+    )]
+    SelfLength { sent: usize, expected: usize },
 }
 
 pub(crate) type R<T> = Result<T, CollectiveError>;

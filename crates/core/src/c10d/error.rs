@@ -276,6 +276,17 @@ pub fn gloo_enforce_abort(got_bytes: usize, posted_bytes: usize) -> C10dError {
     )
 }
 
+/// gloo's alltoallv copies a rank's own chunk before it sends anything and enforces that the
+/// chunk it sends itself is as long as the one it expects from itself (gloo/alltoallv.cc:138;
+/// real torch 2.15, scenarios/gloo_all_to_all_self_split_differs.toml): a RuntimeError on that
+/// rank alone, before any byte moves. (gloo's text ends in a space, which Python's traceback
+/// and torch mode's parity drop.)
+pub fn gloo_alltoallv_self_length() -> C10dError {
+    runtime(
+        "[enforce fail at gloo/alltoallv.cc:138] inLengthPerRank[myRank] == outLengthPerRank[myRank].",
+    )
+}
+
 /// R20.
 pub fn mismatched_bound_device() -> C10dError {
     assertion("Mismatched bound device between new pg and the default pg.")

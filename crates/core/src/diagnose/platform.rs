@@ -59,7 +59,9 @@ pub fn check(s: &Scenario, ranks: &[RankVerdict]) -> Option<DeviceHint> {
         let RankVerdict::Failed { step, failure, .. } = v else {
             continue;
         };
-        let st = &s.steps[*step];
+        let Some(st) = s.steps.get(*step) else {
+            continue;
+        };
         let on_xpu = s
             .world
             .ranks

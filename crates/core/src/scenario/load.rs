@@ -104,6 +104,7 @@ pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, Sce
         over_limit: RefCell::new(None),
         group_sizes: RefCell::new(std::collections::BTreeMap::new()),
         first_expect: std::cell::Cell::new(None),
+        largest_coll: std::cell::Cell::new((0, 0)),
     };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
         let at = e.span().map(|s| s.start).unwrap_or(0);
@@ -130,6 +131,9 @@ struct Cx<'a> {
     group_sizes: RefCell<std::collections::BTreeMap<String, usize>>,
     /// Where the first step's `expect` is (symbolic payloads cannot check values).
     first_expect: std::cell::Cell<Option<usize>>,
+    /// The largest collective's tensor bytes over all ranks and where its op is, for the
+    /// memory estimate (bytes.rs).
+    largest_coll: std::cell::Cell<(u64, usize)>,
 }
 
 type R<T> = Result<T, ScenarioError>;
@@ -206,6 +210,7 @@ impl Cx<'_> {
             .collect::<R<Vec<_>>>()?;
         let mut sim = self.sim(raw.sim)?;
         sim.payloads = self.payloads()?;
+        sim.memory = self.check_memory(&world, &steps, sim.payloads)?;
         let faults = raw
             .faults
             .into_iter()
@@ -254,6 +259,7 @@ impl Cx<'_> {
             latency_max_ms: hi,
             random_order: raw.random_order.unwrap_or(false),
             payloads: Payloads::Values,
+            memory: Default::default(),
             batch_store_loops: true,
             loopback_queue: true,
         })

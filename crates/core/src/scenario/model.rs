@@ -49,6 +49,9 @@ pub struct SimSettings {
     pub random_order: bool,
     /// `payloads`: what collectives compute (see [`Payloads`]).
     pub payloads: Payloads,
+    /// What the run is expected to allocate at its peak (limits.rs); its
+    /// `tensor_room_bytes()` is what a split-size formula, known only as it runs, is held to.
+    pub memory: super::limits::MemoryEstimate,
     /// Whether the simulator may send a client's loop of store reads as one request charged as
     /// the loop (`c10d::store::seq`; it does only where round trips cost alike). Always true
     /// from a file; tests turn it off to compare with the loop simulated request by request.

@@ -182,7 +182,7 @@ impl UdpSocket {
             verify_ipv4_bind_interface(addr.ip(), host.addr)?;
 
             if addr.port() == 0 {
-                addr.set_port(host.assign_ephemeral_port());
+                addr.set_port(host.assign_ephemeral_port()?);
             }
 
             host.udp.bind(addr)

@@ -209,17 +209,31 @@ pub async fn scatter<L: Link, D: Payload>(
     Ok(out)
 }
 
-/// gloo/alltoallv.cc: member `me` sends to `me + i` and receives from `me - i` for every `i`,
-/// all posted first, then waits alternate between a send and a receive.
+/// gloo/alltoallv.cc: member `me` copies its own chunk (enforcing that it is as long as the
+/// chunk it expects from itself), then sends to `me + i` and receives from `me - i` for every
+/// `i`, all posted first, then waits alternate between a send and a receive.
 pub async fn all_to_all<L: Link, D: Payload>(
     l: &L,
     sends: Vec<D>,
     recv_lens: &[usize],
 ) -> R<Vec<D>> {
     let (n, me) = (l.size(), l.rank());
-    let mut out: Vec<D> = recv_lens.iter().map(|&b| D::zeros(b)).collect();
+    if sends.len() != n || recv_lens.len() != n {
+        return Err(CollectiveError::Mismatch(format!(
+            "all_to_all on a group of {n} got {} send chunks and {} receive sizes",
+            sends.len(),
+            recv_lens.len()
+        )));
+    }
     let mine = &sends[me];
-    out[me].copy_in(0..mine.len().min(recv_lens[me]), mine);
+    if mine.len() != recv_lens[me] {
+        return Err(CollectiveError::SelfLength {
+            sent: mine.len(),
+            expected: recv_lens[me],
+        });
+    }
+    let mut out: Vec<D> = recv_lens.iter().map(|&b| D::zeros(b)).collect();
+    out[me] = mine.clone();
     let mut p = Posted::new(l, K_A2A);
     for i in 1..n {
         let (to, from) = ((me + i) % n, (me + n - i) % n);

@@ -6,7 +6,7 @@ use super::{Algo, Coll};
 use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::payload::Payload;
-use crate::scenario::{CollStep, Splits};
+use crate::scenario::{limits, CollStep, Splits};
 use crate::tensor::Tensor;
 
 /// `shape` with dim 0 multiplied by `n` (a scalar becomes `[n]`).
@@ -64,10 +64,16 @@ pub(crate) struct CallShape {
 
 type Res<T> = Result<T, C10dError>;
 
-/// all_to_all split sizes on this rank (rows per member), checked like c10d does.
+/// all_to_all split sizes on this rank (rows per member), checked like c10d does, and against
+/// scen's limits: this rank's tensors per rank, and, with real payloads (`room_bytes`), the
+/// same held by each of the `world` ranks against the room scen's memory budget leaves for
+/// tensors (formulas are not bounded when the scenario loads, and an uneven exchange at 4096
+/// ranks exhausted the memory `scen check` had accepted).
 pub(crate) fn eval_splits(
     c: &CollStep,
     members: usize,
+    world: usize,
+    room_bytes: Option<u64>,
     var: &dyn Fn(&str) -> f64,
 ) -> Res<Option<(Vec<usize>, Vec<usize>)>> {
     let Some((i, o)) = &c.splits else {
@@ -91,18 +97,30 @@ pub(crate) fn eval_splits(
     let (i, o) = (eval(i)?, eval(o)?);
     let row: u64 = c.tensor.shape.iter().map(|d| *d as u64).product();
     let esz = c.tensor.dtype.size_bytes() as u64;
+    let mut held = 0u64;
     for (what, s) in [("input_split_sizes", &i), ("output_split_sizes", &o)] {
         let rows = s.iter().fold(0u64, |a, x| a.saturating_add(*x as u64));
         let bytes = rows.saturating_mul(row).saturating_mul(esz);
-        if bytes > crate::scenario::limits::MAX_TENSOR_BYTES_PER_RANK {
+        if bytes > limits::MAX_TENSOR_BYTES_PER_RANK {
             return Err(error::limit(format!(
-                "{what} {s:?} make a {} tensor on this rank, over scen's limit of {} per rank",
-                crate::scenario::limits::human_bytes(bytes),
-                crate::scenario::limits::human_bytes(
-                    crate::scenario::limits::MAX_TENSOR_BYTES_PER_RANK
-                )
+                "{what} make a {} tensor on this rank, over scen's limit of {} per rank",
+                limits::human_bytes(bytes),
+                limits::human_bytes(limits::MAX_TENSOR_BYTES_PER_RANK)
             )));
         }
+        held = held.saturating_add(bytes);
+    }
+    let total = held.saturating_mul(world as u64);
+    if let Some(room) = room_bytes.filter(|r| total > *r) {
+        return Err(error::limit(format!(
+            "input_split_sizes and output_split_sizes make {} of tensors on this rank: {} if each \
+             of the {world} ranks holds as much, over the {} over all ranks scen's memory budget \
+             leaves for tensors in this world (`[sim] payloads = \"symbolic\"` lifts it when \
+             no step checks values)",
+            limits::human_bytes(held),
+            limits::human_bytes(total),
+            limits::human_bytes(room)
+        )));
     }
     Ok(Some((i, o)))
 }

@@ -121,7 +121,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             members,
             me: me_g,
             root,
-            splits: coll::eval_splits(c, members, &|v| self.var(v))?,
+            splits: coll::eval_splits(
+                c,
+                members,
+                self.env.scenario.world.size(),
+                Some(self.env.scenario.sim.memory.tensor_room_bytes())
+                    .filter(|_| !self.env.scenario.sim.payloads.symbolic()),
+                &|v| self.var(v),
+            )?,
             post_error,
         };
         if self.env.scenario.sim.payloads.symbolic() {
@@ -364,6 +371,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Err(crate::algo::CollectiveError::TooLarge { from, got, posted }) => {
                     fabric.abort_reading(members[from]);
                     Err(error::gloo_enforce_abort(got, posted))
+                }
+                Err(crate::algo::CollectiveError::SelfLength { .. }) => {
+                    Err(error::gloo_alltoallv_self_length())
                 }
                 Err(e) => Err(link
                     .error

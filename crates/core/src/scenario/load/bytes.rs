@@ -52,6 +52,9 @@ impl Cx<'_> {
         let esz = tensor.dtype.size_bytes() as u64;
         let per_rank = limits::coll_bytes_per_rank(op, elements, esz, count as u64, members as u64);
         let total = per_rank.saturating_mul(ws as u64);
+        if total > self.largest_coll.get().0 {
+            self.largest_coll.set((total, op_at));
+        }
         let (what, value, limit) = if per_rank > limits::MAX_TENSOR_BYTES_PER_RANK {
             ("per rank", per_rank, limits::MAX_TENSOR_BYTES_PER_RANK)
         } else if total > limits::MAX_TENSOR_BYTES_TOTAL {
@@ -91,5 +94,60 @@ impl Cx<'_> {
             Some((_, max)) => *max = (*max).max(total),
         }
         Ok(())
+    }
+
+    /// Refuses a scenario whose run would not fit [`limits::MEMORY_BUDGET_BYTES`]: the
+    /// simulator's state for its world and groups plus its largest collective's tensors (none
+    /// with symbolic payloads). Returns the estimate.
+    pub(super) fn check_memory(
+        &self,
+        world: &World,
+        steps: &[Step],
+        payloads: Payloads,
+    ) -> R<limits::MemoryEstimate> {
+        let ws = world.size() as u64;
+        let groups = steps.iter().filter_map(|s| match &s.kind {
+            StepKind::InitProcessGroup { .. } => Some(ws),
+            StepKind::NewGroup { ranks, .. } => {
+                Some(ranks.as_ref().map_or(ws, |r| (r.len() as u64).min(ws)))
+            }
+            _ => None,
+        });
+        let exchanging: std::collections::BTreeMap<Option<&String>, u64> = steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::Collective(c)
+                    if matches!(c.op, CollOp::AllToAllSingle | CollOp::AllToAll) =>
+                {
+                    let m = self.group_members(&c.group, ws as usize) as u64;
+                    Some((c.group.as_ref(), m))
+                }
+                _ => None,
+            })
+            .collect();
+        let (largest, op_at) = self.largest_coll.get();
+        let est = limits::MemoryEstimate {
+            state_bytes: limits::state_bytes(ws, groups, exchanging.into_values()),
+            tensor_bytes: if payloads.symbolic() {
+                0
+            } else {
+                largest.saturating_mul(limits::TENSOR_COPIES)
+            },
+        };
+        if est.total() <= limits::MEMORY_BUDGET_BYTES {
+            return Ok(est);
+        }
+        let at = if est.tensor_bytes > 0 { op_at } else { 0 };
+        Err(self.err(
+            at,
+            format!(
+                "the run would need about {} ({} of simulator state for {ws} ranks and their \
+                 groups, {} of tensors), over scen's memory budget of {}",
+                human_bytes(est.total()),
+                human_bytes(est.state_bytes),
+                human_bytes(est.tensor_bytes),
+                human_bytes(limits::MEMORY_BUDGET_BYTES)
+            ),
+        ))
     }
 }

@@ -51,7 +51,7 @@ impl TcpListener {
             }
 
             if addr.port() == 0 {
-                addr.set_port(host.assign_ephemeral_port());
+                addr.set_port(host.assign_ephemeral_port()?);
             }
 
             host.tcp.bind(addr)

@@ -82,10 +82,12 @@ impl TcpStream {
 
             let (pair, rx, bidi) = {
                 let host = world.current_host_mut();
-                let mut local_addr = SocketAddr::new(host.addr, host.assign_ephemeral_port());
-                if dst.ip().is_loopback() {
-                    local_addr.set_ip(dst.ip());
-                }
+                let local_ip = if dst.ip().is_loopback() {
+                    dst.ip()
+                } else {
+                    host.addr
+                };
+                let local_addr = SocketAddr::new(local_ip, host.assign_connect_port(local_ip, dst)?);
 
                 let pair = SocketPair::new(local_addr, dst);
                 let (rx, bidi) = host.tcp.new_stream(pair);
@@ -102,9 +104,14 @@ impl TcpStream {
             Ok::<_, Error>((pair, rx, bidi))
         })?;
 
+        // scen patch: a connect that is refused or given up (its future dropped) removes its
+        // socket, which upstream keeps: a client retrying a refused connect for long leaked a
+        // socket per attempt until its host ran out of ports.
+        let mut pending = PendingConnect(Some(pair));
         syn_ack.await.map_err(|_| {
             io::Error::new(io::ErrorKind::ConnectionRefused, pair.remote.to_string())
         })?;
+        pending.0 = None;
 
         tracing::trace!(target: TRACING_TARGET, src = ?pair.remote, dst = ?pair.local, protocol = %"TCP SYN-ACK", "Recv");
 
@@ -645,6 +652,17 @@ impl Drop for ReadHalf {
 
             world.current_host_mut().tcp.close_stream_half(*self.pair);
         })
+    }
+}
+
+/// scen patch: the socket of a connect still waiting for its SYN-ACK; dropped, it removes it.
+struct PendingConnect(Option<SocketPair>);
+
+impl Drop for PendingConnect {
+    fn drop(&mut self) {
+        if let Some(pair) = self.0.take() {
+            World::current_if_set(|world| world.current_host_mut().tcp.reset_stream(pair));
+        }
     }
 }
 
