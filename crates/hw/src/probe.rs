@@ -5,7 +5,8 @@
 use scen_core::diagnose::record::CallRecord;
 use scen_core::diagnose::GroupRecord;
 use scen_core::outcome::RankEnd;
-use scen_core::trace::{Event, Probe, Wait};
+use scen_core::probe::Probe;
+use scen_core::trace::{Event, Wait};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::io::Write;

@@ -8,7 +8,7 @@
 //! enter group A then B while ranks 2,3 enter B then A), which no PyTorch tool reports.
 
 use super::record::{CallKey, CallKind, CallRecord, CallState};
-use crate::trace::Wait;
+use crate::trace::{Wait, WaitOn};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -140,17 +140,12 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
     })
 }
 
-/// How the store host's wait for its clients (`waitForWorkers`, R16) starts its wait text.
-pub const STORE_WORKERS_WAIT: &str = "TCPStore server waiting for";
-/// How a rank's wait to connect to the store starts its wait text.
-pub const STORE_CONNECT_WAIT: &str = "connect to TCPStore";
-
 /// For the store host's wait for its clients: the awaited ranks that have not checked in.
 /// The real store only counts ("3/4 clients joined"); scen knows who: a rank still
 /// connecting (to this store or, with a wrong MASTER_PORT/ADDR, another address), one that
 /// failed in that step, or one that was never launched.
 pub fn store_clients_missing(wait: &Wait, ranks: &[RankAt]) -> Option<Vec<usize>> {
-    if !wait.what.starts_with(STORE_WORKERS_WAIT) {
+    if !matches!(wait.on, WaitOn::StoreWorkers { .. }) {
         return None;
     }
     let missing = wait
@@ -159,7 +154,9 @@ pub fn store_clients_missing(wait: &Wait, ranks: &[RankAt]) -> Option<Vec<usize>
         .copied()
         .filter(|p| match ranks.get(*p) {
             None => true,
-            Some(RankAt::Stuck { wait: w, .. }) => w.what.starts_with(STORE_CONNECT_WAIT),
+            Some(RankAt::Stuck { wait: w, .. }) => {
+                matches!(w.on, WaitOn::StoreConnect { .. })
+            }
             Some(RankAt::Failed { step, .. }) => *step <= wait.step,
             Some(_) => false,
         })
@@ -419,6 +416,9 @@ mod graph_tests {
             label: "#2 all_reduce".into(),
             wait: Wait {
                 step: 1,
+                on: WaitOn::Transfer {
+                    dir: crate::trace::Dir::Recv,
+                },
                 what: "recv".into(),
                 group: None,
                 seq: Some(1),

@@ -13,7 +13,7 @@ use super::model::{scen_dtype, Dump, Entry};
 use crate::diagnose::check;
 use crate::diagnose::hang::{self, ranges, RankAt};
 use crate::diagnose::{CallKind, CallRecord, CallState, Diagnosis, Fingerprint};
-use crate::trace::Wait;
+use crate::trace::{Wait, WaitOn};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The dumps of one job, by global rank.
@@ -493,6 +493,7 @@ fn rank_states(job: &Job, p: &Plan, at: &At) -> Vec<RankAt> {
                     label: format!("#{} {}", step + 1, c.call.op),
                     wait: Wait {
                         step,
+                        on: WaitOn::Recorded,
                         what: format!(
                             "{} #{} on {}",
                             c.call.op,

@@ -10,10 +10,11 @@ use crate::c10d::collective::{CollOp, Layout};
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
 use crate::payload::{Payload, Symbolic};
+use crate::probe::Probe;
 use crate::reduce::ReduceOp;
 use crate::scenario::{CollStep, Splits, TensorSpec};
 use crate::tensor::Tensor;
-use crate::trace::{Event, Probe, Wait};
+use crate::trace::{Event, Wait};
 use std::cell::RefCell;
 use std::rc::Rc;
 

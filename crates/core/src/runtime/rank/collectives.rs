@@ -7,6 +7,7 @@ use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
 use crate::payload::Symbolic;
+use crate::probe::Probe;
 use crate::reduce::{self, ReduceOp};
 use crate::runtime::coll::{self, AsyncProbe, CallShape, Coll, Done, Fill, OutVars};
 use crate::runtime::link::{CallInfo, FabricLink};
@@ -14,7 +15,7 @@ use crate::runtime::net::{Clock, Net};
 use crate::scenario::expr::{format_number, Expr};
 use crate::scenario::{CollStep, TensorSpec};
 use crate::tensor::Tensor;
-use crate::trace::{EventKind, Probe};
+use crate::trace::EventKind;
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// The tensor a step creates on this rank.

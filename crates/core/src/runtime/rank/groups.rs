@@ -6,8 +6,9 @@ use crate::c10d::backend::{self, BackendConfig};
 use crate::c10d::error;
 use crate::c10d::naming;
 use crate::c10d::store::{join_key, KeySeq, StoreError};
+use crate::probe::Probe;
 use crate::runtime::net::{Clock, Net};
-use crate::trace::{EventKind, Probe};
+use crate::trace::{EventKind, StoreUse};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// `by`: a scenario step gets the result text; sglang's planned calls (O(W) on every rank)
@@ -237,7 +238,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 &key,
                 Some(timeout_ms),
                 vec![members[0]],
-                format!("{backend} communicator of group {label}: store get unique id '{key}' from rank {}", members[0]),
+                (StoreUse::UniqueId, format!("{backend} communicator of group {label}: store get unique id '{key}' from rank {}", members[0])),
                 Some(label.clone()),
                 Some(err.clone()),
             )
@@ -277,7 +278,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 "{backend} communicator init of group {label}: waiting for rank {m} to join"
             );
             let got = self
-                .store_get_from(&keys, next, net_rtt_ms, &[m], what, &label, None)
+                .store_get_from(
+                    &keys,
+                    next,
+                    net_rtt_ms,
+                    &[m],
+                    (StoreUse::CommJoin, what),
+                    &label,
+                    None,
+                )
                 .await?;
             for v in got {
                 self.fabric
