@@ -1,8 +1,8 @@
 //! Hang diagnosis: a wait-for graph over `(rank, group, seq)` at the moment no rank can move.
 //!
-//! For each stuck rank: the step and scenario line, the call (group, sequence number) it waits
-//! in, and for that call which members never joined it (never reached that sequence number:
-//! the culprits, as the flight recorder's "missing ranks" and NCCL's "lagging ranks", R31/R33),
+//! For each stuck rank: the step and scenario line, the call (group, sequence number, op) it
+//! waits in, and for that call which members never joined it (never reached that sequence
+//! number, or reached it in another op: the culprits, as the flight recorder's "missing ranks" and NCCL's "lagging ranks", R31/R33),
 //! which joined but did not finish, and which finished it. Edges go from a stuck rank to the
 //! ranks whose action would free it; a cycle among them is the deadlock's shape (e.g. ranks 0,1
 //! enter group A then B while ranks 2,3 enter B then A), which no PyTorch tool reports.
@@ -57,9 +57,11 @@ pub struct CallAt {
 }
 
 impl CallAt {
-    /// The same call: one collective (group, seq) or one p2p transfer (group, src, dst, seq).
+    /// The same call: one collective (group, seq, op) or one p2p transfer (group, src, dst,
+    /// seq). The name carries the op: a barrier #3 and an all_gather #3 are two calls.
     fn same_call(&self, other: &CallAt) -> bool {
-        (&self.group, self.seq, self.pair) == (&other.group, other.seq, other.pair)
+        (&self.group, self.seq, self.pair, &self.name)
+            == (&other.group, other.seq, other.pair, &other.name)
     }
 }
 
@@ -263,7 +265,10 @@ fn stuck_rank(
         } else {
             index.get(&key_of(m)).copied()
         };
-        match rec.map(|c| c.state) {
+        // A member at this sequence number in another op (a barrier where the others
+        // all_gather) is in another call: it never joined this one.
+        let other_op = |c: &&CallRecord| open.kind == CallKind::Collective && c.fp.op != open.fp.op;
+        match rec.filter(|c| !other_op(c)).map(|c| c.state) {
             None => s.never_joined.push(m),
             Some(CallState::Started) => s.joined_not_finished.push(m),
             Some(_) => s.finished.push(m),
@@ -468,6 +473,27 @@ mod graph_tests {
         let ranks = vec![stuck(3), stuck(0), stuck(1), stuck(2)];
         let h = analyse(&recs, &ranks, 5).expect("hang");
         assert_eq!(h.cycle, vec![0, 2, 0]);
+    }
+
+    #[test]
+    fn a_member_in_another_op_at_the_same_seq_never_joined() {
+        // Ranks 0-2 in all_gather #3; rank 3 took another branch: barrier #3.
+        let mut recs: Vec<CallRecord> = (0..3).map(|r| started(r, "A", 3)).collect();
+        for c in &mut recs {
+            c.fp.op = "all_gather".into();
+        }
+        let mut other = started(3, "A", 3);
+        other.fp.op = "barrier".into();
+        recs.push(other);
+        let ranks = vec![stuck(1), stuck(2), stuck(0), stuck(0)];
+        let h = analyse(&recs, &ranks, 5).expect("hang");
+        assert_eq!(h.stuck[0].never_joined, vec![3]);
+        assert_eq!(h.stuck[0].joined_not_finished, vec![0, 1, 2]);
+        assert_eq!(h.stuck[3].never_joined, vec![0, 1, 2]);
+        assert_eq!(h.cycle, vec![0, 3, 0]);
+        let absent = h.absent.iter().find(|a| a.rank == 3).expect("rank 3 named");
+        assert_eq!(absent.call, "all_gather #3 on A");
+        assert_eq!(absent.last.as_deref(), Some("barrier #3, started, line 7"));
     }
 
     #[test]
