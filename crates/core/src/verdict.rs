@@ -145,7 +145,7 @@ pub struct ExpectationCheck {
 /// group it is not in is a no-op, R27); [`expect_notes`] turns those lines into report notes.
 pub const EXPECT_NOT_APPLIED: &str = "expect does not apply";
 
-/// One note per step whose `expect` did not apply on some ranks: `expect of #3 all_reduce
+/// One note per step whose `expect` did not apply on some ranks: `expect of step 3 all_reduce
 /// "tp" (file:22) does not apply on ranks 2, 3: not members of its group (no-op, R27)`.
 pub fn expect_notes(scenario: &Scenario, trace: &Trace) -> Vec<String> {
     let mut by_step: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
@@ -221,7 +221,7 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
         .collect()
 }
 
-/// `fails in #2 new_group (file:12): RuntimeError: ...`.
+/// `fails in step 2 new_group (file:12): RuntimeError: ...`.
 pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
     let at = |s: usize| {
         let st = &scenario.steps[s];

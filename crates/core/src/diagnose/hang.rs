@@ -33,7 +33,7 @@ pub enum RankAt {
 }
 
 impl RankAt {
-    /// `stuck in #4 recv (file:30)`, `finished its program`.
+    /// `stuck in step 4 recv (file:30)`, `finished its program`.
     pub fn describe(&self, file: &str) -> String {
         match self {
             RankAt::Stuck { line, label, .. } => format!("stuck in {label} ({file}:{line})"),
@@ -418,7 +418,7 @@ mod graph_tests {
         RankAt::Stuck {
             step: 1,
             line: 7,
-            label: "#2 all_reduce".into(),
+            label: "step 2 all_reduce".into(),
             wait: Wait {
                 step: 1,
                 on: WaitOn::Transfer {

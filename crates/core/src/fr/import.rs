@@ -481,7 +481,7 @@ fn rank_states(job: &Job, p: &Plan, at: &At) -> Vec<RankAt> {
                 RankAt::Failed {
                     step,
                     line,
-                    label: format!("#{} {}", step + 1, c.call.op),
+                    label: crate::scenario::step_label(step, &c.call.op, None),
                 }
             }
             Some(c) => {
@@ -490,7 +490,7 @@ fn rank_states(job: &Job, p: &Plan, at: &At) -> Vec<RankAt> {
                 RankAt::Stuck {
                     step,
                     line,
-                    label: format!("#{} {}", step + 1, c.call.op),
+                    label: crate::scenario::step_label(step, &c.call.op, None),
                     wait: Wait {
                         step,
                         on: WaitOn::Recorded,
