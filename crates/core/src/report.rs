@@ -10,6 +10,7 @@
 use crate::diagnose::hang::ranges;
 use crate::diagnose::{CallRecord, Diagnosis};
 use crate::observe::Observed;
+use crate::outcome::Failure;
 use crate::scenario::{Launcher, RankSpec, Scenario};
 use crate::trace::{format_ms, Event, EventKind, Trace};
 use crate::verdict::{
@@ -141,7 +142,13 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
     }
     let (diagnosis, calls) =
         diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
-    let diagnosis = diagnosis.with_env(run.env_ranks).with_device(s, &ranks);
+    let failed: Vec<(usize, usize, &Failure)> = (ranks.iter().enumerate())
+        .filter_map(|(r, v)| match v {
+            RankVerdict::Failed { step, failure, .. } => Some((r, *step, failure)),
+            _ => None,
+        })
+        .collect();
+    let diagnosis = diagnosis.with_env(run.env_ranks).with_device(s, &failed);
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),

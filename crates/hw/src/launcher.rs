@@ -415,10 +415,7 @@ fn rendezvous_failed(
         *end = Some((
             RankEnd::Failed {
                 step: 0,
-                failure: Failure::Raised {
-                    exception: "RendezvousTimeoutError".into(),
-                    message: reason.to_string(),
-                },
+                failure: scen_core::c10d::error::rendezvous_timeout(reason).into(),
             },
             0,
         ));

@@ -59,12 +59,13 @@ impl Diagnosis {
     }
 
     /// Adds the device check: a CPU program on the (default) xpu platform.
+    /// `failed`: each failed rank, the step it failed in and why.
     pub fn with_device(
         mut self,
         s: &crate::scenario::Scenario,
-        ranks: &[crate::verdict::RankVerdict],
+        failed: &[(usize, usize, &crate::outcome::Failure)],
     ) -> Diagnosis {
-        self.device = platform::check(s, ranks);
+        self.device = platform::check(s, failed);
         self
     }
 

@@ -185,10 +185,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// apply here, which the report says (a note) rather than counting it as checked.
     pub(super) fn non_member(&self, op: &str, expect: &Option<Expr>) -> Res<String> {
         let r = self.world()?.rank;
-        self.event(
-            EventKind::Warn,
-            format!("Running {op} on global rank {r} which does not belong to the given group."),
-        );
+        self.event(EventKind::Warn, error::non_member_warning(op, r));
         if expect.is_some() {
             self.event(
                 EventKind::Info,
@@ -461,12 +458,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     pub(super) async fn barrier(&mut self, group: &Option<String>) -> Res<String> {
         let Some(name) = self.resolve_group(group)? else {
             let r = self.world()?.rank;
-            self.event(
-                EventKind::Warn,
-                format!(
-                    "Running barrier on global rank {r} which does not belong to the given group."
-                ),
-            );
+            self.event(EventKind::Warn, error::non_member_warning("barrier", r));
             return Ok("not a member: no-op".into());
         };
         // R6: device_ids, bound device, CPU for CPU-only groups, else the accelerator.
