@@ -97,7 +97,6 @@ struct WorldPg<N: Net> {
     world_size: usize,
     config: BackendConfig,
     bound: Option<Device>,
-    timeout_ms: u64,
 }
 
 struct Proc<N: Net, C: Clock, P: Probe> {

@@ -26,17 +26,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         by: Caller<'_>,
     ) -> Res<String> {
         let describe = matches!(by, Caller::Step);
-        let (me, ws, default_config, bound, default_timeout) = {
+        let (me, ws, default_config, bound) = {
             let w = self.world()?;
-            (
-                w.rank,
-                w.world_size,
-                w.config.clone(),
-                w.bound.clone(),
-                w.timeout_ms,
-            )
+            (w.rank, w.world_size, w.config.clone(), w.bound.clone())
         };
-        let _ = default_timeout;
         let mut ranks: Vec<usize> = ranks.clone().unwrap_or_else(|| (0..ws).collect());
         ranks.sort();
         if ranks.windows(2).any(|w| w[0] == w[1]) {
@@ -63,10 +56,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Some(d)
             }
         };
-        let timeout_ms = timeout_ms.unwrap_or_else(|| {
-            let scale = self.env.scenario.time_scale;
-            scale.apply(backend::default_timeout_ms(&config))
-        });
+        let timeout_ms =
+            backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
         let member = ranks.contains(&me);
         let label = handle.clone().unwrap_or_else(|| "unnamed".into());
         if local_sync && !member {

@@ -41,10 +41,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
         config.check_built_in()?;
-        let timeout_ms = timeout_ms.unwrap_or_else(|| {
-            let scale = self.env.scenario.time_scale;
-            scale.apply(backend::default_timeout_ms(&config))
-        });
+        let timeout_ms =
+            backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
         let url = init_method
             .as_ref()
             .map(|u| self.expand(u))
@@ -84,7 +82,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             world_size: rv.world_size,
             config: config.clone(),
             bound: device.clone(),
-            timeout_ms,
         });
         self.group_count = 1;
         let ranks: Vec<usize> = (0..rv.world_size).collect();
