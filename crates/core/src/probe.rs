@@ -5,6 +5,20 @@
 use crate::diagnose::record::CallRecord;
 use crate::diagnose::{GroupRecord, PlannedRecord};
 use crate::trace::{Event, Wait};
+use serde::{Deserialize, Serialize};
+
+/// A fact a rank reports for its runner and the report to act on, typed: its trace event says
+/// the same in words, and nothing reads those words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fact", rename_all = "snake_case")]
+pub enum Fact {
+    /// This rank's process serves a TCPStore on `port` (R16): a rank connecting there waits on
+    /// this process.
+    StoreServer { port: u16 },
+    /// The `expect` of `step` does not apply on this rank: the call is on a group the rank is
+    /// not in, a no-op (R27).
+    ExpectNotApplied { step: usize },
+}
 
 /// How ranks report to whoever runs them.
 pub trait Probe: Clone + 'static {
@@ -17,6 +31,8 @@ pub trait Probe: Clone + 'static {
     fn step_gate(&self, _rank: usize, _step: usize) -> impl std::future::Future<Output = ()> {
         std::future::ready(())
     }
+    /// A typed fact about `rank` (see [`Fact`]). Runners that act on none ignore it.
+    fn fact(&self, _rank: usize, _fact: &Fact) {}
     /// A collective or p2p call record, reported when the call starts and again when it ends
     /// (same rank, group, kind, seq and peer; new state). Runners that keep no flight record
     /// ignore it.

@@ -136,7 +136,7 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
         .filter(|e| run.local.is_none_or(|l| l.contains(&e.rank)))
         .collect();
     let mut notes = run.notes;
-    notes.extend(expect_notes(s, &o.trace));
+    notes.extend(expect_notes(s, &o.facts));
     if run.mode == Mode::Sim {
         notes.extend(s.sim.payloads.note());
     }

@@ -12,6 +12,7 @@ use crate::probe::Msg;
 use scen_core::diagnose::record::CallState;
 use scen_core::observe::Observed;
 use scen_core::outcome::{Failure, RankEnd};
+use scen_core::probe::Fact;
 use scen_core::scenario::Scenario;
 use scen_core::stall;
 use scen_core::trace::{Event, EventKind, Wait, WaitOn};
@@ -19,9 +20,6 @@ use std::collections::BTreeMap;
 
 /// Extra time a wait gets past its deadline before the launcher enforces it.
 pub const DEADLINE_GRACE_MS: u64 = 1_000;
-
-/// What a rank's event says when it starts a TCPStore server (core's text).
-const STORE_LISTENING: &str = "TCPStore server listening on port ";
 
 /// What the launcher has heard, as core's observation (so core's stall analysis applies).
 pub struct State {
@@ -74,14 +72,7 @@ pub fn end_open_calls(o: &mut Observed, rank: usize, t_ms: u64) {
 pub fn absorb(st: &mut State, m: Msg) {
     match m {
         Msg::Hello { .. } => {}
-        Msg::Event(e) => {
-            if let (Some(r), Some(port)) = (e.rank, e.text.strip_prefix(STORE_LISTENING)) {
-                if let Ok(port) = port.trim().parse() {
-                    st.store_hosts.insert(port, r);
-                }
-            }
-            st.obs.record_event(e)
-        }
+        Msg::Event(e) => st.obs.record_event(e),
         Msg::Wait { rank, wait } => {
             if rank < st.obs.waits.len() {
                 st.obs.waits[rank] = wait;
@@ -99,6 +90,12 @@ pub fn absorb(st: &mut State, m: Msg) {
         }
         Msg::Call(rec) => st.obs.record_call(*rec),
         Msg::Group(rec) => st.obs.groups.push(rec),
+        Msg::Fact { rank, fact } => {
+            if let Fact::StoreServer { port } = fact {
+                st.store_hosts.insert(port, rank);
+            }
+            st.obs.facts.push((rank, fact));
+        }
         Msg::Note { text, .. } => {
             if !st.notes.contains(&text) {
                 st.notes.push(text);

@@ -10,7 +10,7 @@ use crate::net::Activity;
 use scen_core::diagnose::{CallRecord, GroupRecord, PlannedRecord};
 use scen_core::observe::Observed;
 use scen_core::outcome::{Failure, RankEnd};
-use scen_core::probe::Probe;
+use scen_core::probe::{Fact, Probe};
 use scen_core::runtime::net::Clock;
 use scen_core::trace::{Event, EventKind, Wait};
 use std::cell::RefCell;
@@ -109,6 +109,10 @@ impl Probe for SimProbe {
     fn set_wait(&self, rank: usize, w: Option<Wait>) {
         self.activity.bump();
         self.state.borrow_mut().waits[rank] = w;
+    }
+
+    fn fact(&self, rank: usize, fact: &Fact) {
+        self.state.borrow_mut().facts.push((rank, fact.clone()));
     }
 
     fn ended(&self, rank: usize, end: &RankEnd, t_ms: u64) {

@@ -7,7 +7,7 @@ use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
 use crate::payload::Symbolic;
-use crate::probe::Probe;
+use crate::probe::{Fact, Probe};
 use crate::reduce::{self, ReduceOp};
 use crate::runtime::coll::{self, AsyncProbe, CallShape, Coll, Done, Fill, OutVars};
 use crate::runtime::link::{CallInfo, FabricLink};
@@ -190,10 +190,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.event(
                 EventKind::Info,
                 format!(
-                    "{} on rank {r}: not a member of the group, the call is a no-op (R27)",
-                    crate::verdict::EXPECT_NOT_APPLIED
+                    "expect does not apply on rank {r}: not a member of the group, the call is \
+                     a no-op (R27)"
                 ),
             );
+            let fact = Fact::ExpectNotApplied { step: self.step };
+            self.env.probe.fact(r, &fact);
             return Ok("not a member: no-op; its expect does not apply".into());
         }
         Ok("not a member: no-op".into())

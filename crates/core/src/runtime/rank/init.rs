@@ -6,7 +6,7 @@ use crate::c10d::backend::{self, BackendConfig, Device};
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::rendezvous;
 use crate::c10d::store::{self, join_key, KeySeq, StoreClient, StoreError};
-use crate::probe::Probe;
+use crate::probe::{Fact, Probe};
 use crate::runtime::net::{Clock, Net};
 use crate::scenario::Launcher;
 use crate::trace::{EventKind, StoreUse, Wait, WaitOn};
@@ -132,6 +132,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             EventKind::Info,
             format!("TCPStore server listening on port {port}"),
         );
+        (self.env.probe).fact(self.env.proc_rank, &Fact::StoreServer { port });
         Ok(())
     }
 
