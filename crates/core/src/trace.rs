@@ -79,6 +79,18 @@ pub struct Wait {
     pub timeout_error: Option<crate::outcome::Failure>,
 }
 
+/// What tells one wait from another, apart from when it began: its step, what it waits in,
+/// its group and sequence number and the ranks it waits for.
+pub type WaitKey = (usize, WaitOn, Option<String>, Option<u64>, Vec<usize>);
+
+impl Wait {
+    /// Two records with equal keys are the same wait (a stall seen again).
+    pub fn key(&self) -> WaitKey {
+        let (on, group, peers) = (self.on.clone(), self.group.clone(), self.peers.clone());
+        (self.step, on, group, self.seq, peers)
+    }
+}
+
 /// Which way a transfer goes, seen from the waiting rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -26,7 +26,7 @@ use scen_core::runtime::net::{Clock, Net};
 use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::{Launcher, Scenario};
 use scen_core::stall;
-use scen_core::trace::{Event, EventKind};
+use scen_core::trace::{Event, EventKind, WaitKey};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -399,7 +399,7 @@ fn drive(
     let (mut quiet, mut offset, mut steps) = (0u64, 0u64, 0u64);
     let mut last = activity.get();
     // The stall last reported: repeated identical stalls (e.g. connect retries) are noted once.
-    let mut last_stall: Option<Vec<(usize, String)>> = None;
+    let mut last_stall: Option<Vec<(usize, WaitKey)>> = None;
     // Time jumps (vendor/turmoil/PATCHES.md, "Time jumps"): with random node order every step
     // draws an order, so every step is taken.
     let may_jump = s.sim.loopback_queue && !s.sim.random_order;
@@ -463,7 +463,7 @@ fn drive(
         let signature = stall.as_ref().map(|st| {
             st.stuck
                 .iter()
-                .map(|x| (x.rank, x.wait.what.clone()))
+                .map(|x| (x.rank, x.wait.key()))
                 .collect::<Vec<_>>()
         });
         let new_stall = signature.is_some() && signature != last_stall;
