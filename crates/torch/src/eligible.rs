@@ -52,7 +52,7 @@ fn check_with(s: &Scenario, cpu: bool) -> Result<(), String> {
         } else {
             translatable(s, st)
         };
-        r.map_err(|why| format!("step {} ({}:{}): {why}", st.label(), s.file, st.loc.line))?;
+        r.map_err(|why| format!("{} ({}:{}): {why}", st.label(), s.file, st.loc.line))?;
     }
     Ok(())
 }

@@ -2,10 +2,11 @@
 //!
 //! For each stuck rank: the step and scenario line, the call (group, sequence number, op) it
 //! waits in, and for that call which members never joined it (never reached that sequence
-//! number, or reached it in another op: the culprits, as the flight recorder's "missing ranks" and NCCL's "lagging ranks", R31/R33),
-//! which joined but did not finish, and which finished it. Edges go from a stuck rank to the
-//! ranks whose action would free it; a cycle among them is the deadlock's shape (e.g. ranks 0,1
-//! enter group A then B while ranks 2,3 enter B then A), which no PyTorch tool reports.
+//! number, or reached it in another op: the culprits, as the flight recorder's "missing ranks"
+//! and NCCL's "lagging ranks", R31/R33), which joined but did not finish, and which finished
+//! it. Edges go from a stuck rank to the ranks whose action would free it; a cycle among them
+//! is the deadlock's shape (e.g. ranks 0,1 enter group A then B while ranks 2,3 enter B then
+//! A), which no PyTorch tool reports.
 
 use super::record::{CallKey, CallKind, CallRecord, CallState};
 use crate::trace::{Wait, WaitOn};
@@ -50,6 +51,8 @@ pub struct CallAt {
     pub group: String,
     pub group_label: String,
     pub seq: u64,
+    /// `all_reduce`, `barrier`, `send`: a barrier #3 and an all_gather #3 are two calls.
+    pub op: String,
     /// `all_reduce #2 on WORLD`, `recv #1 2->3 on WORLD`.
     pub name: String,
     /// `(src, dst)` of a p2p call: a send and its recv are one call.
@@ -58,10 +61,11 @@ pub struct CallAt {
 
 impl CallAt {
     /// The same call: one collective (group, seq, op) or one p2p transfer (group, src, dst,
-    /// seq). The name carries the op: a barrier #3 and an all_gather #3 are two calls.
+    /// seq; its send and recv are one call).
     fn same_call(&self, other: &CallAt) -> bool {
-        (&self.group, self.seq, self.pair, &self.name)
-            == (&other.group, other.seq, other.pair, &other.name)
+        let op = |c: &CallAt| c.pair.is_none().then(|| c.op.clone());
+        (&self.group, self.seq, self.pair, op(self))
+            == (&other.group, other.seq, other.pair, op(other))
     }
 }
 
@@ -240,6 +244,7 @@ fn stuck_rank(
         group: open.group.clone(),
         group_label: open.group_label.clone(),
         seq: open.seq,
+        op: open.fp.op.clone(),
         name: open.call_name(),
         pair: open.endpoints(),
     });
@@ -494,6 +499,26 @@ mod graph_tests {
         let absent = h.absent.iter().find(|a| a.rank == 3).expect("rank 3 named");
         assert_eq!(absent.call, "all_gather #3 on A");
         assert_eq!(absent.last.as_deref(), Some("barrier #3, started, line 7"));
+    }
+
+    #[test]
+    fn a_send_and_its_recv_stuck_together_are_one_call_and_no_cycle() {
+        let p2p = |rank: usize, kind: CallKind, peer: usize| {
+            let mut c = started(rank, "A", 1);
+            (c.kind, c.peer) = (kind, Some(peer));
+            c.fp.op = if kind == CallKind::Send {
+                "send"
+            } else {
+                "recv"
+            }
+            .into();
+            c
+        };
+        let recs = vec![p2p(0, CallKind::Send, 1), p2p(1, CallKind::Recv, 0)];
+        let ranks = vec![stuck(1), stuck(0)];
+        let h = analyse(&recs, &ranks, 5).expect("hang");
+        assert_eq!(h.stuck[0].joined_not_finished, vec![0, 1]);
+        assert!(h.cycle.is_empty(), "{:?}", h.cycle);
     }
 
     #[test]
