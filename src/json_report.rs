@@ -224,7 +224,7 @@ fn step_ref(s: &Scenario, index: usize) -> StepRef {
         None => StepRef {
             step: index + 1,
             step_id: None,
-            step_label: format!("#{}", index + 1),
+            step_label: format!("step {}", index + 1),
             line: 0,
         },
     }

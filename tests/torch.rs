@@ -369,7 +369,7 @@ fn sigint_ends_the_run_with_a_report(python: &Path) -> Result<(), String> {
             out.status.code()
         ));
     }
-    if !stdout.contains("interrupted: scen received SIGINT and killed this rank in #2 sleep") {
+    if !stdout.contains("interrupted: scen received SIGINT and killed this rank in step 2 sleep") {
         return Err(format!("no interrupted ranks in the report:\n{stdout}"));
     }
     let ended_s: f64 = stdout

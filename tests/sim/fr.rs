@@ -68,9 +68,9 @@ const SITUATIONS: &[Situation] = &[
             "rank 3: never joined all_reduce #2 on WORLD",
         ],
         replay_gives: &[
-            "rank   0: fails in #3 all_reduce",
-            "rank   1: fails in #3 all_reduce",
-            "rank   2: fails in #3 all_reduce",
+            "rank   0: fails in step 3 all_reduce",
+            "rank   1: fails in step 3 all_reduce",
+            "rank   2: fails in step 3 all_reduce",
             "Timed out waiting 120000ms",
             "rank   3: completes",
             "but rank 3 finished its program without calling #2",
@@ -85,7 +85,10 @@ const SITUATIONS: &[Situation] = &[
             "rank 0: never joined all_reduce #2 on WORLD",
             "differ in collectives issued on this group: 2 vs 1",
         ],
-        replay_gives: &["rank   1: fails in #3 all_reduce", "rank   0: completes"],
+        replay_gives: &[
+            "rank   1: fails in step 3 all_reduce",
+            "rank   0: completes",
+        ],
     },
     Situation {
         // Rank 1 receives a broadcast of 4 floats into 8: real gloo completes it on both.
@@ -106,15 +109,15 @@ const SITUATIONS: &[Situation] = &[
         case: "group_cycle",
         args: &["--group", "1=0,1", "--group", "2=1,2", "--group", "3=0,2"],
         import_says: &[
-            "rank 0: stuck in #5 all_reduce",
+            "rank 0: stuck in step 5 all_reduce",
             "in all_reduce #1 on pg1 [never joined: 1; joined, not finished: 0]",
             "cycle: rank 0 (in all_reduce #1 on pg1) waits for rank 1 (in all_reduce #1 on pg2) \
              waits for rank 2 (in all_reduce #1 on pg3) waits for rank 0",
         ],
         replay_gives: &[
-            "rank   0: fails in #5 all_reduce",
-            "rank   1: fails in #6 all_reduce",
-            "rank   2: fails in #7 all_reduce",
+            "rank   0: fails in step 5 all_reduce",
+            "rank   1: fails in step 6 all_reduce",
+            "rank   2: fails in step 7 all_reduce",
             "Timed out waiting 1800000ms",
         ],
     },
@@ -129,8 +132,8 @@ const SITUATIONS: &[Situation] = &[
             ", failed), but rank 2 finished its program without calling #2",
         ],
         replay_gives: &[
-            "rank   0: fails in #3 all_reduce",
-            "rank   1: fails in #3 all_reduce",
+            "rank   0: fails in step 3 all_reduce",
+            "rank   1: fails in step 3 all_reduce",
             "Timed out waiting 2000ms",
             "rank   2: completes",
         ],
@@ -148,8 +151,8 @@ const SITUATIONS: &[Situation] = &[
             "rank 2: never joined all_reduce #2 on WORLD",
         ],
         replay_gives: &[
-            "rank   0: fails in #3 all_reduce",
-            "rank   1: fails in #3 all_reduce",
+            "rank   0: fails in step 3 all_reduce",
+            "rank   1: fails in step 3 all_reduce",
             "rank   2: completes",
         ],
     },

@@ -255,7 +255,7 @@ fn init_with_a_world_size_below_the_launched_world_fails_those_ranks() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(!err.contains("panic"), "{err}");
     assert!(
-        out.contains("rank   2: fails in #1 init_process_group")
+        out.contains("rank   2: fails in step 1 init_process_group")
             && out.contains(
                 "ValueError: Rank 2 is out of range. Valid ranks are 0 to 1 (world_size=2)"
             ),

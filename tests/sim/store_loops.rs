@@ -123,8 +123,8 @@ fn batched_store_loops_keep_every_scenarios_verdict() {
 #[test]
 fn untimed_drops_times_only() {
     assert_eq!(
-        untimed("rank 0: fails in #2 new_group (x.toml:22) at 0.276s: wait timeout after 100ms, keys: a/1//2"),
-        "rank 0: fails in #2 new_group (x.toml:22) at T: wait timeout after T, keys: a/1//2"
+        untimed("rank 0: fails in step 2 new_group (x.toml:22) at 0.276s: wait timeout after 100ms, keys: a/1//2"),
+        "rank 0: fails in step 2 new_group (x.toml:22) at T: wait timeout after T, keys: a/1//2"
     );
     assert_eq!(untimed("t=15ms rank 10 in #3"), "t=T rank 10 in #3");
 }

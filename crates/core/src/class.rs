@@ -3,7 +3,8 @@
 //!
 //! A class is the sorted set of distinct per-rank outcomes, each named without rank numbers,
 //! times, ports or step positions: `completes`, `fails in all_reduce "ar": RuntimeError`,
-//! `hangs in barrier: recv`, `crashed`. A failure's class keeps its exception type and its
+//! `hangs in barrier: recv from rank` (the kind of its typed wait, [`crate::trace::WaitOn::class`]),
+//! `crashed`. A failure's class keeps its exception type and its
 //! text with numbers removed (see [`error_shape`]). Rank-agnostic and position-agnostic on purpose: a
 //! shrinker that removes ranks or earlier steps keeps the class when the failure stays the same.
 
@@ -31,10 +32,7 @@ pub fn rank_class(s: &Scenario, v: &RankVerdict) -> String {
             format!("fails in {}: {}", step(*i), error_shape(&failure.text()))
         }
         RankVerdict::Hung { step: i, wait } => {
-            let what = wait
-                .as_ref()
-                .map(|w| wait_shape(&w.what))
-                .unwrap_or_else(|| "not blocked".into());
+            let what = wait.as_ref().map_or("not blocked", |w| w.on.class());
             format!("hangs in {}: {what}", step(*i))
         }
     }
@@ -64,16 +62,6 @@ pub fn error_shape(error: &str) -> String {
         }
     }
     out
-}
-
-/// The kind of wait, without numbers: "recv", "send", "store get", "connect to TCPStore".
-fn wait_shape(what: &str) -> String {
-    let tail = what.rsplit(": ").next().unwrap_or(what);
-    tail.split_whitespace()
-        .take_while(|w| !w.chars().any(|c| c.is_ascii_digit()))
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The class key of a run: distinct rank outcomes, sorted, joined with `; `.

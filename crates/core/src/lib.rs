@@ -17,6 +17,7 @@ pub mod outcome;
 pub mod parity;
 pub mod payload;
 pub mod perf;
+pub mod probe;
 pub mod record;
 pub mod reduce;
 pub mod report;

@@ -8,6 +8,7 @@ use crate::diagnose::hang::RankAt;
 use crate::diagnose::record::CallKey;
 use crate::diagnose::{CallRecord, GroupLog};
 use crate::outcome::RankEnd;
+use crate::probe::Fact;
 use crate::trace::{Event, Trace, Wait};
 use crate::verdict::Stall;
 use std::collections::BTreeMap;
@@ -26,6 +27,8 @@ pub struct Observed {
     /// Every rank's counter-named `new_group` calls, in the order they were made.
     pub groups: GroupLog,
     pub call_index: BTreeMap<CallKey, usize>,
+    /// Typed facts the ranks reported (rank, fact), in the order they came.
+    pub facts: Vec<(usize, Fact)>,
     /// Records and rank states at the first stall: the hang diagnosis' input.
     pub first_stall_calls: Option<(Vec<CallRecord>, Vec<RankAt>, u64)>,
 }

@@ -49,7 +49,7 @@ pub enum Failure {
     /// A value the run computed exceeds one of scen's limits: the run has no verdict.
     OverLimit { detail: String },
     /// scen's launcher received an ending `signal` and killed the rank; `at` says where it was
-    /// (" in #2 sleep", " while it waited: ...", " before it started any step").
+    /// (" in step 2 sleep", " while it waited: ...", " before it started any step").
     Interrupted {
         signal: i32,
         launcher: ScenLauncher,
@@ -267,10 +267,10 @@ mod tests {
             Failure::Interrupted {
                 signal: 2,
                 launcher: ScenLauncher::Torch,
-                at: " in #2 sleep".into()
+                at: " in step 2 sleep".into()
             }
             .text(),
-            "interrupted: scen received SIGINT and killed this rank in #2 sleep"
+            "interrupted: scen received SIGINT and killed this rank in step 2 sleep"
         );
         assert_eq!(
             Failure::Killed {

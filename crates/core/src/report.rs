@@ -10,6 +10,7 @@
 use crate::diagnose::hang::ranges;
 use crate::diagnose::{CallRecord, Diagnosis};
 use crate::observe::Observed;
+use crate::outcome::Failure;
 use crate::scenario::{Launcher, RankSpec, Scenario};
 use crate::trace::{format_ms, Event, EventKind, Trace};
 use crate::verdict::{
@@ -135,13 +136,19 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
         .filter(|e| run.local.is_none_or(|l| l.contains(&e.rank)))
         .collect();
     let mut notes = run.notes;
-    notes.extend(expect_notes(s, &o.trace));
+    notes.extend(expect_notes(s, &o.facts));
     if run.mode == Mode::Sim {
         notes.extend(s.sim.payloads.note());
     }
     let (diagnosis, calls) =
         diagnose_run(&ranks, &o.calls, &o.groups, o.first_stall_calls.as_ref());
-    let diagnosis = diagnosis.with_env(run.env_ranks).with_device(s, &ranks);
+    let failed: Vec<(usize, usize, &Failure)> = (ranks.iter().enumerate())
+        .filter_map(|(r, v)| match v {
+            RankVerdict::Failed { step, failure, .. } => Some((r, *step, failure)),
+            _ => None,
+        })
+        .collect();
+    let diagnosis = diagnosis.with_env(run.env_ranks).with_device(s, &failed);
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),

@@ -2,10 +2,9 @@
 //!
 //! A trace is the unit of reproducibility: the same scenario and seed give the same events,
 //! byte for byte, and [`Trace::hash`] pins that. Ranks report events and what they are blocked
-//! on through a [`Probe`]; the simulator and the hardware runner each collect them.
+//! on ([`Wait`], typed: [`WaitOn`]) through a [`crate::probe::Probe`]; the simulator and the
+//! hardware runner each collect them.
 
-use crate::diagnose::record::CallRecord;
-use crate::diagnose::{GroupRecord, PlannedRecord};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -61,7 +60,11 @@ impl EventKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Wait {
     pub step: usize,
-    /// Human text: "store get 'default_pg/0//1//cpu//1'", "recv from rank 2 (all_reduce #3)".
+    /// What it waits in, typed: every decision about a wait (diagnosis, watchdog, verdict
+    /// class) reads this, never [`Wait::what`].
+    pub on: WaitOn,
+    /// Human text, for reports only: "store get 'default_pg/0//1//cpu//1'", "recv from rank 2
+    /// (all_reduce #3)".
     pub what: String,
     /// The c10d group involved, by name (and handle), if any.
     pub group: Option<String>,
@@ -76,31 +79,99 @@ pub struct Wait {
     pub timeout_error: Option<crate::outcome::Failure>,
 }
 
-/// How ranks report to whoever runs them.
-pub trait Probe: Clone + 'static {
-    fn event(&self, e: Event);
-    /// Sets (or clears) what `rank` is blocked on.
-    fn set_wait(&self, rank: usize, w: Option<Wait>);
-    /// Awaited by a rank right after it starts `step`: the runner's hook for faults that act
-    /// on a rank's own progress (a slow rank's extra compute; a crash when it starts a step
-    /// never completes). Runners without faults pass straight through.
-    fn step_gate(&self, _rank: usize, _step: usize) -> impl std::future::Future<Output = ()> {
-        std::future::ready(())
+/// What tells one wait from another, apart from when it began: its step, what it waits in,
+/// its group and sequence number and the ranks it waits for.
+pub type WaitKey = (usize, WaitOn, Option<String>, Option<u64>, Vec<usize>);
+
+impl Wait {
+    /// Two records with equal keys are the same wait (a stall seen again).
+    pub fn key(&self) -> WaitKey {
+        let (on, group, peers) = (self.on.clone(), self.group.clone(), self.peers.clone());
+        (self.step, on, group, self.seq, peers)
     }
-    /// A collective or p2p call record, reported when the call starts and again when it ends
-    /// (same rank, group, kind, seq and peer; new state). Runners that keep no flight record
-    /// ignore it.
-    fn call(&self, _rec: &CallRecord) {}
-    /// The rank's program ended (its verdict, at `t_ms`); its process lives on for the
-    /// scenario's `exit_ms` (the interpreter's teardown) before its sockets close.
-    fn ended(&self, _rank: usize, _end: &crate::outcome::RankEnd, _t_ms: u64) {}
-    /// A `new_group` call that took a name from the group counter (members and non-members).
-    fn group(&self, _rec: &GroupRecord) {}
-    /// [`Probe::group`] for a call of a list many ranks share (sglang's start-up plan): a runner
-    /// that keeps runs of such calls (the simulator) adds it in O(1), without building its
-    /// record. sglang's start-up makes O(W) calls on each of W ranks.
-    fn planned_group(&self, rec: &PlannedRecord) {
-        self.group(&rec.record());
+}
+
+/// Which way a transfer goes, seen from the waiting rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dir {
+    /// It waits for a message from the peer.
+    Recv,
+    /// It waits until the peer takes (or is ready for) its message.
+    Send,
+}
+
+/// Why a rank waits on the TCPStore for a key: the c10d mechanism that reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreUse {
+    /// gloo's connectFullMesh: each member's address (R24).
+    GlooMesh,
+    /// A device communicator's unique id, set by its first member.
+    UniqueId,
+    /// A communicator's own bootstrap: each member's address.
+    CommJoin,
+    /// `store_based_barrier` after `new_group` (R17).
+    StoreBarrier,
+    /// `TORCH_DISTRIBUTED_DEBUG=DETAIL`'s monitoredBarrier before a collective (R32).
+    MonitoredBarrier,
+}
+
+/// What a rank waits in, for whom ([`Wait::peers`]) and on which store key or address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WaitOn {
+    /// A message inside a collective's algorithm (or, for a send, its receiver's readiness).
+    Transfer { dir: Dir },
+    /// A transfer with a peer whose process has exited, which the device backend does not
+    /// notice.
+    ExitedPeer { dir: Dir },
+    /// A collective whose members disagree in a way the backend does not check: it keeps
+    /// waiting until a timeout rule applies. `why` names the difference.
+    Unchecked { why: String },
+    /// A point-to-point call (gloo's send waits for its recv to be posted).
+    P2p { dir: Dir },
+    /// A p2p recv whose send has another byte count: the device backend keeps waiting.
+    P2pUnchecked,
+    /// Inside the device library's collective.
+    DeviceCall,
+    /// A device communicator's init, waiting for its members.
+    DeviceInit,
+    /// A blocking get of `key` (the first key still missing of a loop of gets).
+    StoreGet { key: String, used_by: StoreUse },
+    /// Connecting to the TCPStore at `host:port` (R16).
+    StoreConnect { host: String, port: u16 },
+    /// The store host waiting for its clients to check in (`waitForWorkers`, R16).
+    StoreWorkers { world_size: usize },
+    /// A call a flight-recorder dump shows started and not finished (`scen import-fr`).
+    Recorded,
+}
+
+impl WaitOn {
+    /// The kind of wait as verdict classes name it: no numbers, ranks, keys or ports.
+    pub fn class(&self) -> &'static str {
+        match self {
+            WaitOn::Transfer { dir } | WaitOn::ExitedPeer { dir } => match dir {
+                Dir::Recv => "recv from rank",
+                Dir::Send => "send to rank",
+            },
+            WaitOn::Unchecked { .. } => "unchecked mismatch",
+            WaitOn::P2p { dir: Dir::Recv } => "recv",
+            WaitOn::P2p { dir: Dir::Send } => "send",
+            WaitOn::P2pUnchecked => "recv of another size",
+            WaitOn::DeviceCall => "inside the device library",
+            WaitOn::DeviceInit => "device communicator init",
+            WaitOn::StoreGet { used_by, .. } => match used_by {
+                StoreUse::GlooMesh => "store get",
+                StoreUse::UniqueId => "store get unique id",
+                StoreUse::CommJoin => "communicator init",
+                StoreUse::StoreBarrier => "store based barrier",
+                StoreUse::MonitoredBarrier => "DETAIL monitoredBarrier",
+            },
+            WaitOn::StoreConnect { .. } => "connect to TCPStore",
+            WaitOn::StoreWorkers { .. } => "TCPStore server waiting",
+            WaitOn::Recorded => "in the call",
+        }
     }
 }
 

@@ -5,8 +5,9 @@ use crate::diagnose::hang::ranges;
 use crate::diagnose::hang::RankAt;
 use crate::diagnose::{CallRecord, Diagnosis, GroupLog};
 use crate::outcome::{Failure, RankEnd};
+use crate::probe::Fact;
 use crate::scenario::{ExpectedOutcome, Scenario};
-use crate::trace::{format_ms, EventKind, Trace, Wait};
+use crate::trace::{format_ms, Wait};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -141,19 +142,14 @@ pub struct ExpectationCheck {
     pub holds: bool,
 }
 
-/// Starts the trace line a rank writes when a step's `expect` cannot apply to it (a call on a
-/// group it is not in is a no-op, R27); [`expect_notes`] turns those lines into report notes.
-pub const EXPECT_NOT_APPLIED: &str = "expect does not apply";
-
-/// One note per step whose `expect` did not apply on some ranks: `expect of #3 all_reduce
+/// One note per step whose `expect` did not apply on some ranks: `expect of step 3 all_reduce
 /// "tp" (file:22) does not apply on ranks 2, 3: not members of its group (no-op, R27)`.
-pub fn expect_notes(scenario: &Scenario, trace: &Trace) -> Vec<String> {
+/// `facts`: what the ranks reported, typed ([`Fact::ExpectNotApplied`] counts here).
+pub fn expect_notes(scenario: &Scenario, facts: &[(usize, Fact)]) -> Vec<String> {
     let mut by_step: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-    for e in &trace.events {
-        if let (Some(r), Some(s)) = (e.rank, e.step) {
-            if e.kind == EventKind::Info && e.text.starts_with(EXPECT_NOT_APPLIED) {
-                by_step.entry(s).or_default().push(r);
-            }
+    for (r, f) in facts {
+        if let Fact::ExpectNotApplied { step } = f {
+            by_step.entry(*step).or_default().push(*r);
         }
     }
     by_step
@@ -221,16 +217,16 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
         .collect()
 }
 
-/// `#2 new_group (file:12)`: step `s` and where it is written. A rank killed before it started
-/// a scenario without steps ended "in" step 0, which does not exist: that says so.
+/// `step 2 new_group (file:12)`: step `s` and where it is written. A rank killed before it
+/// started a scenario without steps ended "in" step 0, which does not exist: that says so.
 pub fn step_place(scenario: &Scenario, s: usize) -> String {
     match scenario.steps.get(s) {
         Some(st) => format!("{} ({}:{})", st.label(), scenario.file, st.loc.line),
-        None => format!("#{} (before any step of {})", s + 1, scenario.file),
+        None => format!("step {} (before any step of {})", s + 1, scenario.file),
     }
 }
 
-/// `fails in #2 new_group (file:12): RuntimeError: ...`.
+/// `fails in step 2 new_group (file:12): RuntimeError: ...`.
 pub fn describe_verdict(scenario: &Scenario, v: &RankVerdict) -> String {
     let at = |s: usize| step_place(scenario, s);
     match v {

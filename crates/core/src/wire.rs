@@ -11,7 +11,7 @@ pub const MAX_FRAME_BYTES: usize = 1 << 30;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WireError {
     /// The peer closed the connection.
-    #[error("Connection closed by peer")]
+    #[error("{}", crate::c10d::error::CONNECTION_CLOSED)]
     Closed,
     /// Reading or writing the socket failed.
     #[error("{0}")]

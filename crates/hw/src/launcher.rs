@@ -22,7 +22,7 @@ use crate::rdzv::{self, Mesh};
 use crate::run::HwRun;
 use crate::watchdog::State;
 use crate::{HwError, HwOptions};
-use scen_core::outcome::{Failure, RankEnd};
+use scen_core::outcome::RankEnd;
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::scenario::Scenario;
@@ -333,10 +333,7 @@ fn rendezvous_failed(
         *end = Some((
             RankEnd::Failed {
                 step: 0,
-                failure: Failure::Raised {
-                    exception: "RendezvousTimeoutError".into(),
-                    message: reason.to_string(),
-                },
+                failure: scen_core::c10d::error::rendezvous_timeout(reason).into(),
             },
             0,
         ));

@@ -5,7 +5,8 @@
 use scen_core::diagnose::record::CallRecord;
 use scen_core::diagnose::GroupRecord;
 use scen_core::outcome::RankEnd;
-use scen_core::trace::{Event, Probe, Wait};
+use scen_core::probe::{Fact, Probe};
+use scen_core::trace::{Event, Wait};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::io::Write;
@@ -38,6 +39,11 @@ pub enum Msg {
     Call(Box<CallRecord>),
     /// A counter-named `new_group` call.
     Group(GroupRecord),
+    /// A typed fact about a rank (a TCPStore it serves, an `expect` that does not apply).
+    Fact {
+        rank: usize,
+        fact: Fact,
+    },
 }
 
 /// The rank side: writes each message to the launcher.
@@ -86,6 +92,13 @@ impl Probe for SideProbe {
 
     fn group(&self, rec: &GroupRecord) {
         self.send(&Msg::Group(rec.clone()));
+    }
+
+    fn fact(&self, rank: usize, fact: &Fact) {
+        self.send(&Msg::Fact {
+            rank,
+            fact: fact.clone(),
+        });
     }
 
     /// The verdict at the program's end; the process then lives through its teardown.

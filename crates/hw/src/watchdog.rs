@@ -12,18 +12,14 @@ use crate::probe::Msg;
 use scen_core::diagnose::record::CallState;
 use scen_core::observe::Observed;
 use scen_core::outcome::{Failure, RankEnd};
+use scen_core::probe::Fact;
 use scen_core::scenario::Scenario;
 use scen_core::stall;
-use scen_core::trace::{Event, EventKind, Wait};
+use scen_core::trace::{Event, EventKind, Wait, WaitOn};
 use std::collections::BTreeMap;
 
 /// Extra time a wait gets past its deadline before the launcher enforces it.
 pub const DEADLINE_GRACE_MS: u64 = 1_000;
-
-/// What a rank's wait record says while it connects to a TCPStore (core's text).
-const STORE_CONNECT: &str = "connect to TCPStore ";
-/// What a rank's event says when it starts a TCPStore server (core's text).
-const STORE_LISTENING: &str = "TCPStore server listening on port ";
 
 /// What the launcher has heard, as core's observation (so core's stall analysis applies).
 pub struct State {
@@ -76,14 +72,7 @@ pub fn end_open_calls(o: &mut Observed, rank: usize, t_ms: u64) {
 pub fn absorb(st: &mut State, m: Msg) {
     match m {
         Msg::Hello { .. } => {}
-        Msg::Event(e) => {
-            if let (Some(r), Some(port)) = (e.rank, e.text.strip_prefix(STORE_LISTENING)) {
-                if let Ok(port) = port.trim().parse() {
-                    st.store_hosts.insert(port, r);
-                }
-            }
-            st.obs.record_event(e)
-        }
+        Msg::Event(e) => st.obs.record_event(e),
         Msg::Wait { rank, wait } => {
             if rank < st.obs.waits.len() {
                 st.obs.waits[rank] = wait;
@@ -101,6 +90,12 @@ pub fn absorb(st: &mut State, m: Msg) {
         }
         Msg::Call(rec) => st.obs.record_call(*rec),
         Msg::Group(rec) => st.obs.groups.push(rec),
+        Msg::Fact { rank, fact } => {
+            if let Fact::StoreServer { port } = fact {
+                st.store_hosts.insert(port, rank);
+            }
+            st.obs.facts.push((rank, fact));
+        }
         Msg::Note { text, .. } => {
             if !st.notes.contains(&text) {
                 st.notes.push(text);
@@ -212,9 +207,10 @@ fn hopeless(st: &State, r: usize, t: u64) -> bool {
 
 /// For a wait connecting to a TCPStore: the rank that served it, if its process has died.
 fn dead_store_host(st: &State, w: &Wait) -> Option<usize> {
-    let addr = w.what.strip_prefix(STORE_CONNECT)?;
-    let port: u16 = addr.rsplit_once(':')?.1.trim().parse().ok()?;
-    let host = *st.store_hosts.get(&port)?;
+    let WaitOn::StoreConnect { port, .. } = &w.on else {
+        return None;
+    };
+    let host = *st.store_hosts.get(port)?;
     st.died.contains(&host).then_some(host)
 }
 
@@ -256,6 +252,7 @@ fn blame_the_dead(st: &mut State, open: &[usize]) {
 mod tests {
     use super::*;
     use scen_core::scenario::parse;
+    use scen_core::trace::Dir;
 
     fn timed_out() -> Failure {
         Failure::Raised {
@@ -280,6 +277,7 @@ mod tests {
     fn wait(seq: u64, peers: Vec<usize>, deadline_ms: Option<u64>) -> Wait {
         Wait {
             step: 1,
+            on: WaitOn::Transfer { dir: Dir::Recv },
             what: format!("all_reduce #{seq}"),
             group: Some("WORLD (0)".into()),
             seq: Some(seq),
@@ -389,7 +387,10 @@ mod tests {
         st.process_died(0, sigkill(), 40);
         for r in 1..3 {
             let mut w = wait(0, vec![], Some(1_800_000));
-            w.what = "connect to TCPStore 127.0.0.1:29500".into();
+            w.on = WaitOn::StoreConnect {
+                host: "127.0.0.1".into(),
+                port: 29_500,
+            };
             w.group = None;
             w.timeout_error = Some(Failure::Raised {
                 exception: "DistNetworkError".into(),
@@ -419,7 +420,10 @@ mod tests {
         st.obs.waits[0] = Some(wait(2, vec![1, 2], None));
         for r in 1..3 {
             let mut w = wait(0, vec![], Some(1_800_000));
-            w.what = "connect to TCPStore 127.0.0.1:29500".into();
+            w.on = WaitOn::StoreConnect {
+                host: "127.0.0.1".into(),
+                port: 29_500,
+            };
             st.obs.waits[r] = Some(w);
         }
         assert!(!stalled(&s, &mut st, &[0, 1, 2], 2_000));

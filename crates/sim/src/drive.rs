@@ -11,6 +11,7 @@ use crate::probe::SimProbe;
 use crate::{apply_due, internal, note, SimError, MAX_STEPS, MAX_VIRTUAL_MS};
 use scen_core::scenario::{FaultKind, Scenario};
 use scen_core::stall;
+use scen_core::trace::WaitKey;
 use scen_core::verdict::Stall;
 
 /// What the loop keeps between two turns.
@@ -30,7 +31,7 @@ struct Driver<'a> {
     /// The activity count at the last turn that saw activity.
     last: u64,
     /// The stall last reported: repeated identical stalls (e.g. connect retries) are noted once.
-    last_stall: Option<Vec<(usize, String)>>,
+    last_stall: Option<Vec<(usize, WaitKey)>>,
     /// Time jumps (vendor/turmoil/PATCHES.md, "Time jumps"): with random node order every step
     /// draws an order, so every step is taken.
     may_jump: bool,
@@ -182,7 +183,7 @@ impl Driver<'_> {
         let signature = stall.as_ref().map(|st| {
             st.stuck
                 .iter()
-                .map(|x| (x.rank, x.wait.what.clone()))
+                .map(|x| (x.rank, x.wait.key()))
                 .collect::<Vec<_>>()
         });
         let new_stall = signature.is_some() && signature != self.last_stall;

@@ -24,11 +24,12 @@ use scen_core::c10d::store;
 
 use scen_core::net::{Clock, Net};
 use scen_core::outcome::{Failure, Killer, RankEnd, SIGTERM};
+use scen_core::probe::Probe;
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::runtime::rank::{run_rank, RankEnv};
 use scen_core::scenario::{Launcher, Scenario};
-use scen_core::trace::{Event, EventKind, Probe};
+use scen_core::trace::{Event, EventKind};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};

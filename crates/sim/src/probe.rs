@@ -11,7 +11,8 @@ use scen_core::diagnose::{CallRecord, GroupRecord, PlannedRecord};
 use scen_core::net::Clock;
 use scen_core::observe::Observed;
 use scen_core::outcome::{Failure, RankEnd};
-use scen_core::trace::{Event, EventKind, Probe, Wait};
+use scen_core::probe::{Fact, Probe};
+use scen_core::trace::{Event, EventKind, Wait};
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
@@ -108,6 +109,10 @@ impl Probe for SimProbe {
     fn set_wait(&self, rank: usize, w: Option<Wait>) {
         self.activity.bump();
         self.state.borrow_mut().waits[rank] = w;
+    }
+
+    fn fact(&self, rank: usize, fact: &Fact) {
+        self.state.borrow_mut().facts.push((rank, fact.clone()));
     }
 
     fn ended(&self, rank: usize, end: &RankEnd, t_ms: u64) {

@@ -132,6 +132,16 @@ impl BackendConfig {
     }
 }
 
+/// R9: a call's timeout, `init_process_group`'s and `new_group`'s alike: the one given, else
+/// the backend's default ([`default_timeout_ms`]) on the scenario's time scale.
+pub fn timeout_or_default_ms(
+    given_ms: Option<u64>,
+    config: &BackendConfig,
+    scale: crate::scenario::TimeScale,
+) -> u64 {
+    given_ms.unwrap_or_else(|| scale.apply(default_timeout_ms(config)))
+}
+
 /// R9: the default timeout for a backend string: NCCL 10 min, everything else 30 min.
 pub fn default_timeout_ms(config: &BackendConfig) -> u64 {
     if config.backends().contains(&"nccl") {

@@ -5,7 +5,9 @@
 //! store and timeouts in this file, backend strings, URLs and devices in `error/setup.rs`, groups
 //! in `error/groups.rs`, calls in `error/ops.rs`, DETAIL in `error/detail.rs`, and
 //! scen's own texts (where PyTorch has none to copy) apart in `error/own.rs`. The model calls
-//! these functions and never spells an error text itself.
+//! these functions and never spells an error text itself; a diagnosis that must know which
+//! error a rank raised asks `error/recognise.rs`, never searches a text itself.
+//! `crates/core/tests/pytorch_texts.rs` fails when one of these texts is spelt elsewhere.
 
 use std::fmt;
 
@@ -13,6 +15,7 @@ mod detail;
 mod groups;
 mod ops;
 mod own;
+pub mod recognise;
 mod setup;
 mod sglang;
 pub use detail::*;
@@ -155,6 +158,13 @@ pub fn workers_timeout(elapsed_ms: u64, joined: i64, world_size: usize) -> C10dE
     )
 }
 
+/// torchrun's agent when its rendezvous never completes (a node's launcher never joined): it
+/// raises this before any worker starts. `reason` names the missing node (scen's launcher
+/// knows which; torchrun's message names its rendezvous backend's view).
+pub fn rendezvous_timeout(reason: &str) -> C10dError {
+    e("RendezvousTimeoutError", reason)
+}
+
 /// R16: store get/wait past the timeout. TCPStore's client keeps every key under `/`, and the
 /// text lists the key so (real torch 2.15: a PrefixStore("default_pg") wait on `k` says
 /// `keys: /default_pg/k`).
@@ -245,11 +255,15 @@ pub fn nccl_watchdog(rank: usize, seq: u64, op: &str, numel: usize, timeout_ms: 
 const GLOO_CHECK_LOGS: &str =
     "Check the logs of the remote worker before reporting an error. GLHF! \u{1f3d6}\u{fe0f}";
 
+/// How gloo says a peer closed its connection; a closed socket under the store says it too
+/// (`wire::WireError::Closed`).
+pub const CONNECTION_CLOSED: &str = "Connection closed by peer";
+
 /// A peer's process closed its connection under a call (gloo's text; `addr`: `[ip]:port`).
 /// Real torch 2.15 prefixes gloo's source location (`[.../pair.cc:561] `), which varies.
 pub fn peer_closed(addr: &str) -> C10dError {
     runtime(format!(
-        "Connection closed by peer {addr}. This is typically caused by a remote worker crashing. {GLOO_CHECK_LOGS}"
+        "{CONNECTION_CLOSED} {addr}. This is typically caused by a remote worker crashing. {GLOO_CHECK_LOGS}"
     ))
 }
 

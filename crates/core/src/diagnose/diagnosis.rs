@@ -9,6 +9,7 @@ use super::groups::{self, GroupDivergence};
 use super::hang::{self, ranges, Hang, RankAt};
 use super::platform::{self, DeviceHint};
 use super::record::CallRecord;
+use crate::trace::WaitOn;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -58,12 +59,13 @@ impl Diagnosis {
     }
 
     /// Adds the device check: a CPU program on the (default) xpu platform.
+    /// `failed`: each failed rank, the step it failed in and why.
     pub fn with_device(
         mut self,
         s: &crate::scenario::Scenario,
-        ranks: &[crate::verdict::RankVerdict],
+        failed: &[(usize, usize, &crate::outcome::Failure)],
     ) -> Diagnosis {
-        self.device = platform::check(s, ranks);
+        self.device = platform::check(s, failed);
         self
     }
 
@@ -129,13 +131,13 @@ fn hang_lines(h: &Hang, file: &str) -> Vec<String> {
                 }
                 line.push_str(&format!(" [{}]", parts.join("; ")));
                 // A size or kind mismatch the device backend does not check (link.rs): the
-                // wait text is the only place that says which bytes disagree.
-                if let Some((_, why)) = s
-                    .what
-                    .split_once("): ")
-                    .filter(|_| s.what.contains("does not check"))
-                {
-                    line.push_str(&format!("; {why}"));
+                // wait is the only place that says which bytes disagree.
+                if let RankAt::Stuck { wait, .. } = &h.ranks[s.rank] {
+                    if let WaitOn::Unchecked { why } = &wait.on {
+                        line.push_str(&format!(
+                            "; {why}; the backend does not check and keeps waiting"
+                        ));
+                    }
                 }
             }
             None => {

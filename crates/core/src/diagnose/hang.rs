@@ -1,14 +1,15 @@
 //! Hang diagnosis: a wait-for graph over `(rank, group, seq)` at the moment no rank can move.
 //!
-//! For each stuck rank: the step and scenario line, the call (group, sequence number) it waits
-//! in, and for that call which members never joined it (never reached that sequence number:
-//! the culprits, as the flight recorder's "missing ranks" and NCCL's "lagging ranks", R31/R33),
-//! which joined but did not finish, and which finished it. Edges go from a stuck rank to the
-//! ranks whose action would free it; a cycle among them is the deadlock's shape (e.g. ranks 0,1
-//! enter group A then B while ranks 2,3 enter B then A), which no PyTorch tool reports.
+//! For each stuck rank: the step and scenario line, the call (group, sequence number, op) it
+//! waits in, and for that call which members never joined it (never reached that sequence
+//! number, or reached it in another op: the culprits, as the flight recorder's "missing ranks"
+//! and NCCL's "lagging ranks", R31/R33), which joined but did not finish, and which finished
+//! it. Edges go from a stuck rank to the ranks whose action would free it; a cycle among them
+//! is the deadlock's shape (e.g. ranks 0,1 enter group A then B while ranks 2,3 enter B then
+//! A), which no PyTorch tool reports.
 
 use super::record::{CallKey, CallKind, CallRecord, CallState};
-use crate::trace::Wait;
+use crate::trace::{Wait, WaitOn};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,7 +34,7 @@ pub enum RankAt {
 }
 
 impl RankAt {
-    /// `stuck in #4 recv (file:30)`, `finished its program`.
+    /// `stuck in step 4 recv (file:30)`, `finished its program`.
     pub fn describe(&self, file: &str) -> String {
         match self {
             RankAt::Stuck { line, label, .. } => format!("stuck in {label} ({file}:{line})"),
@@ -50,6 +51,8 @@ pub struct CallAt {
     pub group: String,
     pub group_label: String,
     pub seq: u64,
+    /// `all_reduce`, `barrier`, `send`: a barrier #3 and an all_gather #3 are two calls.
+    pub op: String,
     /// `all_reduce #2 on WORLD`, `recv #1 2->3 on WORLD`.
     pub name: String,
     /// `(src, dst)` of a p2p call: a send and its recv are one call.
@@ -57,9 +60,12 @@ pub struct CallAt {
 }
 
 impl CallAt {
-    /// The same call: one collective (group, seq) or one p2p transfer (group, src, dst, seq).
+    /// The same call: one collective (group, seq, op) or one p2p transfer (group, src, dst,
+    /// seq; its send and recv are one call).
     fn same_call(&self, other: &CallAt) -> bool {
-        (&self.group, self.seq, self.pair) == (&other.group, other.seq, other.pair)
+        let op = |c: &CallAt| c.pair.is_none().then(|| c.op.clone());
+        (&self.group, self.seq, self.pair, op(self))
+            == (&other.group, other.seq, other.pair, op(other))
     }
 }
 
@@ -140,17 +146,12 @@ pub fn analyse(records: &[CallRecord], ranks: &[RankAt], t_ms: u64) -> Option<Ha
     })
 }
 
-/// How the store host's wait for its clients (`waitForWorkers`, R16) starts its wait text.
-pub const STORE_WORKERS_WAIT: &str = "TCPStore server waiting for";
-/// How a rank's wait to connect to the store starts its wait text.
-pub const STORE_CONNECT_WAIT: &str = "connect to TCPStore";
-
 /// For the store host's wait for its clients: the awaited ranks that have not checked in.
 /// The real store only counts ("3/4 clients joined"); scen knows who: a rank still
 /// connecting (to this store or, with a wrong MASTER_PORT/ADDR, another address), one that
 /// failed in that step, or one that was never launched.
 pub fn store_clients_missing(wait: &Wait, ranks: &[RankAt]) -> Option<Vec<usize>> {
-    if !wait.what.starts_with(STORE_WORKERS_WAIT) {
+    if !matches!(wait.on, WaitOn::StoreWorkers { .. }) {
         return None;
     }
     let missing = wait
@@ -159,7 +160,9 @@ pub fn store_clients_missing(wait: &Wait, ranks: &[RankAt]) -> Option<Vec<usize>
         .copied()
         .filter(|p| match ranks.get(*p) {
             None => true,
-            Some(RankAt::Stuck { wait: w, .. }) => w.what.starts_with(STORE_CONNECT_WAIT),
+            Some(RankAt::Stuck { wait: w, .. }) => {
+                matches!(w.on, WaitOn::StoreConnect { .. })
+            }
             Some(RankAt::Failed { step, .. }) => *step <= wait.step,
             Some(_) => false,
         })
@@ -241,6 +244,7 @@ fn stuck_rank(
         group: open.group.clone(),
         group_label: open.group_label.clone(),
         seq: open.seq,
+        op: open.fp.op.clone(),
         name: open.call_name(),
         pair: open.endpoints(),
     });
@@ -266,7 +270,10 @@ fn stuck_rank(
         } else {
             index.get(&key_of(m)).copied()
         };
-        match rec.map(|c| c.state) {
+        // A member at this sequence number in another op (a barrier where the others
+        // all_gather) is in another call: it never joined this one.
+        let other_op = |c: &&CallRecord| open.kind == CallKind::Collective && c.fp.op != open.fp.op;
+        match rec.filter(|c| !other_op(c)).map(|c| c.state) {
             None => s.never_joined.push(m),
             Some(CallState::Started) => s.joined_not_finished.push(m),
             Some(_) => s.finished.push(m),
@@ -416,9 +423,12 @@ mod graph_tests {
         RankAt::Stuck {
             step: 1,
             line: 7,
-            label: "#2 all_reduce".into(),
+            label: "step 2 all_reduce".into(),
             wait: Wait {
                 step: 1,
+                on: WaitOn::Transfer {
+                    dir: crate::trace::Dir::Recv,
+                },
                 what: "recv".into(),
                 group: None,
                 seq: Some(1),
@@ -468,6 +478,47 @@ mod graph_tests {
         let ranks = vec![stuck(3), stuck(0), stuck(1), stuck(2)];
         let h = analyse(&recs, &ranks, 5).expect("hang");
         assert_eq!(h.cycle, vec![0, 2, 0]);
+    }
+
+    #[test]
+    fn a_member_in_another_op_at_the_same_seq_never_joined() {
+        // Ranks 0-2 in all_gather #3; rank 3 took another branch: barrier #3.
+        let mut recs: Vec<CallRecord> = (0..3).map(|r| started(r, "A", 3)).collect();
+        for c in &mut recs {
+            c.fp.op = "all_gather".into();
+        }
+        let mut other = started(3, "A", 3);
+        other.fp.op = "barrier".into();
+        recs.push(other);
+        let ranks = vec![stuck(1), stuck(2), stuck(0), stuck(0)];
+        let h = analyse(&recs, &ranks, 5).expect("hang");
+        assert_eq!(h.stuck[0].never_joined, vec![3]);
+        assert_eq!(h.stuck[0].joined_not_finished, vec![0, 1, 2]);
+        assert_eq!(h.stuck[3].never_joined, vec![0, 1, 2]);
+        assert_eq!(h.cycle, vec![0, 3, 0]);
+        let absent = h.absent.iter().find(|a| a.rank == 3).expect("rank 3 named");
+        assert_eq!(absent.call, "all_gather #3 on A");
+        assert_eq!(absent.last.as_deref(), Some("barrier #3, started, line 7"));
+    }
+
+    #[test]
+    fn a_send_and_its_recv_stuck_together_are_one_call_and_no_cycle() {
+        let p2p = |rank: usize, kind: CallKind, peer: usize| {
+            let mut c = started(rank, "A", 1);
+            (c.kind, c.peer) = (kind, Some(peer));
+            c.fp.op = if kind == CallKind::Send {
+                "send"
+            } else {
+                "recv"
+            }
+            .into();
+            c
+        };
+        let recs = vec![p2p(0, CallKind::Send, 1), p2p(1, CallKind::Recv, 0)];
+        let ranks = vec![stuck(1), stuck(0)];
+        let h = analyse(&recs, &ranks, 5).expect("hang");
+        assert_eq!(h.stuck[0].joined_not_finished, vec![0, 1]);
+        assert!(h.cycle.is_empty(), "{:?}", h.cycle);
     }
 
     #[test]

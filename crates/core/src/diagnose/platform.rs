@@ -5,12 +5,10 @@
 //! names the step and the fix (`[world] platform = "cpu"`, or `device = "cpu"` on the step).
 
 use super::hang::ranges;
+use crate::c10d::error::recognise;
+use crate::outcome::Failure;
 use crate::scenario::{Platform, Scenario, StepKind, TensorSpec};
-use crate::verdict::RankVerdict;
 use serde::Serialize;
-
-/// PyTorch's text when a group has no backend for the tensor's device (R4), for xpu tensors.
-const NO_XPU_BACKEND: &str = "No backend type associated with device type xpu";
 
 /// Ranks whose tensor step failed for want of an xpu backend, its tensor on xpu only because
 /// the node's platform is xpu and the step names no device.
@@ -53,13 +51,11 @@ fn tensor_of(kind: &StepKind) -> Option<&TensorSpec> {
 }
 
 /// The first step (in program order) whose ranks fell into the trap, with those ranks.
-pub fn check(s: &Scenario, ranks: &[RankVerdict]) -> Option<DeviceHint> {
+/// `failed`: each failed rank, the 0-based step it failed in and why, in rank order.
+pub fn check(s: &Scenario, failed: &[(usize, usize, &Failure)]) -> Option<DeviceHint> {
     let mut hit: Option<DeviceHint> = None;
-    for (rank, v) in ranks.iter().enumerate() {
-        let RankVerdict::Failed { step, failure, .. } = v else {
-            continue;
-        };
-        let Some(st) = s.steps.get(*step) else {
+    for &(rank, step, failure) in failed {
+        let Some(st) = s.steps.get(step) else {
             continue;
         };
         let on_xpu = s
@@ -69,7 +65,7 @@ pub fn check(s: &Scenario, ranks: &[RankVerdict]) -> Option<DeviceHint> {
             .and_then(|r| s.world.nodes.get(r.node))
             .is_some_and(|n| n.platform == Platform::Xpu);
         let defaulted = tensor_of(&st.kind).is_some_and(|t| t.device.is_none());
-        if !(on_xpu && defaulted && failure.text().contains(NO_XPU_BACKEND)) {
+        if !(on_xpu && defaulted && recognise::is_no_backend_for_device(failure, "xpu")) {
             continue;
         }
         match &mut hit {

@@ -2,7 +2,7 @@
 //! point-to-point call of every rank, with a fingerprint that also carries the root and the
 //! reduce op (which `TORCH_DISTRIBUTED_DEBUG=DETAIL`, R32, does not compare).
 //!
-//! Ranks report a record through [`crate::trace::Probe::call`] when a call starts and again when
+//! Ranks report a record through [`crate::probe::Probe::call`] when a call starts and again when
 //! it ends; the collector keeps the latest state per [`CallRecord::key`].
 
 use serde::{Deserialize, Serialize};

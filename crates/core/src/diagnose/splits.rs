@@ -128,9 +128,10 @@ fn consequence(backend: &str, pairs: &[Pair]) -> (Consequence, String) {
                 format!(
                     "gloo's alltoallv copies a rank's own chunk before it sends anything and \
                      enforces inLengthPerRank[myRank] == outLengthPerRank[myRank]: rank {} \
-                     raises a RuntimeError, and its peers read `Connection closed by peer` \
-                     when its process ends (measured, torch 2.15)",
-                    p.src
+                     raises a RuntimeError, and its peers read `{}` when its process ends \
+                     (measured, torch 2.15)",
+                    p.src,
+                    crate::c10d::error::CONNECTION_CLOSED
                 ),
             );
         }

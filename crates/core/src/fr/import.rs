@@ -13,7 +13,7 @@ use super::model::{scen_dtype, Dump, Entry};
 use crate::diagnose::check;
 use crate::diagnose::hang::{self, ranges, RankAt};
 use crate::diagnose::{CallKind, CallRecord, CallState, Diagnosis, Fingerprint};
-use crate::trace::Wait;
+use crate::trace::{Wait, WaitOn};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The dumps of one job, by global rank.
@@ -481,7 +481,7 @@ fn rank_states(job: &Job, p: &Plan, at: &At) -> Vec<RankAt> {
                 RankAt::Failed {
                     step,
                     line,
-                    label: format!("#{} {}", step + 1, c.call.op),
+                    label: crate::scenario::step_label(step, &c.call.op, None),
                 }
             }
             Some(c) => {
@@ -490,9 +490,10 @@ fn rank_states(job: &Job, p: &Plan, at: &At) -> Vec<RankAt> {
                 RankAt::Stuck {
                     step,
                     line,
-                    label: format!("#{} {}", step + 1, c.call.op),
+                    label: crate::scenario::step_label(step, &c.call.op, None),
                     wait: Wait {
                         step,
+                        on: WaitOn::Recorded,
                         what: format!(
                             "{} #{} on {}",
                             c.call.op,

@@ -8,7 +8,8 @@ use super::fabric::{Fabric, FabricError};
 use crate::algo::{CollectiveError, Link, LinkError};
 use crate::c10d::error::{self, C10dError};
 use crate::net::{Clock, Net};
-use crate::trace::{Probe, Wait};
+use crate::probe::Probe;
+use crate::trace::{Dir, Wait, WaitOn};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -80,7 +81,7 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
             "{} #{} on group {}: recv from rank {peer}",
             self.info.op, self.info.seq, self.info.group
         );
-        let w = self.wait_for(peer, what);
+        let w = self.wait_for(peer, WaitOn::Transfer { dir: Dir::Recv }, what);
         if cached.len() < RECV_WAITS_KEPT {
             cached.push((peer, w.clone()));
         }
@@ -88,9 +89,10 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
     }
 
     /// The wait record for a receive from `peer`.
-    pub fn wait_for(&self, peer: usize, what: String) -> Wait {
+    pub fn wait_for(&self, peer: usize, on: WaitOn, what: String) -> Wait {
         Wait {
             step: self.info.step,
+            on,
             what,
             group: Some(self.info.group.clone()),
             seq: Some(self.info.seq),
@@ -125,7 +127,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
                 | FabricError::PeerReset(_)
                 | FabricError::Unreachable { .. },
             ) if !self.info.peer_exit_is_error => {
-                self.wait_out_exited(peer, "send to").await.map(|_| ())
+                self.wait_out_exited(peer, Dir::Send).await.map(|_| ())
             }
             r => r.map_err(|e| self.map(e)),
         }
@@ -149,7 +151,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         let ms = self.info.wait_ms.unwrap_or(0);
         let timeout = error::gloo_send_timeout(ms);
         let tag = self.ready_tag();
-        self.wait_any(to, &tag, "send to", "waits for its recv", timeout)
+        self.wait_any(to, &tag, Dir::Send, "waits for its recv", timeout)
             .await
             .map(|(i, _)| i)
     }
@@ -159,14 +161,8 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
             return Ok((0, self.recv(from[0]).await?));
         }
         let timeout = error::gloo_recv_timeout(self.info.wait_ms.unwrap_or(0));
-        self.wait_any(
-            from,
-            &self.tag,
-            "recv from",
-            "waits for its message",
-            timeout,
-        )
-        .await
+        self.wait_any(from, &self.tag, Dir::Recv, "waits for its message", timeout)
+            .await
     }
 
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
@@ -189,7 +185,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
             Err(FabricError::PeerClosed(_) | FabricError::PeerReset(_))
                 if !self.info.peer_exit_is_error =>
             {
-                self.wait_out_exited(peer, "recv from").await
+                self.wait_out_exited(peer, Dir::Recv).await
             }
             r => r.map_err(|e| self.map(e)),
         };
@@ -211,17 +207,21 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
         &self,
         on: &[usize],
         tag: &str,
-        verb: &str,
+        dir: Dir,
         why: &str,
         timeout: C10dError,
     ) -> Result<(usize, Vec<u8>), LinkError> {
         let peers: Vec<usize> = on.iter().map(|&m| self.members[m]).collect();
         let what = format!(
-            "{} #{} on group {}: {verb} rank {} ({why})",
-            self.info.op, self.info.seq, self.info.group, peers[0]
+            "{} #{} on group {}: {} rank {} ({why})",
+            self.info.op,
+            self.info.seq,
+            self.info.group,
+            verb(dir),
+            peers[0]
         );
         let deadline = self.info.wait_ms.map(|ms| self.clock.now_ms() + ms);
-        let mut w = self.wait_for(peers[0], what);
+        let mut w = self.wait_for(peers[0], WaitOn::Transfer { dir }, what);
         w.peers = peers.clone();
         w.peers.dedup();
         w.deadline_ms = deadline;
@@ -256,7 +256,10 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
             "{} #{} on group {}: {why}; the backend does not check and keeps waiting",
             self.info.op, self.info.seq, self.info.group
         );
-        let mut w = self.wait_for(0, what);
+        let on = WaitOn::Unchecked {
+            why: why.to_string(),
+        };
+        let mut w = self.wait_for(0, on, what);
         w.peers = self
             .members
             .iter()
@@ -274,16 +277,24 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
 
     /// oneCCL/NCCL do not notice a peer's exit: record the wait and block until a timeout rule
     /// applies (or forever).
-    async fn wait_out_exited(&self, peer: usize, verb: &str) -> Result<Vec<u8>, LinkError> {
+    async fn wait_out_exited(&self, peer: usize, dir: Dir) -> Result<Vec<u8>, LinkError> {
         let what = format!(
-            "{} #{} on group {}: {verb} rank {peer}, whose process has exited (the backend does not notice)",
-            self.info.op, self.info.seq, self.info.group
+            "{} #{} on group {}: {} rank {peer}, whose process has exited (the backend does not notice)",
+            self.info.op, self.info.seq, self.info.group, verb(dir)
         );
-        self.probe
-            .set_wait(self.info.proc_rank, Some(self.wait_for(peer, what)));
+        let w = self.wait_for(peer, WaitOn::ExitedPeer { dir }, what);
+        self.probe.set_wait(self.info.proc_rank, Some(w));
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
         super::rank::wait_out_peer_exit(self.clock, deadline)
             .await
             .map_err(|e| self.map(e))
+    }
+}
+
+/// How a wait's text says its direction: `recv from rank 2`, `send to rank 3`.
+fn verb(dir: Dir) -> &'static str {
+    match dir {
+        Dir::Recv => "recv from",
+        Dir::Send => "send to",
     }
 }

@@ -18,12 +18,13 @@ use crate::c10d::backend::{self, BackendConfig, Device};
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::store::StoreClient;
 use crate::net::{Clock, Net};
+use crate::probe::Probe;
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate};
 use crate::scenario::{
     CollStep, IntArg, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec, RANK_VARS,
 };
-use crate::trace::{Event, EventKind, Probe, Wait};
+use crate::trace::{Event, EventKind, Wait};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 

@@ -289,13 +289,21 @@ pub struct Step {
     pub kind: StepKind,
 }
 
+/// `step 3 all_reduce "ar"` for 0-based step `index`: [`Step::label`], for whoever names a step
+/// without its scenario (a flight-recorder import).
+pub fn step_label(index: usize, op: &str, id: Option<&str>) -> String {
+    match id {
+        Some(id) => format!("step {} {op} \"{id}\"", index + 1),
+        None => format!("step {} {op}", index + 1),
+    }
+}
+
 impl Step {
-    /// `#3 new_group "mesh"`: how reports name a step.
+    /// `step 3 new_group "mesh"`: how reports name a step (1-based, as the trace numbers it).
+    /// Never `#3`: reports write a call's per-group sequence number that way (`all_reduce #2 on
+    /// WORLD`), and a step and a call sit side by side in one line.
     pub fn label(&self) -> String {
-        match &self.id {
-            Some(id) => format!("#{} {} \"{}\"", self.index + 1, self.kind.op_name(), id),
-            None => format!("#{} {}", self.index + 1, self.kind.op_name()),
-        }
+        step_label(self.index, self.kind.op_name(), self.id.as_deref())
     }
 }
 

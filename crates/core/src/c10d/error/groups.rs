@@ -42,3 +42,9 @@ pub fn group_never_created(handle: &str) -> C10dError {
         "group `{handle}` was never created on this rank (its new_group step did not run here)"
     ))
 }
+
+/// R27: the warning a call on a group this rank is not in prints (the call then does nothing).
+/// A warning, not an exception: the text alone.
+pub fn non_member_warning(op: &str, rank: usize) -> String {
+    format!("Running {op} on global rank {rank} which does not belong to the given group.")
+}

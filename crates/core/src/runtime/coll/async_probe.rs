@@ -1,7 +1,8 @@
 //! The probe an `async_op` call's task reports through, so that its blocked receives become
 //! the rank's wait only once the program reaches the call's `wait` step.
 
-use crate::trace::{Event, Probe, Wait};
+use crate::probe::Probe;
+use crate::trace::{Event, Wait};
 use std::cell::RefCell;
 use std::rc::Rc;
 

@@ -10,7 +10,7 @@ use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Algo, Coll};
 use crate::runtime::fabric::FabricError;
 use crate::tensor::Tensor;
-use crate::trace::Wait;
+use crate::trace::{Wait, WaitOn};
 
 /// What a call is, as the hook needs it.
 pub(super) struct CallSpec<'a, D = Vec<u8>> {
@@ -97,6 +97,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             Ok(d) if d.len() != want_bytes && backend != "gloo" => {
                 self.wait(Some(Wait {
                     step: self.step,
+                    on: WaitOn::P2pUnchecked,
                     what: format!(
                         "recv #{seq} from rank {peer}: the send has {} bytes, this recv expects \
                          {want_bytes}; the backend does not check and keeps waiting",

@@ -8,13 +8,14 @@ use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
 use crate::net::{Clock, Net};
 use crate::payload::Symbolic;
+use crate::probe::{Fact, Probe};
 use crate::reduce::{self, ReduceOp};
 use crate::runtime::coll::{self, AsyncProbe, CallShape, Coll, Done, Fill, OutVars};
 use crate::runtime::link::{CallInfo, FabricLink};
 use crate::scenario::expr::{format_number, Expr};
 use crate::scenario::{CollStep, TensorSpec};
 use crate::tensor::Tensor;
-use crate::trace::{EventKind, Probe};
+use crate::trace::EventKind;
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// The tensor a step creates on this rank.
@@ -191,18 +192,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// apply here, which the report says (a note) rather than counting it as checked.
     pub(super) fn non_member(&self, op: &str, expect: &Option<Expr>) -> Res<String> {
         let r = self.world()?.rank;
-        self.event(
-            EventKind::Warn,
-            format!("Running {op} on global rank {r} which does not belong to the given group."),
-        );
+        self.event(EventKind::Warn, error::non_member_warning(op, r));
         if expect.is_some() {
             self.event(
                 EventKind::Info,
                 format!(
-                    "{} on rank {r}: not a member of the group, the call is a no-op (R27)",
-                    crate::verdict::EXPECT_NOT_APPLIED
+                    "expect does not apply on rank {r}: not a member of the group, the call is \
+                     a no-op (R27)"
                 ),
             );
+            let fact = Fact::ExpectNotApplied { step: self.step };
+            self.env.probe.fact(r, &fact);
             return Ok("not a member: no-op; its expect does not apply".into());
         }
         Ok("not a member: no-op".into())
@@ -470,12 +470,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     pub(super) async fn barrier(&mut self, group: &Option<String>) -> Res<String> {
         let Some(name) = self.resolve_group(group)? else {
             let r = self.world()?.rank;
-            self.event(
-                EventKind::Warn,
-                format!(
-                    "Running barrier on global rank {r} which does not belong to the given group."
-                ),
-            );
+            self.event(EventKind::Warn, error::non_member_warning("barrier", r));
             return Ok("not a member: no-op".into());
         };
         // R6: device_ids, bound device, CPU for CPU-only groups, else the accelerator.

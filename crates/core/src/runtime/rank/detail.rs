@@ -17,6 +17,7 @@ use crate::c10d::collective::CollOp;
 use crate::c10d::store::StoreError;
 use crate::scenario::CollStep;
 use crate::tensor::Tensor;
+use crate::trace::StoreUse;
 
 /// One rank's `CollectiveFingerPrint`: op type, the wrapper's sequence number, and each
 /// checked tensor's dtype, device type and shape.
@@ -274,9 +275,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                         &key(g),
                         Some(left),
                         vec![ranks[g]],
-                        format!(
-                            "DETAIL monitoredBarrier before collective #{} on group {name}",
-                            fp.seq + 1
+                        (
+                            StoreUse::MonitoredBarrier,
+                            format!(
+                                "DETAIL monitoredBarrier before collective #{} on group {name}",
+                                fp.seq + 1
+                            ),
                         ),
                         Some(name.to_string()),
                         None,
@@ -303,9 +307,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     &ack,
                     Some(timeout_ms),
                     vec![ranks[0]],
-                    format!(
-                        "DETAIL monitoredBarrier before collective #{} on group {name}",
-                        fp.seq + 1
+                    (
+                        StoreUse::MonitoredBarrier,
+                        format!(
+                            "DETAIL monitoredBarrier before collective #{} on group {name}",
+                            fp.seq + 1
+                        ),
                     ),
                     Some(name.to_string()),
                     None,

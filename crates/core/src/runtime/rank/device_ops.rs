@@ -6,12 +6,13 @@ use super::{Proc, Res};
 use crate::c10d::error::{self, C10dError};
 use crate::dtype::DType;
 use crate::net::{Clock, Net};
+use crate::probe::Probe;
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Coll, Exec};
 use crate::runtime::device::{CommRef, DeviceComms};
 use crate::runtime::link::CallInfo;
 use crate::tensor::Tensor;
-use crate::trace::{EventKind, Probe, Wait};
+use crate::trace::{Dir, EventKind, Wait, WaitOn};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// The communicator of group `name` over `members` (global ranks, in communicator order).
@@ -33,12 +34,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
-    fn device_wait(&self, what: String, group: &str, seq: Option<u64>, peers: Vec<usize>) -> Wait {
+    fn device_wait(&self, on: WaitOn, what: String, group: &str, peers: Vec<usize>) -> Wait {
         Wait {
             step: self.step,
+            on,
             what,
             group: Some(group.to_string()),
-            seq,
+            seq: None,
             peers,
             since_ms: self.now(),
             deadline_ms: None,
@@ -58,11 +60,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let me = self.world()?.rank;
         let others: Vec<usize> = members.iter().copied().filter(|m| *m != me).collect();
         self.wait(Some(self.device_wait(
+            WaitOn::DeviceInit,
             format!(
                 "device communicator init of group {label}: waiting for ranks {others:?} to join"
             ),
             label,
-            None,
             others,
         )));
         let r = d.init(comm, uid).await;
@@ -106,13 +108,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             let pos = ranks.iter().position(|r| *r == peer).expect("checked");
             (self.comm_ref(name, &ranks, me, None), pos)
         };
-        let verb = if send { "send to" } else { "recv from" };
+        let (verb, dir) = if send {
+            ("send to", Dir::Send)
+        } else {
+            ("recv from", Dir::Recv)
+        };
         let mut w = self.device_wait(
+            WaitOn::P2p { dir },
             format!("{verb} rank {peer} #{seq} on group {group_label}: inside the device library"),
             &group_label,
-            Some(seq),
             vec![peer],
         );
+        w.seq = Some(seq);
         w.deadline_ms = timeout.as_ref().map(|(t, _)| *t);
         w.timeout_error = timeout.as_ref().map(|(_, e)| e.clone().into());
         self.wait(Some(w));
@@ -147,6 +154,7 @@ pub(super) async fn run_on_device<Q: Probe>(
         info.proc_rank,
         Some(Wait {
             step: info.step,
+            on: WaitOn::DeviceCall,
             what: format!(
                 "{} #{} on group {}: inside the device library, waiting for ranks {peers:?}",
                 info.op, info.seq, info.group

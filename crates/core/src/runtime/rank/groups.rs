@@ -7,7 +7,8 @@ use crate::c10d::error;
 use crate::c10d::naming;
 use crate::c10d::store::{join_key, KeySeq, StoreError};
 use crate::net::{Clock, Net};
-use crate::trace::{EventKind, Probe};
+use crate::probe::Probe;
+use crate::trace::{EventKind, StoreUse};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// `by`: a scenario step gets the result text; sglang's planned calls (O(W) on every rank)
@@ -36,10 +37,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .unwrap_or(default_config.original.clone());
         let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
         let device = self.group_device(device_id, bound)?;
-        let timeout_ms = timeout_ms.unwrap_or_else(|| {
-            let scale = self.env.scenario.time_scale;
-            scale.apply(backend::default_timeout_ms(&config))
-        });
+        let timeout_ms =
+            backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
         let member = ranks.contains(&me);
         let label = handle.clone().unwrap_or_else(|| "unnamed".into());
         if local_sync && !member {
@@ -232,7 +231,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 &key,
                 Some(timeout_ms),
                 vec![members[0]],
-                format!("{backend} communicator of group {label}: store get unique id '{key}' from rank {}", members[0]),
+                (StoreUse::UniqueId, format!("{backend} communicator of group {label}: store get unique id '{key}' from rank {}", members[0])),
                 Some(label.clone()),
                 Some(err.clone()),
             )
@@ -272,7 +271,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 "{backend} communicator init of group {label}: waiting for rank {m} to join"
             );
             let got = self
-                .store_get_from(&keys, next, net_rtt_ms, &[m], what, &label, None)
+                .store_get_from(
+                    &keys,
+                    next,
+                    net_rtt_ms,
+                    &[m],
+                    (StoreUse::CommJoin, what),
+                    &label,
+                    None,
+                )
                 .await?;
             for v in got {
                 self.fabric

@@ -7,8 +7,9 @@ use crate::c10d::error::{self, C10dError};
 use crate::c10d::rendezvous;
 use crate::c10d::store::{self, join_key, KeySeq, StoreClient, StoreError};
 use crate::net::{Clock, Net};
+use crate::probe::{Fact, Probe};
 use crate::scenario::Launcher;
-use crate::trace::{EventKind, Probe, Wait};
+use crate::trace::{EventKind, StoreUse, Wait, WaitOn};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -40,10 +41,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
         config.check_built_in()?;
-        let timeout_ms = timeout_ms.unwrap_or_else(|| {
-            let scale = self.env.scenario.time_scale;
-            scale.apply(backend::default_timeout_ms(&config))
-        });
+        let timeout_ms =
+            backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
         let url = init_method
             .as_ref()
             .map(|u| self.expand(u))
@@ -133,6 +132,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             EventKind::Info,
             format!("TCPStore server listening on port {port}"),
         );
+        (self.env.probe).fact(self.env.proc_rank, &Fact::StoreServer { port });
         Ok(())
     }
 
@@ -149,10 +149,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         loop {
             self.wait(Some(Wait {
                 step: self.step,
-                what: format!(
-                    "{} {host}:{port}",
-                    crate::diagnose::hang::STORE_CONNECT_WAIT
-                ),
+                on: WaitOn::StoreConnect {
+                    host: host.to_string(),
+                    port,
+                },
+                what: format!("connect to TCPStore {host}:{port}"),
                 group: None,
                 seq: None,
                 peers: vec![],
@@ -219,11 +220,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let after_ms = error::workers_timeout_after_ms(timeout_ms);
         self.wait(Some(Wait {
             step: self.step,
-            what: format!(
-                "{} {} clients",
-                crate::diagnose::hang::STORE_WORKERS_WAIT,
-                rv.world_size
-            ),
+            on: WaitOn::StoreWorkers {
+                world_size: rv.world_size,
+            },
+            what: format!("TCPStore server waiting for {} clients", rv.world_size),
             group: None,
             seq: None,
             peers: (1..rv.world_size).collect(),
@@ -284,7 +284,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         key: &str,
         timeout_ms: Option<u64>,
         peers: Vec<usize>,
-        what: String,
+        (used_by, what): (StoreUse, String),
         group: Option<String>,
         timeout_error: Option<C10dError>,
     ) -> Result<Vec<u8>, StoreError> {
@@ -292,6 +292,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let t = timeout_ms.unwrap_or(store::NO_TIMEOUT);
         self.wait(Some(Wait {
             step: self.step,
+            on: WaitOn::StoreGet {
+                key: key.to_string(),
+                used_by,
+            },
             what,
             group,
             seq: None,
@@ -345,7 +349,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         keys: &KeySeq,
         net_rtt_ms: u64,
         peers: &[usize],
-        what: &str,
+        (used_by, what): (StoreUse, &str),
         group: &str,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         if !self.env.clock.batches_store_loops() || keys.is_empty() {
@@ -354,6 +358,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let store = self.world.as_ref().expect("world").store.clone();
         self.wait(Some(Wait {
             step: self.step,
+            on: WaitOn::StoreGet {
+                key: keys.key(keys.indexes().next().unwrap_or(keys.start)),
+                used_by,
+            },
             what: what.to_string(),
             group: Some(group.to_string()),
             seq: None,
@@ -378,12 +386,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         next: usize,
         net_rtt_ms: u64,
         peers: &[usize],
-        what: String,
+        (used_by, what): (StoreUse, String),
         group: &str,
         timeout: Option<(u64, C10dError)>,
     ) -> Res<Vec<Vec<u8>>> {
         let got = self
-            .store_get_seq(&keys.from(next), net_rtt_ms, peers, &what, group)
+            .store_get_seq(&keys.from(next), net_rtt_ms, peers, (used_by, &what), group)
             .await
             .map_err(|e| self.store_err(e))?;
         if !got.is_empty() {
@@ -395,7 +403,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 &keys.key(next),
                 timeout_ms,
                 peers.to_vec(),
-                what,
+                (used_by, what),
                 Some(group.to_string()),
                 timeout_error.clone(),
             )
@@ -467,7 +475,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     next,
                     net_rtt_ms,
                     &missing[gone..],
-                    what,
+                    (StoreUse::GlooMesh, what),
                     &label,
                     Some((timeout_ms, timeout)),
                 )
@@ -528,7 +536,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 &last,
                 Some(timeout_ms),
                 vec![],
-                format!("store based barrier for group {name} ({n}/{world_size} joined when this rank arrived)"),
+                (StoreUse::StoreBarrier, format!("store based barrier for group {name} ({n}/{world_size} joined when this rank arrived)")),
                 Some(name.to_string()),
                 Some(error::store_barrier_timeout(rank, name, world_size, n, timeout_ms, &inner)),
             )

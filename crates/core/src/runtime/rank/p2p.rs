@@ -4,13 +4,14 @@ use super::*;
 use crate::c10d::error;
 use crate::net::{Clock, Net};
 use crate::payload::Symbolic;
+use crate::probe::Probe;
 use crate::runtime::coll::OutVars;
 use crate::runtime::coll::{Done, Fill};
 use crate::runtime::fabric::FabricError;
 use crate::scenario::expr::Expr;
 use crate::scenario::{IntArg, P2pOp, TensorSpec};
 use crate::tensor::Tensor;
-use crate::trace::{Probe, Wait};
+use crate::trace::{Dir, Wait, WaitOn};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     pub(super) async fn p2p(
@@ -244,6 +245,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         self.wait(Some(Wait {
             step: self.step,
+            on: WaitOn::P2p { dir: Dir::Recv },
             what: format!("recv #{seq} from rank {peer} on group {group_label}"),
             group: Some(group_label),
             seq: Some(seq),
@@ -321,6 +323,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let timeout_error = error::gloo_send_timeout(timeout_ms);
         self.wait(Some(Wait {
             step: self.step,
+            on: WaitOn::P2p { dir: Dir::Send },
             what: format!("send #{seq} to rank {peer} on group {group_label} (waits for its recv)"),
             group: Some(group_label),
             seq: Some(seq),

@@ -15,6 +15,7 @@ use crate::c10d::error::{self, C10dError};
 use crate::diagnose::{GroupRecord, PlannedCalls, PlannedRecord};
 use crate::dtype::DType;
 use crate::net::{Clock, Net};
+use crate::probe::Probe;
 use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Algo, Coll};
 use crate::scenario::expr::Expr;
@@ -27,7 +28,7 @@ use crate::sglang::parallel_state::{
     Purpose,
 };
 use crate::tensor::Tensor;
-use crate::trace::{EventKind, Probe};
+use crate::trace::EventKind;
 use std::rc::Rc;
 
 mod a2a_layout;
