@@ -4,9 +4,9 @@
 pub mod bench;
 pub mod exit_code;
 pub mod explore;
-pub mod json_report;
 pub mod launcher;
 pub mod logging;
 pub mod output;
+pub mod render;
 pub mod shrink;
 pub mod suite;

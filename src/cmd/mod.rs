@@ -29,7 +29,7 @@ pub fn internal_error(file: &str, seed: u64, detail: &str, json: bool) -> Exit {
     let replay = format!("scen replay {file} --seed {seed}");
     if json {
         let doc = serde_json::json!({
-            "schema_version": scen::json_report::SCHEMA_VERSION,
+            "schema_version": scen::render::json::SCHEMA_VERSION,
             "passed": false,
             "file": file,
             "seed": seed,

@@ -4,7 +4,8 @@
 use crate::cli::{Format, ReplayArgs, RunArgs};
 use scen::exit_code::Exit;
 use scen::output::write_whole;
-use scen_core::report::{render_human, Report};
+use scen::render::human::render as render_human;
+use scen_core::report::Report;
 use scen_core::scenario::{load_file, Scenario, ScenarioError};
 use std::path::Path;
 
@@ -142,7 +143,7 @@ fn model_error(e: scen_core::perf::model::ModelError) -> ScenarioError {
 /// `{"schema_version": 2, "passed": false, "error": {...}}` for invalid input.
 fn invalid_input_json(e: &ScenarioError) -> String {
     let doc = serde_json::json!({
-        "schema_version": scen::json_report::SCHEMA_VERSION,
+        "schema_version": scen::render::json::SCHEMA_VERSION,
         "passed": false,
         "error": {
             "kind": "invalid_input",
@@ -159,7 +160,7 @@ fn invalid_input_json(e: &ScenarioError) -> String {
 /// Writes `--graph`, `--timeline` and `--report` files (each whole or not at all).
 fn write_exports(s: &Scenario, r: &Report, args: &RunArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.report {
-        let json = serde_json::to_string_pretty(&scen::json_report::build(s, r))?;
+        let json = serde_json::to_string_pretty(&scen::render::json::build(s, r))?;
         write_whole(path, format!("{json}\n").as_bytes())?;
     }
     let (graph, timeline) = (&args.graph, &args.timeline);
@@ -183,7 +184,7 @@ fn print_report(s: &Scenario, r: &Report, format: Format, trace: bool) -> Exit {
             }
             print!("{}", render_human(s, r));
         }
-        Format::Json => match serde_json::to_string_pretty(&scen::json_report::build(s, r)) {
+        Format::Json => match serde_json::to_string_pretty(&scen::render::json::build(s, r)) {
             Ok(j) => println!("{j}"),
             Err(e) => {
                 eprintln!("error: cannot encode the report: {e}");

@@ -94,7 +94,7 @@ pub fn test(args: TestArgs) -> Exit {
         );
     }
     if let Some(path) = &args.junit {
-        let written = suite::junit::render(&outcomes, strict)
+        let written = scen::render::junit::render(&outcomes, strict)
             .and_then(|xml| scen::output::write_whole(path, xml.as_bytes()));
         if let Err(e) = written {
             return fail(format!("--junit: {e:#}"));

@@ -8,7 +8,6 @@
 //! from the current directory),
 //! else `snapshots/` in the current directory.
 
-pub mod junit;
 pub mod snapshot;
 
 use scen_core::scenario::{load_file, Launcher, Scenario};

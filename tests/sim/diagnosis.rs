@@ -4,9 +4,10 @@
 //! a Trace Event Format document; a 16-rank hang fits one screen.
 
 use crate::common::scen;
+use scen::render::human::render as render_human;
 use scen_core::diagnose::check::{Consequence, MismatchKind};
 use scen_core::diagnose::CallState;
-use scen_core::report::{render_human, Report};
+use scen_core::report::Report;
 use scen_core::scenario::{load_file, Scenario};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

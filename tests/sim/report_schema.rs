@@ -1,11 +1,11 @@
 //! The JSON report (schema v2) of every shipped scenario, checked two ways: against
 //! docs/report.schema.json (the keywords that file uses: type, const, enum, required,
 //! properties, additionalProperties, items, anyOf, $ref, minimum), and by a typed round trip
-//! (scen::json_report::JsonReport denies unknown fields, so a field the docs do not name fails).
+//! (scen::render::json::JsonReport denies unknown fields, so a field the docs do not name fails).
 //! Also: `--report FILE` writes the same JSON while the terminal gets the human report.
 
 use crate::common::root;
-use scen::json_report::{build, JsonReport};
+use scen::render::json::{build, JsonReport};
 use scen::suite;
 use serde_json::Value;
 

@@ -1,4 +1,5 @@
-//! One report for every mode: what it holds, how it is built, how it prints.
+//! One report for every mode: what it holds and how it is built (the binary's `render` module
+//! prints it: human text, JSON, JUnit).
 //!
 //! The simulator, the hardware launcher and torch mode each observe a run their own way, but
 //! they hand what they saw to [`build`] as an [`Observed`] (trace, rank ends, waits, steps, call
@@ -7,18 +8,16 @@
 //! then made here, once, the same way in every mode — so a comparison of modes compares runs,
 //! not three report builders.
 
-use crate::diagnose::hang::ranges;
 use crate::diagnose::{CallRecord, Diagnosis};
 use crate::observe::Observed;
 use crate::outcome::Failure;
 use crate::scenario::{Launcher, RankSpec, Scenario};
-use crate::trace::{format_ms, Event, EventKind, Trace};
+use crate::trace::{Event, EventKind, Trace};
 use crate::verdict::{
-    check_expectations, describe_verdict, diagnose_run, expect_notes, rank_verdict,
-    ExpectationCheck, RankVerdict, Stall,
+    check_expectations, diagnose_run, expect_notes, rank_verdict, ExpectationCheck, RankVerdict,
+    Stall,
 };
 use serde::Serialize;
-use std::fmt::Write;
 
 /// Which runner made a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -166,116 +165,4 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
         calls,
         diagnosis,
     }
-}
-
-/// Verdict lines with the ranks that share them, in rank order of first appearance. When the
-/// diagnosis has a wait-for graph, hung ranks print without their wait detail (it says more).
-fn grouped_verdicts(scenario: &Scenario, r: &Report) -> Vec<(String, Vec<usize>)> {
-    let mut out: Vec<(String, Vec<usize>)> = Vec::new();
-    for (i, v) in r.ranks.iter().enumerate() {
-        let line = match v {
-            RankVerdict::Hung { step, .. } if r.diagnosis.hang.is_some() => {
-                format!("hangs in {}", crate::verdict::step_place(scenario, *step))
-            }
-            _ => describe_verdict(scenario, v),
-        };
-        match out.iter_mut().find(|(l, _)| *l == line) {
-            Some((_, ranks)) => ranks.push(i),
-            None => out.push((line, vec![i])),
-        }
-    }
-    out
-}
-
-/// The human report: verdict per rank, the first stall, expectations. Fits a screen for 16 ranks.
-pub fn render_human(scenario: &Scenario, r: &Report) -> String {
-    let mut out = String::new();
-    // The simulator's time is virtual; the hardware mode's is wall time since its launch.
-    let (header_time, clock) = if r.mode.is_real() {
-        ("wall clock".to_string(), "after launch")
-    } else {
-        (format!("seed {}, virtual epoch 0", r.seed), "virtual")
-    };
-    let _ = writeln!(
-        out,
-        "scen {} — {} ({} mode, launcher {}, {header_time})",
-        r.scenario,
-        r.file,
-        r.mode,
-        r.launcher.name()
-    );
-    let counts = |k: &str| r.ranks.iter().filter(|v| v.kind() == k).count();
-    let elsewhere = match counts("elsewhere") {
-        0 => String::new(),
-        n => format!(", {n} run elsewhere"),
-    };
-    let _ = writeln!(
-        out,
-        "outcome: {} completed, {} failed, {} hung{elsewhere}; ended at {} {clock}",
-        counts("completes"),
-        counts("fails"),
-        counts("hangs"),
-        format_ms(r.end_ms).trim()
-    );
-    for (line, ranks) in grouped_verdicts(scenario, r) {
-        let who = if ranks.len() == 1 {
-            format!("rank {:>3}", ranks[0])
-        } else {
-            format!("ranks {}", ranges(&ranks))
-        };
-        let _ = writeln!(out, "  {who}: {line}");
-    }
-    if !r.diagnosis.is_empty() {
-        let _ = writeln!(out, "diagnosis:");
-        for l in r.diagnosis.lines(&scenario.file) {
-            let _ = writeln!(out, "  {l}");
-        }
-    }
-    if let (Some(st), None) = (&r.first_stall, &r.diagnosis.hang) {
-        let _ = writeln!(
-            out,
-            "first stall at {}: no rank could make progress",
-            format_ms(st.t_ms).trim()
-        );
-        for s in &st.stuck {
-            let when = match (&s.wait.deadline_ms, &s.wait.timeout_error) {
-                (Some(d), Some(e)) => format!("times out at {}: {e}", format_ms(*d).trim()),
-                (Some(d), None) => format!("times out at {}", format_ms(*d).trim()),
-                _ => "waits forever (no watchdog)".to_string(),
-            };
-            let _ = writeln!(
-                out,
-                "  rank {:>3} in {}: {}",
-                s.rank,
-                scenario.steps[s.step].label(),
-                s.wait.what
-            );
-            for p in &s.peers {
-                let _ = writeln!(out, "           waiting for {p}");
-            }
-            let _ = writeln!(out, "           {when}");
-        }
-        for o in &st.others {
-            let _ = writeln!(out, "  {o}");
-        }
-    }
-    for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-    let ok = r.expectations.iter().filter(|e| e.holds).count();
-    let _ = writeln!(out, "expectations: {ok}/{} hold", r.expectations.len());
-    for e in r.expectations.iter().filter(|e| !e.holds) {
-        let _ = writeln!(
-            out,
-            "  rank {}: expected {}, got {}",
-            e.rank, e.expected, e.actual
-        );
-    }
-    let _ = writeln!(
-        out,
-        "trace: {} events, hash {}",
-        r.trace.events.len(),
-        r.trace_hash
-    );
-    out
 }

@@ -2,7 +2,7 @@
 //! per scenario, for CI systems that show test reports. A scenario without a snapshot is a
 //! failure when `strict` (under CI), else a success.
 
-use super::{Outcome, Status};
+use crate::suite::{Outcome, Status};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 /// The JUnit XML document for a suite run.
@@ -30,7 +30,7 @@ pub fn render(outcomes: &[Outcome], strict: bool) -> anyhow::Result<String> {
                 if let Some(c) = &o.snapshot {
                     let old = c.old.as_ref().map(|o| o.body.as_str()).unwrap_or("");
                     description.push('\n');
-                    description.push_str(&super::snapshot::diff(old, &c.new_body));
+                    description.push_str(&crate::suite::snapshot::diff(old, &c.new_body));
                 }
                 s.set_description(description);
                 s
