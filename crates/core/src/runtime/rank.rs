@@ -330,17 +330,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await
             }
             StepKind::DestroyProcessGroup { group } => self.destroy(group),
-            StepKind::SetDevice { device } => {
-                let d = self.device(device)?;
-                if d.ty == "xpu" {
-                    let i = d.index.unwrap_or(0);
-                    if i >= self.devices {
-                        return Err(error::xpu_device_out_of_range(i, self.devices));
-                    }
-                }
-                self.current_device = d.index.unwrap_or(0);
-                Ok(format!("current device {d}"))
-            }
+            StepKind::SetDevice { device } => self.set_device(device),
             StepKind::Barrier { group } => self.barrier(group).await,
             StepKind::Collective(c) => self.collective(c).await,
             StepKind::Wait { work } => self.wait_work(work).await,
@@ -366,11 +356,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
             // run() ends the rank at a raise step without calling exec.
             StepKind::Raise { .. } => Ok(String::new()),
-            StepKind::Sleep { ms } => {
-                let until = self.now() + ms;
-                self.env.clock.sleep_until_ms(until).await;
-                Ok(format!("slept {ms}ms"))
-            }
+            StepKind::Sleep { ms } => self.sleep(*ms).await,
             StepKind::InitDistributedEnvironment {
                 version,
                 init_method,
@@ -403,6 +389,26 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 payload_bytes,
             } => self.denoise_step(model, *dtype, *payload_bytes).await,
         }
+    }
+
+    /// `torch.xpu.set_device(d)`: an index past the node's devices raises (R4's sibling).
+    fn set_device(&mut self, device: &str) -> Res<String> {
+        let d = self.device(device)?;
+        if d.ty == "xpu" {
+            let i = d.index.unwrap_or(0);
+            if i >= self.devices {
+                return Err(error::xpu_device_out_of_range(i, self.devices));
+            }
+        }
+        self.current_device = d.index.unwrap_or(0);
+        Ok(format!("current device {d}"))
+    }
+
+    /// The program's own time between calls.
+    async fn sleep(&self, ms: u64) -> Res<String> {
+        let until = self.now() + ms;
+        self.env.clock.sleep_until_ms(until).await;
+        Ok(format!("slept {ms}ms"))
     }
 
     fn int_arg(&self, a: &Option<IntArg>) -> Option<usize> {
@@ -493,48 +499,7 @@ fn describe(step: &Step) -> String {
         )
     };
     let detail = match &step.kind {
-        StepKind::InitProcessGroup {
-            backend,
-            init_method,
-            device_id,
-            ..
-        } => format!(
-            "backend={} init_method={}{}",
-            backend.clone().unwrap_or_else(|| "None".into()),
-            init_method.clone().unwrap_or_else(|| "env://".into()),
-            device_id
-                .as_ref()
-                .map(|d| format!(" device_id={d}"))
-                .unwrap_or_default()
-        ),
-        StepKind::NewGroup {
-            ranks,
-            backend,
-            handle,
-            device_id,
-            use_local_synchronization,
-            ..
-        } => format!(
-            "{}ranks={} backend={}{}{}",
-            handle
-                .as_ref()
-                .map(|h| format!("{h}: "))
-                .unwrap_or_default(),
-            ranks
-                .as_ref()
-                .map(|r| format!("{r:?}"))
-                .unwrap_or_else(|| "all".into()),
-            backend.clone().unwrap_or_else(|| "default".into()),
-            device_id
-                .as_ref()
-                .map(|d| format!(" device_id={d}"))
-                .unwrap_or_default(),
-            if *use_local_synchronization {
-                " use_local_synchronization"
-            } else {
-                ""
-            }
-        ),
+        StepKind::InitProcessGroup { .. } | StepKind::NewGroup { .. } => describe_pg(&step.kind),
         StepKind::DestroyProcessGroup { group } => g(group),
         StepKind::SetDevice { device } => device.clone(),
         StepKind::Barrier { group } => format!("group={}", g(group)),
@@ -546,17 +511,7 @@ fn describe(step: &Step) -> String {
             "group={} {} ops=[{}]",
             g(group),
             t(tensor),
-            ops.iter()
-                .map(|o| format!(
-                    "{} {}",
-                    if o.send { "isend" } else { "irecv" },
-                    match &o.peer {
-                        IntArg::Int(i) => i.to_string(),
-                        IntArg::Expr(e) => e.to_string(),
-                    }
-                ))
-                .collect::<Vec<_>>()
-                .join(", ")
+            describe_ops(ops)
         ),
         StepKind::Send { group, tensor, dst } => {
             format!("group={} {} dst={dst}", g(group), t(tensor))
@@ -580,21 +535,17 @@ fn describe(step: &Step) -> String {
             degrees: d,
             usp_fallback,
             ..
-        } => format!(
-            "tp={} ulysses={} ring={} sp={} cfg={} dp={} pp={}{}",
-            d.tp,
-            d.ulysses,
-            d.ring,
-            d.sp,
-            d.cfg,
-            d.dp,
-            d.pp,
-            if *usp_fallback {
+        } => {
+            let fallback = if *usp_fallback {
                 " (parallel_groups import fails)"
             } else {
                 ""
-            }
-        ),
+            };
+            format!(
+                "tp={} ulysses={} ring={} sp={} cfg={} dp={} pp={}{fallback}",
+                d.tp, d.ulysses, d.ring, d.sp, d.cfg, d.dp, d.pp
+            )
+        }
         StepKind::SpAllToAll {
             op, group, shape, ..
         } => format!("group={} {shape:?} {op:?}", g(group)),
@@ -607,6 +558,66 @@ fn describe(step: &Step) -> String {
     format!("{} {detail}", step.kind.op_name())
         .trim_end()
         .to_string()
+}
+
+/// An init_process_group or new_group step's start line.
+fn describe_pg(kind: &StepKind) -> String {
+    let device = |d: &Option<String>| {
+        d.as_ref()
+            .map(|d| format!(" device_id={d}"))
+            .unwrap_or_default()
+    };
+    match kind {
+        StepKind::InitProcessGroup {
+            backend,
+            init_method,
+            device_id,
+            ..
+        } => format!(
+            "backend={} init_method={}{}",
+            backend.clone().unwrap_or_else(|| "None".into()),
+            init_method.clone().unwrap_or_else(|| "env://".into()),
+            device(device_id)
+        ),
+        StepKind::NewGroup {
+            ranks,
+            backend,
+            handle,
+            device_id,
+            use_local_synchronization,
+            ..
+        } => {
+            let handle = handle
+                .as_ref()
+                .map(|h| format!("{h}: "))
+                .unwrap_or_default();
+            let ranks = ranks.as_ref().map(|r| format!("{r:?}"));
+            let local = if *use_local_synchronization {
+                " use_local_synchronization"
+            } else {
+                ""
+            };
+            format!(
+                "{handle}ranks={} backend={}{}{local}",
+                ranks.unwrap_or_else(|| "all".into()),
+                backend.clone().unwrap_or_else(|| "default".into()),
+                device(device_id),
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+/// A batch_isend_irecv's ops: `isend 1, irecv 0`.
+fn describe_ops(ops: &[crate::scenario::P2pOp]) -> String {
+    let op = |o: &crate::scenario::P2pOp| {
+        let peer = match &o.peer {
+            IntArg::Int(i) => i.to_string(),
+            IntArg::Expr(e) => e.to_string(),
+        };
+        format!("{} {peer}", if o.send { "isend" } else { "irecv" })
+    };
+    ops.iter().map(op).collect::<Vec<_>>().join(", ")
 }
 
 /// A collective step's start line: group, tensor, then only the arguments the op takes.

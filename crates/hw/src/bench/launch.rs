@@ -169,38 +169,7 @@ fn gather(
 ) -> Result<Vec<JobResult>, HwError> {
     let n = spec.ranks;
     let (tx, rx) = mpsc::channel();
-    let mut conns: Vec<TcpStream> = Vec::new();
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| io("bench listener", e))?;
-    let start = Instant::now();
-    while conns.len() < n {
-        match listener.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)
-                    .map_err(|e| io("bench connection", e))?;
-                reader(
-                    conns.len(),
-                    s.try_clone().map_err(|e| io("bench connection", e))?,
-                    tx.clone(),
-                );
-                conns.push(s);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if let Some((r, st)) = exited(ranks) {
-                    return Err(HwError::Io(format!(
-                        "rank {r} exited ({st}) before reaching the launcher: {}",
-                        ranks.tail(r)
-                    )));
-                }
-                if start.elapsed() > SILENCE_LIMIT {
-                    return Err(HwError::Io("the ranks did not connect within 180 s".into()));
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => return Err(io("accepting a rank", e)),
-        }
-    }
+    let mut conns = accept_ranks(n, listener, ranks, &tx)?;
     let mut rank_of: Vec<Option<usize>> = vec![None; n];
     let mut addrs: Vec<Option<String>> = vec![None; n];
     let mut got: Vec<Vec<Option<RankJob>>> = vec![vec![None; n]; spec.jobs.len()];
@@ -262,6 +231,49 @@ fn gather(
         }
     }
     Ok(results.into_iter().flatten().collect())
+}
+
+/// Every rank's connection to the launcher, each read by its own thread into `tx`; a rank that
+/// exits first, or silence past the limit, is an error naming it.
+fn accept_ranks(
+    n: usize,
+    listener: &TcpListener,
+    ranks: &mut Ranks,
+    tx: &mpsc::Sender<Input>,
+) -> Result<Vec<TcpStream>, HwError> {
+    let mut conns: Vec<TcpStream> = Vec::new();
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| io("bench listener", e))?;
+    let start = Instant::now();
+    while conns.len() < n {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)
+                    .map_err(|e| io("bench connection", e))?;
+                reader(
+                    conns.len(),
+                    s.try_clone().map_err(|e| io("bench connection", e))?,
+                    tx.clone(),
+                );
+                conns.push(s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if let Some((r, st)) = exited(ranks) {
+                    return Err(HwError::Io(format!(
+                        "rank {r} exited ({st}) before reaching the launcher: {}",
+                        ranks.tail(r)
+                    )));
+                }
+                if start.elapsed() > SILENCE_LIMIT {
+                    return Err(HwError::Io("the ranks did not connect within 180 s".into()));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(io("accepting a rank", e)),
+        }
+    }
+    Ok(conns)
 }
 
 fn describe(j: &BenchJob) -> String {

@@ -293,19 +293,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let seq = pg.seq;
         let pg = &self.pgs[name];
         let call = self.call_begin(calls::spec_of(coll, name, backend, seq, &t, &pg.ranks));
+        let info = self.call_info(name, backend, coll, seq, t.numel());
         let pg = &self.pgs[name];
-        let info = CallInfo {
-            proc_rank: self.env.proc_rank,
-            step: self.step,
-            group: format!("{} ({})", pg.label, pg.name),
-            seq,
-            op: coll.name().to_string(),
-            timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), t.numel()),
-            peer_exit_is_error: backend == "gloo",
-            device: backend != "gloo",
-            wait_ms: (backend == "gloo").then_some(pg.timeout_ms),
-            pairs: pg.name.clone(),
-        };
         let fabric = self.fabric.clone();
         let clock = self.env.clock.clone();
         let members = pg.ranks.clone();
@@ -383,6 +372,30 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
         };
         Ok(tracing::Instrument::instrument(fut, span))
+    }
+
+    /// What the transport knows of call `seq` on group `name`: whose, which, its timeout.
+    fn call_info(
+        &self,
+        name: &str,
+        backend: &str,
+        coll: &Coll,
+        seq: u64,
+        numel: usize,
+    ) -> CallInfo {
+        let pg = &self.pgs[name];
+        CallInfo {
+            proc_rank: self.env.proc_rank,
+            step: self.step,
+            group: format!("{} ({})", pg.label, pg.name),
+            seq,
+            op: coll.name().to_string(),
+            timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), numel),
+            peer_exit_is_error: backend == "gloo",
+            device: backend != "gloo",
+            wait_ms: (backend == "gloo").then_some(pg.timeout_ms),
+            pairs: pg.name.clone(),
+        }
     }
 
     /// The all-reduce a call on group `name` runs: the ring for gloo (gloo's ring), oneCCL's

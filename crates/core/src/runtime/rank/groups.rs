@@ -203,56 +203,95 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return Ok(());
         }
         let me = self.world()?.rank;
+        let plan = self.comm_plan(name, dev, pair);
+        let device = self.env.device.clone();
+        let uid = self.comm_unique_id(&plan, backend, me).await?;
+        if let Some(d) = device {
+            let comm = self.comm_ref(name, &plan.members, me, pair);
+            self.init_device_comm(&*d, &comm, &uid, &plan.members, &plan.label)
+                .await?;
+        } else {
+            self.join_comm_members(&plan, backend, me).await?;
+            self.event(
+                EventKind::Info,
+                format!(
+                    "{backend} communicator ready for group {} (store key {})",
+                    plan.label, plan.key
+                ),
+            );
+        }
+        self.pgs
+            .get_mut(name)
+            .expect("pg")
+            .comms
+            .insert(comm_key, ());
+        Ok(())
+    }
+
+    /// The communicator's store key (the group's prefixes, the device, the group's counter for
+    /// it), its members and what its waits are named after.
+    fn comm_plan(&mut self, name: &str, dev: &str, pair: Option<(usize, usize)>) -> CommPlan {
         let pg = self.pgs.get_mut(name).expect("pg");
         let counter = pg.store_counter.entry(dev.to_string()).or_insert(0);
         let local_key = counter.to_string();
         *counter += 1;
         let mut prefixes = pg.prefixes.clone();
         prefixes.push(format!("{dev}/"));
-        let key = join_key(&prefixes, &local_key);
-        let members: Vec<usize> = match pair {
-            Some((a, b)) => vec![a.min(b), a.max(b)],
-            None => pg.ranks.clone(),
-        };
-        let (timeout_ms, label) = (pg.timeout_ms, format!("{} ({})", pg.label, pg.name));
+        CommPlan {
+            key: join_key(&prefixes, &local_key),
+            local_key,
+            members: match pair {
+                Some((a, b)) => vec![a.min(b), a.max(b)],
+                None => pg.ranks.clone(),
+            },
+            timeout_ms: pg.timeout_ms,
+            label: format!("{} ({})", pg.label, pg.name),
+        }
+    }
+
+    /// The first member sets the communicator's unique id; the others get it (a timeout is the
+    /// backend's own unique-id error).
+    async fn comm_unique_id(&self, plan: &CommPlan, backend: &str, me: usize) -> Res<Vec<u8>> {
+        let CommPlan {
+            key,
+            local_key,
+            members,
+            timeout_ms,
+            label,
+        } = plan;
         let store = self.world()?.store.clone();
-        let device = self.env.device.clone();
-        let uid = if members[0] == me {
-            let uid = match &device {
+        if members[0] == me {
+            let uid = match &self.env.device {
                 Some(d) => d.unique_id()?,
                 None => format!("{backend}-uid:{key}").into_bytes(),
             };
-            store.set(&key, &uid).await.map_err(|e| self.store_err(e))?;
-            uid
-        } else {
-            let inner = error::store_wait_timeout(timeout_ms, &key).to_string();
-            let err = error::unique_id_timeout(backend, me, &local_key, &inner);
-            self.store_get(
-                &key,
-                Some(timeout_ms),
-                vec![members[0]],
-                (StoreUse::UniqueId, format!("{backend} communicator of group {label}: store get unique id '{key}' from rank {}", members[0])),
-                Some(label.clone()),
-                Some(err.clone()),
-            )
-            .await
-            .map_err(|e| match e {
-                StoreError::Timeout { .. } => err.clone(),
-                other => self.store_err(other),
-            })?
-        };
-        if let Some(d) = device {
-            let comm = self.comm_ref(name, &members, me, pair);
-            self.init_device_comm(&*d, &comm, &uid, &members, &label)
-                .await?;
-            self.pgs
-                .get_mut(name)
-                .expect("pg")
-                .comms
-                .insert(comm_key, ());
-            return Ok(());
+            store.set(key, &uid).await.map_err(|e| self.store_err(e))?;
+            return Ok(uid);
         }
-        // The library's own bootstrap: every member must join; oneCCL/NCCL init never times out.
+        let inner = error::store_wait_timeout(*timeout_ms, key).to_string();
+        let err = error::unique_id_timeout(backend, me, local_key, &inner);
+        let what = format!(
+            "{backend} communicator of group {label}: store get unique id '{key}' from rank {}",
+            members[0]
+        );
+        self.store_get(
+            key,
+            Some(*timeout_ms),
+            vec![members[0]],
+            (StoreUse::UniqueId, what),
+            Some(label.clone()),
+            Some(err.clone()),
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::Timeout { .. } => err.clone(),
+            other => self.store_err(other),
+        })
+    }
+
+    /// The library's own bootstrap: every member must join; oneCCL/NCCL init never times out.
+    async fn join_comm_members(&mut self, plan: &CommPlan, backend: &str, me: usize) -> Res<()> {
+        let (key, members, label) = (&plan.key, &plan.members, &plan.label);
         let pos = members.iter().position(|m| *m == me).expect("member");
         let net_rtt_ms = self.publish_address(&format!("{key}/addr/{pos}")).await?;
         // Every member must join this communicator, even one whose address gloo already knows:
@@ -277,7 +316,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     net_rtt_ms,
                     &[m],
                     (StoreUse::CommJoin, what),
-                    &label,
+                    label,
                     None,
                 )
                 .await?;
@@ -287,17 +326,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 next += 1;
             }
         }
-        self.pgs
-            .get_mut(name)
-            .expect("pg")
-            .comms
-            .insert(comm_key, ());
-        self.event(
-            EventKind::Info,
-            format!("{backend} communicator ready for group {label} (store key {key})"),
-        );
         Ok(())
     }
+}
+
+/// A device communicator about to be made: its store key and members.
+struct CommPlan {
+    key: String,
+    /// The group's counter for the device, as the unique-id error names it.
+    local_key: String,
+    members: Vec<usize>,
+    timeout_ms: u64,
+    /// `label (name)` of the group, for waits and events.
+    label: String,
 }
 
 /// `ranks` (the world when not given) sorted, refused as c10d refuses them: a duplicate, more

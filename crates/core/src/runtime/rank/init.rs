@@ -32,32 +32,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         let backend_s = match backend {
             Some(b) => self.expand(b),
-            None => match &device {
-                Some(d) => backend::default_backend_for(&d.ty)
-                    .unwrap_or("undefined")
-                    .to_string(),
-                None => "undefined".to_string(),
-            },
+            // No backend: the device's default one (R3), else none at all.
+            None => device
+                .as_ref()
+                .and_then(|d| backend::default_backend_for(&d.ty))
+                .unwrap_or("undefined")
+                .to_string(),
         };
         let config = BackendConfig::parse(&backend_s, Some(self.accel()))?;
         config.check_built_in()?;
         let timeout_ms =
             backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
-        let url = init_method
-            .as_ref()
-            .map(|u| self.expand(u))
-            .unwrap_or_else(|| "env://".into());
-        let rv = rendezvous::resolve(&url, rank, world_size, &self.spec.env)?;
-        if rv.world_size > crate::scenario::limits::MAX_WORLD_SIZE {
-            return Err(error::limit(format!(
-                "init_process_group world_size={} is over scen's limit of {} ranks",
-                rv.world_size,
-                crate::scenario::limits::MAX_WORLD_SIZE
-            )));
-        }
-        if let Some(path) = &rv.file {
-            return Err(error::file_store_unmodelled(path));
-        }
+        let rv = self.rendezvous(init_method, rank, world_size)?;
         let deadline = self.now() + timeout_ms;
         // Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE): every rank
         // is a client and nobody waits for workers.
@@ -115,6 +101,33 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             timeout_ms,
             device.map(|d| format!(" bound to {d}")).unwrap_or_default()
         ))
+    }
+
+    /// Where and as whom this rank joins: `init_method` (default `env://`) with the explicit
+    /// rank and world size, refused where scen cannot follow (a world over its limit, a file
+    /// store).
+    fn rendezvous(
+        &self,
+        init_method: &Option<String>,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+    ) -> Res<rendezvous::Rendezvous> {
+        let url = init_method
+            .as_ref()
+            .map(|u| self.expand(u))
+            .unwrap_or_else(|| "env://".into());
+        let rv = rendezvous::resolve(&url, rank, world_size, &self.spec.env)?;
+        if rv.world_size > crate::scenario::limits::MAX_WORLD_SIZE {
+            return Err(error::limit(format!(
+                "init_process_group world_size={} is over scen's limit of {} ranks",
+                rv.world_size,
+                crate::scenario::limits::MAX_WORLD_SIZE
+            )));
+        }
+        if let Some(path) = &rv.file {
+            return Err(error::file_store_unmodelled(path));
+        }
+        Ok(rv)
     }
 
     pub(super) async fn start_store_server(&mut self, port: u16) -> Res<()> {
