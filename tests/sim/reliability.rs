@@ -370,3 +370,26 @@ fn a_oneccl_algorithm_the_simulator_does_not_run_is_an_input_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_crash_that_would_outgrow_memory_is_refused_at_check() {
+    // 1000 of 2000 gloo ranks killed: ~6 KiB of torn-down connection state per dead/surviving
+    // pair peaked at 6.5 GB (an abort under the fuzzer's 4 GiB). A tenth of that world fits.
+    let file = "tests/fuzz_crashes/crash-node-crash-1000-of-2000.toml";
+    let (code, _, err) = scen(&["check", file]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("1000 of them killed by faults") && err.contains("memory budget"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(super::common::root().join(file)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let half = dir.path().join("half.toml");
+    std::fs::write(
+        &half,
+        text.replace("ranks_per_node = 1000", "ranks_per_node = 100"),
+    )
+    .unwrap();
+    let (code, _, err) = scen(&["check", half.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+}
