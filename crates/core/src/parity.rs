@@ -5,11 +5,8 @@
 //! warnings and log lines, and the digests of result tensors must not.
 
 use crate::report::Report;
-use crate::trace::EventKind;
+use crate::trace::{EventKind, EventTag};
 use crate::verdict::RankVerdict;
-
-/// The start of rank.rs's warning for a TCPStore connect retry (R16).
-const CONNECT_RETRY: &str = "TCP client failed to connect/validate";
 
 /// One line per fact, in a fixed order: verdicts first, then each rank's events.
 pub fn mode_independent(r: &Report) -> Vec<String> {
@@ -34,7 +31,7 @@ pub fn mode_independent(r: &Report) -> Vec<String> {
                     None => format!("r{rank} #{step} done"),
                 },
                 // Store connect retries depend on which process started first: timing, not model.
-                EventKind::Warn if e.text.starts_with(CONNECT_RETRY) => continue,
+                EventKind::Warn if e.tag == Some(EventTag::ConnectRetry) => continue,
                 EventKind::Error | EventKind::Warn | EventKind::Log => {
                     format!("r{rank} #{step} {} {}", e.kind.name(), e.text)
                 }

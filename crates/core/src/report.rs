@@ -120,6 +120,7 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
                 step: None,
                 kind: EventKind::Verdict,
                 text: n.clone(),
+                tag: None,
             });
         }
     }

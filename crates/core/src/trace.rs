@@ -18,6 +18,19 @@ pub struct Event {
     pub step: Option<usize>,
     pub kind: EventKind,
     pub text: String,
+    /// What the event is where a reader must know it without parsing `text` (not part of the
+    /// rendered trace, so not of its hash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<EventTag>,
+}
+
+/// A typed name for an event a reader decides on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventTag {
+    /// R16's warning: a TCPStore client's connect failed and is retried. Whether it happens
+    /// depends on which process started first (timing, not the model).
+    ConnectRetry,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -154,6 +154,7 @@ pub fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
             step: Some(w.step),
             kind: EventKind::Error,
             text: err.text(),
+            tag: None,
         });
         st.obs.ends[r] = Some((
             RankEnd::Failed {

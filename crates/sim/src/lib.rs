@@ -275,6 +275,7 @@ fn node_info(probe: &SimProbe, clock: &VirtualClock, text: String) {
         step: None,
         kind: EventKind::Info,
         text,
+        tag: None,
     });
 }
 
@@ -585,6 +586,7 @@ fn note(probe: &SimProbe, t_ms: u64, text: String) {
         step: None,
         kind: EventKind::Verdict,
         text,
+        tag: None,
     });
 }
 

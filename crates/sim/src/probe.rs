@@ -64,6 +64,7 @@ impl SimProbe {
             step,
             kind: EventKind::Fault,
             text: format!("{label}: {text}"),
+            tag: None,
         });
         self.acted.borrow_mut().push(Acted {
             fault,

@@ -558,6 +558,7 @@ fn absorb(s: &Scenario, rank: usize, st: &mut RankState, line: &str, trace: &mut
             step,
             kind,
             text,
+            tag: None,
         })
     };
     match ev {
@@ -648,6 +649,7 @@ fn ends_from_exits(
                     step: Some(step),
                     kind: EventKind::Error,
                     text: failure.text(),
+                    tag: None,
                 });
                 st.end = Some((RankEnd::Failed { step, failure }, x.t_ms));
             }

@@ -132,6 +132,19 @@ pub fn eaddrinuse(port: u16) -> C10dError {
     )
 }
 
+/// R16: the warning of a client whose first connect to the store failed (it retries).
+pub fn connect_retry_warning(
+    host: &str,
+    port: u16,
+    timeout_ms: u64,
+    delay_ms: u64,
+    cause: &dyn std::fmt::Display,
+) -> String {
+    format!(
+        "TCP client failed to connect/validate to host {host}:{port} - retrying (try=0, timeout={timeout_ms}ms, delay={delay_ms}ms): {cause}"
+    )
+}
+
 /// R16: the client never reached the server.
 pub fn client_connect_timeout(timeout_ms: u64, host: &str, port: u16) -> C10dError {
     e(

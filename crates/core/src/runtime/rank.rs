@@ -24,7 +24,7 @@ use crate::scenario::expr::{format_number, interpolate};
 use crate::scenario::{
     CollStep, IntArg, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec, RANK_VARS,
 };
-use crate::trace::{Event, EventKind, Wait};
+use crate::trace::{Event, EventKind, EventTag, Wait};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -225,7 +225,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     fn event(&self, kind: EventKind, text: impl Into<String>) {
-        let text = text.into();
+        self.tagged_event(kind, text.into(), None);
+    }
+
+    fn tagged_event(&self, kind: EventKind, text: String, tag: Option<EventTag>) {
         crate::log::mirror(kind, self.now(), &text);
         self.env.probe.event(Event {
             t_ms: self.now(),
@@ -233,6 +236,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             step: Some(self.step),
             kind,
             text,
+            tag,
         });
     }
 

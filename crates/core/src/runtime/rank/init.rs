@@ -9,7 +9,7 @@ use crate::c10d::store::{self, join_key, KeySeq, StoreClient, StoreError};
 use crate::net::{Clock, Net};
 use crate::probe::{Fact, Probe};
 use crate::scenario::Launcher;
-use crate::trace::{EventKind, StoreUse, Wait, WaitOn};
+use crate::trace::{EventKind, EventTag, StoreUse, Wait, WaitOn};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -195,12 +195,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 }
                 Err(e) => {
                     if tries == 0 {
-                        self.event(
-                            EventKind::Warn,
-                            format!(
-                                "TCP client failed to connect/validate to host {host}:{port} - retrying (try=0, timeout={timeout_ms}ms, delay={delay_ms}ms): {e}"
-                            ),
-                        );
+                        let text =
+                            error::connect_retry_warning(host, port, timeout_ms, delay_ms, &e);
+                        self.tagged_event(EventKind::Warn, text, Some(EventTag::ConnectRetry));
                     }
                     tries += 1;
                     if self.now() + delay_ms >= deadline {
