@@ -355,7 +355,15 @@ impl<N: Net> Fabric<N> {
         }
         // This rank's other waits in the context fail at once, as gloo's pending operations do.
         self.inbox.changed.notify_waiters();
-        for &m in members.iter().filter(|&&m| m != self.me) {
+        // gloo's pairs all exist; this model opens a connection when a pair first carries
+        // something. A pair that never did has no operation waiting on it now, and a peer that
+        // later blocks on this rank watches it (`watch`) and sees its process end: so only
+        // used pairs are told. Telling every member opened a connection per pair, O(W²) when
+        // a W-rank group times out (6 KiB each: 833 MB at 400 ranks, an abort at 1000).
+        let used = |m: usize| {
+            self.out.borrow().contains_key(&m) || self.inbox.incoming.borrow().contains(&m)
+        };
+        for &m in members.iter().filter(|&&m| m != self.me && used(m)) {
             let _ = self.send(m, &closed_tag(scope), &[]).await;
         }
     }

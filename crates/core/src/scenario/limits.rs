@@ -46,20 +46,6 @@ const STATE_PER_GROUP_PAIR_BYTES: u64 = 40;
 /// with one row each peaked at 805 MiB, about 7 KiB per pair).
 const STATE_PER_EXCHANGING_PAIR_BYTES: u64 = 12 << 10;
 
-/// Per pair of a rank some fault kills (crash, crash_node, bounce) and a rank that survives it:
-/// the torn-down connections' state (measured: a crash_node of 400 of 800 gloo ranks peaked at
-/// 1.09 GB against 102 MB without it, about 6.3 KiB per pair; 1000 of 2000 aborted a 4 GiB
-/// address space).
-const STATE_PER_CRASHED_PAIR_BYTES: u64 = 8 << 10;
-
-/// The state a run adds when faults kill `killed` of its `world` ranks.
-pub fn crash_state_bytes(world: u64, killed: u64) -> u64 {
-    killed
-        .min(world)
-        .saturating_mul(world.saturating_sub(killed))
-        .saturating_mul(STATE_PER_CRASHED_PAIR_BYTES)
-}
-
 /// What a run is expected to allocate at its peak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemoryEstimate {

@@ -210,13 +210,13 @@ impl Cx<'_> {
             .collect::<R<Vec<_>>>()?;
         let mut sim = self.sim(raw.sim)?;
         sim.payloads = self.payloads()?;
+        sim.memory = self.check_memory(&world, &steps, sim.payloads)?;
         let faults = raw
             .faults
             .into_iter()
             .enumerate()
             .map(|(i, f)| self.fault(i, f, &world, &steps))
             .collect::<R<Vec<_>>>()?;
-        sim.memory = self.check_memory(&world, &steps, &faults, sim.payloads)?;
         Ok(Scenario {
             name: raw
                 .scenario

@@ -6,7 +6,6 @@ use super::{Cx, R};
 use crate::c10d::collective::CollOp;
 use crate::scenario::limits::{self, human_bytes};
 use crate::scenario::model::*;
-use crate::scenario::{Fault, FaultKind};
 
 impl Cx<'_> {
     /// Records that handle `h` names a group of `members` ranks (a handle named more than once,
@@ -98,13 +97,12 @@ impl Cx<'_> {
     }
 
     /// Refuses a scenario whose run would not fit [`limits::MEMORY_BUDGET_BYTES`]: the
-    /// simulator's state for its world, groups and the ranks its faults kill, plus its largest
-    /// collective's tensors (none with symbolic payloads). Returns the estimate.
+    /// simulator's state for its world and groups plus its largest collective's tensors (none
+    /// with symbolic payloads). Returns the estimate.
     pub(super) fn check_memory(
         &self,
         world: &World,
         steps: &[Step],
-        faults: &[Fault],
         payloads: Payloads,
     ) -> R<limits::MemoryEstimate> {
         let ws = world.size() as u64;
@@ -127,11 +125,9 @@ impl Cx<'_> {
                 _ => None,
             })
             .collect();
-        let killed = killed_ranks(world, faults);
         let (largest, op_at) = self.largest_coll.get();
         let est = limits::MemoryEstimate {
-            state_bytes: limits::state_bytes(ws, groups, exchanging.into_values())
-                .saturating_add(limits::crash_state_bytes(ws, killed)),
+            state_bytes: limits::state_bytes(ws, groups, exchanging.into_values()),
             tensor_bytes: if payloads.symbolic() {
                 0
             } else {
@@ -146,33 +142,12 @@ impl Cx<'_> {
             at,
             format!(
                 "the run would need about {} ({} of simulator state for {ws} ranks and their \
-                 groups{}, {} of tensors), over scen's memory budget of {}",
+                 groups, {} of tensors), over scen's memory budget of {}",
                 human_bytes(est.total()),
                 human_bytes(est.state_bytes),
-                match killed {
-                    0 => String::new(),
-                    k => format!(" with {k} of them killed by faults"),
-                },
                 human_bytes(est.tensor_bytes),
                 human_bytes(limits::MEMORY_BUDGET_BYTES)
             ),
         ))
     }
-}
-
-/// How many ranks some fault kills (a crash of selected ranks, a node's crash or reboot).
-fn killed_ranks(world: &World, faults: &[Fault]) -> u64 {
-    world
-        .ranks
-        .iter()
-        .filter(|r| {
-            faults.iter().any(|f| match &f.kind {
-                FaultKind::Crash { on, .. } => on.matches(r, world),
-                FaultKind::CrashNode { node, .. } | FaultKind::Bounce { node, .. } => {
-                    r.node == *node
-                }
-                _ => false,
-            })
-        })
-        .count() as u64
 }
