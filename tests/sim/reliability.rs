@@ -392,3 +392,15 @@ fn a_whole_gloo_group_timing_out_fits_a_4_gib_address_space() {
         assert!(!err.contains("memory allocation"), "{file}: {err}");
     }
 }
+
+#[test]
+fn a_send_over_the_per_rank_tensor_limit_is_refused_at_check() {
+    // 2^28 f32 (1 GiB) and its frame copy aborted the fuzzer's 4 GiB address space: the
+    // per-rank limit counted collectives only.
+    let (code, _, err) = scen(&["check", "tests/fuzz_crashes/crash-send-1-gib.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("send needs about") && err.contains("limit of 256.0 MiB per rank"),
+        "{err}"
+    );
+}

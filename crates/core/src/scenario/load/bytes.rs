@@ -25,6 +25,41 @@ impl Cx<'_> {
             .map_or(ws, |m| m.clamp(1, ws.max(1)))
     }
 
+    /// Refuses a send, recv or batch_isend_irecv whose tensors (`tensors` of them, each held
+    /// with its copy on the wire) exceed [`limits::MAX_TENSOR_BYTES_PER_RANK`], and counts them
+    /// in the memory estimate as a collective's are (every rank may run the step).
+    pub(super) fn check_p2p_bytes(
+        &self,
+        op: &str,
+        tensor: &TensorSpec,
+        tensors: usize,
+        ws: usize,
+        op_at: usize,
+    ) -> R<()> {
+        let elements: u64 = tensor.shape.iter().map(|d| *d as u64).product();
+        let per_rank = elements
+            .saturating_mul(tensor.dtype.size_bytes() as u64)
+            .saturating_mul(tensors as u64)
+            .saturating_mul(2);
+        let total = per_rank.saturating_mul(ws as u64);
+        if total > self.largest_coll.get().0 {
+            self.largest_coll.set((total, op_at));
+        }
+        if per_rank <= limits::MAX_TENSOR_BYTES_PER_RANK {
+            return Ok(());
+        }
+        Err(self.err(
+            op_at,
+            format!(
+                "{op} needs about {} of tensors per rank ({tensors} x {:?} {} and its copy on the wire): over scen's limit of {} per rank",
+                human_bytes(per_rank),
+                tensor.shape,
+                tensor.dtype.name(),
+                human_bytes(limits::MAX_TENSOR_BYTES_PER_RANK)
+            ),
+        ))
+    }
+
     /// Refuses a collective whose tensors exceed [`limits::MAX_TENSOR_BYTES_PER_RANK`] or
     /// [`limits::MAX_TENSOR_BYTES_TOTAL`] (split-size formulas are checked when they run).
     /// A rank's chunks count the group's `members`; the total counts every rank of the world

@@ -305,23 +305,35 @@ impl Cx<'_> {
             "wait" => StepKind::Wait {
                 work: self.wait_work(r, op_at)?,
             },
-            "batch_isend_irecv" => StepKind::BatchP2p {
-                group,
-                tensor: self.tensor(r)?,
-                ops: self.p2p_ops(r, ws, op_at)?,
-                expect: self.opt_expr(&r.expect, &BATCH_VARS)?,
-            },
-            "send" => StepKind::Send {
-                group,
-                tensor: self.tensor(r)?,
-                dst: self.peer(&r.dst, "dst", ws, op_at)?,
-            },
-            "recv" => StepKind::Recv {
-                group,
-                tensor: self.tensor(r)?,
-                src: self.peer(&r.src, "src", ws, op_at)?,
-                expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
-            },
+            "batch_isend_irecv" => {
+                let (tensor, ops) = (self.tensor(r)?, self.p2p_ops(r, ws, op_at)?);
+                self.check_p2p_bytes(op, &tensor, ops.len(), ws, op_at)?;
+                StepKind::BatchP2p {
+                    group,
+                    tensor,
+                    ops,
+                    expect: self.opt_expr(&r.expect, &BATCH_VARS)?,
+                }
+            }
+            "send" => {
+                let tensor = self.tensor(r)?;
+                self.check_p2p_bytes(op, &tensor, 1, ws, op_at)?;
+                StepKind::Send {
+                    group,
+                    tensor,
+                    dst: self.peer(&r.dst, "dst", ws, op_at)?,
+                }
+            }
+            "recv" => {
+                let tensor = self.tensor(r)?;
+                self.check_p2p_bytes(op, &tensor, 1, ws, op_at)?;
+                StepKind::Recv {
+                    group,
+                    tensor,
+                    src: self.peer(&r.src, "src", ws, op_at)?,
+                    expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
+                }
+            }
             "log" => StepKind::Log {
                 message: match &r.message {
                     Some(m) => {
