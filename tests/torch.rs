@@ -59,7 +59,8 @@ fn scale_for(s: &Scenario) -> TimeScale {
         .filter_map(|st| match &st.kind {
             StepKind::InitProcessGroup { timeout_ms, .. }
             | StepKind::NewGroup { timeout_ms, .. }
-            | StepKind::InitDistributedEnvironment { timeout_ms, .. } => *timeout_ms,
+            | StepKind::InitDistributedEnvironment { timeout_ms, .. }
+            | StepKind::MonitoredBarrier { timeout_ms, .. } => *timeout_ms,
             _ => None,
         })
         .min();

@@ -91,7 +91,12 @@ def _op_name(op):
 
 
 def _timeout_ms(t):
-    return None if t is None else int(t.total_seconds() * 1000)
+    """A timedelta, or the seconds monitored_barrier also takes (torch converts them)."""
+    if t is None:
+        return None
+    if isinstance(t, (int, float)):
+        return int(t * 1000)
+    return int(t.total_seconds() * 1000)
 
 
 def _args(fn, a, kw):
@@ -145,6 +150,8 @@ def _describe(op, v):
             d["device_id"] = str(v["device_id"])
     if v.get("timeout") is not None:
         d["timeout_ms"] = _timeout_ms(v["timeout"])
+    if op == "monitored_barrier" and v.get("wait_all_ranks"):
+        d["wait_all_ranks"] = True
     if op == "batch_isend_irecv":
         d["ops"] = [dict(op=getattr(p.op, "__name__", str(p.op)), peer=int(p.peer),
                          tensor=_tensor(p.tensor), group=_group(p.group))

@@ -55,6 +55,8 @@ struct Call {
     /// A send/recv pair: (src, dst).
     pair: Option<(usize, usize)>,
     async_work: Option<String>,
+    /// A monitored_barrier's `wait_all_ranks`.
+    wait_all: bool,
 }
 
 const OPS: [&str; 10] = [
@@ -75,6 +77,8 @@ const OPS: [&str; 10] = [
 /// the generator: the same seed gives the same program under each.
 pub fn program(seed: u64, k: u64, launcher: Option<&str>) -> Program {
     let mut rng = Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(k));
+    // Draws added later come from a stream of their own, so earlier programs stay the same.
+    let mut later = Rng::new(seed.wrapping_mul(7_000_003).wrapping_add(k) ^ 0x6d62);
     let n = 2 + rng.below(3);
     let world: Vec<usize> = (0..n).collect();
     let mut groups: Vec<(&'static str, Vec<usize>)> = Vec::new();
@@ -88,7 +92,10 @@ pub fn program(seed: u64, k: u64, launcher: Option<&str>) -> Program {
     let count = 1 + rng.below(4);
     let mut calls: Vec<Call> = Vec::new();
     for i in 0..count {
-        let op = *rng.pick(&OPS);
+        let mut op = *rng.pick(&OPS);
+        if op == "barrier" && later.chance(50) {
+            op = "monitored_barrier";
+        }
         let (group, members) = match groups.first() {
             Some((name, m)) if op != "send_recv" && rng.chance(50) => (Some(*name), m.clone()),
             _ => (None, world.clone()),
@@ -114,6 +121,7 @@ pub fn program(seed: u64, k: u64, launcher: Option<&str>) -> Program {
             (a, (a + 1 + rng.below(n - 1)) % n)
         });
         let async_work = (op == "all_reduce" && rng.chance(30)).then(|| format!("w{i}"));
+        let wait_all = op == "monitored_barrier" && later.chance(50);
         calls.push(Call {
             op,
             group,
@@ -124,6 +132,7 @@ pub fn program(seed: u64, k: u64, launcher: Option<&str>) -> Program {
             root,
             pair,
             async_work,
+            wait_all,
         });
     }
     let mut out = Vec::new();
@@ -276,6 +285,7 @@ fn emit(c: &Call, on: Option<&str>, tweak: impl Fn(&mut Call)) -> Vec<String> {
         root: c.root,
         pair: c.pair,
         async_work: c.async_work.clone(),
+        wait_all: c.wait_all,
     };
     tweak(&mut c);
     let mut f: Vec<(&str, String)> = Vec::new();
@@ -284,6 +294,14 @@ fn emit(c: &Call, on: Option<&str>, tweak: impl Fn(&mut Call)) -> Vec<String> {
     }
     if c.op == "barrier" {
         return vec![step("barrier", &f, on)];
+    }
+    if c.op == "monitored_barrier" {
+        // 20 min: 2 s at the oracle's time scale, below the groups' 30 min (3 s).
+        f.push(("timeout_s", "1200".into()));
+        if c.wait_all {
+            f.push(("wait_all_ranks", "true".into()));
+        }
+        return vec![step("monitored_barrier", &f, on)];
     }
     let shape: Vec<String> = c.shape.iter().map(usize::to_string).collect();
     f.push(("device", q("cpu")));

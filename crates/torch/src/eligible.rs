@@ -228,6 +228,7 @@ fn step(s: &Scenario, st: &Step) -> Result<(), StepIneligible> {
         }
         StepKind::DestroyProcessGroup { .. }
         | StepKind::Barrier { .. }
+        | StepKind::MonitoredBarrier { .. }
         | StepKind::Wait { .. }
         | StepKind::Log { .. }
         | StepKind::Sleep { .. }

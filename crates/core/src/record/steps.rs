@@ -2,7 +2,7 @@
 //! writes them), before ranks are merged: each call's tensor becomes `shape`/`dtype`/`device`,
 //! its group a handle (`g1` is the rank's first `new_group`), `async_op` a `work` and its
 //! `Work.wait()` a `wait` step. What the format cannot say is turned into the nearest step and
-//! noted on it (`isend` becomes a blocking `send`, `monitored_barrier` a `barrier`).
+//! noted on it (`isend` becomes a blocking `send`).
 
 use super::parse::{Call, Proc};
 use super::{Options, RecordError};
@@ -210,11 +210,14 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         "init_process_group" => init_fields(cx, a, &mut f),
         "new_group" => new_group_fields(cx, c, &mut f),
         "destroy_process_group" => group_field(&group, &mut f),
-        "barrier" | "monitored_barrier" => {
-            if op == "monitored_barrier" {
-                notes.push("monitored_barrier, written as a barrier (the format has no monitored_barrier step)".into());
-                op = "barrier".into();
+        "monitored_barrier" => {
+            group_field(&group, &mut f);
+            timeout(a, &mut f);
+            if a.get("wait_all_ranks").and_then(Value::as_bool) == Some(true) {
+                f.push(("wait_all_ranks".into(), "true".into()));
             }
+        }
+        "barrier" => {
             group_field(&group, &mut f);
             if is_async {
                 notes.push(

@@ -33,6 +33,7 @@ mod collectives;
 mod detail;
 mod groups;
 mod init;
+mod monitored;
 mod p2p;
 mod sglang;
 use crate::diagnose::{CallKind, GroupRecord, PlannedCalls, PlannedRecord};
@@ -80,6 +81,8 @@ struct Pg {
     prefixes: Vec<String>,
     seq: u64,
     p2p_seq: BTreeMap<(usize, usize), u64>,
+    /// `monitored_barrier` calls on this group so far (their messages' tags).
+    monitored: u64,
     store_counter: BTreeMap<String, u64>,
     comms: BTreeMap<String, ()>,
 }
@@ -336,6 +339,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             StepKind::DestroyProcessGroup { group } => self.destroy(group),
             StepKind::SetDevice { device } => self.set_device(device),
             StepKind::Barrier { group } => self.barrier(group).await,
+            StepKind::MonitoredBarrier {
+                group,
+                timeout_ms,
+                wait_all_ranks,
+            } => {
+                self.monitored_barrier(group, *timeout_ms, *wait_all_ranks)
+                    .await
+            }
             StepKind::Collective(c) => self.collective(c).await,
             StepKind::Wait { work } => self.wait_work(work).await,
             StepKind::BatchP2p {
@@ -361,6 +372,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             // run() ends the rank at a raise step without calling exec.
             StepKind::Raise { .. } => Ok(String::new()),
             StepKind::Sleep { ms } => self.sleep(*ms).await,
+            StepKind::InitDistributedEnvironment { .. }
+            | StepKind::InitializeModelParallel { .. }
+            | StepKind::SpAllToAll { .. }
+            | StepKind::BroadcastPyobj { .. }
+            | StepKind::DenoiseStep { .. } => self.exec_sglang(&step.kind).await,
+        }
+    }
+
+    /// sglang's steps (`runtime/rank/sglang/`).
+    async fn exec_sglang(&mut self, kind: &StepKind) -> Res<String> {
+        match kind {
             StepKind::InitDistributedEnvironment {
                 version,
                 init_method,
@@ -392,6 +414,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 dtype,
                 payload_bytes,
             } => self.denoise_step(model, *dtype, *payload_bytes).await,
+            _ => Err(error::internal("exec_sglang: not an sglang step")),
         }
     }
 
@@ -507,6 +530,17 @@ fn describe(step: &Step) -> String {
         StepKind::DestroyProcessGroup { group } => g(group),
         StepKind::SetDevice { device } => device.clone(),
         StepKind::Barrier { group } => format!("group={}", g(group)),
+        StepKind::MonitoredBarrier {
+            group,
+            timeout_ms,
+            wait_all_ranks,
+        } => {
+            let t = timeout_ms.map_or("default".into(), |t| format!("{t}ms"));
+            format!(
+                "group={} timeout={t} wait_all_ranks={wait_all_ranks}",
+                g(group)
+            )
+        }
         StepKind::Collective(c) => describe_coll(c, &g(&c.group), &t(&c.tensor)),
         StepKind::Wait { work } => format!("work={work}"),
         StepKind::BatchP2p {

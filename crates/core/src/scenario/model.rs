@@ -347,6 +347,13 @@ pub enum StepKind {
     Barrier {
         group: Option<String>,
     },
+    /// `monitored_barrier` (gloo): rank 0 waits for every member's check-in up to `timeout_ms`
+    /// (None: the backend's default, not the group's timeout), then answers each.
+    MonitoredBarrier {
+        group: Option<String>,
+        timeout_ms: Option<u64>,
+        wait_all_ranks: bool,
+    },
     /// Every collective of [`CollOp`] (all_reduce, broadcast, all_gather, ...).
     Collective(CollStep),
     /// `work.wait()` on an `async_op = true` collective's handle.
@@ -444,6 +451,7 @@ impl StepKind {
             StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
             StepKind::SetDevice { .. } => "set_device",
             StepKind::Barrier { .. } => "barrier",
+            StepKind::MonitoredBarrier { .. } => "monitored_barrier",
             StepKind::Collective(c) => c.op.name(),
             StepKind::Wait { .. } => "wait",
             StepKind::BatchP2p { .. } => "batch_isend_irecv",

@@ -171,6 +171,8 @@ pub struct RawStep {
     pub world_size: Option<Spanned<RawIntOrExpr>>,
     pub ranks: Option<Spanned<Vec<i64>>>,
     pub use_local_synchronization: Option<Spanned<bool>>,
+    // monitored_barrier
+    pub wait_all_ranks: Option<Spanned<bool>>,
     #[serde(rename = "as")]
     pub as_name: Option<Spanned<String>>,
     // collectives

@@ -70,7 +70,8 @@ impl Scenario {
             match &mut step.kind {
                 StepKind::InitProcessGroup { timeout_ms, .. }
                 | StepKind::NewGroup { timeout_ms, .. }
-                | StepKind::InitDistributedEnvironment { timeout_ms, .. } => s(timeout_ms),
+                | StepKind::InitDistributedEnvironment { timeout_ms, .. }
+                | StepKind::MonitoredBarrier { timeout_ms, .. } => s(timeout_ms),
                 StepKind::Sleep { ms } => *ms = scale.apply(*ms),
                 _ => {}
             }

@@ -294,6 +294,23 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             Some(_) => b.push(format!("dist.destroy_process_group({})", group(g))),
         },
         StepKind::Barrier { group: g } => b.push(format!("dist.barrier(group={})", group(g))),
+        StepKind::MonitoredBarrier {
+            group: g,
+            timeout_ms,
+            wait_all_ranks,
+        } => {
+            let mut args = vec![format!("group={}", group(g))];
+            match timeout_ms {
+                Some(t) => args.push(format!("timeout=ms({t})")),
+                None => args.extend(
+                    ms_default(s, init_backend(s).as_deref()).map(|t| format!("timeout={t}")),
+                ),
+            }
+            if *wait_all_ranks {
+                args.push("wait_all_ranks=True".into());
+            }
+            b.push(format!("dist.monitored_barrier({})", args.join(", ")));
+        }
         StepKind::Collective(c) => collective::collective(s, step, c, &mut b),
         StepKind::Wait { work } => {
             b.push(format!("work, finish = works.pop({})", py::str_lit(work)));

@@ -283,6 +283,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             prefixes,
             seq: 0,
             p2p_seq: BTreeMap::new(),
+            monitored: 0,
             store_counter: BTreeMap::new(),
             comms: BTreeMap::new(),
         }

@@ -468,12 +468,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 }
 
 /// The tag of a gloo receive's ready notice for the message tagged `tag`.
-fn ready_tag(tag: &str) -> String {
+pub(super) fn ready_tag(tag: &str) -> String {
     format!("{tag}/ready")
 }
 
 /// The tag of a gloo send's notice to its receiver for the message tagged `tag`.
-fn send_notice_tag(tag: &str) -> String {
+pub(super) fn send_notice_tag(tag: &str) -> String {
     format!("{tag}/send")
 }
 

@@ -54,6 +54,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
             "as",
         ],
         "destroy_process_group" | "barrier" => vec!["group"],
+        "monitored_barrier" => vec!["group", "timeout_s", "wait_all_ranks"],
         "set_device" => vec!["device"],
         "wait" => vec!["work"],
         "batch_isend_irecv" => tensor(&["ops", "expect", "expect_ulps"]),
@@ -67,6 +68,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
 }
 
 const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, barrier, \
+                   monitored_barrier, \
                    all_reduce, all_reduce_coalesced, reduce, broadcast, all_gather, \
                    all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
                    gather, scatter, reduce_scatter, reduce_scatter_tensor, \
@@ -302,6 +304,11 @@ impl Cx<'_> {
                     .unwrap_or_else(|| "xpu:{local_rank}".into()),
             },
             "barrier" => StepKind::Barrier { group },
+            "monitored_barrier" => StepKind::MonitoredBarrier {
+                group,
+                timeout_ms: self.timeout(&r.timeout_s)?,
+                wait_all_ranks: r.wait_all_ranks.as_ref().is_some_and(|b| *b.get_ref()),
+            },
             "wait" => StepKind::Wait {
                 work: self.wait_work(r, op_at)?,
             },

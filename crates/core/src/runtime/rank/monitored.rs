@@ -1,0 +1,300 @@
+//! `monitored_barrier` (gloo's `ProcessGroupGloo::monitoredBarrier`): every member other than
+//! the group's rank 0 sends rank 0 a check-in and waits for its answer; rank 0 waits for the
+//! check-ins in rank order, within the barrier's timeout, and answers each only when all came.
+//! So rank 0 names the member that did not arrive, and the others learn only that rank 0 failed.
+//!
+//! Measured on real torch 2.15 (gloo, 3 ranks; docs/scenario-format.md has the commands):
+//! `timeout=None` is the backend's default (30 min), not the group's timeout; the members' own
+//! waits have the group's timeout; with `wait_all_ranks=False` each wait on rank 0 gets what is
+//! left of the barrier's time, with `True` each gets all of it, and gloo's timeout closes the
+//! group's pairs (so after one missing member the others fail at once). The messages go over
+//! gloo's pairs with tags of their own, so they never match the program's sends and receives.
+
+use super::*;
+use crate::c10d::backend;
+use crate::c10d::error;
+use crate::net::{Clock, Net};
+use crate::probe::Probe;
+use crate::runtime::fabric::FabricError;
+use crate::trace::{Dir, Wait, WaitOn};
+
+/// One monitored barrier as it runs on this rank.
+struct Barrier {
+    /// The group's fabric scope (gloo context) and label.
+    scope: String,
+    label: String,
+    /// World ranks of the group's members, in group-rank order.
+    ranks: Vec<usize>,
+    /// This call's tag prefix on the group.
+    tag: String,
+    timeout_ms: u64,
+    pg_timeout_ms: u64,
+}
+
+impl Barrier {
+    /// Member `g`'s check-in (`inbound`) or rank 0's answer to it.
+    fn tag(&self, g: usize, inbound: bool) -> String {
+        let way = if inbound { "in" } else { "out" };
+        format!("{}/{g}/{way}", self.tag)
+    }
+}
+
+impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    pub(super) async fn monitored_barrier(
+        &mut self,
+        group: &Option<String>,
+        timeout_ms: Option<u64>,
+        wait_all_ranks: bool,
+    ) -> Res<String> {
+        let Some(name) = self.resolve_group(group)? else {
+            let r = self.world()?.rank;
+            self.event(
+                EventKind::Warn,
+                error::non_member_warning("monitored_barrier", r),
+            );
+            return Ok("not a member: no-op".into());
+        };
+        let me = self.world()?.rank;
+        let pg = self.pgs.get_mut(&name).expect("pg");
+        if pg.config.backend_for("cpu").ok() != Some("gloo") {
+            return Err(error::monitored_barrier_needs_cpu());
+        }
+        pg.monitored += 1;
+        let b = Barrier {
+            scope: pg.name.clone(),
+            label: format!("{} ({})", pg.label, pg.name),
+            ranks: pg.ranks.clone(),
+            tag: format!("{}/gloo/monitored/{}", pg.name, pg.monitored),
+            timeout_ms: timeout_ms.unwrap_or_else(|| {
+                backend::timeout_or_default_ms(None, &pg.config, self.env.scenario.time_scale)
+            }),
+            pg_timeout_ms: pg.timeout_ms,
+        };
+        let g = pg.group_rank(me).expect("a member");
+        if g == 0 {
+            self.monitor(&b, wait_all_ranks).await?;
+        } else {
+            self.check_in(&b, g)
+                .await
+                .map_err(|e| error::monitored_barrier_peer_errors(g, &e))?;
+        }
+        Ok(format!("passed ({} members)", b.ranks.len()))
+    }
+
+    /// A member other than rank 0: its answer posted, its check-in sent, the answer awaited
+    /// (both under the group's timeout).
+    async fn check_in(&mut self, b: &Barrier, g: usize) -> Res<()> {
+        let root = b.ranks[0];
+        self.post_recv(root, &b.tag(g, false)).await?;
+        self.gloo_send(b, root, &b.tag(g, true), b.pg_timeout_ms)
+            .await?;
+        let deadline_ms = self.now() + b.pg_timeout_ms;
+        self.gloo_recv(b, root, &b.tag(g, false), deadline_ms, b.pg_timeout_ms)
+            .await
+    }
+
+    /// Rank 0: every check-in's receive posted, then awaited in rank order; then every answer
+    /// sent, awaited the same way.
+    async fn monitor(&mut self, b: &Barrier, wait_all: bool) -> Res<()> {
+        let members: Vec<usize> = (1..b.ranks.len()).collect();
+        for &g in &members {
+            self.post_recv(b.ranks[g], &b.tag(g, true)).await?;
+        }
+        // gloo takes its start before posting, which costs it no time; the model's notices
+        // cost virtual ticks (a real rank's `Timed out waiting 3000ms`, not 2998).
+        let start_ms = self.now();
+        let mut failed = Vec::new();
+        for &g in &members {
+            let left = self.time_left(b, start_ms, wait_all, g, &members, &failed)?;
+            let r = self
+                .gloo_recv(b, b.ranks[g], &b.tag(g, true), self.now() + left, left)
+                .await;
+            self.monitor_outcome(b, g, r, wait_all, &mut failed)?;
+        }
+        if !failed.is_empty() {
+            return Err(error::monitored_barrier_missing(&failed, b.timeout_ms));
+        }
+        for &g in &members {
+            self.send_notice(b.ranks[g], &b.tag(g, false)).await?;
+        }
+        for &g in &members {
+            let left = self.time_left(b, start_ms, wait_all, g, &members, &failed)?;
+            let r = self
+                .await_ready_and_send(b, b.ranks[g], &b.tag(g, false), left)
+                .await;
+            self.monitor_outcome(b, g, r, wait_all, &mut failed)?;
+        }
+        if !failed.is_empty() {
+            return Err(error::monitored_barrier_missing(&failed, b.timeout_ms));
+        }
+        Ok(())
+    }
+
+    /// What rank 0's next wait gets: all of the barrier's time with `wait_all_ranks`, else
+    /// what is left of it (gloo's `getRemainingTime`; none left fails before waiting).
+    fn time_left(
+        &self,
+        b: &Barrier,
+        start_ms: u64,
+        wait_all: bool,
+        g: usize,
+        members: &[usize],
+        failed: &[usize],
+    ) -> Res<u64> {
+        if wait_all {
+            return Ok(b.timeout_ms);
+        }
+        let used = self.now().saturating_sub(start_ms);
+        if used >= b.timeout_ms {
+            let processed: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|m| *m < g && !failed.contains(m))
+                .collect();
+            return Err(error::monitored_barrier_no_time(
+                g,
+                b.timeout_ms,
+                &processed,
+            ));
+        }
+        Ok(b.timeout_ms - used)
+    }
+
+    /// One of rank 0's waits ended: a failure is raised at once, or with `wait_all_ranks`
+    /// logged (gloo's `LOG(ERROR)`) and counted.
+    fn monitor_outcome(
+        &mut self,
+        b: &Barrier,
+        g: usize,
+        r: Res<()>,
+        wait_all: bool,
+        failed: &mut Vec<usize>,
+    ) -> Res<()> {
+        let Err(e) = r else { return Ok(()) };
+        if !wait_all {
+            return Err(error::monitored_barrier_rank_failed(g, b.timeout_ms, &e));
+        }
+        let line = error::monitored_barrier_rank_log(g, b.timeout_ms);
+        self.event(EventKind::Warn, line);
+        failed.push(g);
+        Ok(())
+    }
+
+    /// A gloo receive posted: its ready notice to the sender.
+    async fn post_recv(&self, peer: usize, tag: &str) -> Res<()> {
+        self.fabric
+            .send(peer, &p2p::ready_tag(tag), &[])
+            .await
+            .map_err(|e| e.into_c10d(None))
+    }
+
+    /// A gloo send posted: its notice to the receiver.
+    async fn send_notice(&self, peer: usize, tag: &str) -> Res<()> {
+        self.fabric
+            .send(peer, &p2p::send_notice_tag(tag), &[])
+            .await
+            .map_err(|e| e.into_c10d(None))
+    }
+
+    /// A gloo send: its notice, its receiver's ready notice awaited up to `timeout_ms`, then
+    /// the check-in's one element.
+    async fn gloo_send(&mut self, b: &Barrier, peer: usize, tag: &str, timeout_ms: u64) -> Res<()> {
+        self.send_notice(peer, tag).await?;
+        self.await_ready_and_send(b, peer, tag, timeout_ms).await
+    }
+
+    async fn await_ready_and_send(
+        &mut self,
+        b: &Barrier,
+        peer: usize,
+        tag: &str,
+        timeout_ms: u64,
+    ) -> Res<()> {
+        let deadline_ms = self.now() + timeout_ms;
+        let timeout_error = error::gloo_send_timeout(timeout_ms);
+        let what = format!("monitored_barrier: send to rank {peer} (waits for its recv)");
+        self.mb_wait(b, peer, Dir::Send, what, deadline_ms, &timeout_error);
+        let r = self
+            .fabric
+            .recv_any(
+                &self.env.clock,
+                &[peer],
+                &p2p::ready_tag(tag),
+                Some(deadline_ms),
+                Some(&b.scope),
+            )
+            .await;
+        let r = self
+            .mb_end(b, r)
+            .await
+            .map_err(|e| e.into_c10d(Some(timeout_error)));
+        r?;
+        self.fabric
+            .send(peer, tag, &[0; 8])
+            .await
+            .map_err(|e| e.into_c10d(None))
+    }
+
+    /// A gloo receive already posted, awaited until `deadline_ms` (`timeout_ms` for its text).
+    async fn gloo_recv(
+        &mut self,
+        b: &Barrier,
+        peer: usize,
+        tag: &str,
+        deadline_ms: u64,
+        timeout_ms: u64,
+    ) -> Res<()> {
+        let timeout_error = error::gloo_recv_timeout(timeout_ms);
+        let what = format!("monitored_barrier: recv from rank {peer}");
+        self.mb_wait(b, peer, Dir::Recv, what, deadline_ms, &timeout_error);
+        let r = self
+            .fabric
+            .recv_any(
+                &self.env.clock,
+                &[peer],
+                tag,
+                Some(deadline_ms),
+                Some(&b.scope),
+            )
+            .await;
+        let r = self.mb_end(b, r).await;
+        // The sender's notice came before its data: done with.
+        let _ = self.fabric.try_recv(peer, &p2p::send_notice_tag(tag));
+        r.map(|_| ()).map_err(|e| e.into_c10d(Some(timeout_error)))
+    }
+
+    fn mb_wait(
+        &mut self,
+        b: &Barrier,
+        peer: usize,
+        dir: Dir,
+        what: String,
+        deadline_ms: u64,
+        timeout_error: &C10dError,
+    ) {
+        self.wait(Some(Wait {
+            step: self.step,
+            on: WaitOn::P2p { dir },
+            what: format!("{what} on group {}", b.label),
+            group: Some(b.label.clone()),
+            seq: None,
+            peers: vec![peer],
+            since_ms: self.now(),
+            deadline_ms: Some(deadline_ms),
+            timeout_error: Some(timeout_error.clone().into()),
+        }));
+    }
+
+    /// A wait's end: the rank waits no more, and a gloo timeout closes the group's pairs.
+    async fn mb_end<T>(
+        &mut self,
+        b: &Barrier,
+        r: Result<T, FabricError>,
+    ) -> Result<T, FabricError> {
+        self.wait(None);
+        if let Err(FabricError::Timeout) = &r {
+            self.fabric.close_pairs(&b.scope, &b.ranks).await;
+        }
+        r
+    }
+}
