@@ -98,7 +98,11 @@ impl AsyncWrite for SimStream {
 
 impl SimNet {
     fn resolve(&self, host: &str) -> io::Result<IpAddr> {
-        if host == "localhost" || host == "127.0.0.1" {
+        // Every 127.x.y.z is this host's loopback (Linux routes all of 127/8 to `lo`), and a
+        // TCPStore listens on every address: `tcp://127.0.0.2:PORT` reaches a store on this
+        // node as `127.0.0.1` does (real torch 2.15).
+        let loopback = host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+        if host == "localhost" || loopback {
             return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
         }
         let known = host

@@ -90,7 +90,12 @@ impl Endpoints {
         let Some((host, port)) = rest.rsplit_once(':') else {
             return s.to_string();
         };
-        let host = if self.localhost && !host.contains('$') {
+        // A loopback address stays itself: which one a rank names is the program's (every
+        // 127.x.y.z reaches a TCPStore on this host).
+        let loopback = host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback());
+        let host = if self.localhost && !host.contains('$') && !loopback {
             "127.0.0.1"
         } else {
             host
