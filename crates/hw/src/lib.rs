@@ -10,6 +10,7 @@
 //! SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
 //! what this machine has. See docs/hw.md.
 
+mod agent;
 pub mod bench;
 pub mod child;
 pub mod doctor;
