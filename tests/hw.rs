@@ -12,6 +12,10 @@ mod bench;
 #[path = "hw/multinode.rs"]
 mod multinode;
 
+/// Recordings (`launcher = "torchrun"`): scen's launcher plays torchrun's agent.
+#[path = "hw/recordings.rs"]
+mod recordings;
+
 /// scen's TCPStore and real PyTorch's, both ways, and scen ranks under a real torchrun.
 #[path = "hw/torch_store.rs"]
 mod torch_store;
