@@ -143,6 +143,30 @@ fn recordings_run_under_hw_with_the_simulators_verdicts() {
     }
 }
 
+/// The failing recording started as plain processes (`--launcher processes`): rank 0 hosts the
+/// store and nobody stops rank 3; its store connection closes with rank 0. hw and the simulator
+/// agree on that too.
+#[test]
+fn the_failing_recording_as_plain_processes_gives_the_simulators_verdicts() {
+    let rel = "examples/skip_rank/skip_all_reduce_gloo_w4.recorded.toml";
+    let mut s = load(rel);
+    s.world.launcher = Launcher::Processes;
+    let sim = scen_sim::simulate(&s, None).expect("simulates");
+    let hw = match scen_hw::run(&s, &path(rel), &options()) {
+        Ok(r) => r,
+        Err(e) => panic!("{rel}: {e}"),
+    };
+    assert_eq!(hw.launcher, Launcher::Processes);
+    assert_eq!(mode_independent(&hw), mode_independent(&sim), "{rel}");
+    assert!(
+        matches!(&hw.ranks[3], RankVerdict::Failed { failure, .. } if failure.text().starts_with("DistNetworkError")),
+        "{:?}",
+        hw.ranks[3]
+    );
+    assert!(agent_port(&hw).is_none(), "no agent: {:?}", hw.notes);
+    assert_cleaned_up(&hw);
+}
+
 /// `--launcher` with `--hw`: a recording started as plain processes has rank 0 host the store
 /// (scen's protocol, the job token), and the report says so; as recorded, the agent hosts it.
 #[test]
