@@ -136,13 +136,13 @@ pub(crate) struct Agent {
 
 impl Agent {
     /// The agent's check at `t`: once the earliest failed worker's exit (`exits`: rank, exit
-    /// time) is a monitor interval old, every local worker still running is stopped, failed
-    /// with the agent's reason. Returns the ranks to SIGTERM.
+    /// time) is a monitor interval old, every worker whose process is `running` and whose end
+    /// is not known is stopped, failed with the agent's reason. Returns the ranks to SIGTERM.
     pub(crate) fn check(
         &mut self,
         st: &mut State,
         exits: Vec<(usize, u64)>,
-        local: &[usize],
+        running: &[usize],
         t: u64,
     ) -> Vec<usize> {
         let Some((failed, at)) = torchrun::stop_after(exits) else {
@@ -151,7 +151,7 @@ impl Agent {
         if t < at {
             return vec![];
         }
-        let stop: Vec<usize> = local
+        let stop: Vec<usize> = running
             .iter()
             .copied()
             .filter(|r| st.obs.ends[*r].is_none())

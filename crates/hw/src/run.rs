@@ -298,8 +298,15 @@ impl<'a> HwRun<'a> {
                     _ => None,
                 }),
         );
-        for r in agent.check(&mut self.st, exits, &self.place.local, t) {
-            if let Some(p) = self.procs.iter().find(|p| p.rank == r && p.exit.is_none()) {
+        // Only a process still running can be stopped: one that exited has its own end.
+        let running: Vec<usize> = self
+            .procs
+            .iter()
+            .filter(|p| p.exit.is_none())
+            .map(|p| p.rank)
+            .collect();
+        for r in agent.check(&mut self.st, exits, &running, t) {
+            if let Some(p) = self.procs.iter().find(|p| p.rank == r) {
                 // A child this launcher started and has not reaped.
                 let _ = scen_procs::group::terminate_process(p.child.id());
             }
