@@ -4,7 +4,7 @@ left in by mistake) and goes on to create a group, where it waits in the TCPStor
 others; they wait for it in the all_reduce until gloo's 5 s timeout fails them, and torchrun's
 agent then stops the last rank (SIGTERM).
 
-    torchrun --nproc-per-node 4 skip_all_reduce.py
+    torchrun --nproc-per-node 2 skip_all_reduce.py
 
 scripts/record-examples.sh records it with `scen record` (examples/skip_rank/README.md).
 """

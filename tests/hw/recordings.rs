@@ -144,11 +144,11 @@ fn recordings_run_under_hw_with_the_simulators_verdicts() {
 }
 
 /// The failing recording started as plain processes (`--launcher processes`): rank 0 hosts the
-/// store and nobody stops rank 3; its store connection closes with rank 0. hw and the simulator
+/// store and nobody stops rank 1; its store connection closes with rank 0. hw and the simulator
 /// agree on that too.
 #[test]
 fn the_failing_recording_as_plain_processes_gives_the_simulators_verdicts() {
-    let rel = "examples/skip_rank/skip_all_reduce_gloo_w4.recorded.toml";
+    let rel = "examples/skip_rank/skip_all_reduce_gloo_w2.recorded.toml";
     let mut s = load(rel);
     s.world.launcher = Launcher::Processes;
     let sim = scen_sim::simulate(&s, None).expect("simulates");
@@ -159,9 +159,9 @@ fn the_failing_recording_as_plain_processes_gives_the_simulators_verdicts() {
     assert_eq!(hw.launcher, Launcher::Processes);
     assert_eq!(mode_independent(&hw), mode_independent(&sim), "{rel}");
     assert!(
-        matches!(&hw.ranks[3], RankVerdict::Failed { failure, .. } if failure.text().starts_with("DistNetworkError")),
+        matches!(&hw.ranks[1], RankVerdict::Failed { failure, .. } if failure.text().starts_with("DistNetworkError")),
         "{:?}",
-        hw.ranks[3]
+        hw.ranks[1]
     );
     assert!(agent_port(&hw).is_none(), "no agent: {:?}", hw.notes);
     assert_cleaned_up(&hw);
