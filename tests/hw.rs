@@ -331,6 +331,13 @@ fn under_torchrun_each_process_runs_its_own_rank() {
             "{text}"
         );
         assert!(text.contains("expectations: 1/1 hold"), "{text}");
+        // Without TORCHELASTIC_USE_AGENT_STORE=True rank 0 hosts the store: plain processes.
+        assert!(text.contains("(hw mode, launcher processes,"), "{text}");
+        assert!(
+            text.contains("the other ranks' verdicts are in their own processes' reports")
+                && !text.contains("nodes' reports"),
+            "{text}"
+        );
         // The other rank ran in the other process: neither hung here nor diagnosed as missing.
         let other = 1 - r;
         assert!(
