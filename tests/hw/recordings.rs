@@ -267,3 +267,56 @@ fn a_rank_killed_inside_oneccl_makes_the_agent_stop_the_others() {
     );
     assert_cleaned_up(&r);
 }
+
+/// hw's eligible scenarios, started as torchrun (`--launcher torchrun`): the simulator's
+/// verdicts under torchrun too (hangs, timeouts the watchdog raises for oneCCL, failures the
+/// agent follows with its stop).
+#[test]
+fn eligible_scenarios_under_torchrun_give_the_simulators_verdicts() {
+    for rel in [
+        "scenarios/five_ops_xccl_w2.toml",
+        "scenarios/device_id_gloo_xpu.toml",
+        "scenarios/five_ops_gloo_fallback_w4.toml",
+        "scenarios/five_ops_xccl_w1.toml",
+        "scenarios/device_id_gloo_xpu_fixed.toml",
+        "scenarios/device_id_cpu_assert.toml",
+        "scenarios/tcp_localhost_one_node.toml",
+        "scenarios/missing_rank_all_reduce.toml",
+        "scenarios/all_to_all_single_uneven_w3.toml",
+        "scenarios/sglang_golden_w2_cfg2.toml",
+        "tests/hw/dtypes_ops_xccl_w3.toml",
+        "tests/hw/blocking_wait_timeout_xccl_w2.toml",
+    ] {
+        let mut s = load(rel);
+        s.world.launcher = Launcher::Torchrun;
+        let sim = scen_sim::simulate(&s, None).expect("simulates");
+        let t = Instant::now();
+        let hw = match scen_hw::run(&s, &path(rel), &options()) {
+            Ok(r) => r,
+            Err(HwError::Unavailable(why)) => {
+                assert!(
+                    std::env::var("SCEN_HW_REQUIRED").as_deref() != Ok("1"),
+                    "SCEN_HW_REQUIRED=1 but {why}"
+                );
+                println!("skip: {rel} under torchrun: {why}");
+                return;
+            }
+            Err(e) => panic!("{rel}: {e}"),
+        };
+        println!(
+            "{rel} (torchrun): hw run took {} ms",
+            t.elapsed().as_millis()
+        );
+        assert_eq!(hw.launcher, Launcher::Torchrun, "{rel}");
+        let (hw_lines, _) = agent_blame(mode_independent(&hw));
+        let (sim_lines, _) = agent_blame(mode_independent(&sim));
+        assert_eq!(
+            hw_lines,
+            sim_lines,
+            "{rel} under torchrun: hw and sim disagree\nhw trace:\n{}\nnotes: {:?}",
+            hw.trace.render(),
+            hw.notes
+        );
+        assert_cleaned_up(&hw);
+    }
+}

@@ -7,12 +7,34 @@
 //! with the agent's reason (core's `runtime::torchrun`, the simulator's rule).
 
 use crate::net::{TokioNet, WallClock};
-use crate::watchdog::State;
+use crate::watchdog::{end_open_calls, State};
 use crate::HwError;
 use scen_core::outcome::RankEnd;
 use scen_core::runtime::torchrun;
+use scen_core::scenario::{Scenario, StepKind};
+use scen_core::trace::{Event, EventKind, WaitOn};
 use std::process::Command;
 use std::thread::JoinHandle;
+
+/// The port of a literal `tcp://HOST:PORT` init_method that names the scenario's MASTER_PORT:
+/// the program looks for torchrun's store there, so the agent must listen on that port (the
+/// simulator's agent does), not on a free one.
+pub(crate) fn store_port_named_by_url(s: &Scenario) -> Option<u16> {
+    let master = torchrun::agent_store_port(s);
+    s.steps.iter().find_map(|st| {
+        let StepKind::InitProcessGroup {
+            init_method: Some(url),
+            ..
+        } = &st.kind
+        else {
+            return None;
+        };
+        let rest = url.strip_prefix("tcp://")?;
+        let hostport = rest.split(['?', '/']).next()?;
+        let port: u16 = hostport.rsplit_once(':')?.1.parse().ok()?;
+        (port == master).then_some(port)
+    })
+}
 
 /// What torchrun sets for every worker beyond RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/
 /// GROUP_RANK/MASTER_ADDR/MASTER_PORT (the launcher's own): read from a real torchrun's workers
@@ -168,6 +190,55 @@ impl Agent {
         stop
     }
 
+    /// Under torchrun only the agent hosts a TCPStore: a rank still retrying its connect to
+    /// another port (a `tcp://` init_method naming it) waits for a store nobody will serve. As
+    /// the watchdog does for a dead store host, the launcher raises c10d's connect timeout for
+    /// it now rather than after it (30 min by default). Returns whether it raised any.
+    pub(crate) fn unserved_connects(
+        &self,
+        st: &mut State,
+        running: &[usize],
+        port: u16,
+        t: u64,
+    ) -> bool {
+        let mut raised = false;
+        for &r in running {
+            let Some(w) = st.obs.waits[r].clone() else {
+                continue;
+            };
+            let (WaitOn::StoreConnect { port: p, .. }, Some(err)) = (&w.on, w.timeout_error) else {
+                continue;
+            };
+            if *p == port || st.obs.ends[r].is_some() {
+                continue;
+            }
+            st.notes.push(format!(
+                "rank {r}: under torchrun only the agent's TCPStore (port {port}) is served, nothing of this job will listen on port {p}: c10d would retry the connect until its timeout expired and then raise {:?}; the launcher raised it now",
+                err.text()
+            ));
+            st.obs.trace.events.push(Event {
+                t_ms: t,
+                rank: Some(r),
+                step: Some(w.step),
+                kind: EventKind::Error,
+                text: err.text(),
+                tag: None,
+            });
+            st.obs.ends[r] = Some((
+                RankEnd::Failed {
+                    step: w.step,
+                    failure: err,
+                },
+                t,
+            ));
+            st.obs.waits[r] = None;
+            st.forced.push(r);
+            end_open_calls(&mut st.obs, r, t);
+            raised = true;
+        }
+        raised
+    }
+
     /// The watchdog found the run hopeless and raised the waits' timeouts for the ranks: a
     /// rank whose end comes after the agent's stop (or that has none) is stopped instead, when
     /// the agent would have stopped it (each failed rank's process exits `exit_ms` after its end).
@@ -243,6 +314,33 @@ mod tests {
         // Nothing failed: nobody is stopped.
         let mut st = State::new(2, vec![]);
         assert!(agent().check(&mut st, vec![], &[0, 1], 10_000).is_empty());
+    }
+
+    #[test]
+    fn a_tcp_url_naming_master_port_is_where_the_agent_listens() {
+        let s = |url: &str, port: u16| {
+            scen_core::scenario::parse(
+                &format!(
+                    "[world]\nranks_per_node = 2\nmaster_port = {port}\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\ninit_method = \"{url}\"\n"
+                ),
+                "t.toml",
+                "t",
+            )
+            .expect("parses")
+        };
+        assert_eq!(
+            store_port_named_by_url(&s("tcp://localhost:29500", 29500)),
+            Some(29500)
+        );
+        assert_eq!(
+            store_port_named_by_url(&s("tcp://10.0.0.1:30017?rank=0", 30017)),
+            Some(30017)
+        );
+        assert_eq!(
+            store_port_named_by_url(&s("tcp://localhost:29500", 30017)),
+            None
+        );
+        assert_eq!(store_port_named_by_url(&s("env://", 29500)), None);
     }
 
     #[test]

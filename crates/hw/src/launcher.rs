@@ -220,9 +220,17 @@ fn place(
         (None, Some(id)) => id.master_port,
         // Below the ephemeral range: no other process's bind(0) or outgoing connection is
         // handed it before rank 0's store binds it (CI saw EADDRINUSE with the OS's pick).
-        (None, None) => scen_procs::port::below_ephemeral()
-            .and_then(|l| Ok(l.local_addr()?.port()))
-            .map_err(|e| HwError::Io(format!("picking MASTER_PORT: {e}")))?,
+        (None, None) => match (s.world.launcher, crate::agent::store_port_named_by_url(s)) {
+            (Launcher::Torchrun, Some(p)) => {
+                notes.push(format!(
+                    "MASTER_PORT {p}: the scenario's init_method names torchrun's store there"
+                ));
+                p
+            }
+            _ => scen_procs::port::below_ephemeral()
+                .and_then(|l| Ok(l.local_addr()?.port()))
+                .map_err(|e| HwError::Io(format!("picking MASTER_PORT: {e}")))?,
+        },
     };
     let master_addr = o
         .master_addr

@@ -533,8 +533,15 @@ impl RankRun for HwRun<'_> {
     }
 
     fn hopeless(&mut self, clock: &Watch, t_ms: u64) -> bool {
-        let stalled = clock.silent_ms(t_ms) >= self.o.quiet_ms
-            && watchdog::stalled(self.s, &mut self.st, &self.place.local, t_ms);
+        let quiet = clock.silent_ms(t_ms) >= self.o.quiet_ms;
+        if let Some(a) = self.agent.as_ref().filter(|_| quiet) {
+            let running: Vec<usize> = self.procs.iter().map(|p| p.rank).collect();
+            let port = self.place.master_port;
+            if a.unserved_connects(&mut self.st, &running, port, t_ms) {
+                return false;
+            }
+        }
+        let stalled = quiet && watchdog::stalled(self.s, &mut self.st, &self.place.local, t_ms);
         if let Some(a) = self.agent.as_mut().filter(|_| stalled) {
             a.after_stall(&mut self.st, &self.place.local, self.s.world.exit_ms);
         }
