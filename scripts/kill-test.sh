@@ -6,6 +6,8 @@
 # because other programs (other scen runs) may create and remove theirs meanwhile. tests/hw.rs runs a few trials of the same kind on every `cargo test`.
 #
 # usage: nice -n 10 scripts/kill-test.sh [RANK_TRIALS=50] [LAUNCHER_TRIALS=50]
+#        KILL_TEST_LAUNCHER=torchrun scripts/kill-test.sh ...   # the launcher playing torchrun's
+#        agent (its TCPStore, its stop of the others after a failure; docs/hw.md "Under torchrun")
 # needs oneCCL (scripts/install-oneccl-cpu.sh); builds the debug binary unless SCEN_BIN is set.
 # Exit status: 0 when every count is 0, 1 otherwise.
 set -u
@@ -13,6 +15,7 @@ cd "$(dirname "$0")/.."
 RANK_TRIALS=${1:-50}
 LAUNCHER_TRIALS=${2:-50}
 SCENARIO=tests/hw/kill_trials_w4.toml
+LAUNCHER=${KILL_TEST_LAUNCHER:-processes}
 TIMEOUT_S=10                     # the scenario's init_process_group timeout_s
 LIMIT_MS=$(( (TIMEOUT_S + 5) * 1000 ))
 export ONECCL_ROOT=${ONECCL_ROOT:-$HOME/.cache/oneccl-cpu}
@@ -44,7 +47,7 @@ trial() { # $1 = rank | KILL | TERM
   trials=$((trials + 1))
   shm_list > "$WORK/shm.before"
   local t0; t0=$(now_ms)
-  CCL_ATL_SHM=$shm "$SCEN_BIN" run --hw "$SCENARIO" --max-wall-s 60 > "$WORK/out" 2>&1 &
+  CCL_ATL_SHM=$shm "$SCEN_BIN" run --hw "$SCENARIO" --launcher "$LAUNCHER" --max-wall-s 60 > "$WORK/out" 2>&1 &
   local l=$!
   local kids=""
   for _ in $(seq 100); do kids=$(children $l); [ "$(echo "$kids" | wc -w)" -ge 5 ] && break; sleep 0.05; done
@@ -78,6 +81,11 @@ trial() { # $1 = rank | KILL | TERM
   left=$( (for p in $kids; do echo "$new_shm" | grep "^$p:"; done; tmp_list $l) | grep -c .)
   [ "$left" -gt 0 ] && { leftovers=$((leftovers + left)); echo "trial $trials ($target): $left leftover file(s):" $new_shm $(tmp_list $l); }
   [ "$left" = 0 ] && [ -n "$new_shm" ] && echo "trial $trials ($target): not ours, left alone:" $new_shm
+  # torchrun's agent's store (its port is in the report's note) must be closed.
+  local port; port=$(grep -o "TCPStore listening on 127.0.0.1:[0-9]*" "$WORK/out" | head -1 | cut -d: -f2)
+  if [ -n "$port" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    leftovers=$((leftovers + 1)); echo "trial $trials ($target): the agent's store port $port still listens"
+  fi
 }
 for i in $(seq "$RANK_TRIALS"); do trial rank $((i % 2)); done
 echo "random rank killed: $trials trials"
@@ -86,5 +94,6 @@ for i in $(seq "$LAUNCHER_TRIALS"); do
   if [ $((i % 2)) = 0 ]; then trial KILL $(( (i / 2) % 2 )); else trial TERM $(( (i / 2) % 2 )); fi
 done
 echo "launcher killed (SIGKILL and SIGTERM alternately): $((trials - rank_trials)) trials"
+echo "launcher: $LAUNCHER"
 echo "trials: $trials  orphans: $orphans  leftover files: $leftovers  unreported: $unreported  reported later than timeout+5s ($LIMIT_MS ms): $late  slowest run: $max_ms ms"
 [ $((orphans + leftovers + unreported + late)) = 0 ]

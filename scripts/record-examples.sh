@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Re-makes the recorded scenarios of examples/ with `scen record` (docs/record.md): the five-op
 # test (examples/five_ops/test_xpu_distributed.py, seed 000) run for real under torchrun with
-# 4 ranks on CPU/gloo, written as recorded and re-targeted to XPU/xccl.
+# 4 ranks on CPU/gloo, written as recorded and re-targeted to XPU/xccl; and a failing job
+# (examples/skip_rank/skip_all_reduce.py: one rank skips a collective).
 # Needs torch (scripts/install-torch-cpu.sh): its venv's torchrun is used when none is on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,5 +13,8 @@ dir=examples/five_ops
   -- torchrun --nproc-per-node 4 "$dir/test_xpu_distributed.py" --backend gloo
 "$scen" record -o "$dir/five_ops_xccl_w4.retargeted.toml" --platform xpu --backend xccl \
   -- torchrun --nproc-per-node 4 "$dir/test_xpu_distributed.py" --backend gloo
+"$scen" record -o examples/skip_rank/skip_all_reduce_gloo_w2.recorded.toml \
+  -- torchrun --nproc-per-node 2 examples/skip_rank/skip_all_reduce.py
 "$scen" check "$dir/five_ops_gloo_w4.recorded.toml"
 "$scen" check "$dir/five_ops_xccl_w4.retargeted.toml"
+"$scen" check examples/skip_rank/skip_all_reduce_gloo_w2.recorded.toml

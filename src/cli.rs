@@ -195,8 +195,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub hw: bool,
     /// Start the job as `processes` (rank 0 hosts the TCPStore) or `torchrun` (its agent hosts
-    /// it and stops the workers after one fails), whatever the scenario's `[world] launcher`.
-    #[arg(long, value_enum, conflicts_with = "hw")]
+    /// it and stops the workers after one fails), whatever the scenario's `[world] launcher`;
+    /// with --hw, scen's launcher starts the ranks so (a process torchrun, srun or mpirun
+    /// started has what that launcher gives it).
+    #[arg(long, value_enum)]
     pub launcher: Option<scen::launcher::One>,
     /// Write the wait-for graph of the first stall as Graphviz DOT to this file.
     #[arg(long, value_name = "OUT.dot")]

@@ -12,6 +12,10 @@ mod bench;
 #[path = "hw/multinode.rs"]
 mod multinode;
 
+/// Recordings (`launcher = "torchrun"`): scen's launcher plays torchrun's agent.
+#[path = "hw/recordings.rs"]
+mod recordings;
+
 /// scen's TCPStore and real PyTorch's, both ways, and scen ranks under a real torchrun.
 #[path = "hw/torch_store.rs"]
 mod torch_store;
@@ -327,6 +331,13 @@ fn under_torchrun_each_process_runs_its_own_rank() {
             "{text}"
         );
         assert!(text.contains("expectations: 1/1 hold"), "{text}");
+        // Without TORCHELASTIC_USE_AGENT_STORE=True rank 0 hosts the store: plain processes.
+        assert!(text.contains("(hw mode, launcher processes,"), "{text}");
+        assert!(
+            text.contains("the other ranks' verdicts are in their own processes' reports")
+                && !text.contains("nodes' reports"),
+            "{text}"
+        );
         // The other rank ran in the other process: neither hung here nor diagnosed as missing.
         let other = 1 - r;
         assert!(
@@ -461,12 +472,30 @@ fn kill_trials_leave_nothing_behind() {
         rng ^= rng << 17;
         rng % n
     };
-    for (trial, target) in ["rank", "rank", "TERM", "KILL"].into_iter().enumerate() {
+    // The last two trials run it as torchrun would (the launcher plays the agent: its store,
+    // its stop of the other ranks after a failure).
+    let trials = [
+        ("rank", "processes"),
+        ("rank", "processes"),
+        ("TERM", "processes"),
+        ("KILL", "processes"),
+        ("rank", "torchrun"),
+        ("TERM", "torchrun"),
+    ];
+    for (trial, (target, launcher)) in trials.into_iter().enumerate() {
         let delay_ms = 200 + next(2_000);
         let shm_before = shm_names();
         let t = Instant::now();
         let launcher = std::process::Command::new(env!("CARGO_BIN_EXE_scen"))
-            .args(["run", "--hw", rel, "--max-wall-s", "60"])
+            .args([
+                "run",
+                "--hw",
+                rel,
+                "--max-wall-s",
+                "60",
+                "--launcher",
+                launcher,
+            ])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env("CCL_ATL_SHM", if trial % 2 == 0 { "1" } else { "0" })
             .stdout(std::process::Stdio::piped())
@@ -512,6 +541,19 @@ fn kill_trials_leave_nothing_behind() {
         }
         if target == "TERM" && text.contains("interrupted") {
             assert_eq!(out.status.code(), Some(143), "trial {trial}: {text}");
+        }
+        // torchrun's agent's store closed with the run.
+        let agent_store = "TCPStore listening on 127.0.0.1:";
+        if let Some(i) = text.find(agent_store) {
+            let port: String = text[i + agent_store.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            let port: u16 = port.parse().expect("the agent's port");
+            assert!(
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+                "trial {trial} ({what}): the agent's store at {port} still listens"
+            );
         }
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
         // Files are the trial's own by pid: other tests create and remove theirs meanwhile.

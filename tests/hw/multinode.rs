@@ -263,6 +263,56 @@ fn a_node_killed_mid_collective_leaves_the_other_reported_and_nothing_behind() {
     assert_nothing_left(&ranks1, "node 1 (launcher SIGKILLed)");
 }
 
+/// Two launchers playing torchrun's agents (`--launcher torchrun`): node 0's hosts the store in
+/// PyTorch's protocol, node 1's ranks use it; rank 2 SIGKILLed on node 1 makes node 1's agent
+/// stop rank 3, and node 0's, hearing of it over the launchers' link, stop ranks 0 and 1, all with
+/// the agent's reason, long before any timeout; nothing is left.
+#[test]
+fn launchers_playing_torchruns_agents_stop_every_node_after_a_failure() {
+    let rel = "tests/hw/multinode_kill_2x2.toml";
+    if !hw_here(rel) {
+        return;
+    }
+    let t = Instant::now();
+    let outs = run_nodes(rel, 2, |n| {
+        if n == 1 {
+            vec!["--launcher", "torchrun", "--kill-rank", "2:4"]
+        } else {
+            vec!["--launcher", "torchrun"]
+        }
+    });
+    let ms = t.elapsed().as_millis();
+    println!("torchrun agents, --kill-rank on node 1: {ms} ms");
+    let (o0, o1) = (text(&outs[0]), text(&outs[1]));
+    assert!(o0.contains("(hw mode, launcher torchrun,"), "{o0}");
+    assert!(
+        o0.contains("torchrun's agent (this launcher): TCPStore listening on 127.0.0.1:"),
+        "{o0}"
+    );
+    assert!(
+        !o1.contains("TCPStore listening"),
+        "node 1 hosts no store:\n{o1}"
+    );
+    let stopped = "SIGTERM: torchrun stopped the worker group after rank 2 failed (signal 15)";
+    // Rank 0 may still sleep (step 3) when it is stopped, rank 1 waits in step 4.
+    assert!(
+        o0.contains("outcome: 0 completed, 2 failed, 0 hung") && o0.contains(stopped),
+        "node 0's agent stops ranks 0 and 1:\n{o0}"
+    );
+    assert!(
+        o1.contains("SIGKILL: process killed by the launcher (--kill-rank 2:4)")
+            && o1.contains(stopped),
+        "{o1}"
+    );
+    assert!(
+        !o0.contains(" hangs") && !o1.contains(" hangs"),
+        "{o0}\n{o1}"
+    );
+    assert!(ms < 10_000, "took {ms} ms");
+    assert_nothing_left(&report_pids(&o0), "node 0");
+    assert_nothing_left(&report_pids(&o1), "node 1");
+}
+
 /// srun and mpirun start every rank as its own process with their variables: each runs
 /// `scen run --hw` for its rank; rank 0 hosts the store and the job token comes from the job's
 /// id (SLURM_JOB_ID + SLURM_STEP_ID, OMPI_MCA_ess_base_jobid).

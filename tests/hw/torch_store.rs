@@ -288,6 +288,20 @@ fn torchrun_starts_scen_ranks_that_use_the_agents_store() {
         );
     }
     assert_eq!(text.matches("expectations: 1/1 hold").count(), 2, "{text}");
+    // The report names the launcher the ranks had (the file says processes), and speaks of
+    // torchrun's processes, not of nodes.
+    assert_eq!(
+        text.matches("(hw mode, launcher torchrun,").count(),
+        2,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("the other ranks' verdicts are in their own processes' reports")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert!(!text.contains("nodes' reports"), "{text}");
     assert_eq!(
         text.matches("TORCHELASTIC_USE_AGENT_STORE=True: the TCPStore is torchrun's agent's")
             .count(),

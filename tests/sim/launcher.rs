@@ -55,15 +55,13 @@ fn run_names_the_launcher_and_launcher_overrides_it() {
     assert_eq!(v["launcher"], "processes");
 }
 
+/// `run` takes one launcher. With `--hw` it is the hw launcher's to play (tests/hw.rs,
+/// `hw_launcher_flag_decides_who_hosts_the_store`).
 #[test]
-fn run_refuses_both_and_hw_with_launcher() {
+fn run_refuses_both() {
     let (code, _, err) = scen(&["run", PLAIN, "--launcher", "both"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("both"), "{err}");
-    // --hw's ranks read the scenario file themselves: an override would not reach them.
-    let (code, _, err) = scen(&["run", PLAIN, "--hw", "--launcher", "torchrun"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("cannot be used with"), "{err}");
 }
 
 #[test]

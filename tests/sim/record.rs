@@ -9,6 +9,7 @@ use super::common::{root, scen};
 
 const RECORDED: &str = "examples/five_ops/five_ops_gloo_w4.recorded.toml";
 const RETARGETED: &str = "examples/five_ops/five_ops_xccl_w4.retargeted.toml";
+const FAILING: &str = "examples/skip_rank/skip_all_reduce_gloo_w2.recorded.toml";
 
 #[test]
 fn the_recorded_five_ops_simulates_to_the_recorded_outcome() {
@@ -44,6 +45,25 @@ fn the_retargeted_five_ops_runs_on_xccl_in_the_simulator() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("4 completed, 0 failed, 0 hung"), "{out}");
     assert!(out.contains("xccl"), "the trace shows xccl traffic: {out}");
+}
+
+/// The failing recording: the simulator gives what the real torchrun job did (rank 0 times out
+/// in the all_reduce rank 1 skipped; the agent stops rank 1, waiting in new_group's store).
+#[test]
+fn the_recorded_skip_simulates_to_the_recorded_failure() {
+    let text = std::fs::read_to_string(root().join(FAILING)).unwrap();
+    assert!(text.contains("launcher = \"torchrun\""), "{text}");
+    let (code, out, err) = scen(&["run", FAILING]);
+    assert_eq!(code, 0, "the expectations hold: {out}{err}");
+    assert!(
+        out.contains("0 completed, 2 failed, 0 hung") && out.contains("expectations: 2/2 hold"),
+        "{out}"
+    );
+    assert!(
+        out.contains("rank   1: fails in step 4 new_group")
+            && out.contains("SIGTERM: torchrun stopped the worker group after rank 0 failed"),
+        "{out}"
+    );
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {

@@ -98,10 +98,16 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
     let device: Option<Rc<dyn DeviceComms>> = Some(Rc::new(d));
     let penv = crate::launch_env::process_env();
     let agent_store = crate::net::agent_store_env(&penv);
+    // Who hosts the store is the launcher's to say (scen's launcher, playing torchrun's agent
+    // or not, or a real torchrun), not the file's: torchrun's agent exactly when it says so.
+    scenario.world.launcher = if agent_store {
+        scen_core::scenario::Launcher::Torchrun
+    } else {
+        scen_core::scenario::Launcher::Processes
+    };
     if agent_store {
         // torchrun's agent hosts a PyTorch TCPStore at MASTER_PORT: every rank is its client
         // (in PyTorch's protocol) and nobody waits for workers, as the model's torchrun does.
-        scenario.world.launcher = scen_core::scenario::Launcher::Torchrun;
         probe.send(&Msg::Note {
             rank: id.rank,
             text: format!(

@@ -25,7 +25,7 @@ use crate::{HwError, HwOptions};
 use scen_core::outcome::RankEnd;
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
-use scen_core::scenario::Scenario;
+use scen_core::scenario::{Launcher, Scenario};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -121,6 +121,8 @@ pub(crate) struct Place {
     pub local: Vec<usize>,
     /// Several launchers, one per node, meet at a rendezvous ([`rdzv`]).
     pub multinode: bool,
+    /// torchrun/srun/mpirun started this process as one rank (it runs that one).
+    pub external: bool,
     pub master_addr: String,
     pub master_port: u16,
 }
@@ -131,6 +133,9 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         .map_err(|e| HwError::Usage(e.to_string()))?;
     check_eligible(s, o, external.is_some())?;
     let mut notes = Vec::new();
+    let mut s = s.clone();
+    s.world.launcher = job_launcher(&s, external.as_ref(), &mut notes);
+    let s = &s;
     let place = place(s, o, external.as_ref(), &mut notes)?;
     let (token, mesh) = match job_token_and_mesh(file, o, external.as_ref(), &place, &mut notes)? {
         Joined::Yes { token, mesh } => (token, mesh),
@@ -140,6 +145,37 @@ pub fn launch(s: &Scenario, file: &Path, o: &HwOptions) -> Result<Report, HwErro
         }
     };
     scen_procs::run::run(HwRun::new(s, file, o, place, token, mesh, notes))
+}
+
+/// Who hosts the store and stops the workers: under scen's own launcher the scenario's
+/// `[world] launcher` (after `--launcher`), this launcher playing torchrun's agent; a process
+/// torchrun/srun/mpirun started has what its launcher gives: torchrun's agent store exactly when
+/// TORCHELASTIC_USE_AGENT_STORE=True (the ranks' own test), else rank 0's.
+fn job_launcher(
+    s: &Scenario,
+    external: Option<&launch_env::RankIdentity>,
+    notes: &mut Vec<String>,
+) -> Launcher {
+    let Some(id) = external else {
+        return s.world.launcher;
+    };
+    let real = if crate::net::agent_store_env(&launch_env::process_env()) {
+        Launcher::Torchrun
+    } else {
+        Launcher::Processes
+    };
+    if real != s.world.launcher {
+        notes.push(format!(
+            "the scenario's launcher is {} but {} started this process: {}",
+            s.world.launcher.name(),
+            id.launcher,
+            match real {
+                Launcher::Torchrun => "torchrun's agent hosts the TCPStore (TORCHELASTIC_USE_AGENT_STORE=True)",
+                Launcher::Processes => "no torchrun agent hosts the TCPStore (TORCHELASTIC_USE_AGENT_STORE is not True); rank 0 does",
+            }
+        ));
+    }
+    real
 }
 
 /// Which ranks this launcher starts and where rank 0's store is: the scenario's node
@@ -184,9 +220,17 @@ fn place(
         (None, Some(id)) => id.master_port,
         // Below the ephemeral range: no other process's bind(0) or outgoing connection is
         // handed it before rank 0's store binds it (CI saw EADDRINUSE with the OS's pick).
-        (None, None) => scen_procs::port::below_ephemeral()
-            .and_then(|l| Ok(l.local_addr()?.port()))
-            .map_err(|e| HwError::Io(format!("picking MASTER_PORT: {e}")))?,
+        (None, None) => match (s.world.launcher, crate::agent::store_port_named_by_url(s)) {
+            (Launcher::Torchrun, Some(p)) => {
+                notes.push(format!(
+                    "MASTER_PORT {p}: the scenario's init_method names torchrun's store there"
+                ));
+                p
+            }
+            _ => scen_procs::port::below_ephemeral()
+                .and_then(|l| Ok(l.local_addr()?.port()))
+                .map_err(|e| HwError::Io(format!("picking MASTER_PORT: {e}")))?,
+        },
     };
     let master_addr = o
         .master_addr
@@ -201,6 +245,7 @@ fn place(
         local: local_ranks.iter().map(|(r, _)| *r).collect(),
         local_ranks,
         multinode,
+        external: external.is_some(),
         master_addr,
         master_port,
     })
@@ -345,7 +390,7 @@ fn rendezvous_failed(
 pub const JOB_TOKEN_ENV: &str = "SCEN_HW_JOB_TOKEN";
 
 /// 128 random bits in hex, new for every launch.
-fn job_token() -> String {
+pub(crate) fn job_token() -> String {
     let mut b = [0u8; 16];
     let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
     if read.is_err() {

@@ -7,9 +7,11 @@
 //! scen-procs' one shape of a real-mode run, shared with torch mode (hw's part: run.rs). Signals end a
 //! run with a report and ranks die with the launcher (scen-procs' process plumbing, shared with
 //! torch mode; [`procs`] is hw's part); a guard process cleans up after a launcher that was
-//! SIGKILLed ([`reaper`]). `scen doctor` ([`doctor`]) says
-//! what this machine has. See docs/hw.md.
+//! SIGKILLed ([`reaper`]). Under `launcher = "torchrun"` the launcher plays torchrun's agent
+//! (agent.rs: its store, its workers' environment, its stop after a failure). `scen doctor`
+//! ([`doctor`]) says what this machine has. See docs/hw.md.
 
+mod agent;
 pub mod bench;
 pub mod child;
 pub mod doctor;

@@ -1,19 +1,20 @@
 //! hw's part of the one real-mode run (scen-procs' `run`: start, watch, end, report): how a
 //! rank process starts (`scen __hw-rank FILE` with torchrun's environment and oneCCL's), what
-//! the side channel and a process's exit mean, the `--kill-rank` fault, and what the watchdog
-//! may decide (crate::watchdog). The placement, job token and rendezvous that come before are
-//! the launcher's (launcher.rs).
+//! the side channel and a process's exit mean, the `--kill-rank` fault, what the watchdog may
+//! decide (crate::watchdog) and, under torchrun, what its agent does (crate::agent). The
+//! placement, job token and rendezvous that come before are the launcher's (launcher.rs).
 
+use crate::agent::{Agent, AgentStore, WorkerEnv};
 use crate::launcher::{oneccl_root, report, Place, JOB_TOKEN_ENV, ONECCL_ENV};
 use crate::nodes::{announce_ends, remote};
 use crate::probe::Msg;
 use crate::procs::{self, RankProc};
 use crate::rdzv::{Mesh, Remote};
 use crate::watchdog::{self, State};
-use crate::{launch_env, reaper, HwError, HwOptions};
+use crate::{reaper, HwError, HwOptions};
 use scen_core::outcome::{Failure, Killer, RankEnd, ScenLauncher};
 use scen_core::report::Report;
-use scen_core::scenario::Scenario;
+use scen_core::scenario::{Launcher, Scenario};
 use scen_procs::run::{interrupted_note, Look, RankRun, Stop};
 use scen_procs::watch::{unix_ms, Watch, POLL};
 use scen_procs::{exit, signals};
@@ -57,6 +58,8 @@ pub(crate) struct HwRun<'a> {
     /// `--kill-rank`: when the kill is due, and whether it was sent.
     kill_armed: Option<u64>,
     killed_by_hook: bool,
+    /// Under torchrun started by scen (not by a real torchrun): this launcher is its agent.
+    agent: Option<Agent>,
 }
 
 impl<'a> HwRun<'a> {
@@ -69,10 +72,16 @@ impl<'a> HwRun<'a> {
         mesh: Option<Mesh>,
         notes: Vec<String>,
     ) -> HwRun<'a> {
+        let agent = (s.world.launcher == Launcher::Torchrun && !place.external).then(|| Agent {
+            store: None,
+            run_id: o.job_id.clone().unwrap_or_else(crate::launcher::job_token),
+            stopped: vec![],
+        });
         HwRun {
             s,
             file,
             o,
+            agent,
             st: State::new(place.world, notes),
             place,
             token,
@@ -142,6 +151,21 @@ impl<'a> HwRun<'a> {
             .env("CCL_LOCAL_SIZE", p.per_node.to_string())
             .env("SCEN_HW_PROBE", probe)
             .env("SCEN_HW_EPOCH_MS", epoch.to_string());
+        match &self.agent {
+            Some(a) => WorkerEnv {
+                rank,
+                world: p.world,
+                nnodes: p.nnodes,
+                per_node: p.per_node,
+                run_id: &a.run_id,
+            }
+            .apply(cmd),
+            // Started as plain processes: rank 0 hosts the store, whatever this launcher's env.
+            None if !p.external => {
+                cmd.env_remove("TORCHELASTIC_USE_AGENT_STORE");
+            }
+            None => {}
+        }
         if let Some(t) = &self.token {
             cmd.env(JOB_TOKEN_ENV, t);
         }
@@ -162,7 +186,10 @@ impl<'a> HwRun<'a> {
         let mut next = rx.recv_timeout(POLL).ok();
         while let Some(input) = next {
             let now = clock.now_ms();
+            // A worker torchrun's agent stopped has ended: what it still says of its end is late.
+            let stopped = |r: &usize| self.agent.as_ref().is_some_and(|a| a.stopped.contains(r));
             match input {
+                Input::Msg(Msg::End { rank, .. } | Msg::Wait { rank, .. }) if stopped(&rank) => {}
                 Input::Msg(m) => {
                     clock.progress(now);
                     watchdog::absorb(&mut self.st, m)
@@ -247,6 +274,43 @@ impl<'a> HwRun<'a> {
             ));
         }
         self.killed_by_hook = true;
+    }
+
+    /// torchrun's agent's check: a monitor interval after a failed worker exited (here or, for
+    /// another node's ranks, `exit_ms` after their end was heard), it SIGTERMs the others.
+    fn agent_check(&mut self, t: u64) {
+        let Some(agent) = self.agent.as_mut() else {
+            return;
+        };
+        let ends = &self.st.obs.ends;
+        let failed = |r: usize| matches!(ends[r], Some((RankEnd::Failed { .. }, _)));
+        let mut exits: Vec<(usize, u64)> = self
+            .procs
+            .iter()
+            .filter(|p| failed(p.rank))
+            .filter_map(|p| Some((p.rank, p.exit?.1)))
+            .collect();
+        exits.extend(
+            (0..ends.len())
+                .filter(|r| !self.place.local.contains(r))
+                .filter_map(|r| match &ends[r] {
+                    Some((RankEnd::Failed { .. }, at)) => Some((r, at + self.s.world.exit_ms)),
+                    _ => None,
+                }),
+        );
+        // Only a process still running can be stopped: one that exited has its own end.
+        let running: Vec<usize> = self
+            .procs
+            .iter()
+            .filter(|p| p.exit.is_none())
+            .map(|p| p.rank)
+            .collect();
+        for r in agent.check(&mut self.st, exits, &running, t) {
+            if let Some(p) = self.procs.iter().find(|p| p.rank == r) {
+                // A child this launcher started and has not reaped.
+                let _ = scen_procs::group::terminate_process(p.child.id());
+            }
+        }
     }
 
     /// A signal ends the run: every unfinished rank ends failed where it was (its open call
@@ -426,6 +490,7 @@ impl RankRun for HwRun<'_> {
         }
         spawn_acceptor(listener, tx);
         self.rx = Some(rx);
+        self.host_agent_store(epoch)?;
         self.guard = start_guard(&exe, &mut self.st.notes);
         for lr in self.place.local_ranks.clone() {
             if let Err(e) = self.spawn_rank(lr, &exe, &probe_addr, epoch) {
@@ -434,8 +499,8 @@ impl RankRun for HwRun<'_> {
                 return Err(e);
             }
         }
-        let agent = crate::net::agent_store_env(&launch_env::process_env());
-        if (self.place.local.contains(&0) || self.mesh.is_some()) && !agent {
+        let plain = self.s.world.launcher == Launcher::Processes;
+        if (self.place.local.contains(&0) || self.mesh.is_some()) && plain {
             // With env:// (what the launcher sets), rank 0 serves the store at MASTER_PORT
             // (under torchrun's agent store the agent does).
             self.st.store_hosts.insert(self.place.master_port, 0);
@@ -452,6 +517,7 @@ impl RankRun for HwRun<'_> {
         let t = clock.now_ms();
         self.take_exits(clock, t);
         self.kill_hook(t);
+        self.agent_check(t);
         if let Some(m) = self.mesh.as_mut() {
             announce_ends(m, &self.st, &self.place.local);
             m.tick(unix_ms());
@@ -467,8 +533,19 @@ impl RankRun for HwRun<'_> {
     }
 
     fn hopeless(&mut self, clock: &Watch, t_ms: u64) -> bool {
-        clock.silent_ms(t_ms) >= self.o.quiet_ms
-            && watchdog::stalled(self.s, &mut self.st, &self.place.local, t_ms)
+        let quiet = clock.silent_ms(t_ms) >= self.o.quiet_ms;
+        if let Some(a) = self.agent.as_ref().filter(|_| quiet) {
+            let running: Vec<usize> = self.procs.iter().map(|p| p.rank).collect();
+            let port = self.place.master_port;
+            if a.unserved_connects(&mut self.st, &running, port, t_ms) {
+                return false;
+            }
+        }
+        let stalled = quiet && watchdog::stalled(self.s, &mut self.st, &self.place.local, t_ms);
+        if let Some(a) = self.agent.as_mut().filter(|_| stalled) {
+            a.after_stall(&mut self.st, &self.place.local, self.s.world.exit_ms);
+        }
+        stalled
     }
 
     fn stopped(&mut self, stop: Stop, t: u64) {
@@ -503,6 +580,10 @@ impl RankRun for HwRun<'_> {
         self.interrupted = self.signals.take().and_then(|g| g.received());
         self.settle();
         self.kill_and_clean();
+        // The agent's store goes with its workers (torchrun's agent exits after them).
+        if let Some(a) = self.agent.as_mut() {
+            a.store = None;
+        }
         self.finish_guard();
     }
 
@@ -510,11 +591,38 @@ impl RankRun for HwRun<'_> {
         self.leave_the_mesh();
         let (local, world) = (&self.place.local, self.place.world);
         if local.len() < world {
-            self.st.notes.push(format!(
-                "this node ran ranks {local:?} only; the others' verdicts are in their own nodes' reports"
-            ));
+            self.st.notes.push(if self.place.external {
+                "the other ranks' verdicts are in their own processes' reports".to_string()
+            } else {
+                format!(
+                    "this node ran ranks {local:?} only; the others' verdicts are in their own nodes' reports"
+                )
+            });
         }
         Ok(report(self.s, self.st, local, end_ms))
+    }
+}
+
+impl HwRun<'_> {
+    /// Under torchrun, node 0's agent hosts the TCPStore before any worker starts.
+    fn host_agent_store(&mut self, epoch: u64) -> Result<(), HwError> {
+        let p = &self.place;
+        let Some(agent) = self.agent.as_mut().filter(|_| p.node_rank == 0) else {
+            return Ok(());
+        };
+        let local = p.master_addr == "127.0.0.1" || p.master_addr == "localhost";
+        let bind_ip = if local { "127.0.0.1" } else { "0.0.0.0" };
+        agent.store = Some(AgentStore::host(
+            bind_ip,
+            &p.master_addr,
+            p.master_port,
+            epoch,
+        )?);
+        self.st.notes.push(format!(
+            "torchrun's agent (this launcher): TCPStore listening on {}:{} in PyTorch's protocol (TORCHELASTIC_USE_AGENT_STORE=True)",
+            p.master_addr, p.master_port
+        ));
+        Ok(())
     }
 }
 

@@ -23,11 +23,12 @@ use probe::SimProbe;
 use scen_core::c10d::store;
 
 use scen_core::net::{Clock, Net};
-use scen_core::outcome::{Failure, Killer, RankEnd, SIGTERM};
+use scen_core::outcome::{Failure, Killer, RankEnd};
 use scen_core::probe::Probe;
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
 use scen_core::runtime::rank::{run_rank, RankEnv};
+use scen_core::runtime::torchrun;
 use scen_core::scenario::{Launcher, Scenario};
 use scen_core::trace::{Event, EventKind};
 use std::cell::RefCell;
@@ -252,7 +253,7 @@ async fn serve_agent_store(
     probe: &SimProbe,
     s: &Scenario,
 ) -> turmoil::Result {
-    let port = agent_store_port(s);
+    let port = torchrun::agent_store_port(s);
     match net.bind(port).await {
         Ok(l) => {
             let text = format!(
@@ -354,26 +355,13 @@ fn start_rank(
     });
 }
 
-/// torchrun's agent checks its workers every `monitor_interval` (0.1 s) and, once one has
-/// failed, stops the others (SIGTERM) and ends the job.
-const TORCHRUN_MONITOR_MS: u64 = 100;
-
-/// MASTER_PORT as the launcher gives it (rank 0's).
-fn agent_store_port(s: &Scenario) -> u16 {
-    s.world
-        .ranks
-        .first()
-        .and_then(|r| r.env.get("MASTER_PORT"))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(29500)
-}
-
 /// After rank `failed` failed under torchrun: at the agent's next check, every worker still
-/// running is stopped, failed with the agent's reason.
+/// running is stopped, failed with the agent's reason (core's `runtime::torchrun`).
 async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize) {
-    clock
-        .sleep_until_ms(clock.now_ms() + TORCHRUN_MONITOR_MS)
-        .await;
+    let Some((_, at)) = torchrun::stop_after([(failed, clock.now_ms())]) else {
+        return;
+    };
+    clock.sleep_until_ms(at).await;
     let running: Vec<usize> = {
         let st = probe.state.borrow();
         (0..st.ends.len())
@@ -381,13 +369,7 @@ async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize) {
             .collect()
     };
     for r in running {
-        probe.terminate(
-            r,
-            Failure::Killed {
-                signal: SIGTERM,
-                by: Killer::Agent { after_rank: failed },
-            },
-        );
+        probe.terminate(r, torchrun::stopped_by_agent(failed));
     }
 }
 

@@ -1,0 +1,57 @@
+//! torchrun's elastic agent as every mode models it (`[world] launcher = "torchrun"`): the
+//! simulator and scen's hw launcher both play the agent, so its rules live here, once
+//! (torch/distributed/elastic/agent/server/api.py `_invoke_run`, local_elastic_agent.py).
+//!
+//! The agent hosts the job's TCPStore at MASTER_PORT before any worker starts
+//! (TORCHELASTIC_USE_AGENT_STORE=True), checks its workers every `monitor_interval` (0.1 s) and,
+//! once one has exited failed, stops every worker still running (SIGTERM) and ends the job
+//! (max_restarts = 0, torchrun's default).
+
+use crate::outcome::{Failure, Killer, SIGTERM};
+use crate::scenario::Scenario;
+
+/// The agent's `monitor_interval`: how often it looks at its workers' exits.
+pub const MONITOR_INTERVAL_MS: u64 = 100;
+
+/// The store's port as the launcher gives it: rank 0's MASTER_PORT, else torchrun's 29500.
+pub fn agent_store_port(s: &Scenario) -> u16 {
+    s.world
+        .ranks
+        .first()
+        .and_then(|r| r.env.get("MASTER_PORT"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(29500)
+}
+
+/// How a worker the agent stopped ends: SIGTERM, after rank `failed` failed.
+pub fn stopped_by_agent(failed: usize) -> Failure {
+    Failure::Killed {
+        signal: SIGTERM,
+        by: Killer::Agent { after_rank: failed },
+    }
+}
+
+/// When the agent stops the others: at its first check after the earliest failed worker's
+/// exit. `exits` are (rank, exit time in ms) of the workers that exited failed; the rank it
+/// names is the earliest one's (the lowest rank on a tie).
+pub fn stop_after(exits: impl IntoIterator<Item = (usize, u64)>) -> Option<(usize, u64)> {
+    exits
+        .into_iter()
+        .min_by_key(|(r, t)| (*t, *r))
+        .map(|(r, t)| (r, t + MONITOR_INTERVAL_MS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_earliest_failed_exit_decides_and_names_its_rank() {
+        assert_eq!(stop_after([]), None);
+        assert_eq!(stop_after([(3, 500), (1, 400), (2, 400)]), Some((1, 500)));
+        assert_eq!(
+            stopped_by_agent(1).text(),
+            "SIGTERM: torchrun stopped the worker group after rank 1 failed (signal 15)"
+        );
+    }
+}
