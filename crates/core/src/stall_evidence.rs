@@ -3,7 +3,9 @@
 //! call its peers have already completed; silence then says nothing. The call records say more:
 //!
 //! - a peer that **completed** the call the rank waits in has done its part of it: the rank is
-//!   slow, not stuck (it returns once it runs);
+//!   slow, not stuck (it returns once it runs); likewise a peer that made a call on the group
+//!   of the device communicator the rank is still creating has returned from that creation
+//!   (its members return from it together);
 //! - a peer waiting in a call the rank completed is returning from it, and will move on;
 //! - a peer that **ended** (finished, failed, died) without completing the call never will;
 //! - a peer waiting in **another call**, where neither has completed the other's call, waits for
@@ -14,7 +16,7 @@
 
 use crate::diagnose::record::{CallKey, CallKind, CallRecord, CallState};
 use crate::observe::Observed;
-use crate::trace::Wait;
+use crate::trace::{Wait, WaitOn};
 
 /// What one peer a rank waits for says about that wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,10 +69,26 @@ fn completed(c: Option<&CallRecord>) -> bool {
     c.is_some_and(|c| c.state == CallState::Completed)
 }
 
+/// For a wait in a device communicator's creation: when peer `p` started its first call on
+/// the same group at that step or later, having returned from the creation (a rank creates a
+/// group's communicator before it records a call on it). `None` if it has not.
+fn past_init(o: &Observed, w: &Wait, p: usize) -> Option<u64> {
+    if !matches!(w.on, WaitOn::DeviceInit) {
+        return None;
+    }
+    let g = w.group.as_deref()?;
+    o.calls
+        .iter()
+        .find(|c| {
+            c.rank == p && c.step >= w.step && format!("{} ({})", c.group_label, c.group) == g
+        })
+        .map(|c| c.t_start_ms)
+}
+
 /// What peer `p` says about rank `r`'s wait `w`.
 pub fn peer(o: &Observed, r: usize, w: &Wait, p: usize) -> Peer {
     let mine = open_call(o, r, w);
-    if mine.is_some_and(|c| completed(counterpart(o, c, p))) {
+    if mine.is_some_and(|c| completed(counterpart(o, c, p))) || past_init(o, w, p).is_some() {
         return Peer::Done;
     }
     if o.ends.get(p).is_some_and(|e| e.is_some()) {
@@ -89,12 +107,19 @@ pub fn peer(o: &Observed, r: usize, w: &Wait, p: usize) -> Peer {
     Peer::Elsewhere
 }
 
-/// Rank `r` waits in a call every peer of its wait has completed (or that has no peers, as
-/// in a one-rank world): only its own return is left. `Some(since)`: when the last of them
-/// completed it (the wait's start without peers). `None` otherwise.
+/// Rank `r` waits in a call (or a device communicator's creation) every peer of its wait has
+/// completed (or that has no peers, as in a one-rank world): only its own return is left.
+/// `Some(since)`: when the last of them completed it (the wait's start without peers). `None`
+/// otherwise.
 pub fn returning(o: &Observed, r: usize, w: &Wait) -> Option<u64> {
-    let mine = open_call(o, r, w)?;
     let mut since = w.since_ms;
+    if matches!(w.on, WaitOn::DeviceInit) {
+        for p in &w.peers {
+            since = since.max(past_init(o, w, *p)?);
+        }
+        return Some(since);
+    }
+    let mine = open_call(o, r, w)?;
     for p in &w.peers {
         let c = counterpart(o, mine, *p).filter(|c| c.state == CallState::Completed)?;
         since = since.max(c.t_end_ms.unwrap_or(since));
@@ -243,5 +268,34 @@ mod tests {
         o.record_call(barrier);
         let w0 = o.waits[0].clone().expect("wait");
         assert_eq!(peer(&o, 0, &w0, 1), Peer::Elsewhere);
+    }
+
+    #[test]
+    fn a_peer_calling_on_the_group_is_past_the_communicator_creation() {
+        let mut o = Observed::new(2);
+        let mut init = wait(1, vec![1]);
+        init.on = WaitOn::DeviceInit;
+        init.seq = None;
+        o.waits[0] = Some(init.clone());
+        // Rank 1 still creating it too: the same wait.
+        o.waits[1] = Some(Wait {
+            peers: vec![0],
+            ..init.clone()
+        });
+        assert_eq!(peer(&o, 0, &init, 1), Peer::With);
+        assert_eq!(returning(&o, 0, &init), None);
+        // Rank 1 created it and called all_reduce #1 on it: rank 0 returns from the creation.
+        let mut ar1 = rec(1, 1, CallState::Started, None);
+        ar1.t_start_ms = 700;
+        o.record_call(ar1);
+        o.waits[1] = Some(wait(1, vec![0]));
+        assert_eq!(peer(&o, 0, &init, 1), Peer::Done);
+        assert_eq!(returning(&o, 0, &init), Some(700));
+        // Alone in it (a one-rank world): only its own return is left, since it began.
+        let alone = Wait {
+            peers: vec![],
+            ..init
+        };
+        assert_eq!(returning(&o, 0, &alone), Some(100));
     }
 }
