@@ -45,9 +45,32 @@ fn options() -> HwOptions {
     }
 }
 
+/// oneCCL's KVS binds the lowest free port from 4096 on 127.0.0.1, and its server thread dies
+/// on a request that is not its own (docs/hw.md, "Watchdog"): the peers of a rank a test kills
+/// keep connecting to that port until the launcher ends them, and a job a parallel test starts
+/// meanwhile gets it, and hangs in communicator creation. Tests that kill a rank or a launcher
+/// run alone; the other tests that start oneCCL jobs may run together.
+static ONECCL_JOBS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+#[allow(dead_code)] // held for its drop
+enum Jobs {
+    Shared(std::sync::RwLockReadGuard<'static, ()>),
+    Alone(std::sync::RwLockWriteGuard<'static, ()>),
+}
+
+/// Held while a test's oneCCL jobs run: `alone` for a test that kills ranks or launchers.
+fn oneccl_jobs(alone: bool) -> Jobs {
+    if alone {
+        Jobs::Alone(ONECCL_JOBS.write().unwrap_or_else(|e| e.into_inner()))
+    } else {
+        Jobs::Shared(ONECCL_JOBS.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// `None` (after printing why) when this machine has no oneCCL.
 fn run_hw(rel: &str, o: &HwOptions) -> Option<scen_core::report::Report> {
     let s = load(rel);
+    let _jobs = oneccl_jobs(o.kill_rank_at.is_some());
     match scen_hw::run(&s, &path(rel), o) {
         Ok(r) => Some(r),
         Err(HwError::Unavailable(why)) => {
@@ -273,6 +296,7 @@ fn simulator_only_scenarios_are_refused_with_the_reason() {
 /// that one rank; two such processes make the job, like `torchrun --nproc-per-node 2`.
 #[test]
 fn under_torchrun_each_process_runs_its_own_rank() {
+    let _jobs = oneccl_jobs(false);
     let rel = "scenarios/five_ops_xccl_w2.toml";
     if let Err(HwError::Unavailable(why)) =
         scen_hw::launcher::check_eligible(&load(rel), &options(), false)
@@ -429,6 +453,7 @@ fn a_dead_store_host_ends_the_run_at_once_with_the_connect_timeout_error() {
 #[test]
 fn kill_trials_leave_nothing_behind() {
     let rel = "tests/hw/kill_trials_w4.toml";
+    let _jobs = oneccl_jobs(true);
     if let Err(HwError::Unavailable(why)) =
         scen_hw::launcher::check_eligible(&load(rel), &options(), false)
     {
