@@ -111,6 +111,7 @@ fn run_nodes(rel: &str, nnodes: usize, extra: impl Fn(usize) -> Vec<&'static str
 
 #[test]
 fn two_and_three_launchers_make_one_job() {
+    let _jobs = super::oneccl_jobs(false);
     for (rel, nnodes, per_node) in [
         ("tests/hw/five_ops_xccl_2x2.toml", 2, 2),
         ("tests/hw/five_ops_xccl_3x1.toml", 3, 1),
@@ -204,6 +205,7 @@ fn another_job_is_refused_at_the_rendezvous() {
 #[test]
 fn a_node_killed_mid_collective_leaves_the_other_reported_and_nothing_behind() {
     let rel = "tests/hw/multinode_kill_2x2.toml";
+    let _jobs = super::oneccl_jobs(true);
     if !hw_here(rel) {
         return;
     }
@@ -318,6 +320,7 @@ fn launchers_playing_torchruns_agents_stop_every_node_after_a_failure() {
 /// id (SLURM_JOB_ID + SLURM_STEP_ID, OMPI_MCA_ess_base_jobid).
 #[test]
 fn srun_and_mpirun_processes_make_one_job() {
+    let _jobs = super::oneccl_jobs(false);
     let rel = "tests/hw/five_ops_xccl_2x2.toml";
     if !hw_here(rel) {
         return;

@@ -152,6 +152,7 @@ fn the_failing_recording_as_plain_processes_gives_the_simulators_verdicts() {
     let mut s = load(rel);
     s.world.launcher = Launcher::Processes;
     let sim = scen_sim::simulate(&s, None).expect("simulates");
+    let _jobs = super::oneccl_jobs(false);
     let hw = match scen_hw::run(&s, &path(rel), &options()) {
         Ok(r) => r,
         Err(e) => panic!("{rel}: {e}"),
@@ -176,6 +177,7 @@ fn hw_launcher_flag_decides_who_hosts_the_store() {
         (None, "torchrun", true),
         (Some("processes"), "processes", false),
     ] {
+        let _jobs = super::oneccl_jobs(false);
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_scen"));
         cmd.args(["run", "--hw", rel, "--max-wall-s", "60", "--format", "json"])
             .current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -291,6 +293,7 @@ fn eligible_scenarios_under_torchrun_give_the_simulators_verdicts() {
         s.world.launcher = Launcher::Torchrun;
         let sim = scen_sim::simulate(&s, None).expect("simulates");
         let t = Instant::now();
+        let _jobs = super::oneccl_jobs(false);
         let hw = match scen_hw::run(&s, &path(rel), &options()) {
             Ok(r) => r,
             Err(HwError::Unavailable(why)) => {

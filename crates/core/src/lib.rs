@@ -25,6 +25,7 @@ pub mod runtime;
 pub mod scenario;
 pub mod sglang;
 pub mod stall;
+pub mod stall_evidence;
 pub mod tensor;
 pub mod trace;
 pub mod verdict;

@@ -2,11 +2,17 @@
 //! happen, and what each unfinished rank's end is then.
 //!
 //! A run is over when every unfinished rank waits and each wait is hopeless: past its deadline
-//! (+ grace); or with no deadline and a peer that has ended or waits in another call; or a
-//! connect to a TCPStore whose host process is dead (c10d would retry until its timeout, 30 min
-//! by default, and then raise the connect-timeout error: the launcher raises it at once). A
+//! (+ grace); or with no deadline and a peer that has ended without completing the call, or
+//! waits in another call where neither has completed the other's (core's `stall_evidence`); or
+//! a connect to a TCPStore whose host process is dead (c10d would retry until its timeout, 30
+//! min by default, and then raise the connect-timeout error: the launcher raises it at once). A
 //! rank whose process died inside a call is that call's culprit: its peers still in the same
 //! call are victims, not something the others wait for.
+//!
+//! Evidence, not silence, decides: a rank still inside a call every peer of it has completed
+//! is slow (a loaded host), not stuck, however long it has been quiet; only when it has not
+//! returned [`RETURN_LIMIT_MS`] after the last of them (or, alone in the call, after it began)
+//! is it stuck inside the device library.
 
 use crate::probe::Msg;
 use scen_core::diagnose::record::CallState;
@@ -15,11 +21,17 @@ use scen_core::outcome::{Failure, RankEnd};
 use scen_core::probe::Fact;
 use scen_core::scenario::Scenario;
 use scen_core::stall;
+use scen_core::stall_evidence;
 use scen_core::trace::{Event, EventKind, Wait, WaitOn};
 use std::collections::BTreeMap;
 
 /// Extra time a wait gets past its deadline before the launcher enforces it.
 pub const DEADLINE_GRACE_MS: u64 = 1_000;
+
+/// How long a rank may take to return from a call every peer of it has completed (alone in
+/// it: since it began) before it counts as stuck inside the device library. A loaded host
+/// delays a return by seconds (issue 32 saw > 1 s); a real library hang exceeds any bound.
+pub const RETURN_LIMIT_MS: u64 = 30_000;
 
 /// What the launcher has heard, as core's observation (so core's stall analysis applies).
 pub struct State {
@@ -115,6 +127,7 @@ pub fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
     if open.is_empty() || !open.iter().all(|r| hopeless(st, *r, t)) {
         return false;
     }
+    note_stuck_returns(st, &open, t);
     blame_the_dead(st, &open);
     let o = &st.obs;
     let found = stall::analyse(s, o, t);
@@ -186,23 +199,48 @@ pub fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
     true
 }
 
-fn same_call(a: &Wait, b: &Wait) -> bool {
-    a.group == b.group && a.seq == b.seq
-}
-
 /// Can rank `r`'s wait never end by itself before its deadline?
 fn hopeless(st: &State, r: usize, t: u64) -> bool {
     let o = &st.obs;
     let Some(w) = &o.waits[r] else { return false };
+    if let Some(since) = stall_evidence::returning(o, r, w) {
+        // Only its own return is left: slow, not stuck, unless it never comes.
+        return t >= since + RETURN_LIMIT_MS;
+    }
     match w.deadline_ms {
         Some(d) => t >= d + DEADLINE_GRACE_MS || dead_store_host(st, w).is_some(),
-        None => w.peers.iter().any(|p| {
-            o.ends.get(*p).is_some_and(|e| e.is_some())
-                || o.waits
-                    .get(*p)
-                    .and_then(|x| x.as_ref())
-                    .is_some_and(|pw| !same_call(w, pw))
-        }),
+        None => w
+            .peers
+            .iter()
+            .any(|p| stall_evidence::peer(o, r, w, *p).hopeless()),
+    }
+}
+
+/// Says which of the stuck ranks never returned from a call only they were still in.
+fn note_stuck_returns(st: &mut State, open: &[usize], t: u64) {
+    for &r in open {
+        let o = &st.obs;
+        let Some(w) = &o.waits[r] else { continue };
+        let Some(since) = stall_evidence::returning(o, r, w) else {
+            continue;
+        };
+        let call = stall_evidence::open_call(o, r, w)
+            .map(|c| c.call_name())
+            .unwrap_or_else(|| w.what.clone());
+        let after = if w.peers.is_empty() {
+            "it began (no other rank is in it)"
+        } else {
+            "every other rank in it completed it"
+        };
+        let secs = (t - since.min(t)) / 1_000;
+        tracing::warn!(
+            rank = r,
+            "watchdog: rank {r} has not returned from {call} {secs} s after {after}"
+        );
+        st.notes.push(format!(
+            "rank {r} has not returned from {call} {secs} s after {after}: stuck inside the device library (the watchdog allows {} s)",
+            RETURN_LIMIT_MS / 1_000
+        ));
     }
 }
 
@@ -225,13 +263,7 @@ fn blame_the_dead(st: &mut State, open: &[usize]) {
         if !w.peers.iter().any(|p| st.died.contains(p)) {
             continue;
         }
-        let co_waiting = |p: usize| {
-            o.ends.get(p).is_some_and(|e| e.is_none())
-                && o.waits
-                    .get(p)
-                    .and_then(|x| x.as_ref())
-                    .is_some_and(|pw| same_call(w, pw))
-        };
+        let co_waiting = |p: usize| stall_evidence::peer(o, r, w, p) == stall_evidence::Peer::With;
         let (with_me, peers): (Vec<usize>, Vec<usize>) =
             w.peers.iter().copied().partition(|p| co_waiting(*p));
         if !with_me.is_empty() {
@@ -252,6 +284,7 @@ fn blame_the_dead(st: &mut State, open: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scen_core::diagnose::record::CallRecord;
     use scen_core::scenario::parse;
     use scen_core::trace::Dir;
 
@@ -428,5 +461,114 @@ mod tests {
             st.obs.waits[r] = Some(w);
         }
         assert!(!stalled(&s, &mut st, &[0, 1, 2], 2_000));
+    }
+
+    fn record(rank: usize, seq: u64, state: CallState, t_end_ms: Option<u64>) -> CallRecord {
+        CallRecord {
+            rank,
+            group: "0".into(),
+            group_label: "WORLD".into(),
+            group_ranks: vec![0, 1, 2],
+            backend: "xccl".into(),
+            kind: scen_core::diagnose::record::CallKind::Collective,
+            seq,
+            peer: None,
+            fp: scen_core::diagnose::record::Fingerprint {
+                op: "all_reduce".into(),
+                dtype: "f32".into(),
+                shape: vec![1],
+                nbytes: 4,
+                root: None,
+                reduce_op: Some("SUM".into()),
+                splits: None,
+            },
+            step: 1,
+            line: 1,
+            state,
+            t_start_ms: 0,
+            t_end_ms,
+        }
+    }
+
+    /// Issue 32: on a loaded host rank 0 was still returning from all_reduce #47 when ranks 1
+    /// and 2 had completed it and waited in #48; 1 s of silence made that a hang.
+    #[test]
+    fn a_rank_returning_from_a_call_its_peers_completed_is_slow_not_stuck() {
+        let s = scenario();
+        let mut st = state();
+        st.obs.record_call(record(0, 47, CallState::Started, None));
+        for r in 1..3 {
+            st.obs
+                .record_call(record(r, 47, CallState::Completed, Some(900)));
+            st.obs.record_call(record(r, 48, CallState::Started, None));
+            let peers = (0..3).filter(|p| *p != r).collect();
+            st.obs.waits[r] = Some(wait(48, peers, None));
+        }
+        st.obs.waits[0] = Some(wait(47, vec![1, 2], None));
+        assert!(!stalled(&s, &mut st, &[0, 1, 2], 11_000));
+        // A peer that completed the call and then ended is no reason either.
+        st.obs.ends[2] = Some((RankEnd::Completed, 1_000));
+        st.obs.waits[2] = None;
+        assert!(!stalled(&s, &mut st, &[0, 1, 2], 11_000));
+        // Never returning is: stuck inside the library, and said so.
+        assert!(!stalled(&s, &mut st, &[0, 1], 900 + RETURN_LIMIT_MS - 1));
+        assert!(stalled(&s, &mut st, &[0, 1], 900 + RETURN_LIMIT_MS));
+        assert!(
+            st.notes
+                .iter()
+                .any(|n| n.starts_with("rank 0 has not returned from all_reduce #47")),
+            "{:?}",
+            st.notes
+        );
+    }
+
+    #[test]
+    fn a_rank_returning_past_its_deadline_is_not_timed_out_by_the_launcher() {
+        let s = scenario();
+        let mut st = state();
+        st.obs.record_call(record(0, 5, CallState::Started, None));
+        for r in 1..3 {
+            st.obs
+                .record_call(record(r, 5, CallState::Completed, Some(900)));
+            st.obs.ends[r] = Some((RankEnd::Completed, 1_000));
+        }
+        st.obs.waits[0] = Some(wait(5, vec![1, 2], Some(1_000)));
+        assert!(!stalled(&s, &mut st, &[0, 1, 2], 10_000));
+        assert_eq!(st.obs.ends[0], None);
+    }
+
+    #[test]
+    fn ranks_in_different_calls_neither_completed_are_a_stall_at_once() {
+        let s = scenario();
+        let mut st = state();
+        st.obs.record_call(record(0, 2, CallState::Started, None));
+        st.obs.waits[0] = Some(wait(2, vec![1, 2], None));
+        for r in 1..3 {
+            st.obs
+                .record_call(record(r, 1, CallState::Completed, Some(50)));
+            st.obs.record_call(record(r, 3, CallState::Started, None));
+            let peers = (0..3).filter(|p| *p != r).collect();
+            st.obs.waits[r] = Some(wait(3, peers, None));
+        }
+        assert!(stalled(&s, &mut st, &[0, 1, 2], 2_000));
+    }
+
+    #[test]
+    fn a_lone_rank_that_never_returns_is_stuck_after_the_return_limit() {
+        let s = scenario();
+        let mut st = state();
+        st.obs.record_call(record(0, 1, CallState::Started, None));
+        let mut w = wait(1, vec![], None);
+        w.since_ms = 200;
+        st.obs.waits[0] = Some(w);
+        assert!(!stalled(&s, &mut st, &[0], 200 + RETURN_LIMIT_MS - 1));
+        assert!(stalled(&s, &mut st, &[0], 200 + RETURN_LIMIT_MS));
+        assert!(
+            st.notes
+                .iter()
+                .any(|n| n.contains("it began (no other rank is in it)")),
+            "{:?}",
+            st.notes
+        );
     }
 }
