@@ -12,12 +12,12 @@ mod bench;
 #[path = "hw/multinode.rs"]
 mod multinode;
 
-/// Recordings (`launcher = "torchrun"`): scen's launcher plays torchrun's agent.
-#[path = "hw/recordings.rs"]
-mod recordings;
 /// The watchdog on a host the test loads itself: no false hang (issue 32).
 #[path = "hw/load.rs"]
 mod load;
+/// Recordings (`launcher = "torchrun"`): scen's launcher plays torchrun's agent.
+#[path = "hw/recordings.rs"]
+mod recordings;
 /// scen's TCPStore and real PyTorch's, both ways, and scen ranks under a real torchrun.
 #[path = "hw/torch_store.rs"]
 mod torch_store;

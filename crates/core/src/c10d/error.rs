@@ -314,6 +314,14 @@ pub fn gloo_alltoallv_self_length() -> C10dError {
     )
 }
 
+/// A rank at or past the world size it was given, on gloo: the context's constructor enforces
+/// `rank < size` (gloo/context.cc:23; real torch 2.15, scenarios/gloo_rank_not_below_world_size.toml).
+pub fn gloo_rank_not_below_size(rank: usize, size: usize) -> C10dError {
+    runtime(format!(
+        "[enforce fail at gloo/context.cc:23] rank < size. {rank} vs {size}"
+    ))
+}
+
 /// R20.
 pub fn mismatched_bound_device() -> C10dError {
     assertion("Mismatched bound device between new pg and the default pg.")

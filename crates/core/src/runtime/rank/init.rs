@@ -60,6 +60,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if rv.rank >= rv.world_size {
             // The backend is built for ranks 0..world_size: a rank outside has no place in it
             // (gloo's context enforces rank < size; the model would have no group rank).
+            if config.backends().contains(&"gloo") {
+                return Err(error::gloo_rank_not_below_size(rv.rank, rv.world_size));
+            }
             return Err(error::rank_out_of_range(rv.rank, rv.world_size));
         }
         self.world = Some(WorldPg {
