@@ -115,6 +115,9 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     current_device: usize,
     step: usize,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The TCPStore server this rank hosts for its default group: it lives as long as that
+    /// group (`destroy_process_group()` drops the last reference, and PyTorch's server closes).
+    store_server: Option<tokio::task::AbortHandle>,
     /// sglang's start-up state, once `init_distributed_environment` ran (rank/sglang.rs).
     sgl: Option<sglang::SgState>,
     /// How often `destroy_process_group()` reset the group counter (names restart).
@@ -179,6 +182,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         current_device: 0,
         step: 0,
         tasks: Vec::new(),
+        store_server: None,
         sgl: None,
         group_generation: 0,
         works: BTreeMap::new(),
@@ -336,7 +340,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 )
                 .await
             }
-            StepKind::DestroyProcessGroup { group } => self.destroy(group),
+            StepKind::DestroyProcessGroup { group } => self.destroy(group).await,
             StepKind::SetDevice { device } => self.set_device(device),
             StepKind::Barrier { group } => self.barrier(group).await,
             StepKind::MonitoredBarrier {

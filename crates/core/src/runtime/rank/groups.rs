@@ -150,10 +150,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// R13.
-    pub(super) fn destroy(&mut self, group: &Option<String>) -> Res<String> {
+    pub(super) async fn destroy(&mut self, group: &Option<String>) -> Res<String> {
         match group {
             None => {
                 self.world.take().ok_or_else(error::not_initialized)?;
+                // The store this rank served goes with the group (its last reference): its
+                // port is free again for a later init, as real torch 2.15's is.
+                if let Some(server) = self.store_server.take() {
+                    server.abort();
+                    // Dropped, its listener and connections closed, at its next poll.
+                    while !server.is_finished() {
+                        tokio::task::yield_now().await;
+                    }
+                }
                 let n = self.pgs.len();
                 self.pgs.clear();
                 self.handles.clear();

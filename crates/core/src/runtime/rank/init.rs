@@ -10,6 +10,7 @@ use crate::net::{Clock, Net};
 use crate::probe::{Fact, Probe};
 use crate::scenario::Launcher;
 use crate::trace::{EventKind, EventTag, StoreUse, Wait, WaitOn};
+use crate::wire::WireError;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -51,11 +52,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if rv.rank == 0 && !agent_store {
             self.start_store_server(rv.port).await?;
         }
-        let store = Rc::new(
-            self.connect_store(&rv.host, rv.port, timeout_ms, deadline)
-                .await?,
-        );
-        self.wait_for_workers(&store, &rv, timeout_ms).await?;
+        let (store, joined) = self
+            .connect_store(&rv.host, rv.port, timeout_ms, deadline)
+            .await?;
+        let store = Rc::new(store);
+        self.wait_for_workers(&store, joined, &rv, timeout_ms)
+            .await?;
         config.check_known()?;
         if rv.rank >= rv.world_size {
             // The backend is built for ranks 0..world_size: a rank outside has no place in it
@@ -142,8 +144,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
         })?;
         let (net, clock) = (self.env.net.clone(), self.env.clock.clone());
-        self.tasks
-            .push(tokio::task::spawn_local(store::serve(net, clock, listener)));
+        let server = tokio::task::spawn_local(store::serve(net, clock, listener));
+        self.store_server = Some(server.abort_handle());
+        self.tasks.push(server);
         self.event(
             EventKind::Info,
             format!("TCPStore server listening on port {port}"),
@@ -159,7 +162,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         port: u16,
         timeout_ms: u64,
         deadline: u64,
-    ) -> Res<StoreClient<N>> {
+    ) -> Res<(StoreClient<N>, i64)> {
         let mut delay_ms = 100u64;
         let mut tries = 0u64;
         loop {
@@ -194,7 +197,21 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     } else {
                         StoreClient::open(&self.env.net, s, addr).await
                     };
-                    return client.map_err(|e| self.store_err(e));
+                    let client = client.map_err(|e| self.store_err(e))?;
+                    // The constructor's first exchange (PyTorch validates and pings, then
+                    // counts in): a server that closed the connection meanwhile (its group
+                    // destroyed, its port about to serve the next init) is retried like a
+                    // refused connect, as TCPStore's connect loop does.
+                    match client.add("init/", 1).await {
+                        Ok(n) => return Ok((client, n)),
+                        Err(StoreError::Wire(WireError::Closed)) if self.now() < deadline => {
+                            self.event(EventKind::Info, format!("TCPStore {host}:{port} closed the connection before it answered: connecting again"));
+                        }
+                        Err(e) => return Err(self.store_err(e)),
+                    }
+                    tries += 1;
+                    self.env.clock.sleep_until_ms(self.now() + delay_ms).await;
+                    delay_ms = (delay_ms * 2).min(5_000);
                 }
                 Err(e) => {
                     if tries == 0 {
@@ -216,13 +233,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// R16 waitForWorkers: everyone counts in; the server's rank waits for all.
+    /// `n`: `init/` after this rank's check-in (made by [`Self::connect_store`]).
     pub(super) async fn wait_for_workers(
         &self,
         store: &StoreClient<N>,
+        n: i64,
         rv: &rendezvous::Rendezvous,
         timeout_ms: u64,
     ) -> Res<()> {
-        let n = store.add("init/", 1).await.map_err(|e| self.store_err(e))?;
         self.event(
             EventKind::Info,
             format!("checked in to TCPStore {} (init/ = {n})", store.addr),
