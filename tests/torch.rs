@@ -451,7 +451,7 @@ fn main() {
         }
         (name, o)
     });
-    let checks: [(&str, &str, &Check); 9] = [
+    let checks: [(&str, &str, &Check); 10] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -496,6 +496,11 @@ fn main() {
             "record_outcomes",
             "scen record: a raising rank's exception and step, a hanging rank at --timeout-s",
             &|| record::raising_and_hanging_ranks(&python),
+        ),
+        (
+            "record_timing",
+            "scen record: a late rank stays late, a rank lives until its process ends, a monitored_barrier",
+            &|| record::timing_is_recorded(&python),
         ),
     ];
     for (name, what, check) in checks {

@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 
 ENV_DIR = "SCEN_RECORD_DIR"
@@ -88,6 +89,11 @@ def _group(g):
 def _op_name(op):
     s = str(op).split(".")[-1].lower()
     return "product" if s == "product" else s
+
+
+def _now_ms():
+    """Wall-clock milliseconds: the time between calls, and between ranks' first calls."""
+    return int(time.time() * 1000)
 
 
 def _timeout_ms(t):
@@ -168,16 +174,18 @@ def _wrap(op, fn):
         try:
             i = next(_next)
             try:
-                rec = dict(ev="call", i=i, op=op, at=_where(), **_describe(op, _args(fn, a, kw)))
+                rec = dict(ev="call", i=i, op=op, at=_where(), t=_now_ms(),
+                           **_describe(op, _args(fn, a, kw)))
             except Exception as e:  # never let the recorder break the program
-                rec = dict(ev="call", i=i, op=op, at=_where(), note="not described: %r" % e)
+                rec = dict(ev="call", i=i, op=op, at=_where(), t=_now_ms(),
+                           note="not described: %r" % e)
             _write(rec)
             try:
                 ret = fn(*a, **kw)
             except BaseException as e:
-                _write(dict(ev="error", i=i, exc=type(e).__name__, msg=_message(e)))
+                _write(dict(ev="error", i=i, t=_now_ms(), exc=type(e).__name__, msg=_message(e)))
                 raise
-            _write(dict(ev="done", i=i, **_result(op, ret, a, kw)))
+            _write(dict(ev="done", i=i, t=_now_ms(), **_result(op, ret, a, kw)))
             return ret
         finally:
             _state.inside = False
@@ -229,13 +237,13 @@ def _wrap_wait(orig):
         _state.inside = True
         try:
             i = next(_next)
-            _write(dict(ev="call", i=i, op="wait", work=entry[0], at=_where()))
+            _write(dict(ev="call", i=i, op="wait", work=entry[0], at=_where(), t=_now_ms()))
             try:
                 ret = orig(self, *a, **kw)
             except BaseException as e:
-                _write(dict(ev="error", i=i, exc=type(e).__name__, msg=_message(e)))
+                _write(dict(ev="error", i=i, t=_now_ms(), exc=type(e).__name__, msg=_message(e)))
                 raise
-            _write(dict(ev="done", i=i))
+            _write(dict(ev="done", i=i, t=_now_ms()))
             return ret
         finally:
             _state.inside = False
@@ -281,13 +289,13 @@ def patch(dist):
                       if os.path.abspath(f.filename) != _HERE
                       and not (_TORCH_DIR and os.path.abspath(f.filename).startswith(_TORCH_DIR))]
             at = "%s:%d" % (os.path.abspath(frames[-1].filename), frames[-1].lineno) if frames else "?:0"
-            _write(dict(ev="raise", exc=ty.__name__, msg=_message(e), at=at))
+            _write(dict(ev="raise", exc=ty.__name__, msg=_message(e), at=at, t=_now_ms()))
         except Exception:
             pass
         hook(ty, e, tb)
     sys.excepthook = excepthook
     import atexit
-    atexit.register(lambda: _write(dict(ev="exit")) if _out["fd"] is not None else None)
+    atexit.register(lambda: _write(dict(ev="exit", t=_now_ms())) if _out["fd"] is not None else None)
 
 
 class _Finder(importlib.abc.MetaPathFinder):

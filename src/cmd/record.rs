@@ -174,6 +174,7 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
     let started = Instant::now();
     let limit = a.timeout_s.map(Duration::from_secs);
     let mut timed_out = false;
+    let mut cut_ms = None;
     let mut termed: Option<Instant> = None;
     loop {
         if let Ok(Some(_)) = child.try_wait() {
@@ -188,6 +189,11 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
         }
         if termed.is_none() && limit.is_some_and(|l| started.elapsed() >= l) {
             timed_out = true;
+            // The recorder's clock (Python's time.time()), so the cut compares with its calls.
+            cut_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_millis() as u64);
             eprintln!(
                 "scen record: {} s passed; stopping the program (SIGTERM)",
                 a.timeout_s.unwrap_or(0)
@@ -211,6 +217,7 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
         platform: a.platform.clone(),
         backend: a.backend.clone(),
         timed_out,
+        cut_ms,
         cwd,
     };
     let rec = record::record(procs, &o)?;

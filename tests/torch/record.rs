@@ -282,6 +282,59 @@ if dist.get_rank() == 0:
 time.sleep(600)
 "#;
 
+/// Rank 1 computes for 3 s before the all_reduce its peer waits for with a 1 s timeout.
+const LATE: &str = r#"import datetime, time, torch, torch.distributed as dist
+dist.init_process_group(backend="gloo", timeout=datetime.timedelta(seconds=1))
+if dist.get_rank() == 1:
+    time.sleep(3)
+dist.all_reduce(torch.ones(4))
+"#;
+
+/// Rank 0's monitored_barrier names ranks 1 and 2, which sleep on in their own code.
+const MONITORED: &str = r#"import datetime, time, torch.distributed as dist
+dist.init_process_group(backend="gloo")
+if dist.get_rank() == 0:
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=1), wait_all_ranks=True)
+else:
+    time.sleep(3)
+"#;
+
+/// The time between calls decides outcomes, so it is recorded: a late rank's sleep is a step
+/// and the recording simulates to the outcome it recorded (written without it, rank 1 was on
+/// time and everyone completed); a monitored_barrier is recorded as itself with its timeout.
+pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("scen-record-timing-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    for (name, program, world, want) in [
+        ("late", LATE, 2, "op = \"sleep\"\non = [1]\nms = 3000\n"),
+        (
+            "monitored",
+            MONITORED,
+            3,
+            "op = \"monitored_barrier\"\non = [0]\ntimeout_s = 1.0\nwait_all_ranks = true\n",
+        ),
+    ] {
+        let text = record_program(dir.path(), python, name, program, world, &[])?;
+        if !text.contains(want) {
+            return Err(format!(
+                "{name}: the recording lacks\n{want}\n--- it is:\n{text}"
+            ));
+        }
+        let s = scen_core::scenario::parse(&text, "t.toml", name).map_err(|e| e.to_string())?;
+        let r = scen_sim::simulate(&s, None).map_err(|e| e.to_string())?;
+        let checks = scen_core::verdict::check_expectations(&s, &r.ranks);
+        if let Some(c) = checks.iter().find(|c| !c.holds) {
+            return Err(format!(
+                "{name}: the recording fails its own expectation on rank {}: expected {}, got {}\n{text}",
+                c.rank, c.expected, c.actual
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `scen record` of `program` on `world` ranks (the shell launcher): the scenario's text.
 fn record_program(
     dir: &Path,
@@ -385,9 +438,23 @@ pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
         2,
         &["--timeout-s", "10"],
     )?;
-    let want = "[[expect]]\non = [0]\noutcome = \"hangs\"\nstep = 2\n";
-    if !text.contains(want) {
-        return Err(format!("the recording lacks\n{want}\n--- it is:\n{text}"));
+    // Cut by the time limit: rank 0 still in its recv, rank 1 still in its own code (its
+    // sleep is recorded up to the cut), both `running` then; simulated, rank 0's recv ends only
+    // after that time (rank 1's process ends), so the recording holds its own expectations.
+    let want = "[[expect]]\non = [0]\noutcome = \"running\"\nafter_s = ";
+    if !text.contains(want) || !text.contains("op = \"sleep\"") {
+        return Err(format!(
+            "the recording lacks\n{want}\n(and a sleep)--- it is:\n{text}"
+        ));
+    }
+    let s = scen_core::scenario::parse(&text, "hangs.toml", "hangs").map_err(|e| e.to_string())?;
+    let r = scen_sim::simulate(&s, None).map_err(|e| e.to_string())?;
+    let checks = scen_core::verdict::check_expectations(&s, &r.ranks);
+    if let Some(c) = checks.iter().find(|c| !c.holds) {
+        return Err(format!(
+            "the timed-out recording fails its own expectation on rank {}: expected {}, got {}\n{text}",
+            c.rank, c.expected, c.actual
+        ));
     }
     // `sh` does not pass SIGTERM on: scen record killed the ranks it recorded itself.
     let left = std::fs::read_dir("/proc")

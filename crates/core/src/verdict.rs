@@ -193,6 +193,15 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
             if let Some(err) = &error {
                 let _ = write!(expected, " with \"{err}\"");
             }
+            if let ExpectedOutcome::Running { after_ms } = outcome {
+                let _ = write!(expected, " at {}", format_ms(after_ms).trim());
+                return ExpectationCheck {
+                    rank: r,
+                    expected,
+                    actual: describe_verdict(scenario, v),
+                    holds: running_holds(v, step, after_ms),
+                };
+            }
             let holds = v.kind() == outcome.name()
                 && match v {
                     RankVerdict::Failed {
@@ -215,6 +224,19 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
             }
         })
         .collect()
+}
+
+/// `running` at `after_ms` in step `step`: still blocked there, or ended no earlier than
+/// `after_ms` (a failure in that step or a later one).
+fn running_holds(v: &RankVerdict, step: Option<usize>, after_ms: u64) -> bool {
+    match v {
+        RankVerdict::Hung { step: s, .. } => step.is_none_or(|x| x == *s),
+        RankVerdict::Failed { step: s, t_ms, .. } => {
+            *t_ms >= after_ms && step.is_none_or(|x| *s >= x)
+        }
+        RankVerdict::Completed { t_ms } => *t_ms >= after_ms,
+        RankVerdict::Elsewhere => false,
+    }
 }
 
 /// `step 2 new_group (file:12)`: step `s` and where it is written. A rank killed before it

@@ -11,6 +11,7 @@
 pub mod merge;
 pub mod parse;
 pub mod steps;
+pub mod timing;
 pub mod write;
 
 pub use parse::{parse, Proc};
@@ -24,8 +25,11 @@ pub struct Options {
     pub platform: Option<String>,
     /// Re-target device groups that used gloo (or no backend) to this backend.
     pub backend: Option<String>,
-    /// scen ended the program at its time limit: ranks still in a call hang there.
+    /// scen ended the program at its time limit: ranks still running then are written as
+    /// `running` at that time.
     pub timed_out: bool,
+    /// When it did (wall-clock ms, the recorder's clock).
+    pub cut_ms: Option<u64>,
     /// Paths in `file:line` are written relative to this directory when under it.
     pub cwd: Option<String>,
 }

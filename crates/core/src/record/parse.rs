@@ -31,6 +31,10 @@ pub struct Call {
     /// What it returned (`rank` of init, `handle` of new_group, `works`, recv's `src`).
     pub result: Map<String, Value>,
     pub end: CallEnd,
+    /// Wall-clock ms when it was called and when it returned or raised (recordings made
+    /// before scen recorded times have none).
+    pub t_call_ms: Option<u64>,
+    pub t_end_ms: Option<u64>,
 }
 
 /// An exception that ended the process.
@@ -39,6 +43,8 @@ pub struct Raised {
     pub exc: String,
     pub msg: String,
     pub at: String,
+    /// Wall-clock ms when it reached the interpreter's top.
+    pub t_ms: Option<u64>,
 }
 
 /// Everything one process recorded.
@@ -53,6 +59,8 @@ pub struct Proc {
     pub raised: Option<Raised>,
     /// Its interpreter ran atexit handlers (a normal end or a raise, not a signal).
     pub exited: bool,
+    /// Wall-clock ms of its atexit handlers.
+    pub t_exit_ms: Option<u64>,
     /// The interpreter had no torch: its path.
     pub no_torch: Option<String>,
 }
@@ -105,6 +113,7 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
         };
         let ev = text(&m, "ev");
         let index = m.get("i").and_then(Value::as_u64);
+        let t_ms = m.remove("t").and_then(|t| t.as_u64());
         match ev.as_str() {
             "proc" => {
                 p.pid = m.get("pid").and_then(Value::as_u64).unwrap_or(0);
@@ -131,6 +140,8 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                     args: m,
                     result: Map::new(),
                     end: CallEnd::Open,
+                    t_call_ms: t_ms,
+                    t_end_ms: None,
                 });
             }
             "done" | "error" => {
@@ -139,6 +150,7 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                     .get(&i)
                     .ok_or_else(|| bad(format!("`{ev}` of call {i}, which was not recorded")))?;
                 let c = &mut p.calls[at];
+                c.t_end_ms = t_ms;
                 if ev == "done" {
                     c.end = CallEnd::Done;
                     for k in ["ev", "i"] {
@@ -157,9 +169,13 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                     exc: text(&m, "exc"),
                     msg: text(&m, "msg"),
                     at: text(&m, "at"),
+                    t_ms,
                 })
             }
-            "exit" => p.exited = true,
+            "exit" => {
+                p.exited = true;
+                p.t_exit_ms = t_ms;
+            }
             "no_torch" => p.no_torch = Some(text(&m, "python")),
             other => return Err(bad(format!("unknown record kind `{other}`"))),
         }

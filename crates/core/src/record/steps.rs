@@ -188,7 +188,10 @@ pub fn rank_steps(p: &Proc, o: &Options, recorded: &str) -> Result<RankSteps, Re
         steps: vec![],
         of_call: vec![],
     };
+    let mut prev_end_ms = None;
     for c in &p.calls {
+        out.steps.extend(super::timing::before_call(prev_end_ms, c));
+        prev_end_ms = c.t_end_ms;
         let step = call_step(&mut cx, c)?;
         out.of_call.push(step.as_ref().map(|_| out.steps.len()));
         out.steps.extend(step);

@@ -5,6 +5,7 @@
 use super::merge::{merge, Merged};
 use super::parse::{CallEnd, Proc};
 use super::steps::{quote, rank_steps, StepDesc};
+use super::timing;
 use super::{Options, RecordError};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -27,8 +28,10 @@ enum Outcome {
         step: usize,
         error: String,
     },
-    Hangs {
+    /// Still running at scen record's time limit, `after_ms` after the first call.
+    Running {
         step: usize,
+        after_ms: u64,
     },
 }
 
@@ -109,10 +112,25 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
     let mut per_rank: BTreeMap<usize, Vec<StepDesc>> = BTreeMap::new();
     let mut of_call: BTreeMap<usize, Vec<Option<usize>>> = BTreeMap::new();
     let mut own_raise: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut own_stop: BTreeMap<usize, usize> = BTreeMap::new();
+    let earliest_ms = timing::earliest_first_call_ms(ranks);
+    let job_end_ms = timing::job_end_ms(ranks).max(o.cut_ms);
     for (r, p) in &procs {
         let mut rs = rank_steps(p, o, &recorded)?;
+        if let Some(late) = timing::late_start(p, earliest_ms) {
+            rs.steps.insert(0, late);
+            for s in rs.of_call.iter_mut().flatten() {
+                *s += 1;
+            }
+        }
         if let Some(step) = raise_step(p) {
+            rs.steps.extend(timing::before_raise(p));
             own_raise.insert(*r, rs.steps.len());
+            rs.steps.push(step);
+        }
+        rs.steps.extend(timing::before_exit(p));
+        if let Some(step) = timing::until_stopped(p, job_end_ms) {
+            own_stop.insert(*r, rs.steps.len());
             rs.steps.push(step);
         }
         for s in &mut rs.steps {
@@ -134,7 +152,11 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
             let steps: Vec<Option<usize>> =
                 of_call[r].iter().map(|s| s.map(|i| index[r][i])).collect();
             let raised_at = own_raise.get(r).map(|i| index[r][*i]);
-            (*r, outcome(p, &steps, raised_at, o))
+            let stopped_at = own_stop.get(r).map(|i| index[r][*i]);
+            (
+                *r,
+                outcome(p, &steps, (raised_at, stopped_at, earliest_ms), o),
+            )
         })
         .collect();
     let mut s = header(ranks, &procs, world, &recorded, o);
@@ -154,7 +176,7 @@ pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
             let what = match &p.raised {
                 Some(e) => format!("raised {}: {}", e.exc, first_line(&e.msg)),
                 None if p.exited => "completed".into(),
-                None if o.timed_out => "still running at the time limit (hangs)".into(),
+                None if o.timed_out => "still running at the time limit".into(),
                 None => "ended without exiting (a signal)".into(),
             };
             (p.rank(), format!("rank {}: {what}", p.rank()))
@@ -205,11 +227,13 @@ fn raise_step(p: &Proc) -> Option<StepDesc> {
 }
 
 /// How rank `p` ended; `steps[i]` is the merged step of its call i, `raised_at` the merged
-/// step of its own raise ([`raise_step`]). Also a comment line.
+/// step of its own raise ([`raise_step`]), `stopped_at` that of the sleep it was stopped in
+/// ([`timing::until_stopped`]), `earliest_ms` the job's first call (a time limit's `after_s`
+/// counts from it). Also a comment line.
 fn outcome(
     p: &Proc,
     steps: &[Option<usize>],
-    raised_at: Option<usize>,
+    (raised_at, stopped_at, earliest_ms): (Option<usize>, Option<usize>, Option<u64>),
     o: &Options,
 ) -> (Outcome, String) {
     let last = steps.iter().rev().find_map(|s| *s).unwrap_or(0);
@@ -260,10 +284,16 @@ fn outcome(
     if p.exited {
         return (Outcome::Completes, format!("rank {rank} completed"));
     }
-    let step = open_call.unwrap_or(last);
+    let step = open_call.or(stopped_at).unwrap_or(last);
     if o.timed_out {
         return (
-            Outcome::Hangs { step },
+            Outcome::Running {
+                step,
+                after_ms: o
+                    .cut_ms
+                    .zip(earliest_ms)
+                    .map_or(0, |(c, e)| c.saturating_sub(e)),
+            },
             format!(
                 "rank {rank} was still in step {} when scen record's time limit ended it",
                 step + 1
@@ -308,8 +338,10 @@ fn header(
         ranks.len()
     );
     s.push_str(
-        "# step (ranks with the same calls share it), with the file:line that made it. Not recorded:\n\
-         # tensor values (each tensor is filled with its rank) and the time between calls.\n",
+        "# step (ranks with the same calls share it), with the file:line that made it. Time a rank spent\n\
+         # outside torch.distributed (200 ms or more between calls, a late start of 1 s or more, the\n\
+         # time before it raised or exited) is a `sleep` step. Not recorded: tensor values (each\n\
+         # tensor is filled with its rank).\n",
     );
     let missing: Vec<usize> = (0..world).filter(|r| !procs.contains_key(r)).collect();
     if !missing.is_empty() {
@@ -399,8 +431,13 @@ fn expectations(s: &mut String, outcomes: &BTreeMap<usize, (Outcome, String)>) {
         let _ = write!(s, "\n[[expect]]\non = {rs:?}\n");
         match o {
             Outcome::Completes => s.push_str("outcome = \"completes\"\n"),
-            Outcome::Hangs { step } => {
-                let _ = writeln!(s, "outcome = \"hangs\"\nstep = {}", step + 1);
+            Outcome::Running { step, after_ms } => {
+                let _ = writeln!(
+                    s,
+                    "outcome = \"running\"\nafter_s = {:?}\nstep = {}",
+                    *after_ms as f64 / 1000.0,
+                    step + 1
+                );
             }
             Outcome::Fails { step, error } => {
                 let _ = writeln!(s, "outcome = \"fails\"\nstep = {}", step + 1);

@@ -325,13 +325,23 @@ impl Cx<'_> {
             "completes" => ExpectedOutcome::Completes,
             "fails" => ExpectedOutcome::Fails,
             "hangs" => ExpectedOutcome::Hangs,
+            "running" => ExpectedOutcome::Running {
+                after_ms: self.after_ms(&e)?,
+            },
             other => {
                 return Err(self.at(
                     &e.outcome,
-                    format!("unknown outcome `{other}` (completes, fails, hangs)"),
+                    format!("unknown outcome `{other}` (completes, fails, hangs, running)"),
                 ))
             }
         };
+        if let Some(a) = e
+            .after_s
+            .as_ref()
+            .filter(|_| !matches!(outcome, ExpectedOutcome::Running { .. }))
+        {
+            return Err(self.at(a, "`after_s` goes with outcome = \"running\""));
+        }
         if let Some(err) = e
             .error
             .as_ref()
@@ -350,6 +360,26 @@ impl Cx<'_> {
             error: e.error.map(|x| x.into_inner()),
             step,
         })
+    }
+
+    /// `running`'s `after_s`, required: the seconds after the start the rank was still running.
+    fn after_ms(&self, e: &RawExpect) -> R<u64> {
+        match &e.after_s {
+            Some(a) if *a.get_ref() >= 0.0 && *a.get_ref() * 1000.0 <= limits::MAX_DURATION_MS as f64 => {
+                Ok((*a.get_ref() * 1000.0).round() as u64)
+            }
+            Some(a) => Err(self.at(
+                a,
+                format!(
+                    "after_s must be between 0 and {} seconds",
+                    limits::MAX_DURATION_MS / 1000
+                ),
+            )),
+            None => Err(self.at(
+                &e.outcome,
+                "outcome = \"running\" needs `after_s` (how long after the start the rank was still running)",
+            )),
+        }
     }
 
     fn step_ref(&self, sr: &Spanned<RawStepRef>, steps: &[Step]) -> R<usize> {

@@ -517,7 +517,7 @@ pub struct Expectation {
     pub outcome: ExpectedOutcome,
     /// A substring of the error text (for `fails`).
     pub error: Option<String>,
-    /// The step (0-based index) where the rank fails or hangs.
+    /// The step (0-based index) where the rank fails or hangs (`running`: where it was).
     pub step: Option<usize>,
 }
 
@@ -526,6 +526,11 @@ pub enum ExpectedOutcome {
     Completes,
     Fails,
     Hangs,
+    /// The rank was still running `after_ms` after the run started (a recording cut by its
+    /// time limit): a hang holds, and so does an end at or after that time.
+    Running {
+        after_ms: u64,
+    },
 }
 
 impl ExpectedOutcome {
@@ -534,6 +539,7 @@ impl ExpectedOutcome {
             ExpectedOutcome::Completes => "completes",
             ExpectedOutcome::Fails => "fails",
             ExpectedOutcome::Hangs => "hangs",
+            ExpectedOutcome::Running { .. } => "running",
         }
     }
 }

@@ -226,6 +226,8 @@ pub struct RawExpect {
     pub outcome: Spanned<String>,
     pub error: Option<Spanned<String>>,
     pub step: Option<Spanned<RawStepRef>>,
+    /// `running`: the rank had not ended this many seconds after the run started.
+    pub after_s: Option<Spanned<f64>>,
 }
 
 /// One `[[faults]]` entry: the union of every fault kind's fields. load/faults.rs checks which
