@@ -230,11 +230,43 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
     for l in &rec.outcomes {
         text.push_str(&format!("  {l}\n"));
     }
+    text.push_str(&self_check(&rec.text, &a.out));
     eprint!("{text}");
     Ok(match guard.received() {
         Some(sig) => Exit::Signal(sig),
         None => Exit::Ok,
     })
+}
+
+/// The recording checks itself: simulated at once (seed 0), does every rank end as recorded?
+/// Lines for the summary: a count, and per rank that differs, both outcomes.
+fn self_check(text: &str, out: &Path) -> String {
+    let name = out
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .to_string();
+    let s = match scen_core::scenario::parse(text, &out.display().to_string(), &name) {
+        Ok(s) => s,
+        Err(e) => return format!("simulated: not run, the recording does not load: {e}\n"),
+    };
+    let r = match scen_sim::simulate(&s, None) {
+        Ok(r) => r,
+        Err(e) => return format!("simulated: not run: {e}\n"),
+    };
+    let checks = scen_core::verdict::check_expectations(&s, &r.ranks);
+    let same = checks.iter().filter(|c| c.holds).count();
+    let mut lines = format!(
+        "simulated (seed 0): {same} of {} rank(s) end as recorded\n",
+        checks.len()
+    );
+    for c in checks.iter().filter(|c| !c.holds) {
+        lines.push_str(&format!(
+            "  rank {}: recorded {}; simulated: {}\n",
+            c.rank, c.expected, c.actual
+        ));
+    }
+    lines
 }
 
 /// Every process's records (files in name order, so the result does not depend on the OS).

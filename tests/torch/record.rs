@@ -391,6 +391,15 @@ fn record_program(
     if code != Some(0) {
         return Err(format!("scen check: {err}"));
     }
+    // The recording checks itself: scen record simulated it and said whether each rank ends
+    // as recorded (the programs here all do).
+    let said = String::from_utf8_lossy(&run.stderr);
+    let all = format!("simulated (seed 0): {world} of {world} rank(s) end as recorded");
+    if !said.contains(&all) {
+        return Err(format!(
+            "scen record's self-check did not say `{all}`:\n{said}"
+        ));
+    }
     std::fs::read_to_string(&out).map_err(|e| e.to_string())
 }
 
