@@ -128,6 +128,8 @@ def _describe(op, v):
     for k in ("src", "dst", "group_src", "group_dst"):
         if k in v and v[k] is not None:
             d[k] = int(v[k])
+    if v.get("tag"):
+        d["tag"] = int(v["tag"])
     for k in ("tensor", "output", "input", "output_tensor", "input_tensor"):
         if k in v:
             d[k] = _tensor(v[k])
@@ -160,7 +162,8 @@ def _describe(op, v):
         d["wait_all_ranks"] = True
     if op == "batch_isend_irecv":
         d["ops"] = [dict(op=getattr(p.op, "__name__", str(p.op)), peer=int(p.peer),
-                         tensor=_tensor(p.tensor), group=_group(p.group))
+                         tensor=_tensor(p.tensor), group=_group(p.group),
+                         tag=int(getattr(p, "tag", 0) or 0))
                     for p in v.get("p2p_op_list") or []]
     return d
 

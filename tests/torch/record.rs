@@ -299,9 +299,24 @@ else:
     time.sleep(3)
 "#;
 
+/// Tagged sends received in the other order: gloo deadlocks until the timeout (rank 0 comes
+/// 0.5 s late, so rank 1's recv times out first and rank 0's send sees its pairs close).
+const TAGS: &str = r#"import datetime, time, torch, torch.distributed as dist
+dist.init_process_group(backend="gloo", timeout=datetime.timedelta(seconds=2))
+if dist.get_rank() == 0:
+    time.sleep(0.5)
+    dist.send(torch.ones(4), 1, tag=1)
+    dist.send(torch.ones(2), 1, tag=2)
+else:
+    dist.recv(torch.zeros(2), 0, tag=2)
+    dist.recv(torch.zeros(4), 0, tag=1)
+"#;
+
 /// The time between calls decides outcomes, so it is recorded: a late rank's sleep is a step
 /// and the recording simulates to the outcome it recorded (written without it, rank 1 was on
-/// time and everyone completed); a monitored_barrier is recorded as itself with its timeout.
+/// time and everyone completed); a monitored_barrier is recorded as itself with its timeout;
+/// send/recv keep their tags (written without them, the crossed tags were a size mismatch that
+/// aborts rank 1).
 pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
         .prefix("scen-record-timing-")
@@ -315,6 +330,7 @@ pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
             3,
             "op = \"monitored_barrier\"\non = [0]\ntimeout_s = 1.0\nwait_all_ranks = true\n",
         ),
+        ("tags", TAGS, 2, "dst = 1\ntag = 1\n"),
     ] {
         let text = record_program(dir.path(), python, name, program, world, &[])?;
         if !text.contains(want) {

@@ -487,6 +487,7 @@ mod tests {
             state,
             t_start_ms: 0,
             t_end_ms,
+            tag: 0,
         }
     }
 

@@ -439,21 +439,30 @@ fn check_collectives(recs: &[&CallRecord], finished: &[bool]) -> Option<Mismatch
     None
 }
 
-/// Send/recv pairing per `(src, dst)` sequence on one group.
+/// Send/recv pairing on one group: the n-th send from src to dst with a tag meets the n-th
+/// recv there with that tag (gloo's matching; untagged calls all have tag 0).
 fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
-    let mut sends: BTreeMap<(usize, usize, u64), &CallRecord> = BTreeMap::new();
-    let mut recvs: BTreeMap<(usize, usize, u64), &CallRecord> = BTreeMap::new();
-    for r in recs {
-        if let Some((s, d)) = r.endpoints() {
-            let m = if r.kind == CallKind::Send {
-                &mut sends
-            } else {
-                &mut recvs
-            };
-            m.insert((s, d, r.seq), r);
-        }
+    type Key = (usize, usize, u32, u64);
+    let mut sends: BTreeMap<Key, &CallRecord> = BTreeMap::new();
+    let mut recvs: BTreeMap<Key, &CallRecord> = BTreeMap::new();
+    let mut nth: BTreeMap<(usize, usize, u32, bool), u64> = BTreeMap::new();
+    let mut p2p: Vec<&CallRecord> = recs
+        .iter()
+        .copied()
+        .filter(|r| r.endpoints().is_some())
+        .collect();
+    p2p.sort_by_key(|r| r.seq);
+    for r in p2p {
+        let Some((s, d)) = r.endpoints() else {
+            continue;
+        };
+        let send = r.kind == CallKind::Send;
+        let n = nth.entry((s, d, r.tag, send)).or_insert(0);
+        *n += 1;
+        let m = if send { &mut sends } else { &mut recvs };
+        m.insert((s, d, r.tag, *n), r);
     }
-    let keys: BTreeSet<(usize, usize, u64)> = sends.keys().chain(recvs.keys()).copied().collect();
+    let keys: BTreeSet<Key> = sends.keys().chain(recvs.keys()).copied().collect();
     let mut out = Vec::new();
     let mut reported: BTreeSet<(usize, usize)> = BTreeSet::new();
     for k in keys {
@@ -468,7 +477,7 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                     group: s.group.clone(),
                     group_label: s.group_label.clone(),
                     backend: s.backend.clone(),
-                    seq: k.2,
+                    seq: s.seq,
                     a: Side::of(s),
                     b: Some(Side::of(r)),
                     absent: None,
@@ -516,7 +525,7 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                     group: one.group.clone(),
                     group_label: one.group_label.clone(),
                     backend: one.backend.clone(),
-                    seq: k.2,
+                    seq: one.seq,
                     a: Side::of(one),
                     b: None,
                     absent: Some(other),
@@ -582,6 +591,7 @@ mod tests {
             state: CallState::Completed,
             t_start_ms: 0,
             t_end_ms: Some(1),
+            tag: 0,
         }
     }
 

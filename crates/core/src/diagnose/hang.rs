@@ -190,7 +190,11 @@ fn absentees(records: &[CallRecord], stuck: &[StuckRank]) -> Vec<Absent> {
                     && c.group == open.group
                     && match open.kind {
                         CallKind::Collective => c.kind == CallKind::Collective,
-                        _ => c.kind != open.kind && c.endpoints() == open.endpoints(),
+                        _ => {
+                            c.kind != open.kind
+                                && c.endpoints() == open.endpoints()
+                                && c.tag == open.tag
+                        }
                     }
             });
             out.push(Absent {
@@ -416,6 +420,7 @@ mod graph_tests {
             state: CallState::Started,
             t_start_ms: 0,
             t_end_ms: None,
+            tag: 0,
         }
     }
 

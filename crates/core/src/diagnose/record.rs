@@ -111,6 +111,13 @@ pub struct CallRecord {
     pub state: CallState,
     pub t_start_ms: u64,
     pub t_end_ms: Option<u64>,
+    /// p2p: the tag its send and recv are matched by (gloo); 0 for collectives.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tag: u32,
+}
+
+fn is_zero(t: &u32) -> bool {
+    *t == 0
 }
 
 /// What identifies one call of one rank: `(rank, group, kind, seq, peer)`.
@@ -139,6 +146,10 @@ impl CallRecord {
     /// `all_reduce #2 on WORLD`, `send #1 0->1 on WORLD`.
     pub fn call_name(&self) -> String {
         match self.endpoints() {
+            Some((s, d)) if self.tag != 0 => format!(
+                "{} #{} {s}->{d} tag {} on {}",
+                self.fp.op, self.seq, self.tag, self.group_label
+            ),
             Some((s, d)) => format!(
                 "{} #{} {s}->{d} on {}",
                 self.fp.op, self.seq, self.group_label

@@ -386,6 +386,7 @@ mod tests {
             state,
             t_start_ms: seq,
             t_end_ms: Some(seq + 1),
+            tag: 0,
         }
     }
 

@@ -455,6 +455,7 @@ fn records(job: &Job, p: &Plan, at: &At) -> Vec<CallRecord> {
                 state: c.state,
                 t_start_ms,
                 t_end_ms: (c.state != CallState::Started).then_some(t_start_ms),
+                tag: 0,
             });
         }
     }

@@ -238,7 +238,7 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         "send" | "isend" | "recv" | "irecv" => {
             p2p_fields(cx, c, (&mut op, &group), &mut f, &mut notes)?;
         }
-        "batch_isend_irecv" => batch_fields(cx, c, &mut f)?,
+        "batch_isend_irecv" => batch_fields(cx, c, &mut f, &mut notes)?,
         _ => collective(cx, c, &mut op, &group, &mut f, &mut notes)?,
     }
     if is_async && !matches!(op.as_str(), "barrier" | "send" | "recv") {
@@ -379,11 +379,20 @@ fn p2p_fields(
             ))
         }
     }
+    if let Some(t) = int(a.get("tag")).filter(|t| *t != 0) {
+        f.push(("tag".into(), t.to_string()));
+    }
     Ok(())
 }
 
-/// batch_isend_irecv: the first op's group and tensor, and every op with its peer.
-fn batch_fields(cx: &Ctx, c: &Call, f: &mut Vec<(String, String)>) -> Result<(), RecordError> {
+/// batch_isend_irecv: the first op's group and tensor, and every op with its peer. The format
+/// has no tag on a batch's ops: a tagged op is noted (its matching may differ).
+fn batch_fields(
+    cx: &Ctx,
+    c: &Call,
+    f: &mut Vec<(String, String)>,
+    notes: &mut Vec<String>,
+) -> Result<(), RecordError> {
     let ops = c
         .args
         .get("ops")
@@ -406,6 +415,16 @@ fn batch_fields(cx: &Ctx, c: &Call, f: &mut Vec<(String, String)>) -> Result<(),
         })
         .collect();
     f.push(("ops".into(), format!("[{}]", items.join(", "))));
+    let tags: Vec<usize> = ops
+        .iter()
+        .filter_map(|o| int(o.get("tag")))
+        .filter(|t| *t != 0)
+        .collect();
+    if !tags.is_empty() {
+        notes.push(format!(
+            "APPROXIMATED: the ops' tags {tags:?} are not written (the format's batch ops have none): untagged ops match in order"
+        ));
+    }
     Ok(())
 }
 

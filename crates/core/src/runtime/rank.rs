@@ -80,7 +80,10 @@ struct Pg {
     timeout_ms: u64,
     prefixes: Vec<String>,
     seq: u64,
+    /// p2p calls so far per (src, dst): their sequence numbers in reports.
     p2p_seq: BTreeMap<(usize, usize), u64>,
+    /// p2p calls so far per (src, dst, tag): how gloo matches a send with its recv.
+    p2p_match: BTreeMap<(usize, usize, u32), u64>,
     /// `monitored_barrier` calls on this group so far (their messages' tags).
     monitored: u64,
     store_counter: BTreeMap<String, u64>,
@@ -359,15 +362,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 ops,
                 expect,
             } => self.batch_p2p(group, tensor, ops, expect).await,
-            StepKind::Send { group, tensor, dst } => {
-                self.p2p(group, tensor, *dst, true, &None).await
-            }
+            StepKind::Send {
+                group,
+                tensor,
+                dst,
+                tag,
+            } => self.p2p(group, tensor, (*dst, true, *tag), &None).await,
             StepKind::Recv {
                 group,
                 tensor,
                 src,
                 expect,
-            } => self.p2p(group, tensor, *src, false, expect).await,
+                tag,
+            } => self.p2p(group, tensor, (*src, false, *tag), expect).await,
             StepKind::Log { message } => {
                 let line = interpolate(message, &RANK_VARS, &|v| self.var(v)).unwrap_or_default();
                 self.event(EventKind::Log, line);
@@ -519,6 +526,15 @@ fn summarize(head: &[f64], numel: usize, digest: u64) -> String {
 }
 
 /// The step as its start event prints it.
+/// ` tag=N` for a p2p tag other than the default 0.
+fn tag_text(tag: u32) -> String {
+    if tag == 0 {
+        String::new()
+    } else {
+        format!(" tag={tag}")
+    }
+}
+
 fn describe(step: &Step) -> String {
     let g = |g: &Option<String>| g.clone().unwrap_or_else(|| "WORLD".into());
     let t = |t: &TensorSpec| {
@@ -555,12 +571,29 @@ fn describe(step: &Step) -> String {
             t(tensor),
             describe_ops(ops)
         ),
-        StepKind::Send { group, tensor, dst } => {
-            format!("group={} {} dst={dst}", g(group), t(tensor))
-        }
+        StepKind::Send {
+            group,
+            tensor,
+            dst,
+            tag,
+        } => format!(
+            "group={} {} dst={dst}{}",
+            g(group),
+            t(tensor),
+            tag_text(*tag)
+        ),
         StepKind::Recv {
-            group, tensor, src, ..
-        } => format!("group={} {} src={src}", g(group), t(tensor)),
+            group,
+            tensor,
+            src,
+            tag,
+            ..
+        } => format!(
+            "group={} {} src={src}{}",
+            g(group),
+            t(tensor),
+            tag_text(*tag)
+        ),
         StepKind::Log { .. } => String::new(),
         StepKind::Sleep { ms } => format!("{ms}ms"),
         StepKind::Raise { exception, message } => crate::outcome::Failure::Raised {

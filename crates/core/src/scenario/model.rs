@@ -367,16 +367,19 @@ pub enum StepKind {
         ops: Vec<P2pOp>,
         expect: Option<Expr>,
     },
+    /// `tag`: the p2p tag (gloo matches a send and a recv by it; NCCL and XCCL ignore it).
     Send {
         group: Option<String>,
         tensor: TensorSpec,
         dst: usize,
+        tag: u32,
     },
     Recv {
         group: Option<String>,
         tensor: TensorSpec,
         src: usize,
         expect: Option<Expr>,
+        tag: u32,
     },
     Log {
         message: String,

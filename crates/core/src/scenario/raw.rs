@@ -190,6 +190,8 @@ pub struct RawStep {
     pub input_split_sizes: Option<Spanned<RawSplits>>,
     pub output_split_sizes: Option<Spanned<RawSplits>>,
     pub async_op: Option<Spanned<bool>>,
+    /// send / recv
+    pub tag: Option<Spanned<i64>>,
     pub work: Option<Spanned<String>>,
     pub ops: Option<Spanned<Vec<Spanned<RawP2pOp>>>>,
     // log / sleep

@@ -277,6 +277,15 @@ fn ms_default(s: &Scenario, backend: Option<&str>) -> Option<String> {
     Some(format!("ms({})", s.time_scale.apply(default_ms)))
 }
 
+/// `, tag=N` for a p2p tag other than the default.
+fn tag_arg(tag: u32) -> String {
+    if tag == 0 {
+        String::new()
+    } else {
+        format!(", tag={tag}")
+    }
+}
+
 fn init_backend(s: &Scenario) -> Option<String> {
     s.steps.iter().find_map(|st| match &st.kind {
         StepKind::InitProcessGroup { backend, .. } => backend.clone(),
@@ -321,9 +330,10 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             group: g,
             tensor: t,
             dst,
+            tag,
         } => {
             b.push(format!("t = {}", tensor(s, step, t, None)));
-            b.push(format!("dist.send(t, {dst}, group={})", group(g)));
+            b.push(format!("dist.send(t, {dst}, group={}{})", group(g), tag_arg(*tag)));
             b.push(format!(
                 "st.text = \"sent \" + str(t.numel()) + \" elements to {dst}\""
             ));
@@ -333,9 +343,10 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             tensor: t,
             src,
             expect,
+            tag,
         } => {
             b.push(format!("t = {}", tensor(s, step, t, None)));
-            b.push(format!("dist.recv(t, {src}, group={})", group(g)));
+            b.push(format!("dist.recv(t, {src}, group={}{})", group(g), tag_arg(*tag)));
             b.push(format!(
                 "check(st, t, {}, {})",
                 py::str_lit(t.dtype.name()),

@@ -31,6 +31,8 @@ pub(super) struct CallSpec<'a, D = Vec<u8>> {
     /// The shape every member must agree on when it is not the tensor's: a scatter's root
     /// holds one chunk per member, every member receives one (`None`: the tensor's shape).
     pub agreed_shape: Option<Vec<usize>>,
+    /// p2p: the tag (0 for collectives).
+    pub tag: u32,
 }
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
@@ -71,6 +73,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             state: CallState::Started,
             t_start_ms: self.now(),
             t_end_ms: None,
+            tag: c.tag,
         };
         self.env.probe.call(&rec);
         rec
@@ -173,5 +176,6 @@ pub(super) fn spec_of<'a, D>(
         peer: None,
         splits,
         agreed_shape,
+        tag: 0,
     }
 }

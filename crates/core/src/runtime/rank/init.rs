@@ -304,6 +304,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             prefixes,
             seq: 0,
             p2p_seq: BTreeMap::new(),
+            p2p_match: BTreeMap::new(),
             monitored: 0,
             store_counter: BTreeMap::new(),
             comms: BTreeMap::new(),

@@ -14,20 +14,20 @@ use crate::tensor::Tensor;
 use crate::trace::{Dir, Wait, WaitOn};
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    /// `end`: the peer, whether this rank sends, and the tag.
     pub(super) async fn p2p(
         &mut self,
         group: &Option<String>,
         spec: &TensorSpec,
-        peer: usize,
-        send: bool,
+        end: (usize, bool, u32),
         expect: &Option<Expr>,
     ) -> Res<String> {
         if self.env.scenario.sim.payloads.symbolic() {
             let (t, dev) = self.make_symbolic(spec);
-            self.p2p_with(group, spec, t, dev, peer, send, expect).await
+            self.p2p_with(group, spec, t, dev, end, expect).await
         } else {
             let (t, dev) = self.make_tensor(spec);
-            self.p2p_with(group, spec, t, dev, peer, send, expect).await
+            self.p2p_with(group, spec, t, dev, end, expect).await
         }
     }
 
@@ -63,8 +63,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         spec: &TensorSpec,
         t: Tensor<D>,
         dev: String,
-        peer: usize,
-        send: bool,
+        (peer, send, tag): (usize, bool, u32),
         expect: &Option<Expr>,
     ) -> Res<String> {
         let op = if send { "send" } else { "recv" };
@@ -87,7 +86,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await?;
         }
         match self
-            .p2p_transfer(&name, &backend, &t, peer, send, false)
+            .p2p_transfer(&name, &backend, &t, (peer, send, tag), false)
             .await?
         {
             None => Ok(format!("sent {} elements to rank {peer}", t.numel())),
@@ -106,11 +105,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         name: &str,
         backend: &str,
         t: &Tensor<D>,
-        peer: usize,
-        send: bool,
+        (peer, send, tag): (usize, bool, u32),
         announced: bool,
     ) -> Res<Option<Tensor<D>>> {
-        let p = self.p2p_begin(name, backend, t, peer, send)?;
+        let p = self.p2p_begin(name, backend, t, (peer, send, tag))?;
         if backend != "gloo" {
             if let Some(d) = self.env.device.clone() {
                 let Some(values) = D::values_ref(t) else {
@@ -138,17 +136,24 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         name: &str,
         backend: &str,
         t: &Tensor<D>,
-        peer: usize,
-        send: bool,
+        (peer, send, user_tag): (usize, bool, u32),
     ) -> Res<P2pCall> {
         let me = self.world()?.rank;
         let (src, dst) = if send { (me, peer) } else { (peer, me) };
+        // gloo matches a send and a recv by their tag too; NCCL and XCCL ignore it.
+        let user_tag = if backend == "gloo" { user_tag } else { 0 };
         let pg = self.pgs.get_mut(name).expect("pg");
         let n = pg.p2p_seq.entry((src, dst)).or_insert(0);
         *n += 1;
         let seq = *n;
+        let m = pg.p2p_match.entry((src, dst, user_tag)).or_insert(0);
+        *m += 1;
+        let nth = *m;
         let pg = &self.pgs[name];
-        let tag = format!("{}/{backend}/p2p/{src}->{dst}/{seq}", pg.name);
+        let tag = match user_tag {
+            0 => format!("{}/{backend}/p2p/{src}->{dst}/{nth}", pg.name),
+            u => format!("{}/{backend}/p2p/{src}->{dst}/t{u}/{nth}", pg.name),
+        };
         let timeout = self.op_timeout(
             backend,
             pg,
@@ -175,6 +180,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             peer: Some(peer),
             splits: None,
             agreed_shape: None,
+            tag: user_tag,
         });
         Ok(P2pCall {
             tag,
@@ -377,7 +383,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             if o.send {
                 continue;
             }
-            let done = self.pgs[name].p2p_seq.get(&(*p, me)).copied().unwrap_or(0);
+            let done = self.pgs[name]
+                .p2p_match
+                .get(&(*p, me, 0))
+                .copied()
+                .unwrap_or(0);
             let k = next.entry(*p).or_insert(done);
             *k += 1;
             let tag = format!("{}/{backend}/p2p/{p}->{me}/{k}", self.pgs[name].name);
@@ -441,7 +451,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.announce_recvs(&name, &backend, ops, &peers).await?;
         for (o, p) in ops.iter().zip(&peers) {
             if o.send {
-                self.p2p_transfer(&name, &backend, &t, *p, true, false)
+                self.p2p_transfer(&name, &backend, &t, (*p, true, 0), false)
                     .await?;
             }
         }
@@ -451,7 +461,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 continue;
             }
             let out = self
-                .p2p_transfer(&name, &backend, &t, *p, false, true)
+                .p2p_transfer(&name, &backend, &t, (*p, false, 0), true)
                 .await?
                 .expect("a receive returns data");
             let vars = OutVars::flat(out.numel())

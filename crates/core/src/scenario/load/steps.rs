@@ -58,8 +58,8 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "set_device" => vec!["device"],
         "wait" => vec!["work"],
         "batch_isend_irecv" => tensor(&["ops", "expect", "expect_ulps"]),
-        "send" => tensor(&["dst"]),
-        "recv" => tensor(&["src", "expect", "expect_ulps"]),
+        "send" => tensor(&["dst", "tag"]),
+        "recv" => tensor(&["src", "tag", "expect", "expect_ulps"]),
         "log" => vec!["message"],
         "sleep" => vec!["ms"],
         "raise" => vec!["error"],
@@ -329,6 +329,7 @@ impl Cx<'_> {
                     group,
                     tensor,
                     dst: self.peer(&r.dst, "dst", ws, op_at)?,
+                    tag: self.p2p_tag(&r.tag)?,
                 }
             }
             "recv" => {
@@ -339,6 +340,7 @@ impl Cx<'_> {
                     tensor,
                     src: self.peer(&r.src, "src", ws, op_at)?,
                     expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
+                    tag: self.p2p_tag(&r.tag)?,
                 }
             }
             "log" => StepKind::Log {
@@ -690,6 +692,17 @@ impl Cx<'_> {
                 ),
             )),
             None => Ok(None),
+        }
+    }
+
+    /// send/recv's `tag` (default 0): gloo's tag is 32 bits.
+    fn p2p_tag(&self, t: &Option<Spanned<i64>>) -> R<u32> {
+        match t {
+            None => Ok(0),
+            Some(v) => u32::try_from(*v.get_ref())
+                .ok()
+                .filter(|x| i32::try_from(*x).is_ok())
+                .ok_or_else(|| self.at(v, "tag must be between 0 and 2147483647")),
         }
     }
 
