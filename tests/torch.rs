@@ -499,7 +499,7 @@ fn main() {
         ),
         (
             "record_timing",
-            "scen record: a late rank stays late, a rank lives until its process ends, monitored_barrier, p2p tags",
+            "scen record: a late rank stays late, a rank lives until its process ends, monitored_barrier, p2p tags, wait(timeout)",
             &|| record::timing_is_recorded(&python),
         ),
     ];

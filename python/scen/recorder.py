@@ -240,7 +240,15 @@ def _wrap_wait(orig):
         _state.inside = True
         try:
             i = next(_next)
-            _write(dict(ev="call", i=i, op="wait", work=entry[0], at=_where(), t=_now_ms()))
+            rec = dict(ev="call", i=i, op="wait", work=entry[0], at=_where(), t=_now_ms())
+            t = kw.get("timeout", a[0] if a else None)
+            if t is not None:
+                try:
+                    if _timeout_ms(t) > 0:  # 0: c10d's kNoTimeout, the default
+                        rec["timeout_ms"] = _timeout_ms(t)
+                except Exception:
+                    rec["note"] = "timeout not read: %r" % (t,)
+            _write(rec)
             try:
                 ret = orig(self, *a, **kw)
             except BaseException as e:

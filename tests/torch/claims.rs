@@ -72,7 +72,14 @@ pub fn wrong_claims(s: &Scenario, sim: &Report, real: &Report) -> Vec<String> {
         let failed = issued.iter().any(|&(r, at)| ended_in(r, at));
         // A rank that ended in a later step with an async call still in flight never saw how
         // that call ended: the real run says nothing about it, so neither claim is contradicted.
+        // So did a rank whose `wait(timeout=...)` gave up on it (`Operation timed out!`).
+        let gave_up = scen_core::c10d::error::work_wait_timeout().message;
         let unseen = issued.iter().any(|&(r, at)| match real.ranks.get(r) {
+            Some(RankVerdict::Failed { step, failure, .. })
+                if at_call(*step, at) && failure.text().ends_with(gave_up.as_str()) =>
+            {
+                true
+            }
             Some(RankVerdict::Hung { step, .. } | RankVerdict::Failed { step, .. }) => {
                 in_flight(*step, at) && !at_call(*step, at)
             }

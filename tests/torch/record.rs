@@ -312,11 +312,21 @@ else:
     dist.recv(torch.zeros(4), 0, tag=1)
 "#;
 
+/// `work.wait(timeout=1 s)` on an all_reduce rank 1 never joins: `Operation timed out!`.
+const WAIT_TIMEOUT: &str = r#"import datetime, time, torch, torch.distributed as dist
+dist.init_process_group(backend="gloo")
+if dist.get_rank() == 0:
+    w = dist.all_reduce(torch.ones(4), async_op=True)
+    w.wait(timeout=datetime.timedelta(seconds=1))
+else:
+    time.sleep(3)
+"#;
+
 /// The time between calls decides outcomes, so it is recorded: a late rank's sleep is a step
 /// and the recording simulates to the outcome it recorded (written without it, rank 1 was on
 /// time and everyone completed); a monitored_barrier is recorded as itself with its timeout;
 /// send/recv keep their tags (written without them, the crossed tags were a size mismatch that
-/// aborts rank 1).
+/// aborts rank 1); `work.wait(timeout=...)` keeps its timeout.
 pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
         .prefix("scen-record-timing-")
@@ -331,6 +341,12 @@ pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
             "op = \"monitored_barrier\"\non = [0]\ntimeout_s = 1.0\nwait_all_ranks = true\n",
         ),
         ("tags", TAGS, 2, "dst = 1\ntag = 1\n"),
+        (
+            "wait_timeout",
+            WAIT_TIMEOUT,
+            2,
+            "op = \"wait\"\non = [0]\nwork = \"w1\"\ntimeout_s = 1.0\n",
+        ),
     ] {
         let text = record_program(dir.path(), python, name, program, world, &[])?;
         if !text.contains(want) {

@@ -246,6 +246,12 @@ pub fn gloo_pairs_closed() -> C10dError {
     runtime("Application timeout caused pair closure")
 }
 
+/// `Work::wait(timeout)` past its timeout, the work not completed (c10d's Work.cpp; real
+/// torch 2.15, scenarios/gloo_work_wait_timeout.toml).
+pub fn work_wait_timeout() -> C10dError {
+    runtime("Operation timed out!")
+}
+
 /// R29: XCCL blocking wait (TORCH_XCCL_BLOCKING_WAIT=1).
 pub fn xccl_work_timeout(timeout_ms: u64) -> C10dError {
     e(

@@ -234,6 +234,7 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
                 return Ok(None);
             }
             f.push(("work".into(), quote(w)));
+            timeout(a, &mut f);
         }
         "send" | "isend" | "recv" | "irecv" => {
             p2p_fields(cx, c, (&mut op, &group), &mut f, &mut notes)?;
@@ -245,6 +246,7 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         if let Some(w) = works(c).first() {
             f.push(("async_op".into(), "true".into()));
             f.push(("work".into(), quote(w)));
+            timeout(a, &mut f);
             cx.async_works.insert(w.clone());
         }
     }

@@ -355,7 +355,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     .await
             }
             StepKind::Collective(c) => self.collective(c).await,
-            StepKind::Wait { work } => self.wait_work(work).await,
+            StepKind::Wait { work, timeout_ms } => self.wait_work(work, *timeout_ms).await,
             StepKind::BatchP2p {
                 group,
                 tensor,
@@ -562,7 +562,10 @@ fn describe(step: &Step) -> String {
             )
         }
         StepKind::Collective(c) => describe_coll(c, &g(&c.group), &t(&c.tensor)),
-        StepKind::Wait { work } => format!("work={work}"),
+        StepKind::Wait { work, timeout_ms } => match timeout_ms {
+            Some(t) => format!("work={work} timeout={t}ms"),
+            None => format!("work={work}"),
+        },
         StepKind::BatchP2p {
             group, tensor, ops, ..
         } => format!(

@@ -356,9 +356,11 @@ pub enum StepKind {
     },
     /// Every collective of [`CollOp`] (all_reduce, broadcast, all_gather, ...).
     Collective(CollStep),
-    /// `work.wait()` on an `async_op = true` collective's handle.
+    /// `work.wait()` on an `async_op = true` collective's handle; `timeout_ms`:
+    /// `work.wait(timeout=...)`, which raises if the work has not completed by then.
     Wait {
         work: String,
+        timeout_ms: Option<u64>,
     },
     /// `batch_isend_irecv` of a list of isend/irecv ops, all with the step's tensor spec.
     BatchP2p {

@@ -71,7 +71,8 @@ impl Scenario {
                 StepKind::InitProcessGroup { timeout_ms, .. }
                 | StepKind::NewGroup { timeout_ms, .. }
                 | StepKind::InitDistributedEnvironment { timeout_ms, .. }
-                | StepKind::MonitoredBarrier { timeout_ms, .. } => s(timeout_ms),
+                | StepKind::MonitoredBarrier { timeout_ms, .. }
+                | StepKind::Wait { timeout_ms, .. } => s(timeout_ms),
                 StepKind::Sleep { ms } => *ms = scale.apply(*ms),
                 _ => {}
             }

@@ -321,9 +321,12 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             b.push(format!("dist.monitored_barrier({})", args.join(", ")));
         }
         StepKind::Collective(c) => collective::collective(s, step, c, &mut b),
-        StepKind::Wait { work } => {
+        StepKind::Wait { work, timeout_ms } => {
             b.push(format!("work, finish = works.pop({})", py::str_lit(work)));
-            b.push("work.wait()".into());
+            match timeout_ms {
+                Some(t) => b.push(format!("work.wait(timeout=ms({t}))")),
+                None => b.push("work.wait()".into()),
+            }
             b.push("finish(st)".into());
         }
         StepKind::Send {

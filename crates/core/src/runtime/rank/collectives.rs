@@ -209,18 +209,34 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// `work.wait()`: blocks until the async call finishes and checks its result.
-    pub(super) async fn wait_work(&mut self, work: &str) -> Res<String> {
+    /// `work.wait()`, or `work.wait(timeout)`: c10d's `Work::wait` raises `Operation timed
+    /// out!` when the work has not completed by then (the work runs on; real torch 2.15).
+    pub(super) async fn wait_work(&mut self, work: &str, timeout_ms: Option<u64>) -> Res<String> {
         match self.works.remove(work) {
             None => Err(error::work_never_started(work)),
             Some(Work::None) => Err(error::wait_on_none()),
             Some(Work::Pending {
-                handle,
+                mut handle,
                 step,
                 call,
                 probe,
             }) => {
                 probe.start_waiting(self.env.proc_rank, self.step);
-                let r = handle.await;
+                let r = match timeout_ms {
+                    None => handle.await,
+                    Some(t) => {
+                        let deadline_ms = self.now() + t;
+                        tokio::select! {
+                            r = &mut handle => r,
+                            _ = self.env.clock.sleep_until_ms(deadline_ms) => {
+                                self.wait(None);
+                                let pending = Work::Pending { handle, step, call, probe };
+                                self.works.insert(work.to_string(), pending);
+                                return Err(error::work_wait_timeout());
+                            }
+                        }
+                    }
+                };
                 self.wait(None);
                 let done = r.map_err(|e| error::work_lost(work, &e.to_string()))??;
                 self.coll_result(&step, &call, done)

@@ -56,7 +56,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "destroy_process_group" | "barrier" => vec!["group"],
         "monitored_barrier" => vec!["group", "timeout_s", "wait_all_ranks"],
         "set_device" => vec!["device"],
-        "wait" => vec!["work"],
+        "wait" => vec!["work", "timeout_s"],
         "batch_isend_irecv" => tensor(&["ops", "expect", "expect_ulps"]),
         "send" => tensor(&["dst", "tag"]),
         "recv" => tensor(&["src", "tag", "expect", "expect_ulps"]),
@@ -311,6 +311,7 @@ impl Cx<'_> {
             },
             "wait" => StepKind::Wait {
                 work: self.wait_work(r, op_at)?,
+                timeout_ms: self.timeout(&r.timeout_s)?,
             },
             "batch_isend_irecv" => {
                 let (tensor, ops) = (self.tensor(r)?, self.p2p_ops(r, ws, op_at)?);
