@@ -8,3 +8,4 @@ pub mod fabric;
 pub mod link;
 mod on_gloo;
 pub mod rank;
+pub(crate) mod reuse;

@@ -29,6 +29,7 @@ pub(crate) fn out_vars(c: &CollStep, call: &CallShape, total: usize) -> OutVars 
 }
 
 /// Where output element `i` sits: the values of `k`, `chunk`, `j`, `i` and `n` for `expect`.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct OutVars {
     layout: Layout,
     /// Element offsets where each member's chunk starts (Chunks/TensorChunks), plus the end.
