@@ -20,6 +20,7 @@ src="$here/baseline/oneccl_bench.c"
 bindir=${BASELINE_BIN_DIR:-$here/../target/baseline}
 bin="$bindir/oneccl_bench_c"
 lib="$ONECCL_ROOT/lib"
+export ONECCL_ROOT
 
 if [[ ! -f "$lib/libccl.so.2" ]]; then
   echo "bench-baseline: no oneCCL at $ONECCL_ROOT (run scripts/install-oneccl-cpu.sh)" >&2
@@ -28,10 +29,9 @@ fi
 command -v "${CC:-gcc}" >/dev/null || { echo "bench-baseline: no ${CC:-gcc}" >&2; exit 2; }
 mkdir -p "$bindir"
 if [[ ! -x "$bin" || "$src" -nt "$bin" || "$0" -nt "$bin" ]]; then
-  # The prototypes are in the source (oneapi/ccl.h is C++ only); --no-as-needed keeps the
-  # library, whose symbols the program names directly.
-  if ! "${CC:-gcc}" -O2 -std=c11 -Wall -Wextra "$src" -o "$bin.tmp.$$" \
-      -L"$lib" -Wl,--no-as-needed -l:libccl.so.2 -Wl,-rpath,"$lib" -lm >&2; then
+  # The prototypes are in the source (oneapi/ccl.h is C++ only); the program dlopens
+  # $ONECCL_ROOT/lib/libccl.so.2 as scen does.
+  if ! "${CC:-gcc}" -O2 -std=c11 -Wall -Wextra "$src" -o "$bin.tmp.$$" -ldl -lm >&2; then
     echo "bench-baseline: building $src failed" >&2
     exit 2
   fi

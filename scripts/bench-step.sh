@@ -10,7 +10,10 @@
 #   the first) / (STEPS - 1); the first step, which creates the communicator and computes the
 #   fill and the expected values once, is left out as the loops leave out their warmup.
 # all_us: the same from the communicator's creation to the last step: the first step included.
-# inside: rank 0's time inside oneCCL's calls (the report's device_time) over its steps' time.
+# inside: rank 0's time inside oneCCL's calls over its process's time (the report's device_time).
+# gap_us: rank 0's time outside the collective calls per step in steady state (from one call's
+#   end to the next one's start in the report's call records: fill, check, digest, trace, IPC),
+#   within one run, so free of the noise between runs that the ratios carry.
 #
 # Env: SCEN (binary; default: release build), STEPS (default 50), REPEAT (default 5),
 # RANKS (default "2 4"), SIZE_ELEMS (f32 elements, default 4194304 = 16 MiB),
@@ -58,9 +61,11 @@ assert len(done) == steps, f"{len(done)} checked steps, want {steps}"
 ready = [e["t_ms"] for e in ev if "device communicator ready" in e["text"]][0]
 step_us = (done[-1] - done[0]) * 1000 / (steps - 1)
 all_us = (done[-1] - ready) * 1000 / steps
-calls = [c for c in r["calls"] if c["rank"] == 0]
+calls = sorted((c for c in r["calls"] if c["rank"] == 0), key=lambda c: c["seq"])[1:]
+gaps = [b["t_start_ms"] - a["t_end_ms"] for a, b in zip(calls, calls[1:])]
+gap_us = 1000 * sum(gaps) / len(gaps)
 d = [x for x in r.get("device_time", []) if x["rank"] == 0][0]
-print(f"{step_us:.0f} {all_us:.0f} {d['inside_us']} {d['of_us']}")
+print(f"{step_us:.0f} {all_us:.0f} {gap_us:.0f} {d['inside_us']} {d['of_us']}")
 EOF
 }
 
@@ -77,7 +82,7 @@ bench() { # ranks -> us per call
 load() { cut -d' ' -f1 /proc/loadavg; }
 echo "# scripts/bench-step.sh at $(date -u +%FT%TZ) on $(nproc) cores; scen: $SCEN; $STEPS steps of $BYTES bytes (f32 all_reduce)"
 echo "# fill \"$FILL\", expect \"$EXPECT\"; $REPEAT repeats, order rotated; ratios = busbw / bare busbw = bare_us / x_us"
-printf '%5s %4s %6s %9s %9s %9s %9s %8s %8s %8s %7s\n' ranks rep load bare_us step_us all_us bench_us step% all% bench% inside
+printf '%5s %4s %6s %9s %9s %9s %9s %8s %8s %8s %7s %7s\n' ranks rep load bare_us step_us all_us bench_us step% all% bench% inside gap_us
 for n in $RANKS; do
   scenario "$n"
   for ((k = 0; k < REPEAT; k++)); do
@@ -85,14 +90,14 @@ for n in $RANKS; do
     for who in $(case $((k % 3)) in 0) echo bare step bench ;; 1) echo step bench bare ;; 2) echo bench bare step ;; esac); do
       case $who in
         bare) b=$(bare "$n") ;;
-        step) read -r s a in of <<<"$(step "$n")" ;;
+        step) read -r s a g in of <<<"$(step "$n")" ;;
         bench) h=$(bench "$n") ;;
       esac
     done
     inside=$(python3 -c "print(f'{100*$in/max(1,$of):.0f}%')")
     echo "$n $k $l0 $b $s $a $h" | awk '{printf "%5d %4d %6s %9d %9d %9d %9d %7.1f%% %7.1f%% %7.1f%%", $1, $2, $3, $4, $5, $6, $7, 100*$4/$5, 100*$4/$6, 100*$4/$7}'
-    echo " $(printf '%7s' "$inside")"
-    echo "$n $b $s $a $h" >>"$dir/all"
+    echo " $(printf '%7s %7s' "$inside" "$g")"
+    echo "$n $b $s $a $h $g" >>"$dir/all"
   done
 done
 echo "# per rank count: median [min-max] over repeats of each ratio"
@@ -104,6 +109,8 @@ for n in sorted({r[0] for r in rows}):
     def band(i):
         v = [r[1] / r[i] * 100 for r in rs]
         return f"{st.median(v):5.1f}% [{min(v):.1f}-{max(v):.1f}]"
+    gap = [r[5] for r in rs]
     print(f"# {int(n)} ranks: step {band(2)}  all steps {band(3)}  scen bench {band(4)}  "
-          f"(bare {st.median(r[1] for r in rs)/1000:.1f} ms per call, median)")
+          f"(bare {st.median(r[1] for r in rs)/1000:.1f} ms per call; outside oneCCL per "
+          f"step {st.median(gap)/1000:.2f} ms [{min(gap)/1000:.2f}-{max(gap)/1000:.2f}]; medians)")
 EOF

@@ -1,9 +1,9 @@
 // The bare-loop baseline for `scen bench --hw` and `scen run --hw` (docs/bench.md, "Baseline"):
 // the same sweep as scen bench (ops, sizes, dtype, reduction, warmup, iters, values and size
-// rules) as a plain loop of oneCCL C API calls -- the API, library (libccl.so.2) and buffers
-// scen uses (crates/oneccl-sys) -- with no code of scen's: a ceiling for scen's figures. The
-// prototypes are declared here as crates/oneccl-sys declares them (oneapi/ccl.h includes C++
-// headers, so a C program cannot include it). One process per rank; rank 0 gets the unique id
+// rules) as a plain loop of oneCCL C API calls -- the API, library (libccl.so.2, loaded as
+// crates/oneccl-sys loads it) and buffers scen uses -- with no code of scen's: a ceiling for
+// scen's figures. The prototypes are declared here as crates/oneccl-sys declares them
+// (oneapi/ccl.h includes C++ headers, so a C program cannot include it). One process per rank; rank 0 gets the unique id
 // and writes it to a file the other ranks poll (scripts/bench-baseline.sh starts them). Rank 0
 // writes a `scen bench --format json` report (path "baseline"). Times: mean microseconds per
 // call over the timed iterations, averaged over ranks (nccl-tests' default), and the median
@@ -13,6 +13,7 @@
 //                     [--sizes 4K:64M] [--dtype f32] [--redop sum] [--warmup 10] [--iters 100]
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,23 +21,59 @@
 #include <string.h>
 #include <time.h>
 
-// oneCCL's C API (oneapi/ccl.h, oneapi/ccl/v2/types.h), as crates/oneccl-sys declares it.
+// oneCCL's C API (oneapi/ccl.h, oneapi/ccl/v2/types.h), as crates/oneccl-sys declares it and
+// loaded as it loads it: dlopen(RTLD_LAZY | RTLD_LOCAL) of $ONECCL_ROOT/lib/libccl.so.2. (A
+// build linked against libccl.so.2 measured 24-31 ms per 16 MiB all_reduce on 2 ranks in one
+// series of 7 where scen's loop took 10-20 ms; not isolated further on the shared machine.)
 typedef int onecclResult_t;
 typedef void *onecclComm_t;
 typedef struct { char data[4096]; } onecclUniqueId;
-onecclResult_t onecclGetUniqueId(onecclUniqueId *id);
-onecclResult_t onecclCommInitRank(onecclComm_t *comm, size_t nranks, onecclUniqueId id, int rank);
-const char *onecclGetErrorString(onecclResult_t r);
-onecclResult_t onecclAllReduce(void *s, void *r, size_t n, int dt, int op, onecclComm_t c, void *st);
-onecclResult_t onecclAllGather(const void *s, void *r, size_t n, int dt, onecclComm_t c, void *st);
-onecclResult_t onecclReduceScatter(const void *s, void *r, size_t n, int dt, int op, onecclComm_t c,
-                                   void *st);
-onecclResult_t onecclAllToAllV(const void *s, const size_t *sc, void *r, const size_t *rc, int dt,
-                               onecclComm_t c, void *st);
-onecclResult_t onecclBroadcast(const void *s, void *r, size_t n, int dt, int root, onecclComm_t c,
-                               void *st);
-onecclResult_t onecclReduce(const void *s, void *r, size_t n, int dt, int op, int root,
-                            onecclComm_t c, void *st);
+static onecclResult_t (*onecclGetUniqueId)(onecclUniqueId *id);
+static onecclResult_t (*onecclCommInitRank)(onecclComm_t *comm, size_t nranks, onecclUniqueId id,
+                                            int rank);
+static const char *(*onecclGetErrorString)(onecclResult_t r);
+static onecclResult_t (*onecclAllReduce)(void *s, void *r, size_t n, int dt, int op,
+                                         onecclComm_t c, void *st);
+static onecclResult_t (*onecclAllGather)(const void *s, void *r, size_t n, int dt, onecclComm_t c,
+                                         void *st);
+static onecclResult_t (*onecclReduceScatter)(const void *s, void *r, size_t n, int dt, int op,
+                                             onecclComm_t c, void *st);
+static onecclResult_t (*onecclAllToAllV)(const void *s, const size_t *sc, void *r,
+                                         const size_t *rc, int dt, onecclComm_t c, void *st);
+static onecclResult_t (*onecclBroadcast)(const void *s, void *r, size_t n, int dt, int root,
+                                         onecclComm_t c, void *st);
+static onecclResult_t (*onecclReduce)(const void *s, void *r, size_t n, int dt, int op, int root,
+                                      onecclComm_t c, void *st);
+
+static void *sym(void *lib, const char *name) {
+  void *p = dlsym(lib, name);
+  if (!p) {
+    fprintf(stderr, "oneccl_bench: %s not in libccl.so.2\n", name);
+    exit(2);
+  }
+  return p;
+}
+
+static void load_oneccl(void) {
+  const char *root = getenv("ONECCL_ROOT");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/lib/libccl.so.2", root ? root : ".");
+  void *lib = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+  if (!lib) lib = dlopen("libccl.so.2", RTLD_LAZY | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "oneccl_bench: cannot load libccl.so.2: %s\n", dlerror());
+    exit(2);
+  }
+  *(void **)&onecclGetUniqueId = sym(lib, "onecclGetUniqueId");
+  *(void **)&onecclCommInitRank = sym(lib, "onecclCommInitRank");
+  *(void **)&onecclGetErrorString = sym(lib, "onecclGetErrorString");
+  *(void **)&onecclAllReduce = sym(lib, "onecclAllReduce");
+  *(void **)&onecclAllGather = sym(lib, "onecclAllGather");
+  *(void **)&onecclReduceScatter = sym(lib, "onecclReduceScatter");
+  *(void **)&onecclAllToAllV = sym(lib, "onecclAllToAllV");
+  *(void **)&onecclBroadcast = sym(lib, "onecclBroadcast");
+  *(void **)&onecclReduce = sym(lib, "onecclReduce");
+}
 enum { I8 = 0, U8 = 1, I32 = 2, I64 = 4, F16 = 6, F32 = 7, F64 = 8, BF16 = 9 };
 enum { SUM = 0, PROD = 1, MAX = 2, MIN = 3 };
 
@@ -182,6 +219,15 @@ static int expected(int o, int n, int me, size_t sc, size_t j, int red, double *
   }
 }
 
+// Page-aligned and touched, as scen's buffers are (its allocator aligns large blocks to pages);
+// malloc's large blocks sit 16 bytes past a page, which costs oneCCL's reduction ~10%.
+static uint8_t *buffer(size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) die("out of memory", NULL);
+  memset(p, 0, bytes);
+  return p;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -325,6 +371,7 @@ int main(int argc, char **argv) {
             : (die("unsupported reduction ", a.redop), 0);
   size_t sizes[64], nsizes = parse_sweep(a.sizes, sizes, 64);
   const int n = a.ranks, me = a.rank;
+  load_oneccl();
   onecclUniqueId id = rendezvous(me, a.kvs);
   onecclComm_t comm = NULL;
   check(onecclCommInitRank(&comm, (size_t)n, id, me), "onecclCommInitRank");
@@ -344,7 +391,7 @@ int main(int argc, char **argv) {
       double res[3] = {0, 0, 0};
       if (sc > 0) {
         struct job j = {o, red, n, me, dt, sc, rc, calloc((size_t)n, sizeof(size_t)),
-                        calloc(sc, dt.size), calloc(rc, dt.size), comm};
+                        buffer(sc * dt.size), buffer(rc * dt.size), comm};
         for (int k = 0; k < n; k++) j.counts[k] = sc / n;
         run_job(&j, &a, res);
         free(j.counts), free(j.send), free(j.recv);
