@@ -23,8 +23,17 @@ use crate::tensor::Tensor;
 
 /// Tensors smaller than this are not worth keeping (their work is microseconds).
 pub(crate) const MIN_BYTES: usize = 64 * 1024;
+/// Nor larger than this: a rank process keeps at most a fill, expected values, a digested
+/// result and two spares of this size (320 MiB) beyond its live tensors (scen's limit is
+/// 256 MiB of tensors per rank).
+pub(crate) const MAX_BYTES: usize = 64 << 20;
 /// Spare buffers kept at most.
-const MAX_SPARES: usize = 4;
+const MAX_SPARES: usize = 2;
+
+/// Whether a buffer of `len` bytes is kept across steps.
+pub(crate) fn keeps(len: usize) -> bool {
+    (MIN_BYTES..=MAX_BYTES).contains(&len)
+}
 
 /// What a fill's bytes depend on (the rank's variables are fixed for the run).
 #[derive(Debug, Clone, PartialEq)]
@@ -134,7 +143,7 @@ impl Reuse {
             }
         }
         let t = make();
-        if t.data.len() < MIN_BYTES {
+        if !keeps(t.data.len()) {
             return (t, None);
         }
         if let Some((_, Some(old))) = self.fill.take() {
@@ -165,7 +174,7 @@ impl Reuse {
 
     /// Keeps a buffer no one reads any more.
     pub fn put_spare(&mut self, bytes: Vec<u8>) {
-        if bytes.len() >= MIN_BYTES {
+        if keeps(bytes.len()) {
             if self.spares.len() >= MAX_SPARES {
                 self.spares.remove(0);
             }
@@ -205,7 +214,7 @@ impl Reuse {
 
     /// `t`'s digest, reusing the last one when `t`'s bytes equal the bytes it was computed from.
     pub fn digest(&mut self, t: &Tensor) -> u64 {
-        if t.data.len() < MIN_BYTES {
+        if !keeps(t.data.len()) {
             return t.digest();
         }
         let key = (t.dtype, t.shape.clone());

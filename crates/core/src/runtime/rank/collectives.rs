@@ -521,7 +521,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let r = self
             .reuse
             .as_ref()
-            .filter(|_| out.data.len() >= reuse::MIN_BYTES)?;
+            .filter(|_| reuse::keeps(out.data.len()))?;
         let key = ExpectKey {
             formula: expect.source().to_string(),
             dtype: dt,

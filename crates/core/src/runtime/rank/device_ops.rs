@@ -11,7 +11,7 @@ use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Coll, Exec};
 use crate::runtime::device::{CommRef, DeviceComms};
 use crate::runtime::link::CallInfo;
-use crate::runtime::reuse::{Lent, Reuse, MIN_BYTES};
+use crate::runtime::reuse::{keeps, Lent, Reuse};
 use crate::tensor::Tensor;
 use crate::trace::{Dir, EventKind, Wait, WaitOn};
 use std::cell::{Cell, RefCell};
@@ -216,7 +216,7 @@ impl Exec for OnDevice<'_> {
     /// With kept buffers, out of place into a spare: the input (a kept fill, only read) goes
     /// back unmodified and the next step with the same fill neither recomputes nor copies it.
     async fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), C10dError> {
-        let Some(reuse) = self.reuse.filter(|_| t.data.len() >= MIN_BYTES) else {
+        let Some(reuse) = self.reuse.filter(|_| keeps(t.data.len())) else {
             return self.d.all_reduce(self.comm, t, op).await;
         };
         let out = reuse.borrow_mut().spare(t.data.len());
