@@ -252,6 +252,27 @@ impl Reuse {
     }
 }
 
+/// The longest period of a formula evaluated once and repeated ([`periodic_bytes`]).
+pub(crate) const MAX_FORMULA_PERIOD: u64 = 1 << 16;
+
+/// `numel` elements of `dtype` whose element `i` is `f(i % period)`: one period evaluated and
+/// its bytes repeated (a fill or `expect` that reads `i` only as `i % m`, Expr::period_in).
+pub(crate) fn periodic_bytes(
+    dtype: DType,
+    numel: usize,
+    period: usize,
+    f: impl Fn(usize) -> f64,
+) -> Vec<u8> {
+    let w = dtype.size_bytes();
+    let mut one = vec![0u8; period.clamp(1, numel.max(1)) * w];
+    for (i, e) in one.chunks_exact_mut(w).enumerate() {
+        dtype.encode(f(i), e);
+    }
+    let mut out = one.repeat(numel.div_ceil(one.len() / w).max(1));
+    out.truncate(numel * w);
+    out
+}
+
 /// Whether every element of `data` is `one` (compared in blocks, not one element at a time).
 pub(crate) fn all_equal(data: &[u8], one: &[u8]) -> bool {
     let w = one.len();
@@ -299,6 +320,19 @@ mod tests {
             Tensor::filled(DType::F32, vec![MIN_BYTES], 2.0)
         });
         assert!(l.is_some());
+    }
+
+    #[test]
+    fn periodic_bytes_equal_the_element_wise_tensor() {
+        for (n, p) in [(100, 7), (7, 7), (5, 7), (0, 3), (64, 1)] {
+            let f = |i: usize| (i % p) as f64 * 1.5 - 2.0;
+            let want = Tensor::from_fn(DType::BF16, vec![n], f).data;
+            assert_eq!(
+                periodic_bytes(DType::BF16, n, p, |i| f(i % p)),
+                want,
+                "{n} {p}"
+            );
+        }
     }
 
     #[test]

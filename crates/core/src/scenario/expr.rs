@@ -116,6 +116,40 @@ impl Expr {
         }
     }
 
+    /// When the formula reads `var` only as `var % m` (m a positive whole number), its value
+    /// for a whole number `var` >= 0 repeats every lcm of the m's: that period (at most
+    /// `max`), else `None`. A fill or `expect` evaluates one period and repeats its bytes.
+    pub fn period_in(&self, var: &str, max: u64) -> Option<u64> {
+        fn walk(n: &Node, var: &str, max: u64) -> Option<u64> {
+            match n {
+                Node::Num(_) => Some(1),
+                Node::Var(v) => (v != var).then_some(1),
+                Node::Bin(BinOp::Rem, a, b) => match (&**a, &**b) {
+                    (Node::Var(v), Node::Num(m)) if v == var => {
+                        (*m >= 1.0 && m.fract() == 0.0 && *m <= max as f64).then_some(*m as u64)
+                    }
+                    _ => lcm(walk(a, var, max)?, walk(b, var, max)?, max),
+                },
+                Node::Neg(a) | Node::Not(a) => walk(a, var, max),
+                Node::Bin(_, a, b) => lcm(walk(a, var, max)?, walk(b, var, max)?, max),
+                Node::In(a, xs) => xs
+                    .iter()
+                    .try_fold(walk(a, var, max)?, |p, x| lcm(p, walk(x, var, max)?, max)),
+                Node::Call(_, xs) => xs
+                    .iter()
+                    .try_fold(1, |p, x| lcm(p, walk(x, var, max)?, max)),
+            }
+        }
+        fn lcm(a: u64, b: u64, max: u64) -> Option<u64> {
+            let (mut x, mut y) = (a, b);
+            while y != 0 {
+                (x, y) = (y, x % y);
+            }
+            Some(a / x * b).filter(|l| *l <= max)
+        }
+        walk(&self.node, var, max)
+    }
+
     /// Evaluates as a condition (non-zero is true).
     pub fn holds(&self, lookup: &dyn Fn(&str) -> f64) -> bool {
         self.eval(lookup) != 0.0
@@ -608,6 +642,22 @@ pub fn format_number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn periods_are_found_only_where_the_variable_is_under_a_constant_remainder() {
+        let p = |src: &str| {
+            let e = Expr::parse(src, &["rank", "i", "world_size"]).unwrap();
+            e.period_in("i", 1 << 20)
+        };
+        assert_eq!(p("rank + i % 7"), Some(7));
+        assert_eq!(p("world_size * (i % 4) + max(i % 6, rank)"), Some(12));
+        assert_eq!(p("rank + 1"), Some(1));
+        assert_eq!(p("i"), None);
+        assert_eq!(p("(i + 1) % 7"), None);
+        assert_eq!(p("i % 2.5"), None);
+        assert_eq!(p("i % (3 + 4)"), None);
+        assert_eq!(p("i % 1048577"), None);
+    }
 
     #[test]
     fn bound_formulas_and_integer_remainders_give_the_same_bits() {

@@ -2,7 +2,7 @@
 //! and how a finished call's tensors are kept, by payload kind.
 
 use crate::payload::{Payload, Symbolic};
-use crate::runtime::reuse::{FillKey, Lent, Reuse};
+use crate::runtime::reuse::{periodic_bytes, FillKey, Lent, Reuse, MAX_FORMULA_PERIOD};
 use crate::scenario::TensorSpec;
 use crate::tensor::Tensor;
 use std::cell::RefCell;
@@ -164,6 +164,16 @@ fn fill_tensor(
         "n" => Some(per as f64),
         other => Some(var(other)),
     });
+    let numel: usize = shape.iter().product();
+    // `i` read only as `i % m` (and one list tensor, or none read by `k`): one period, repeated.
+    let period = f.period_in("i", MAX_FORMULA_PERIOD).map(|p| p as usize);
+    if let Some(p) = period.filter(|p| numel <= per || (!f.uses("k") && per.is_multiple_of(*p))) {
+        let data = periodic_bytes(spec.dtype, numel, p, |i| {
+            f.eval(&|v| if v == "i" { i as f64 } else { 0.0 })
+        });
+        let dtype = spec.dtype;
+        return Tensor { dtype, shape, data };
+    }
     Tensor::from_fn(spec.dtype, shape, |i| {
         f.eval(&|v| match v {
             "i" => (i % per) as f64,

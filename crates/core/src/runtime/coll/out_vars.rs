@@ -61,6 +61,11 @@ impl OutVars {
         self
     }
 
+    /// One flat output: `i` is the element's index (and `n`, `k`, `chunk` one value each).
+    pub fn is_flat(&self) -> bool {
+        self.layout == Layout::Flat && self.extra.is_empty()
+    }
+
     pub fn flat(total: usize) -> OutVars {
         OutVars::new(Layout::Flat, &[], total, total)
     }

@@ -532,10 +532,20 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             // The rank's variables bound once; the output's own (i, k, chunk, j, n, ...) per
             // element, as the element-wise check looks them up.
             let e = expect.bind(&|v| vars.get(0, v).is_none().then(|| self.var(v)));
+            let look = |i: usize| move |v: &str| vars.get(i, v).unwrap_or(f64::NAN);
+            // A flat output whose formula reads `i` only as `i % m` (not `j`, which is `i`
+            // there): one period, repeated.
+            let period = (vars.is_flat() && !e.uses("j"))
+                .then(|| e.period_in("i", reuse::MAX_FORMULA_PERIOD))
+                .flatten();
+            let numel = out.numel();
+            if let Some(p) = period {
+                return reuse::periodic_bytes(dt, numel, p as usize, |i| e.eval(&look(i)));
+            }
             let mut bytes = vec![0u8; out.data.len()];
             let w = dt.size_bytes();
             for (i, b) in bytes.chunks_exact_mut(w).enumerate() {
-                dt.encode(e.eval(&|v| vars.get(i, v).unwrap_or(f64::NAN)), b);
+                dt.encode(e.eval(&look(i)), b);
             }
             bytes
         })
