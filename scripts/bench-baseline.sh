@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The independent baseline for `scen bench --hw` (docs/bench.md, "Baseline"): builds
-# scripts/baseline/oneccl_bench.cpp with g++ against oneCCL's C++ API ($ONECCL_ROOT) and runs it
-# on N local ranks with its own launcher (this script; rank 0's KVS address goes through a file).
-# Prints a `scen bench --format json` report with path "baseline" on stdout, for
-# `scen bench --compare`. No scen code or binary is involved.
+# The bare-loop baseline for `scen bench --hw` and scenario steps (docs/bench.md, "Baseline"):
+# builds scripts/baseline/oneccl_bench.c with gcc against oneCCL's C API on libccl.so.2 -- the
+# API and library scen uses (crates/oneccl-sys) -- and runs it on N local ranks with its own
+# launcher (this script; rank 0's unique id goes through a file). Prints a `scen bench --format
+# json` report with path "baseline" on stdout, for `scen bench --compare`. No scen code or
+# binary is involved: a bare loop of C calls on fixed buffers, the ceiling for scen's figures.
 #
 # usage: scripts/bench-baseline.sh [--ranks N] [--op all_reduce] [--sizes 1M,16M,64M]
 #                                  [--dtype f32] [--redop sum] [--warmup 10] [--iters 100]
@@ -15,21 +16,22 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export ONECCL_ROOT=${ONECCL_ROOT:-$HOME/.cache/oneccl-cpu}
-src="$here/baseline/oneccl_bench.cpp"
+src="$here/baseline/oneccl_bench.c"
 bindir=${BASELINE_BIN_DIR:-$here/../target/baseline}
-bin="$bindir/oneccl_bench"
-cpulib="$ONECCL_ROOT/lib/ccl/cpu/lib"
+bin="$bindir/oneccl_bench_c"
+lib="$ONECCL_ROOT/lib"
+export ONECCL_ROOT
 
-if [[ ! -f "$ONECCL_ROOT/include/oneapi/ccl.hpp" || ! -f "$cpulib/libccl.so.1" ]]; then
+if [[ ! -f "$lib/libccl.so.2" ]]; then
   echo "bench-baseline: no oneCCL at $ONECCL_ROOT (run scripts/install-oneccl-cpu.sh)" >&2
   exit 2
 fi
-command -v "${CXX:-g++}" >/dev/null || { echo "bench-baseline: no ${CXX:-g++}" >&2; exit 2; }
+command -v "${CC:-gcc}" >/dev/null || { echo "bench-baseline: no ${CC:-gcc}" >&2; exit 2; }
 mkdir -p "$bindir"
 if [[ ! -x "$bin" || "$src" -nt "$bin" || "$0" -nt "$bin" ]]; then
-  # --no-as-needed: the headers declare weak symbols, --as-needed would drop the library.
-  if ! "${CXX:-g++}" -O2 -std=c++17 -I"$ONECCL_ROOT/include" "$src" -o "$bin.tmp.$$" \
-      -L"$cpulib" -Wl,--no-as-needed -l:libccl.so.1 -Wl,-rpath,"$cpulib" -lpthread >&2; then
+  # The prototypes are in the source (oneapi/ccl.h is C++ only); the program dlopens
+  # $ONECCL_ROOT/lib/libccl.so.2 as scen does.
+  if ! "${CC:-gcc}" -O2 -std=c11 -Wall -Wextra "$src" -o "$bin.tmp.$$" -ldl -lm >&2; then
     echo "bench-baseline: building $src failed" >&2
     exit 2
   fi

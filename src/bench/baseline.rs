@@ -1,6 +1,6 @@
-//! `scen bench --hw --baseline`: the independent baseline (scripts/bench-baseline.sh, which
-//! builds scripts/baseline/oneccl_bench.cpp against oneCCL's C++ API and starts its own rank
-//! processes) run in turn with scen's measurement, sweep by sweep (scen, baseline, scen, ...
+//! `scen bench --hw --baseline`: the bare-loop baseline (scripts/bench-baseline.sh, which
+//! builds scripts/baseline/oneccl_bench.c against oneCCL's C API on libccl.so.2, the API and
+//! library scen uses, and starts its own rank processes) run in turn with scen's measurement, sweep by sweep (scen, baseline, scen, ...
 //! `--repeat` times), so load changes on a shared machine hit both. Unlike `--raw` (a bare loop
 //! in scen's own processes, on its communicator), nothing of scen's is in the baseline's
 //! processes. Each row's result is a note: the baseline's time and scen's busbw as % of it.
@@ -108,10 +108,13 @@ pub fn run(req: &BenchRequest, plan: &Plan, repeat: usize) -> anyhow::Result<(Ru
                 row.op,
                 row.size_bytes,
                 plan.spec.ranks,
-                median(times),
+                median(times.clone()),
             );
         }
         row.wrong = Some(base_runs.iter().filter_map(|b| b.rows.get(i)?.wrong).sum());
+        if repeat > 1 {
+            row.hw_repeats_us = times;
+        }
     }
     Ok((scen, base))
 }
@@ -120,7 +123,7 @@ pub fn run(req: &BenchRequest, plan: &Plan, repeat: usize) -> anyhow::Result<(Ru
 /// `--raw`'s % beside it when it ran.
 pub fn notes(rows: &[BenchRow], base: &[BenchRow]) -> Vec<String> {
     let mut out = vec![
-        "baseline: scripts/bench-baseline.sh (oneCCL's C++ API in its own processes, no scen code), sweeps interleaved with scen's; % of baseline = scen's busbw / the baseline's".to_string(),
+        "baseline: scripts/bench-baseline.sh (a bare loop of oneCCL C API calls on libccl.so.2 in its own processes, no scen code), sweeps interleaved with scen's; % of baseline = scen's busbw / the baseline's".to_string(),
     ];
     for r in rows {
         let Some(hw) = r.hw else { continue };
@@ -134,8 +137,9 @@ pub fn notes(rows: &[BenchRow], base: &[BenchRow]) -> Vec<String> {
         let raw = r.raw.map_or(String::new(), |raw| {
             format!(", {:.0}% of raw", 100.0 * raw.time_us / hw.time_us)
         });
+        let (base_band, pct_band) = bands(r, base);
         out.push(format!(
-            "baseline {} {}: {:.1} us, busbw {:.3} GB/s; scen {:.1} us: {:.0}% of baseline{raw}",
+            "baseline {} {}: {:.1} us{base_band}, busbw {:.3} GB/s; scen {:.1} us: {:.0}% of baseline{pct_band}{raw}",
             r.op,
             human_size(r.size_bytes),
             b.time_us,
@@ -145,4 +149,26 @@ pub fn notes(rows: &[BenchRow], base: &[BenchRow]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// With `--repeat`: the baseline's min-max time over its sweeps and the min-max of scen's % of
+/// it, sweep k against sweep k (the noise band beside each figure); empty strings otherwise.
+fn bands(r: &BenchRow, base: &[BenchRow]) -> (String, String) {
+    let Some(b) = base
+        .iter()
+        .find(|b| b.op == r.op && b.size_bytes == r.size_bytes)
+    else {
+        return (String::new(), String::new());
+    };
+    let (bt, st) = (&b.hw_repeats_us, &r.hw_repeats_us);
+    if bt.len() < 2 || bt.len() != st.len() {
+        return (String::new(), String::new());
+    }
+    let range = |v: Vec<f64>, unit: &str| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!(" [{lo:.1}-{hi:.1}{unit} over {} sweeps]", v.len())
+    };
+    let pct = bt.iter().zip(st).map(|(b, s)| 100.0 * b / s).collect();
+    (range(bt.clone(), " us"), range(pct, "%"))
 }

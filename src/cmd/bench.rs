@@ -80,8 +80,8 @@ pub struct BenchArgs {
     /// With --hw: also time a bare oneCCL loop, interleaved in the same processes.
     #[arg(long, requires = "hw")]
     raw: bool,
-    /// With --hw: also run the independent baseline (scripts/bench-baseline.sh: oneCCL's C++
-    /// API in its own processes), sweep by sweep with scen's, and print "% of baseline".
+    /// With --hw: also run the bare-loop baseline (scripts/bench-baseline.sh: oneCCL's C API
+    /// in its own processes), sweep by sweep with scen's, and print "% of baseline".
     #[arg(long, requires = "hw")]
     baseline: bool,
     /// Which communication path --hw times: oneCCL device groups, scen's gloo host path, or

@@ -106,6 +106,12 @@ pub fn render(scenario: &Scenario, r: &Report) -> String {
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");
     }
+    if !r.device_time.is_empty() {
+        let _ = writeln!(out, "time inside the device library:");
+        for d in &r.device_time {
+            let _ = writeln!(out, "  {}", d.line());
+        }
+    }
     let ok = r.expectations.iter().filter(|e| e.holds).count();
     let _ = writeln!(out, "expectations: {ok}/{} hold", r.expectations.len());
     for e in r.expectations.iter().filter(|e| !e.holds) {

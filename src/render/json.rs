@@ -41,6 +41,22 @@ pub struct JsonReport {
     pub notes: Vec<String>,
     pub trace_hash: String,
     pub trace: Vec<JsonEvent>,
+    /// Per rank, its time inside the device library (hardware mode with device groups only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_time: Vec<JsonDeviceTime>,
+}
+
+/// How much of a rank process's time was inside the device library's calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonDeviceTime {
+    pub rank: usize,
+    pub library: String,
+    /// Microseconds inside the library's calls (communicator creation included).
+    pub inside_us: u64,
+    /// Microseconds since the rank's process loaded the library.
+    pub of_us: u64,
+    pub calls: u64,
 }
 
 /// A step reference: 1-based number, id (if the scenario gave one), label, scenario line.
@@ -208,6 +224,17 @@ pub fn build(s: &Scenario, r: &Report) -> JsonReport {
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
                 text: e.text.clone(),
+            })
+            .collect(),
+        device_time: r
+            .device_time
+            .iter()
+            .map(|d| JsonDeviceTime {
+                rank: d.rank,
+                library: d.library.clone(),
+                inside_us: d.inside_us,
+                of_us: d.of_us,
+                calls: d.calls,
             })
             .collect(),
     }

@@ -158,6 +158,8 @@ fn gloo_host_path_runs_every_op_on_real_processes_with_correct_values() {
 
 #[test]
 fn oneccl_bench_with_raw_baseline_gets_correct_values() {
+    // oneCCL jobs: not beside a test that kills ranks (tests/hw.rs, ONECCL_JOBS).
+    let _jobs = super::oneccl_jobs(false);
     let o = scen(&[
         "bench",
         "--hw",
@@ -355,6 +357,8 @@ fn calibration_on_the_gloo_path_writes_a_model_the_prediction_reads_back() {
 
 #[test]
 fn predictions_run_the_all_reduce_ccl_allreduce_names() {
+    // oneCCL jobs: not beside a test that kills ranks (tests/hw.rs, ONECCL_JOBS).
+    let _jobs = super::oneccl_jobs(false);
     // At 4 KiB oneCCL's table picks recursive doubling (2 exchanges of the whole buffer on 4
     // ranks); CCL_ALLREDUCE=ring makes it the ring (6 messages), which the prediction follows,
     // per size range where the value has ranges.
@@ -451,6 +455,8 @@ fn torch_path_times_real_torch_distributed_with_no_wrong_values() {
 
 #[test]
 fn oneccl_against_torch_compares_by_bucket_and_plots_both() {
+    // oneCCL jobs: not beside a test that kills ranks (tests/hw.rs, ONECCL_JOBS).
+    let _jobs = super::oneccl_jobs(false);
     let dir = tempfile::tempdir().unwrap();
     let small = |path: &str| {
         let mut a = SMALL_TORCH[..3].to_vec();
@@ -527,6 +533,8 @@ fn oneccl_against_torch_compares_by_bucket_and_plots_both() {
 
 #[test]
 fn ab_runs_both_paths_in_turns_and_gives_a_noise_band() {
+    // oneCCL jobs: not beside a test that kills ranks (tests/hw.rs, ONECCL_JOBS).
+    let _jobs = super::oneccl_jobs(false);
     let o = scen(&[
         "bench",
         "--hw",
@@ -561,12 +569,14 @@ fn ab_runs_both_paths_in_turns_and_gives_a_noise_band() {
     assert!(out.contains("noise band "), "{out}");
 }
 
-/// The independent baseline (scripts/bench-baseline.sh: oneCCL's C++ API, its own launcher)
-/// builds with g++, runs 2 ranks at small sizes with correct values, and its report loads in
-/// `scen bench --compare` against scen's own measurement. Skips visibly without g++ or oneCCL's
-/// headers (a failure under SCEN_HW_REQUIRED=1).
+/// The bare-loop baseline (scripts/bench-baseline.sh: oneCCL's C API on libccl.so.2, its own
+/// launcher) builds with gcc, runs 2 ranks at small sizes with correct values, and its report
+/// loads in `scen bench --compare` against scen's own measurement. Skips visibly without gcc or
+/// oneCCL (a failure under SCEN_HW_REQUIRED=1).
 #[test]
 fn independent_baseline_builds_runs_and_compares() {
+    // oneCCL jobs: not beside a test that kills ranks (tests/hw.rs, ONECCL_JOBS).
+    let _jobs = super::oneccl_jobs(false);
     let root = std::env::var("ONECCL_ROOT").map_or_else(
         |_| {
             std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
@@ -574,18 +584,18 @@ fn independent_baseline_builds_runs_and_compares() {
         },
         std::path::PathBuf::from,
     );
-    let gxx = Command::new("g++").arg("--version").output().is_ok();
-    let headers = root.join("include/oneapi/ccl.hpp").exists();
-    if !gxx || !headers {
+    let gcc = Command::new("gcc").arg("--version").output().is_ok();
+    let lib = root.join("lib/libccl.so.2").exists();
+    if !gcc || !lib {
         let why = format!(
-            "g++ found: {gxx}; oneCCL headers at {}: {headers}",
+            "gcc found: {gcc}; libccl.so.2 under {}: {lib}",
             root.display()
         );
         assert!(
             std::env::var("SCEN_HW_REQUIRED").as_deref() != Ok("1"),
             "SCEN_HW_REQUIRED=1 but {why}"
         );
-        println!("skip: the independent baseline needs g++ and oneCCL: {why}");
+        println!("skip: the bare-loop baseline needs gcc and oneCCL: {why}");
         return;
     }
     let dir = tempfile::Builder::new()

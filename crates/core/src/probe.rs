@@ -18,6 +18,15 @@ pub enum Fact {
     /// The `expect` of `step` does not apply on this rank: the call is on a group the rank is
     /// not in, a no-op (R27).
     ExpectNotApplied { step: usize },
+    /// The rank's process spent `inside_us` of its `of_us` microseconds inside the device
+    /// library's `calls` calls (hardware mode, measured around each call): the report's
+    /// `device_time`.
+    DeviceTime {
+        library: String,
+        inside_us: u64,
+        of_us: u64,
+        calls: u64,
+    },
 }
 
 /// How ranks report to whoever runs them.

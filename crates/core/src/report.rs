@@ -11,6 +11,7 @@
 use crate::diagnose::{CallRecord, Diagnosis};
 use crate::observe::Observed;
 use crate::outcome::Failure;
+use crate::probe::Fact;
 use crate::scenario::{Launcher, RankSpec, Scenario};
 use crate::trace::{Event, EventKind, Trace};
 use crate::verdict::{
@@ -82,6 +83,62 @@ pub struct Report {
     pub calls: Vec<CallRecord>,
     /// Consistency mismatches and the wait-for graph of the first stall.
     pub diagnosis: Diagnosis,
+    /// Per rank, the time its process spent inside the device library (hardware mode with
+    /// device groups; empty otherwise), in rank order.
+    pub device_time: Vec<DeviceTime>,
+}
+
+/// How much of a rank process's time was inside the device library's calls.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceTime {
+    pub rank: usize,
+    /// `oneCCL`.
+    pub library: String,
+    /// Microseconds inside the library's calls (communicator creation included).
+    pub inside_us: u64,
+    /// Microseconds since the process loaded the library (about its whole life).
+    pub of_us: u64,
+    /// Calls made.
+    pub calls: u64,
+}
+
+impl DeviceTime {
+    /// `rank 0: 1.23 s of 1.40 s inside oneCCL (88%), 51 calls`.
+    pub fn line(&self) -> String {
+        let pct = 100.0 * self.inside_us as f64 / self.of_us.max(1) as f64;
+        format!(
+            "rank {}: {:.2} s of {:.2} s inside {} ({pct:.0}%), {} calls",
+            self.rank,
+            self.inside_us as f64 / 1e6,
+            self.of_us as f64 / 1e6,
+            self.library,
+            self.calls
+        )
+    }
+}
+
+/// The device time facts the ranks reported, in rank order.
+fn device_time(facts: &[(usize, Fact)]) -> Vec<DeviceTime> {
+    let mut out: Vec<DeviceTime> = facts
+        .iter()
+        .filter_map(|(rank, f)| match f {
+            Fact::DeviceTime {
+                library,
+                inside_us,
+                of_us,
+                calls,
+            } => Some(DeviceTime {
+                rank: *rank,
+                library: library.clone(),
+                inside_us: *inside_us,
+                of_us: *of_us,
+                calls: *calls,
+            }),
+            _ => None,
+        })
+        .collect();
+    out.sort_by_key(|d| d.rank);
+    out
 }
 
 impl Report {
@@ -149,6 +206,7 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
         })
         .collect();
     let diagnosis = diagnosis.with_env(run.env_ranks).with_device(s, &failed);
+    let device_time = device_time(&o.facts);
     Report {
         scenario: s.name.clone(),
         file: s.file.clone(),
@@ -165,5 +223,6 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
         notes,
         calls,
         diagnosis,
+        device_time,
     }
 }

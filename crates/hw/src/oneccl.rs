@@ -10,11 +10,13 @@ use oneccl_sys::{self as sys, Api, OnecclComm, OnecclUniqueId};
 use scen_core::c10d::error::{self, C10dError};
 use scen_core::dtype::DType;
 use scen_core::reduce::{finish_avg, ReduceOp};
-use scen_core::runtime::device::{CommRef, DeviceComms, DeviceFuture};
+use scen_core::runtime::device::{CommRef, DeviceBusy, DeviceComms, DeviceFuture};
 use scen_core::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 /// What device memory is in this run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +38,14 @@ unsafe impl Send for SendComm {}
 struct Worker {
     api: Api,
     comms: BTreeMap<String, SendComm>,
+    busy: Arc<Busy>,
+}
+
+/// Time inside the library's calls, measured on the worker around each C call.
+#[derive(Default)]
+struct Busy {
+    ns: AtomicU64,
+    calls: AtomicU64,
 }
 
 type Job = Box<dyn FnOnce(&mut Worker) + Send>;
@@ -43,6 +53,8 @@ type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 /// The rank process's oneCCL (or why there is none: then every device operation fails with it).
 pub struct OneCcl {
     jobs: Option<mpsc::Sender<Job>>,
+    busy: Arc<Busy>,
+    started: Instant,
     pub unavailable: Option<String>,
     pub version: i32,
     pub path: String,
@@ -90,8 +102,11 @@ pub(crate) fn red_op(d: DType, op: ReduceOp) -> Result<sys::OnecclRedOp, C10dErr
 impl OneCcl {
     /// Loads libccl.so.2 on a new worker thread.
     pub fn start(backing: Backing) -> OneCcl {
+        let started = Instant::now();
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
+        let busy = Arc::new(Busy::default());
+        let worker_busy = busy.clone();
         let spawned = std::thread::Builder::new()
             .name("oneccl".into())
             .spawn(move || {
@@ -106,6 +121,7 @@ impl OneCcl {
                 let mut w = Worker {
                     api,
                     comms: BTreeMap::new(),
+                    busy: worker_busy,
                 };
                 while let Ok(job) = rx.recv() {
                     job(&mut w);
@@ -120,6 +136,8 @@ impl OneCcl {
         match ready {
             Ok((version, path)) => OneCcl {
                 jobs: Some(jobs),
+                busy,
+                started,
                 unavailable: None,
                 version,
                 path,
@@ -133,6 +151,8 @@ impl OneCcl {
     pub fn unavailable(why: String, backing: Backing) -> OneCcl {
         OneCcl {
             jobs: None,
+            busy: Arc::default(),
+            started: Instant::now(),
             unavailable: Some(why),
             version: 0,
             path: String::new(),
@@ -180,6 +200,16 @@ impl OneCcl {
 }
 
 impl Worker {
+    /// Runs one C call, counting its time as inside the library.
+    fn timed<T>(&self, f: impl FnOnce() -> T) -> T {
+        let t0 = Instant::now();
+        let r = f();
+        let ns = t0.elapsed().as_nanos() as u64;
+        self.busy.ns.fetch_add(ns, Ordering::Relaxed);
+        self.busy.calls.fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
     fn comm(&self, id: &str) -> Result<OnecclComm, C10dError> {
         self.comms
             .get(id)
@@ -216,7 +246,7 @@ impl DeviceComms for OneCcl {
         self.call_blocking(|w| {
             let mut id = OnecclUniqueId::zeroed();
             // SAFETY: a valid out pointer to a 4096-byte id.
-            let rc = unsafe { (w.api.get_unique_id)(&mut id) };
+            let rc = w.timed(|| unsafe { (w.api.get_unique_id)(&mut id) });
             w.api
                 .check("onecclGetUniqueId", rc, std::ptr::null_mut())
                 .map_err(to_c10d)?;
@@ -237,7 +267,7 @@ impl DeviceComms for OneCcl {
         Box::pin(self.call(move |w| {
             let mut c: OnecclComm = std::ptr::null_mut();
             // SAFETY: valid out pointer; the id is passed by value as the C API wants.
-            let rc = unsafe { (w.api.comm_init_rank)(&mut c, size, id, rank as i32) };
+            let rc = w.timed(|| unsafe { (w.api.comm_init_rank)(&mut c, size, id, rank as i32) });
             w.api
                 .check("onecclCommInitRank", rc, std::ptr::null_mut())
                 .map_err(to_c10d)?;
@@ -261,9 +291,9 @@ impl DeviceComms for OneCcl {
                     let c = w.comm(&id)?;
                     let p = buf.as_mut_ptr() as *mut c_void;
                     // SAFETY: in-place on a live buffer of n elements; host memory, NULL stream.
-                    let rc = unsafe {
+                    let rc = w.timed(|| unsafe {
                         (w.api.all_reduce)(p, p, n, dtype(dt), rop, c, std::ptr::null_mut())
-                    };
+                    });
                     w.api.check("onecclAllReduce", rc, c).map_err(to_c10d)?;
                     Ok(buf)
                 })
@@ -275,6 +305,53 @@ impl DeviceComms for OneCcl {
             }
             t.data = buf;
             Ok(())
+        })
+    }
+
+    /// Out of place, as a bare loop calls it: `input` is only read.
+    fn all_reduce_out<'a>(
+        &'a self,
+        comm: &'a CommRef,
+        dt: DType,
+        input: Vec<u8>,
+        mut out: Vec<u8>,
+        op: ReduceOp,
+    ) -> DeviceFuture<'a, (Vec<u8>, Vec<u8>)> {
+        let (id, size) = (comm.id.clone(), comm.size);
+        Box::pin(async move {
+            let rop = red_op(dt, op)?;
+            let n = input.len() / dt.size_bytes();
+            out.resize(input.len(), 0);
+            let (input, mut out) = self
+                .call(move |w| {
+                    let c = w.comm(&id)?;
+                    let (s, r) = (
+                        input.as_ptr() as *mut c_void,
+                        out.as_mut_ptr() as *mut c_void,
+                    );
+                    // SAFETY: both buffers hold n elements and live through the blocking call;
+                    // oneCCL only reads the send buffer. Host memory, NULL stream.
+                    let rc = w.timed(|| unsafe {
+                        (w.api.all_reduce)(s, r, n, dtype(dt), rop, c, std::ptr::null_mut())
+                    });
+                    w.api.check("onecclAllReduce", rc, c).map_err(to_c10d)?;
+                    Ok((input, out))
+                })
+                .await?;
+            if op == ReduceOp::Avg {
+                finish_avg(dt, &mut out, size);
+            }
+            Ok((input, out))
+        })
+    }
+
+    fn busy(&self) -> Option<DeviceBusy> {
+        self.jobs.as_ref()?;
+        Some(DeviceBusy {
+            library: "oneCCL".into(),
+            inside_us: self.busy.ns.load(Ordering::Relaxed) / 1000,
+            of_us: self.started.elapsed().as_micros() as u64,
+            calls: self.busy.calls.load(Ordering::Relaxed),
         })
     }
 
@@ -292,9 +369,9 @@ impl DeviceComms for OneCcl {
                     let c = w.comm(&id)?;
                     let p = buf.as_mut_ptr() as *mut c_void;
                     // SAFETY: in-place broadcast of n elements of a live host buffer.
-                    let rc = unsafe {
+                    let rc = w.timed(|| unsafe {
                         (w.api.broadcast)(p, p, n, dtype(dt), root as i32, c, std::ptr::null_mut())
-                    };
+                    });
                     w.api.check("onecclBroadcast", rc, c).map_err(to_c10d)?;
                     Ok(buf)
                 })
@@ -312,7 +389,7 @@ impl DeviceComms for OneCcl {
                     let c = w.comm(&id)?;
                     let mut recv = vec![0u8; send.len() * size];
                     // SAFETY: recv holds size * n elements; both buffers live through the call.
-                    let rc = unsafe {
+                    let rc = w.timed(|| unsafe {
                         (w.api.all_gather)(
                             send.as_ptr() as *const c_void,
                             recv.as_mut_ptr() as *mut c_void,
@@ -321,7 +398,7 @@ impl DeviceComms for OneCcl {
                             c,
                             std::ptr::null_mut(),
                         )
-                    };
+                    });
                     w.api.check("onecclAllGather", rc, c).map_err(to_c10d)?;
                     Ok(recv)
                 })
@@ -343,7 +420,7 @@ impl DeviceComms for OneCcl {
         Box::pin(self.call(move |w| {
             let c = w.comm(&id)?;
             // SAFETY: n elements of a live host buffer.
-            let rc = unsafe {
+            let rc = w.timed(|| unsafe {
                 (w.api.send)(
                     buf.as_ptr() as *const c_void,
                     n,
@@ -352,7 +429,7 @@ impl DeviceComms for OneCcl {
                     c,
                     std::ptr::null_mut(),
                 )
-            };
+            });
             w.api.check("onecclSend", rc, c).map_err(to_c10d)
         }))
     }
@@ -370,7 +447,7 @@ impl DeviceComms for OneCcl {
                 .call(move |w| {
                     let c = w.comm(&id)?;
                     // SAFETY: room for n elements.
-                    let rc = unsafe {
+                    let rc = w.timed(|| unsafe {
                         (w.api.recv)(
                             buf.as_mut_ptr() as *mut c_void,
                             n,
@@ -379,7 +456,7 @@ impl DeviceComms for OneCcl {
                             c,
                             std::ptr::null_mut(),
                         )
-                    };
+                    });
                     w.api.check("onecclRecv", rc, c).map_err(to_c10d)?;
                     Ok(buf)
                 })
@@ -396,7 +473,7 @@ impl DeviceComms for OneCcl {
             let mut one = [0f32; 1];
             let p = one.as_mut_ptr() as *mut c_void;
             // SAFETY: one float, in place.
-            let rc = unsafe {
+            let rc = w.timed(|| unsafe {
                 (w.api.all_reduce)(
                     p,
                     p,
@@ -406,7 +483,7 @@ impl DeviceComms for OneCcl {
                     c,
                     std::ptr::null_mut(),
                 )
-            };
+            });
             w.api.check("onecclAllReduce", rc, c).map_err(to_c10d)
         }))
     }
@@ -427,7 +504,7 @@ impl DeviceComms for OneCcl {
                     let c = w.comm(&id)?;
                     let mut recv = vec![0u8; send.len()];
                     // SAFETY: both buffers hold n elements and live through the call.
-                    let rc = unsafe {
+                    let rc = w.timed(|| unsafe {
                         (w.api.reduce)(
                             send.as_ptr() as *const c_void,
                             recv.as_mut_ptr() as *mut c_void,
@@ -438,7 +515,7 @@ impl DeviceComms for OneCcl {
                             c,
                             std::ptr::null_mut(),
                         )
-                    };
+                    });
                     w.api.check("onecclReduce", rc, c).map_err(to_c10d)?;
                     Ok(recv)
                 })
@@ -471,7 +548,7 @@ impl DeviceComms for OneCcl {
                     let c = w.comm(&id)?;
                     let mut recv = vec![0u8; m * dt.size_bytes()];
                     // SAFETY: send holds size * m elements, recv m; both live through the call.
-                    let rc = unsafe {
+                    let rc = w.timed(|| unsafe {
                         (w.api.reduce_scatter)(
                             send.as_ptr() as *const c_void,
                             recv.as_mut_ptr() as *mut c_void,
@@ -481,7 +558,7 @@ impl DeviceComms for OneCcl {
                             c,
                             std::ptr::null_mut(),
                         )
-                    };
+                    });
                     w.api.check("onecclReduceScatter", rc, c).map_err(to_c10d)?;
                     Ok(recv)
                 })
@@ -514,7 +591,7 @@ impl DeviceComms for OneCcl {
             let send = sends.concat();
             let mut recv = vec![0u8; recv_lens.iter().sum()];
             // SAFETY: the count arrays have one entry per member and match the buffers' sizes.
-            let rc = unsafe {
+            let rc = w.timed(|| unsafe {
                 (w.api.all_to_all_v)(
                     send.as_ptr() as *const c_void,
                     send_counts.as_ptr(),
@@ -524,7 +601,7 @@ impl DeviceComms for OneCcl {
                     c,
                     std::ptr::null_mut(),
                 )
-            };
+            });
             w.api.check("onecclAllToAllV", rc, c).map_err(to_c10d)?;
             let mut out = Vec::with_capacity(recv_lens.len());
             let mut at = 0;

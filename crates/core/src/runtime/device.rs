@@ -9,6 +9,7 @@
 //! in rank.rs.
 
 use crate::c10d::error::C10dError;
+use crate::dtype::DType;
 use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
 use std::future::Future;
@@ -29,6 +30,19 @@ pub struct CommRef {
     pub rank: usize,
 }
 
+/// How long a rank's process spent inside the device library (hardware mode's report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceBusy {
+    /// The library's name (`oneCCL`).
+    pub library: String,
+    /// Microseconds inside the library's calls (communicator creation included).
+    pub inside_us: u64,
+    /// Microseconds since the library was loaded (about the process's life so far).
+    pub of_us: u64,
+    /// Calls made.
+    pub calls: u64,
+}
+
 /// Device collectives for one rank process. Peers are communicator ranks.
 pub trait DeviceComms {
     /// What the runner puts in the verdict's notes (e.g. "xpu tensors are host buffers on
@@ -44,6 +58,30 @@ pub trait DeviceComms {
         t: &'a mut Tensor,
         op: ReduceOp,
     ) -> DeviceFuture<'a, ()>;
+    /// all_reduce out of place: `out` (as long as `input`) gets the result and `input` is left
+    /// as it was (a buffer the rank keeps across steps); both come back. By default a copy,
+    /// then [`DeviceComms::all_reduce`] in place.
+    fn all_reduce_out<'a>(
+        &'a self,
+        comm: &'a CommRef,
+        dtype: DType,
+        input: Vec<u8>,
+        mut out: Vec<u8>,
+        op: ReduceOp,
+    ) -> DeviceFuture<'a, (Vec<u8>, Vec<u8>)> {
+        Box::pin(async move {
+            out.clear();
+            out.extend_from_slice(&input);
+            let n = out.len() / dtype.size_bytes().max(1);
+            let mut t = Tensor {
+                dtype,
+                shape: vec![n],
+                data: out,
+            };
+            self.all_reduce(comm, &mut t, op).await?;
+            Ok((input, t.data))
+        })
+    }
     fn broadcast<'a>(
         &'a self,
         comm: &'a CommRef,
@@ -99,6 +137,10 @@ pub trait DeviceComms {
     /// process's teardown takes here.
     fn shutdown(&self) -> DeviceFuture<'_, ()> {
         Box::pin(async { Ok(()) })
+    }
+    /// The time spent inside the library so far, where the runner measures it.
+    fn busy(&self) -> Option<DeviceBusy> {
+        None
     }
 }
 

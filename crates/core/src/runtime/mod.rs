@@ -8,4 +8,5 @@ pub mod fabric;
 pub mod link;
 mod on_gloo;
 pub mod rank;
+pub(crate) mod reuse;
 pub mod torchrun;

@@ -127,6 +127,9 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     group_generation: u32,
     /// In-flight `async_op = true` collectives, by work name.
     works: BTreeMap<String, Work<P>>,
+    /// Fills, expected values, digests and buffers kept across steps (device library runs only:
+    /// runtime/reuse.rs).
+    reuse: Option<Rc<std::cell::RefCell<super::reuse::Reuse>>>,
 }
 
 type CallResult = Res<super::coll::Done>;
@@ -172,7 +175,9 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         ),
         _ => node.devices,
     };
+    let reuse = env.device.as_ref().map(|_| Rc::default());
     let mut p = Proc {
+        reuse,
         env,
         spec,
         platform: node.platform,
@@ -195,6 +200,15 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
     // The verdict is the program's end; the process then lives through its teardown (one rule
     // for every mode: docs/scenario-format.md `exit_ms`), its store server and sockets serving.
     let now = p.env.clock.now_ms();
+    if let Some(b) = p.env.device.as_ref().and_then(|d| d.busy()) {
+        let fact = crate::probe::Fact::DeviceTime {
+            library: b.library,
+            inside_us: b.inside_us,
+            of_us: b.of_us,
+            calls: b.calls,
+        };
+        p.env.probe.fact(p.env.proc_rank, &fact);
+    }
     p.env.probe.ended(p.env.proc_rank, &end, now);
     let exit_ms = p.env.scenario.world.exit_ms;
     // An aborted process (gloo's size check) dies at once: no interpreter teardown.

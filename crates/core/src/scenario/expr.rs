@@ -105,6 +105,51 @@ impl Expr {
         walk(&self.node, name)
     }
 
+    /// The same formula with the variables `fixed` knows replaced by their values and constant
+    /// parts computed once: evaluating it gives exactly what [`Expr::eval`] gives with those
+    /// values (a fill or `expect` evaluated per element looks up only the per-element
+    /// variables then).
+    pub fn bind(&self, fixed: &dyn Fn(&str) -> Option<f64>) -> Expr {
+        Expr {
+            node: fold(&self.node, fixed),
+            source: self.source.clone(),
+        }
+    }
+
+    /// When the formula reads `var` only as `var % m` (m a positive whole number), its value
+    /// for a whole number `var` >= 0 repeats every lcm of the m's: that period (at most
+    /// `max`), else `None`. A fill or `expect` evaluates one period and repeats its bytes.
+    pub fn period_in(&self, var: &str, max: u64) -> Option<u64> {
+        fn walk(n: &Node, var: &str, max: u64) -> Option<u64> {
+            match n {
+                Node::Num(_) => Some(1),
+                Node::Var(v) => (v != var).then_some(1),
+                Node::Bin(BinOp::Rem, a, b) => match (&**a, &**b) {
+                    (Node::Var(v), Node::Num(m)) if v == var => {
+                        (*m >= 1.0 && m.fract() == 0.0 && *m <= max as f64).then_some(*m as u64)
+                    }
+                    _ => lcm(walk(a, var, max)?, walk(b, var, max)?, max),
+                },
+                Node::Neg(a) | Node::Not(a) => walk(a, var, max),
+                Node::Bin(_, a, b) => lcm(walk(a, var, max)?, walk(b, var, max)?, max),
+                Node::In(a, xs) => xs
+                    .iter()
+                    .try_fold(walk(a, var, max)?, |p, x| lcm(p, walk(x, var, max)?, max)),
+                Node::Call(_, xs) => xs
+                    .iter()
+                    .try_fold(1, |p, x| lcm(p, walk(x, var, max)?, max)),
+            }
+        }
+        fn lcm(a: u64, b: u64, max: u64) -> Option<u64> {
+            let (mut x, mut y) = (a, b);
+            while y != 0 {
+                (x, y) = (y, x % y);
+            }
+            Some(a / x * b).filter(|l| *l <= max)
+        }
+        walk(&self.node, var, max)
+    }
+
     /// Evaluates as a condition (non-zero is true).
     pub fn holds(&self, lookup: &dyn Fn(&str) -> f64) -> bool {
         self.eval(lookup) != 0.0
@@ -498,6 +543,48 @@ fn eval(node: &Node, lookup: &dyn Fn(&str) -> f64) -> f64 {
     }
 }
 
+/// `node` with `fixed`'s variables as numbers and every subtree without variables evaluated.
+fn fold(node: &Node, fixed: &dyn Fn(&str) -> Option<f64>) -> Node {
+    let f = match node {
+        Node::Num(_) => return node.clone(),
+        Node::Var(name) => return fixed(name).map_or_else(|| node.clone(), Node::Num),
+        Node::Neg(a) => Node::Neg(Box::new(fold(a, fixed))),
+        Node::Not(a) => Node::Not(Box::new(fold(a, fixed))),
+        Node::Bin(op, a, b) => Node::Bin(*op, Box::new(fold(a, fixed)), Box::new(fold(b, fixed))),
+        Node::In(a, xs) => Node::In(
+            Box::new(fold(a, fixed)),
+            xs.iter().map(|x| fold(x, fixed)).collect(),
+        ),
+        Node::Call(name, xs) => {
+            Node::Call(name.clone(), xs.iter().map(|x| fold(x, fixed)).collect())
+        }
+    };
+    let constant = match &f {
+        Node::Neg(a) | Node::Not(a) => matches!(**a, Node::Num(_)),
+        Node::Bin(_, a, b) => matches!((&**a, &**b), (Node::Num(_), Node::Num(_))),
+        Node::In(a, xs) => {
+            matches!(**a, Node::Num(_)) && xs.iter().all(|x| matches!(x, Node::Num(_)))
+        }
+        Node::Call(_, xs) => xs.iter().all(|x| matches!(x, Node::Num(_))),
+        Node::Num(_) | Node::Var(_) => false,
+    };
+    if constant {
+        Node::Num(eval(&f, &|_| f64::NAN))
+    } else {
+        f
+    }
+}
+
+/// `a.rem_euclid(b)`; for positive whole numbers below 2^53 (`i % 7`) in integers, the same
+/// value without libm's fmod (the hot part of a per-element fill).
+fn rem(a: f64, b: f64) -> f64 {
+    const EXACT: f64 = 9007199254740992.0; // 2^53
+    if a > 0.0 && b > 0.0 && a < EXACT && b < EXACT && a.fract() == 0.0 && b.fract() == 0.0 {
+        return ((a as u64) % (b as u64)) as f64;
+    }
+    a.rem_euclid(b)
+}
+
 fn bin(op: BinOp, a: f64, b: f64) -> f64 {
     match op {
         BinOp::Add => a + b,
@@ -505,7 +592,7 @@ fn bin(op: BinOp, a: f64, b: f64) -> f64 {
         BinOp::Mul => a * b,
         BinOp::Div => a / b,
         BinOp::FloorDiv => (a / b).floor(),
-        BinOp::Rem => a.rem_euclid(b),
+        BinOp::Rem => rem(a, b),
         BinOp::Pow => a.powf(b),
         BinOp::Eq => truth(a == b),
         BinOp::Ne => truth(a != b),
@@ -555,6 +642,60 @@ pub fn format_number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn periods_are_found_only_where_the_variable_is_under_a_constant_remainder() {
+        let p = |src: &str| {
+            let e = Expr::parse(src, &["rank", "i", "world_size"]).unwrap();
+            e.period_in("i", 1 << 20)
+        };
+        assert_eq!(p("rank + i % 7"), Some(7));
+        assert_eq!(p("world_size * (i % 4) + max(i % 6, rank)"), Some(12));
+        assert_eq!(p("rank + 1"), Some(1));
+        assert_eq!(p("i"), None);
+        assert_eq!(p("(i + 1) % 7"), None);
+        assert_eq!(p("i % 2.5"), None);
+        assert_eq!(p("i % (3 + 4)"), None);
+        assert_eq!(p("i % 1048577"), None);
+    }
+
+    #[test]
+    fn bound_formulas_and_integer_remainders_give_the_same_bits() {
+        let vars = ["rank", "i", "world_size"];
+        for src in [
+            "rank + i % 7",
+            "world_size * (world_size - 1) / 2 + world_size * (i % 7)",
+            "(rank - i) % 3 + max(rank, 2) ** 2",
+            "-(i % 5) % -3 + (rank in [0, 1]) - abs(-rank)",
+            "i // 2 + 0.5 * rank + floor(i / 3) % 2.5",
+        ] {
+            let e = Expr::parse(src, &vars).unwrap();
+            let b = e.bind(&|v| (v != "i").then_some(if v == "rank" { 3.0 } else { 4.0 }));
+            for i in [0.0, -0.0, 1.0, 6.0, 7.0, 13.0, -14.0, 1e17, f64::NAN] {
+                let look = |v: &str| match v {
+                    "i" => i,
+                    "rank" => 3.0,
+                    _ => 4.0,
+                };
+                let (x, y) = (e.eval(&look), b.eval(&look));
+                assert_eq!(x.to_bits(), y.to_bits(), "{src} at i = {i}");
+            }
+        }
+        for (a, m) in [
+            (13.0, 7.0),
+            (-0.0, 7.0),
+            (-13.0, 7.0),
+            (13.0, -7.0),
+            (7.5, 2.0),
+            (1e17, 7.0),
+        ] {
+            assert_eq!(
+                rem(a, m).to_bits(),
+                f64::rem_euclid(a, m).to_bits(),
+                "{a} % {m}"
+            );
+        }
+    }
 
     fn eval_with(src: &str, rank: f64, i: f64) -> f64 {
         let e = Expr::parse(src, &["rank", "i", "world_size"]).unwrap();

@@ -6,8 +6,10 @@ use super::{Algo, Coll};
 use crate::c10d::collective::CollOp;
 use crate::c10d::error::{self, C10dError};
 use crate::payload::Payload;
+use crate::runtime::reuse::{Lent, Reuse};
 use crate::scenario::{limits, CollStep, Splits};
 use crate::tensor::Tensor;
+use std::cell::RefCell;
 
 /// `shape` with dim 0 multiplied by `n` (a scalar becomes `[n]`).
 fn times(shape: &[usize], n: usize) -> Vec<usize> {
@@ -125,12 +127,14 @@ pub(crate) fn eval_splits(
     Ok(Some((i, o)))
 }
 
-/// The call's input buffer on this rank (real values or symbolic) and the algorithm to run on it.
+/// The call's input buffer on this rank (real values or symbolic), the algorithm to run on it
+/// and, when the buffer is one the rank keeps (`reuse`), the token to give it back with.
 pub(crate) fn build<D: Fill>(
     c: &CollStep,
     call: &CallShape,
     var: &dyn Fn(&str) -> f64,
-) -> Res<(Tensor<D>, Coll)> {
+    reuse: Option<&RefCell<Reuse>>,
+) -> Res<(Tensor<D>, Coll, Option<Lent>)> {
     let n = call.members;
     let shape = input_shape(
         c.op,
@@ -145,14 +149,14 @@ pub(crate) fn build<D: Fill>(
     } else {
         shape.iter().product()
     };
-    let t = D::fill(&c.tensor, shape, per_tensor, var);
+    let (t, lent) = D::fill_reusing(&c.tensor, shape, per_tensor, var, reuse);
     let algo = algo_for(c, call, &t)?;
     let coll = Coll {
         name: c.op.name(),
         torch_op: c.op.torch_op(),
         algo,
     };
-    Ok((t, coll))
+    Ok((t, coll, lent))
 }
 
 /// The algorithm a step's op runs on this rank's input `t`.

@@ -2,8 +2,10 @@
 //! and how a finished call's tensors are kept, by payload kind.
 
 use crate::payload::{Payload, Symbolic};
+use crate::runtime::reuse::{periodic_bytes, FillKey, Lent, Reuse, MAX_FORMULA_PERIOD};
 use crate::scenario::TensorSpec;
 use crate::tensor::Tensor;
+use std::cell::RefCell;
 
 /// A finished call's input (as left by in-place ops) and output, by payload kind.
 pub(crate) enum Done {
@@ -28,6 +30,18 @@ pub(crate) trait Fill: Payload {
         per_tensor: usize,
         var: &dyn Fn(&str) -> f64,
     ) -> Tensor<Self>;
+
+    /// [`Fill::fill`] through a rank's kept buffers (hardware mode; real values only): the
+    /// token comes with a buffer the rank wants back unmodified.
+    fn fill_reusing(
+        spec: &TensorSpec,
+        shape: Vec<usize>,
+        per_tensor: usize,
+        var: &dyn Fn(&str) -> f64,
+        _reuse: Option<&RefCell<Reuse>>,
+    ) -> (Tensor<Self>, Option<Lent>) {
+        (Self::fill(spec, shape, per_tensor, var), None)
+    }
 }
 
 impl Fill for Vec<u8> {
@@ -50,6 +64,25 @@ impl Fill for Vec<u8> {
         var: &dyn Fn(&str) -> f64,
     ) -> Tensor {
         fill_tensor(spec, shape, per_tensor, var)
+    }
+    fn fill_reusing(
+        spec: &TensorSpec,
+        shape: Vec<usize>,
+        per_tensor: usize,
+        var: &dyn Fn(&str) -> f64,
+        reuse: Option<&RefCell<Reuse>>,
+    ) -> (Tensor, Option<Lent>) {
+        let Some(r) = reuse else {
+            return (fill_tensor(spec, shape, per_tensor, var), None);
+        };
+        let key = FillKey {
+            formula: spec.fill.source().to_string(),
+            dtype: spec.dtype,
+            shape: shape.clone(),
+            per_tensor,
+        };
+        r.borrow_mut()
+            .fill(key, || fill_tensor(spec, shape, per_tensor, var))
     }
 }
 
@@ -125,12 +158,26 @@ fn fill_tensor(
         });
         return Tensor::filled(spec.dtype, shape, v);
     }
+    // Everything but `i` and `k` has one value for the whole tensor: bound once.
+    let f = spec.fill.bind(&|v| match v {
+        "i" | "k" => None,
+        "n" => Some(per as f64),
+        other => Some(var(other)),
+    });
+    let numel: usize = shape.iter().product();
+    // `i` read only as `i % m` (and one list tensor, or none read by `k`): one period, repeated.
+    let period = f.period_in("i", MAX_FORMULA_PERIOD).map(|p| p as usize);
+    if let Some(p) = period.filter(|p| numel <= per || (!f.uses("k") && per.is_multiple_of(*p))) {
+        let data = periodic_bytes(spec.dtype, numel, p, |i| {
+            f.eval(&|v| if v == "i" { i as f64 } else { 0.0 })
+        });
+        let dtype = spec.dtype;
+        return Tensor { dtype, shape, data };
+    }
     Tensor::from_fn(spec.dtype, shape, |i| {
-        spec.fill.eval(&|v| match v {
+        f.eval(&|v| match v {
             "i" => (i % per) as f64,
-            "n" => per as f64,
-            "k" => (i / per) as f64,
-            other => var(other),
+            _ => (i / per) as f64,
         })
     })
 }

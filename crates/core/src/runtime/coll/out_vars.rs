@@ -29,6 +29,7 @@ pub(crate) fn out_vars(c: &CollStep, call: &CallShape, total: usize) -> OutVars 
 }
 
 /// Where output element `i` sits: the values of `k`, `chunk`, `j`, `i` and `n` for `expect`.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct OutVars {
     layout: Layout,
     /// Element offsets where each member's chunk starts (Chunks/TensorChunks), plus the end.
@@ -58,6 +59,11 @@ impl OutVars {
     pub fn with(mut self, var: &'static str, v: f64) -> OutVars {
         self.extra.push((var, v));
         self
+    }
+
+    /// One flat output: `i` is the element's index (and `n`, `k`, `chunk` one value each).
+    pub fn is_flat(&self) -> bool {
+        self.layout == Layout::Flat && self.extra.is_empty()
     }
 
     pub fn flat(total: usize) -> OutVars {

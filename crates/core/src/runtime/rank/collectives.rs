@@ -12,6 +12,7 @@ use crate::probe::{Fact, Probe};
 use crate::reduce::{self, ReduceOp};
 use crate::runtime::coll::{self, AsyncProbe, CallShape, Coll, Done, Fill, OutVars};
 use crate::runtime::link::{CallInfo, FabricLink};
+use crate::runtime::reuse::{self, ExpectKey, Lent};
 use crate::scenario::expr::{format_number, Expr};
 use crate::scenario::{CollStep, TensorSpec};
 use crate::tensor::Tensor;
@@ -151,7 +152,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         dev: &str,
         call: CallShape,
     ) -> Res<String> {
-        let (t, coll) = coll::build::<D>(c, &call, &|v| self.var(v))?;
+        let reuse = self.reuse.clone();
+        let (t, coll, lent) = coll::build::<D>(c, &call, &|v| self.var(v), reuse.as_deref())?;
         if detail::enabled(&self.spec.env, backend) {
             if let Some(fp) = detail::FingerPrint::of(c, &t, dev, self.pgs[name].seq) {
                 self.detail_checks(name, fp).await?;
@@ -165,7 +167,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 inner: self.env.probe.clone(),
                 state: Default::default(),
             };
-            let fut = self.call_future(name, backend, &coll, t, probe.clone())?;
+            let fut = self.call_future(name, backend, &coll, t, probe.clone(), lent)?;
             let handle =
                 tokio::task::spawn_local(async move { fut.await.map(|(t, o)| D::done(t, o)) });
             // A worker thread takes the enqueued work at once: it posts its operations and
@@ -184,7 +186,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return Ok(format!("enqueued (async_op, work \"{w}\")"));
         }
         let probe = self.env.probe.clone();
-        let (t, out) = self.call_future(name, backend, &coll, t, probe)?.await?;
+        let (t, out) = self
+            .call_future(name, backend, &coll, t, probe, lent)?
+            .await?;
         self.coll_result(c, &call, D::done(t, out))
     }
 
@@ -269,9 +273,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         match done {
             Done::Values(t, out) => {
-                let out = out.unwrap_or(t);
+                let (out, input) = match out {
+                    Some(o) => (o, Some(t)),
+                    None => (t, None),
+                };
                 let vars = coll::out_vars(c, call, out.numel());
-                self.check_values(&c.tensor, &c.expect, &out, &vars)
+                let r = self.check_values(&c.tensor, &c.expect, &out, &vars);
+                if let Some(k) = &self.reuse {
+                    let mut k = k.borrow_mut();
+                    k.put_spare(out.data);
+                    input.into_iter().for_each(|t| k.put_spare(t.data));
+                }
+                r
             }
             Done::Symbolic(t, out) => Ok(out.unwrap_or(t).summary()),
         }
@@ -285,7 +298,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         t: &mut Tensor,
     ) -> Res<Option<Tensor>> {
         let probe = self.env.probe.clone();
-        let fut = self.call_future(name, backend, coll, t.clone(), probe)?;
+        let fut = self.call_future(name, backend, coll, t.clone(), probe, None)?;
         let (done, out) = fut.await?;
         *t = done;
         Ok(out)
@@ -301,6 +314,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         coll: &Coll,
         mut t: Tensor<D>,
         probe: Q,
+        lent: Option<Lent>,
     ) -> Res<impl std::future::Future<Output = Res<(Tensor<D>, Option<Tensor<D>>)>> + 'static> {
         let me = self.world()?.rank;
         let all_reduce = self.all_reduce_algo(name, backend, coll, t.data.len())?;
@@ -322,6 +336,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let coll = coll.clone();
         let device = self.env.device.clone().filter(|_| backend != "gloo");
+        let reuse = self.reuse.clone();
+        let kept = device_ops::Kept { reuse, lent };
         let backend_is_gloo = backend == "gloo";
         let comm = self.comm_ref(name, &members, me, None);
         let since_ms = self.now();
@@ -334,7 +350,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     return Err(error::symbolic_on_device());
                 };
                 let r = device_ops::run_on_device(
-                    &*d, &comm, &coll, values, &info, &probe, &members, since_ms,
+                    &*d, &comm, &coll, values, &info, &probe, &members, since_ms, kept,
                 )
                 .await;
                 calls::end_record(&probe, &clock, call, r.is_ok());
@@ -442,12 +458,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         out: &Tensor,
         vars: &OutVars,
     ) -> Res<String> {
+        let head = out.head_f64(SHOWN_VALUES);
         let Some(expect) = expect else {
             // Nothing to check: decode only what the summary shows.
-            let head = out.head_f64(SHOWN_VALUES);
-            return Ok(summarize(&head, out.numel(), out.digest()));
+            return Ok(summarize(&head, out.numel(), self.digest(out)));
         };
-        let summary = summarize(&out.head_f64(SHOWN_VALUES), out.numel(), out.digest());
+        let done = |digest| {
+            let summary = summarize(&head, out.numel(), digest);
+            Ok(format!("{summary} (values as expected)"))
+        };
+        if let Some(digest) = self.all_as_expected(spec, expect, out, vars) {
+            return done(digest);
+        }
         let w = spec.dtype.size_bytes();
         let mut one = vec![0u8; w];
         // The value cast to the dtype, as torch compares it: encoded once, no tensor per element.
@@ -455,45 +477,102 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             spec.dtype.encode(want, one);
             spec.dtype.decode(one)
         };
-        let per_element = ["i", "k", "chunk", "j"].iter().any(|v| expect.uses(v));
-        if !per_element && out.dtype == spec.dtype {
-            // One expected value for every element: compare the bytes (a large tensor's check
-            // was a formula evaluation and a one-element tensor per element). Any difference
-            // falls through to the element-wise check, which names the element.
-            let want = cast(
-                expect.eval(&|v| vars.get(0, v).unwrap_or_else(|| self.var(v))),
-                &mut one,
-            );
-            spec.dtype.encode(want, &mut one);
-            if out.data.chunks_exact(w).all(|e| e == one.as_slice()) {
-                return Ok(format!("{summary} (values as expected)"));
-            }
-        }
-        let vals = out.to_f64_vec();
-        for (i, got) in vals.iter().enumerate() {
+        for i in 0..out.numel() {
+            let got = out.get_f64(i);
             let want = expect.eval(&|v| vars.get(i, v).unwrap_or_else(|| self.var(v)));
             let want_cast = cast(want, &mut one);
-            let tol = f64::from(spec.expect_ulps) * spec.dtype.ulp(want_cast);
-            let same = *got == want_cast || (got.is_nan() && want_cast.is_nan());
-            let within = (got - want_cast).abs() <= tol;
-            if !same && !within {
-                self.event(
-                    EventKind::Error,
-                    format!(
-                        "value mismatch at element {i}: got {}, expected {} ({})",
-                        format_number(*got),
-                        format_number(want_cast),
-                        expect
-                    ),
-                );
-                return Err(error::value_mismatch(format!(
-                    "element {i}: got {}, expected {}",
-                    format_number(*got),
-                    format_number(want_cast)
-                )));
+            if got == want_cast || (got.is_nan() && want_cast.is_nan()) {
+                continue;
             }
+            let tol = f64::from(spec.expect_ulps) * spec.dtype.ulp(want_cast);
+            if (got - want_cast).abs() <= tol {
+                continue;
+            }
+            self.event(
+                EventKind::Error,
+                format!(
+                    "value mismatch at element {i}: got {}, expected {} ({})",
+                    format_number(got),
+                    format_number(want_cast),
+                    expect
+                ),
+            );
+            return Err(error::value_mismatch(format!(
+                "element {i}: got {}, expected {}",
+                format_number(got),
+                format_number(want_cast)
+            )));
         }
-        Ok(format!("{summary} (values as expected)"))
+        done(self.digest(out))
+    }
+
+    /// The fast check: every byte of `out` equals the expected values' bytes (one value for
+    /// every element, or the values kept from an earlier step with the same formula and
+    /// layout). Returns the digest then; `None` sends the caller to the element-wise check,
+    /// which applies `expect_ulps` and names the element that differs.
+    fn all_as_expected(
+        &self,
+        spec: &TensorSpec,
+        expect: &Expr,
+        out: &Tensor,
+        vars: &OutVars,
+    ) -> Option<u64> {
+        if out.dtype != spec.dtype {
+            return None;
+        }
+        let per_element = ["i", "k", "chunk", "j"].iter().any(|v| expect.uses(v));
+        let dt = spec.dtype;
+        let want = |i: usize| expect.eval(&|v| vars.get(i, v).unwrap_or_else(|| self.var(v)));
+        if !per_element {
+            let mut one = vec![0u8; dt.size_bytes()];
+            dt.encode(want(0), &mut one);
+            if !reuse::all_equal(&out.data, &one) {
+                return None;
+            }
+            return Some(match &self.reuse {
+                Some(r) => r.borrow_mut().constant_digest(out, &one),
+                None => out.digest(),
+            });
+        }
+        let r = self
+            .reuse
+            .as_ref()
+            .filter(|_| reuse::keeps(out.data.len()))?;
+        let key = ExpectKey {
+            formula: expect.source().to_string(),
+            dtype: dt,
+            shape: out.shape.clone(),
+            vars: vars.clone(),
+        };
+        r.borrow_mut().matches_expected(key, out, || {
+            // The rank's variables bound once; the output's own (i, k, chunk, j, n, ...) per
+            // element, as the element-wise check looks them up.
+            let e = expect.bind(&|v| vars.get(0, v).is_none().then(|| self.var(v)));
+            let look = |i: usize| move |v: &str| vars.get(i, v).unwrap_or(f64::NAN);
+            // A flat output whose formula reads `i` only as `i % m` (not `j`, which is `i`
+            // there): one period, repeated.
+            let period = (vars.is_flat() && !e.uses("j"))
+                .then(|| e.period_in("i", reuse::MAX_FORMULA_PERIOD))
+                .flatten();
+            let numel = out.numel();
+            if let Some(p) = period {
+                return reuse::periodic_bytes(dt, numel, p as usize, |i| e.eval(&look(i)));
+            }
+            let mut bytes = vec![0u8; out.data.len()];
+            let w = dt.size_bytes();
+            for (i, b) in bytes.chunks_exact_mut(w).enumerate() {
+                dt.encode(e.eval(&look(i)), b);
+            }
+            bytes
+        })
+    }
+
+    /// `t`'s digest (reused for bytes equal to the last ones hashed, with kept buffers).
+    fn digest(&self, t: &Tensor) -> u64 {
+        match &self.reuse {
+            Some(r) => r.borrow_mut().digest(t),
+            None => t.digest(),
+        }
     }
 
     pub(super) async fn barrier(&mut self, group: &Option<String>) -> Res<String> {

@@ -11,8 +11,11 @@ use crate::reduce::ReduceOp;
 use crate::runtime::coll::{Coll, Exec};
 use crate::runtime::device::{CommRef, DeviceComms};
 use crate::runtime::link::CallInfo;
+use crate::runtime::reuse::{keeps, Lent, Reuse};
 use crate::tensor::Tensor;
 use crate::trace::{Dir, EventKind, Wait, WaitOn};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// The communicator of group `name` over `members` (global ranks, in communicator order).
@@ -135,6 +138,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 }
 
+/// The buffers a device call may take from and give back to the rank's kept ones: `lent` is
+/// the token of the call's input when it is a kept fill.
+pub(super) struct Kept {
+    pub reuse: Option<Rc<RefCell<Reuse>>>,
+    pub lent: Option<Lent>,
+}
+
 /// One collective on the device communicator, with the wait record a hang report needs; one
 /// arm per [`DeviceComms`] method. Collectives without a method fail with a clear error.
 #[allow(clippy::too_many_arguments)]
@@ -147,6 +157,7 @@ pub(super) async fn run_on_device<Q: Probe>(
     probe: &Q,
     members: &[usize],
     since_ms: u64,
+    kept: Kept,
 ) -> Result<Option<Tensor>, C10dError> {
     let me = members[comm.rank];
     let peers: Vec<usize> = members.iter().copied().filter(|r| *r != me).collect();
@@ -167,7 +178,13 @@ pub(super) async fn run_on_device<Q: Probe>(
             timeout_error: info.timeout.as_ref().map(|(_, e)| e.clone().into()),
         }),
     );
-    let r = coll.run(&OnDevice { d, comm }, t).await;
+    let on = OnDevice {
+        d,
+        comm,
+        reuse: kept.reuse.as_deref(),
+        lent: Cell::new(kept.lent),
+    };
+    let r = coll.run(&on, t).await;
     probe.set_wait(info.proc_rank, None);
     r
 }
@@ -177,6 +194,9 @@ pub(super) async fn run_on_device<Q: Probe>(
 struct OnDevice<'a> {
     d: &'a dyn DeviceComms,
     comm: &'a CommRef,
+    /// The rank's kept buffers (hardware mode): all_reduce runs out of place from them.
+    reuse: Option<&'a RefCell<Reuse>>,
+    lent: Cell<Option<Lent>>,
 }
 
 impl OnDevice<'_> {
@@ -193,8 +213,20 @@ impl Exec for OnDevice<'_> {
     fn me(&self) -> usize {
         self.comm.rank
     }
+    /// With kept buffers, out of place into a spare: the input (a kept fill, only read) goes
+    /// back unmodified and the next step with the same fill neither recomputes nor copies it.
     async fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), C10dError> {
-        self.d.all_reduce(self.comm, t, op).await
+        let Some(reuse) = self.reuse.filter(|_| keeps(t.data.len())) else {
+            return self.d.all_reduce(self.comm, t, op).await;
+        };
+        let out = reuse.borrow_mut().spare(t.data.len());
+        let input = std::mem::take(&mut t.data);
+        let (input, out) = (self.d)
+            .all_reduce_out(self.comm, t.dtype, input, out, op)
+            .await?;
+        t.data = out;
+        reuse.borrow_mut().give_back(input, self.lent.take());
+        Ok(())
     }
     async fn reduce(&self, t: &mut Tensor, op: ReduceOp, root: usize) -> Result<(), C10dError> {
         self.d.reduce(self.comm, t, op, root).await
