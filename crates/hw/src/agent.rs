@@ -7,12 +7,12 @@
 //! with the agent's reason (core's `runtime::torchrun`, the simulator's rule).
 
 use crate::net::{TokioNet, WallClock};
-use crate::watchdog::{end_open_calls, State};
+use crate::watchdog::State;
 use crate::HwError;
 use scen_core::outcome::RankEnd;
 use scen_core::runtime::torchrun;
 use scen_core::scenario::{Scenario, StepKind};
-use scen_core::trace::{Event, EventKind, WaitOn};
+use scen_core::trace::WaitOn;
 use std::process::Command;
 use std::thread::JoinHandle;
 
@@ -216,24 +216,7 @@ impl Agent {
                 "rank {r}: under torchrun only the agent's TCPStore (port {port}) is served, nothing of this job will listen on port {p}: c10d would retry the connect until its timeout expired and then raise {:?}; the launcher raised it now",
                 err.text()
             ));
-            st.obs.trace.events.push(Event {
-                t_ms: t,
-                rank: Some(r),
-                step: Some(w.step),
-                kind: EventKind::Error,
-                text: err.text(),
-                tag: None,
-            });
-            st.obs.ends[r] = Some((
-                RankEnd::Failed {
-                    step: w.step,
-                    failure: err,
-                },
-                t,
-            ));
-            st.obs.waits[r] = None;
-            st.forced.push(r);
-            end_open_calls(&mut st.obs, r, t);
+            st.force_end(r, w.step, err, t);
             raised = true;
         }
         raised

@@ -72,6 +72,26 @@ impl State {
     }
 }
 
+impl State {
+    /// The launcher raises `err` for rank `r`, waiting in `step`, at `t_ms` (what c10d would
+    /// raise there, later): its end, the trace's error, and the call it was in ends failed, as
+    /// its own record would have said.
+    pub fn force_end(&mut self, r: usize, step: usize, err: Failure, t_ms: u64) {
+        self.obs.trace.events.push(Event {
+            t_ms,
+            rank: Some(r),
+            step: Some(step),
+            kind: EventKind::Error,
+            text: err.text(),
+            tag: None,
+        });
+        self.obs.ends[r] = Some((RankEnd::Failed { step, failure: err }, t_ms));
+        self.obs.waits[r] = None;
+        self.forced.push(r);
+        end_open_calls(&mut self.obs, r, t_ms);
+    }
+}
+
 pub fn end_open_calls(o: &mut Observed, rank: usize, t_ms: u64) {
     for c in o.calls.iter_mut() {
         if c.rank == rank && c.state == CallState::Started {
@@ -161,25 +181,7 @@ pub fn stalled(s: &Scenario, st: &mut State, local: &[usize], t: u64) -> bool {
                 d
             }
         };
-        st.obs.trace.events.push(Event {
-            t_ms: at_ms,
-            rank: Some(r),
-            step: Some(w.step),
-            kind: EventKind::Error,
-            text: err.text(),
-            tag: None,
-        });
-        st.obs.ends[r] = Some((
-            RankEnd::Failed {
-                step: w.step,
-                failure: err,
-            },
-            at_ms,
-        ));
-        st.obs.waits[r] = None;
-        st.forced.push(r);
-        // The call the rank was in ends failed there, as its own record would have said.
-        end_open_calls(&mut st.obs, r, at_ms);
+        st.force_end(r, w.step, err, at_ms);
     }
     st.obs.first_stall_calls.get_or_insert(at_stall);
     if let Some(stall) = found {
