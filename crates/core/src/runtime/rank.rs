@@ -618,6 +618,20 @@ fn describe(step: &Step) -> String {
             message: message.clone(),
         }
         .text(),
+        StepKind::InitDistributedEnvironment { .. }
+        | StepKind::InitializeModelParallel { .. }
+        | StepKind::SpAllToAll { .. }
+        | StepKind::BroadcastPyobj { .. }
+        | StepKind::DenoiseStep { .. } => describe_sglang(&step.kind),
+    };
+    format!("{} {detail}", step.kind.op_name())
+        .trim_end()
+        .to_string()
+}
+
+/// An sglang step's start line.
+fn describe_sglang(kind: &StepKind) -> String {
+    match kind {
         // V0..V2 by their enum names (as in every snapshot), a release by its number.
         StepKind::InitDistributedEnvironment { version, .. } => match version {
             crate::scenario::SglangVersion::V0_5_23 => format!("version={}", version.name()),
@@ -640,16 +654,17 @@ fn describe(step: &Step) -> String {
         }
         StepKind::SpAllToAll {
             op, group, shape, ..
-        } => format!("group={} {shape:?} {op:?}", g(group)),
+        } => format!(
+            "group={} {shape:?} {op:?}",
+            group.clone().unwrap_or_else(|| "WORLD".into())
+        ),
         StepKind::BroadcastPyobj { payload_bytes } => format!("{payload_bytes} bytes"),
         StepKind::DenoiseStep { model: m, .. } => format!(
             "seq={} heads={}x{} layers={}",
             m.seq, m.heads, m.head_dim, m.layers
         ),
-    };
-    format!("{} {detail}", step.kind.op_name())
-        .trim_end()
-        .to_string()
+        _ => String::new(),
+    }
 }
 
 /// An init_process_group or new_group step's start line.
