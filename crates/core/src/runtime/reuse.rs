@@ -164,10 +164,11 @@ impl Reuse {
         self.put_spare(bytes);
     }
 
-    /// A buffer of `len` bytes whose contents the caller overwrites.
+    /// A buffer of `len` bytes whose contents the caller overwrites: the one given back last
+    /// (a loop of steps then writes one buffer, as a bare loop does, not two in turn).
     pub fn spare(&mut self, len: usize) -> Vec<u8> {
-        if let Some(i) = self.spares.iter().position(|b| b.len() == len) {
-            return self.spares.swap_remove(i);
+        if let Some(i) = self.spares.iter().rposition(|b| b.len() == len) {
+            return self.spares.remove(i);
         }
         vec![0u8; len]
     }
