@@ -150,6 +150,9 @@ pub struct JsonCall {
     pub state: String,
     pub t_start_ms: u64,
     pub t_end_ms: Option<u64>,
+    /// A send or recv's tag, when not the default 0 (gloo pairs them by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -359,5 +362,6 @@ fn call(s: &Scenario, c: &CallRecord) -> JsonCall {
         state: c.state.name().to_string(),
         t_start_ms: c.t_start_ms,
         t_end_ms: c.t_end_ms,
+        tag: (c.tag != 0).then_some(c.tag),
     }
 }

@@ -157,6 +157,38 @@ fn every_shipped_scenarios_report_matches_the_schema_and_round_trips() {
 
 /// The validator is not vacuous: a report with a wrong outcome word, a 0-based step and an
 /// unknown field fails it.
+/// A tagged send/recv's call carries its tag (gloo pairs by it); an untagged one has none.
+#[test]
+fn p2p_calls_carry_their_tag() {
+    let s =
+        scen_core::scenario::load_file(&root().join("scenarios/gloo_send_recv_tags_crossed.toml"))
+            .expect("loads");
+    let r = scen_sim::simulate(&s, None).expect("runs");
+    let v = serde_json::to_value(build(&s, &r)).expect("json");
+    let tags: Vec<(String, Value)> = v["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap_or("").to_string(),
+                c["tag"].clone(),
+            )
+        })
+        .collect();
+    assert!(tags.contains(&("send".into(), Value::from(1))), "{tags:?}");
+    assert!(tags.contains(&("recv".into(), Value::from(2))), "{tags:?}");
+    let s = scen_core::scenario::load_file(&root().join("scenarios/gloo_send_recv.toml"))
+        .expect("loads");
+    let r = scen_sim::simulate(&s, None).expect("runs");
+    let v = serde_json::to_value(build(&s, &r)).expect("json");
+    assert!(v["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .all(|c| c.get("tag").is_none()));
+}
+
 #[test]
 fn the_schema_check_catches_old_spellings() {
     let schema = schema();
