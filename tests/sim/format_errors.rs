@@ -197,3 +197,40 @@ fn unreadable_oneccl_algorithm_ranges_are_located() {
     )
     .expect("any algorithm name loads");
 }
+
+/// The fields this round added (p2p tag, monitored_barrier's, wait's timeout) are located too.
+#[test]
+fn p2p_tags_and_barrier_and_wait_fields_are_located() {
+    let step = |body: &str| err(&format!("{WORLD}[[step]]\n{body}"));
+    let e = step("op = \"send\"\ndst = 1\ntag = -1\n");
+    assert!(
+        e.starts_with("s.toml:7:7:") && e.contains("tag must be between 0 and 2147483647"),
+        "{e}"
+    );
+    let e = step("op = \"send\"\ndst = 1\ntag = 4294967296\n");
+    assert!(e.contains("tag must be between"), "{e}");
+    let e = step("op = \"barrier\"\nwait_all_ranks = true\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("wait_all_ranks"),
+        "{e}"
+    );
+    let e = step("op = \"all_reduce\"\ntag = 1\n");
+    assert!(e.starts_with("s.toml:6:") && e.contains("tag"), "{e}");
+    let e = step("op = \"monitored_barrier\"\ntimeout_s = -3\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("timeout_s must be a positive number"),
+        "{e}"
+    );
+}
+
+/// `expect_ulps` on an op that checks no values is located, as every other misplaced field is.
+#[test]
+fn expect_ulps_on_an_op_without_values_is_located() {
+    let e = err(&format!(
+        "{WORLD}[[step]]\nop = \"barrier\"\nexpect_ulps = 1\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("expect_ulps"),
+        "{e}"
+    );
+}
