@@ -21,15 +21,14 @@ use crate::net::{Clock, Net};
 use crate::probe::Probe;
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate};
-use crate::scenario::{
-    CollStep, IntArg, Platform, RankSpec, Scenario, Splits, Step, StepKind, TensorSpec, RANK_VARS,
-};
+use crate::scenario::{CollStep, IntArg, Platform, RankSpec, Scenario, Step, StepKind, RANK_VARS};
 use crate::trace::{Event, EventKind, EventTag, Wait};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 mod calls;
 mod collectives;
+mod describe;
 mod detail;
 mod groups;
 mod init;
@@ -287,7 +286,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Some(id) => tracing::info_span!("step", step = step.index + 1, id = %id),
                 None => tracing::info_span!("step", step = step.index + 1),
             };
-            span.in_scope(|| self.event(EventKind::Start, describe(step)));
+            span.in_scope(|| self.event(EventKind::Start, describe::describe(step)));
             self.env
                 .probe
                 .step_gate(self.env.proc_rank, step.index)
@@ -537,221 +536,4 @@ fn summarize(head: &[f64], numel: usize, digest: u64) -> String {
         String::new()
     };
     format!("[{}{more}] digest {digest:016x}", shown.join(", "))
-}
-
-/// The step as its start event prints it.
-/// ` tag=N` for a p2p tag other than the default 0.
-fn tag_text(tag: u32) -> String {
-    if tag == 0 {
-        String::new()
-    } else {
-        format!(" tag={tag}")
-    }
-}
-
-fn describe(step: &Step) -> String {
-    let g = |g: &Option<String>| g.clone().unwrap_or_else(|| "WORLD".into());
-    let t = |t: &TensorSpec| {
-        format!(
-            "{}{:?} on {}",
-            t.dtype.name(),
-            t.shape,
-            t.device.clone().unwrap_or_else(|| "accelerator".into())
-        )
-    };
-    let detail = match &step.kind {
-        StepKind::InitProcessGroup { .. } | StepKind::NewGroup { .. } => describe_pg(&step.kind),
-        StepKind::DestroyProcessGroup { group } => g(group),
-        StepKind::SetDevice { device } => device.clone(),
-        StepKind::Barrier { group } => format!("group={}", g(group)),
-        StepKind::MonitoredBarrier {
-            group,
-            timeout_ms,
-            wait_all_ranks,
-        } => {
-            let t = timeout_ms.map_or("default".into(), |t| format!("{t}ms"));
-            format!(
-                "group={} timeout={t} wait_all_ranks={wait_all_ranks}",
-                g(group)
-            )
-        }
-        StepKind::Collective(c) => describe_coll(c, &g(&c.group), &t(&c.tensor)),
-        StepKind::Wait { work, timeout_ms } => match timeout_ms {
-            Some(t) => format!("work={work} timeout={t}ms"),
-            None => format!("work={work}"),
-        },
-        StepKind::BatchP2p {
-            group, tensor, ops, ..
-        } => format!(
-            "group={} {} ops=[{}]",
-            g(group),
-            t(tensor),
-            describe_ops(ops)
-        ),
-        StepKind::Send {
-            group,
-            tensor,
-            dst,
-            tag,
-        } => format!(
-            "group={} {} dst={dst}{}",
-            g(group),
-            t(tensor),
-            tag_text(*tag)
-        ),
-        StepKind::Recv {
-            group,
-            tensor,
-            src,
-            tag,
-            ..
-        } => format!(
-            "group={} {} src={src}{}",
-            g(group),
-            t(tensor),
-            tag_text(*tag)
-        ),
-        StepKind::Log { .. } => String::new(),
-        StepKind::Sleep { ms } => format!("{ms}ms"),
-        StepKind::Raise { exception, message } => crate::outcome::Failure::Raised {
-            exception: exception.clone(),
-            message: message.clone(),
-        }
-        .text(),
-        StepKind::InitDistributedEnvironment { .. }
-        | StepKind::InitializeModelParallel { .. }
-        | StepKind::SpAllToAll { .. }
-        | StepKind::BroadcastPyobj { .. }
-        | StepKind::DenoiseStep { .. } => describe_sglang(&step.kind),
-    };
-    format!("{} {detail}", step.kind.op_name())
-        .trim_end()
-        .to_string()
-}
-
-/// An sglang step's start line.
-fn describe_sglang(kind: &StepKind) -> String {
-    match kind {
-        // V0..V2 by their enum names (as in every snapshot), a release by its number.
-        StepKind::InitDistributedEnvironment { version, .. } => match version {
-            crate::scenario::SglangVersion::V0_5_23 => format!("version={}", version.name()),
-            _ => format!("version={version:?}"),
-        },
-        StepKind::InitializeModelParallel {
-            degrees: d,
-            usp_fallback,
-            ..
-        } => {
-            let fallback = if *usp_fallback {
-                " (parallel_groups import fails)"
-            } else {
-                ""
-            };
-            format!(
-                "tp={} ulysses={} ring={} sp={} cfg={} dp={} pp={}{fallback}",
-                d.tp, d.ulysses, d.ring, d.sp, d.cfg, d.dp, d.pp
-            )
-        }
-        StepKind::SpAllToAll {
-            op, group, shape, ..
-        } => format!(
-            "group={} {shape:?} {op:?}",
-            group.clone().unwrap_or_else(|| "WORLD".into())
-        ),
-        StepKind::BroadcastPyobj { payload_bytes } => format!("{payload_bytes} bytes"),
-        StepKind::DenoiseStep { model: m, .. } => format!(
-            "seq={} heads={}x{} layers={}",
-            m.seq, m.heads, m.head_dim, m.layers
-        ),
-        _ => String::new(),
-    }
-}
-
-/// An init_process_group or new_group step's start line.
-fn describe_pg(kind: &StepKind) -> String {
-    let device = |d: &Option<String>| {
-        d.as_ref()
-            .map(|d| format!(" device_id={d}"))
-            .unwrap_or_default()
-    };
-    match kind {
-        StepKind::InitProcessGroup {
-            backend,
-            init_method,
-            device_id,
-            ..
-        } => format!(
-            "backend={} init_method={}{}",
-            backend.clone().unwrap_or_else(|| "None".into()),
-            init_method.clone().unwrap_or_else(|| "env://".into()),
-            device(device_id)
-        ),
-        StepKind::NewGroup {
-            ranks,
-            backend,
-            handle,
-            device_id,
-            use_local_synchronization,
-            ..
-        } => {
-            let handle = handle
-                .as_ref()
-                .map(|h| format!("{h}: "))
-                .unwrap_or_default();
-            let ranks = ranks.as_ref().map(|r| format!("{r:?}"));
-            let local = if *use_local_synchronization {
-                " use_local_synchronization"
-            } else {
-                ""
-            };
-            format!(
-                "{handle}ranks={} backend={}{}{local}",
-                ranks.unwrap_or_else(|| "all".into()),
-                backend.clone().unwrap_or_else(|| "default".into()),
-                device(device_id),
-            )
-        }
-        _ => String::new(),
-    }
-}
-
-/// A batch_isend_irecv's ops: `isend 1, irecv 0`.
-fn describe_ops(ops: &[crate::scenario::P2pOp]) -> String {
-    let op = |o: &crate::scenario::P2pOp| {
-        let peer = match &o.peer {
-            IntArg::Int(i) => i.to_string(),
-            IntArg::Expr(e) => e.to_string(),
-        };
-        format!("{} {peer}", if o.send { "isend" } else { "irecv" })
-    };
-    ops.iter().map(op).collect::<Vec<_>>().join(", ")
-}
-
-/// A collective step's start line: group, tensor, then only the arguments the op takes.
-fn describe_coll(c: &CollStep, group: &str, tensor: &str) -> String {
-    let mut s = format!("group={group} {tensor}");
-    if c.op.reduces() {
-        s += &format!(" op={}", c.reduce_op.name());
-    }
-    if let (Some(f), Some(r)) = (c.op.root_field(), c.root) {
-        s += &format!(" {f}={r}");
-    }
-    if c.op.coalesced() {
-        s += &format!(" count={}", c.count);
-    }
-    if let Some((i, o)) = &c.splits {
-        let show = |x: &Splits| match x {
-            Splits::List(v) => format!("{v:?}"),
-            Splits::Expr(e) => format!("\"{e}\""),
-        };
-        s += &format!(
-            " input_split_sizes={} output_split_sizes={}",
-            show(i),
-            show(o)
-        );
-    }
-    if let Some(w) = &c.work {
-        s += &format!(" async_op work={w}");
-    }
-    s
 }
