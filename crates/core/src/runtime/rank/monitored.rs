@@ -15,7 +15,6 @@ use crate::c10d::backend;
 use crate::c10d::error;
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
-use crate::runtime::fabric::FabricError;
 use crate::trace::{Dir, Wait, WaitOn};
 
 /// One monitored barrier as it runs on this rank.
@@ -213,22 +212,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let deadline_ms = self.now() + timeout_ms;
         let timeout_error = error::gloo_send_timeout(timeout_ms);
         let what = format!("monitored_barrier: send to rank {peer} (waits for its recv)");
-        self.mb_wait(b, peer, Dir::Send, what, deadline_ms, &timeout_error);
-        let r = self
-            .fabric
-            .recv_any(
-                &self.env.clock,
-                &[peer],
-                &p2p::ready_tag(tag),
-                Some(deadline_ms),
-                Some(&b.scope),
-            )
-            .await;
-        let r = self
-            .mb_end(b, r)
+        let wait = self.mb_wait(b, peer, Dir::Send, what, deadline_ms, &timeout_error);
+        self.gloo_wait_for(wait, peer, &p2p::ready_tag(tag), &b.scope)
             .await
-            .map_err(|e| e.into_c10d(Some(timeout_error)));
-        r?;
+            .map_err(|e| e.into_c10d(Some(timeout_error)))?;
         self.fabric
             .send(peer, tag, &[0; 8])
             .await
@@ -246,33 +233,24 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Res<()> {
         let timeout_error = error::gloo_recv_timeout(timeout_ms);
         let what = format!("monitored_barrier: recv from rank {peer}");
-        self.mb_wait(b, peer, Dir::Recv, what, deadline_ms, &timeout_error);
-        let r = self
-            .fabric
-            .recv_any(
-                &self.env.clock,
-                &[peer],
-                tag,
-                Some(deadline_ms),
-                Some(&b.scope),
-            )
-            .await;
-        let r = self.mb_end(b, r).await;
+        let wait = self.mb_wait(b, peer, Dir::Recv, what, deadline_ms, &timeout_error);
+        let r = self.gloo_wait_for(wait, peer, tag, &b.scope).await;
         // The sender's notice came before its data: done with.
         let _ = self.fabric.try_recv(peer, &p2p::send_notice_tag(tag));
         r.map(|_| ()).map_err(|e| e.into_c10d(Some(timeout_error)))
     }
 
+    /// The rank's wait in a monitored barrier's message with `peer`.
     fn mb_wait(
-        &mut self,
+        &self,
         b: &Barrier,
         peer: usize,
         dir: Dir,
         what: String,
         deadline_ms: u64,
         timeout_error: &C10dError,
-    ) {
-        self.wait(Some(Wait {
+    ) -> Wait {
+        Wait {
             step: self.step,
             on: WaitOn::P2p { dir },
             what: format!("{what} on group {}", b.label),
@@ -282,19 +260,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             since_ms: self.now(),
             deadline_ms: Some(deadline_ms),
             timeout_error: Some(timeout_error.clone().into()),
-        }));
-    }
-
-    /// A wait's end: the rank waits no more, and a gloo timeout closes the group's pairs.
-    async fn mb_end<T>(
-        &mut self,
-        b: &Barrier,
-        r: Result<T, FabricError>,
-    ) -> Result<T, FabricError> {
-        self.wait(None);
-        if let Err(FabricError::Timeout) = &r {
-            self.fabric.close_pairs(&b.scope, &b.ranks).await;
         }
-        r
     }
 }

@@ -327,7 +327,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Res<()> {
         let deadline_ms = self.now() + timeout_ms;
         let timeout_error = error::gloo_send_timeout(timeout_ms);
-        self.wait(Some(Wait {
+        let wait = Wait {
             step: self.step,
             on: WaitOn::P2p { dir: Dir::Send },
             what: format!("send #{seq} to rank {peer} on group {group_label} (waits for its recv)"),
@@ -337,21 +337,33 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             since_ms: self.now(),
             deadline_ms: Some(deadline_ms),
             timeout_error: Some(timeout_error.clone().into()),
-        }));
+        };
         let scope = tag.split('/').next().unwrap_or_default().to_string();
         let r = self
-            .fabric
-            .recv_any(
-                &self.env.clock,
-                &[peer],
-                &ready_tag(tag),
-                Some(deadline_ms),
-                Some(&scope),
-            )
+            .gloo_wait_for(wait, peer, &ready_tag(tag), &scope)
             .await;
-        self.close_on_timeout(&r, &scope).await;
-        self.wait(None);
         r.map(|_| ()).map_err(|e| e.into_c10d(Some(timeout_error)))
+    }
+
+    /// One gloo wait, described by `wait`, for the message `tag` from `peer` in context `scope`
+    /// until the wait's deadline: the rank waits meanwhile, and a timeout closes the group's
+    /// pairs as gloo's does.
+    pub(super) async fn gloo_wait_for(
+        &mut self,
+        wait: Wait,
+        peer: usize,
+        tag: &str,
+        scope: &str,
+    ) -> Result<Vec<u8>, FabricError> {
+        let deadline_ms = wait.deadline_ms;
+        self.wait(Some(wait));
+        let r = self
+            .fabric
+            .recv_any(&self.env.clock, &[peer], tag, deadline_ms, Some(scope))
+            .await;
+        self.close_on_timeout(&r, scope).await;
+        self.wait(None);
+        r.map(|(_, m)| m)
     }
 
     /// A gloo wait in group `scope` that timed out closes the group's pairs
