@@ -16,7 +16,10 @@ pub fn run(args: RunArgs) -> Exit {
     };
     if let Some(m) = &args.model {
         match scen_core::perf::model::ModelFile::load(m) {
-            Ok(f) => scenario.world.links = f.links,
+            Ok(f) => {
+                scenario.world.links = f.links;
+                scenario.world.op_costs = f.ops;
+            }
             Err(e) => {
                 match args.format {
                     Format::Human => eprintln!("error: {e}"),

@@ -3,7 +3,7 @@
 //! 16 ranks.
 
 use scen_core::diagnose::hang::ranges;
-use scen_core::report::Report;
+use scen_core::report::{Mode, Report};
 use scen_core::scenario::Scenario;
 use scen_core::trace::format_ms;
 use scen_core::verdict::{describe_verdict, RankVerdict};
@@ -59,7 +59,7 @@ pub fn render(scenario: &Scenario, r: &Report) -> String {
         counts("completes"),
         counts("fails"),
         counts("hangs"),
-        format_ms(r.end_ms).trim()
+        end_time(r)
     );
     for (line, ranks) in grouped_verdicts(scenario, r) {
         let who = if ranks.len() == 1 {
@@ -128,4 +128,13 @@ pub fn render(scenario: &Scenario, r: &Report) -> String {
         r.trace_hash
     );
     out
+}
+
+/// When the run ended: to the microsecond in the simulator, whose clock follows its timing model
+/// below a millisecond (docs/performance.md); to the millisecond in the real modes.
+fn end_time(r: &Report) -> String {
+    match r.mode {
+        Mode::Sim => format!("{}.{:06}s", r.end_us / 1_000_000, r.end_us % 1_000_000),
+        _ => format_ms(r.end_ms).trim().to_string(),
+    }
 }

@@ -32,6 +32,9 @@ pub struct JsonReport {
     /// The verdict class: the set of per-rank outcomes, as `scen explore` groups seeds.
     pub verdict_class: String,
     pub end_ms: u64,
+    /// The same in microseconds (the simulator's clock follows its timing model below a
+    /// millisecond; the real modes: `end_ms` x 1000).
+    pub end_us: u64,
     pub ranks: Vec<JsonRank>,
     pub expectations: Vec<JsonExpectation>,
     pub first_stall: Option<JsonStall>,
@@ -189,6 +192,7 @@ pub fn build(s: &Scenario, r: &Report) -> JsonReport {
         passed: r.expectations_hold(),
         verdict_class: scen_core::class::class_key(s, r),
         end_ms: r.end_ms,
+        end_us: r.end_us,
         ranks: r
             .ranks
             .iter()

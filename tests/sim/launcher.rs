@@ -181,7 +181,7 @@ fn test_both_notes_the_differing_verdict_and_keeps_the_exit_code() {
 }
 
 /// Programs of the measurement `cargo test` runs.
-const SAMPLE: u64 = 40;
+const SAMPLE: u64 = 70;
 
 /// A rank's verdict as the differential oracle compares it: outcome class, step, failure kind,
 /// and the text.

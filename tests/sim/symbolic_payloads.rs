@@ -73,18 +73,26 @@ fill = "i"
 fn symbolic_charges_the_same_bytes_as_values_for_large_messages() {
     let values = load(LARGE_MESSAGES, "large");
     let symbolic = load(&with_payloads(LARGE_MESSAGES, "symbolic"), "large");
-    let (v, s) = (run(&values, None), run(&symbolic, None));
+    let small = load(
+        &LARGE_MESSAGES
+            .replace("[1048576]", "[8]")
+            .replace("[262144]", "[8]")
+            .replace("[524288]", "[8]"),
+        "small",
+    );
+    let (v, s, tiny) = (run(&values, None), run(&symbolic, None), run(&small, None));
     assert!(
         v.ranks.iter().all(|r| r.kind() == "completes"),
         "{:?}",
         v.ranks
     );
     assert!(
-        v.end_ms > 10,
-        "1 MiB messages take virtual time: {} ms",
-        v.end_ms
+        v.end_us > tiny.end_us + 100,
+        "1 MiB messages take virtual time: {} us, against {} us with 8 elements",
+        v.end_us,
+        tiny.end_us
     );
-    assert_eq!(v.end_ms, s.end_ms);
+    assert_eq!(v.end_us, s.end_us);
     assert_eq!(events_without_results(&v), events_without_results(&s));
 }
 

@@ -56,6 +56,11 @@ pub trait Net: Clone + 'static {
 /// Time as the model sees it, in milliseconds since the run started.
 pub trait Clock: Clone + 'static {
     fn now_ms(&self) -> u64;
+    /// The same time in microseconds (the simulator's clock is finer than a millisecond: a
+    /// collective under a fast link model takes microseconds).
+    fn now_us(&self) -> u64 {
+        self.now_ms().saturating_mul(1000)
+    }
     /// Completes once `now_ms() >= t_ms`.
     fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()>;
     /// [`Clock::sleep_until_ms`] for a wait that stands for work under way (a loop of store
@@ -74,6 +79,12 @@ pub trait Clock: Clone + 'static {
     /// all cost about the same; real modes, no (their loops are real requests).
     fn batches_store_loops(&self) -> bool {
         false
+    }
+    /// Spends `us` microseconds of modelled work (a collective call's predicted time, core's
+    /// `runtime::cost`): the simulator waits that long in virtual time, as work under way (not
+    /// a stall); real modes pay real time and do nothing.
+    fn spend_us(&self, _us: f64) -> impl Future<Output = ()> {
+        std::future::ready(())
     }
     /// The time rank `rank` spends sending `bytes` to rank `peer` (a device group's message when
     /// `device`). The simulator charges its timing model here (`perf::model`); real modes pay

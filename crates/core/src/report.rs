@@ -74,6 +74,9 @@ pub struct Report {
     /// The final stall, when ranks are still stuck at the end.
     pub final_stall: Option<Stall>,
     pub end_ms: u64,
+    /// The same, in microseconds: the simulator's clock follows its timing model below a
+    /// millisecond (the real modes: `end_ms` x 1000).
+    pub end_us: u64,
     pub trace: Trace,
     pub trace_hash: String,
     pub expectations: Vec<ExpectationCheck>,
@@ -153,6 +156,8 @@ pub struct RunFacts<'a> {
     pub seed: u64,
     /// When the run ended (virtual ms in the simulator, ms after launch in the real modes).
     pub end_ms: u64,
+    /// The same in microseconds.
+    pub end_us: u64,
     /// The ranks this run launched; `None` = all. A hardware node checks only its own ranks'
     /// expectations (the others ran on other machines).
     pub local: Option<&'a [usize]>,
@@ -217,6 +222,7 @@ pub fn build(s: &Scenario, mut o: Observed, run: RunFacts<'_>) -> Report {
         first_stall: o.first_stall,
         final_stall: o.final_stall,
         end_ms: run.end_ms,
+        end_us: run.end_us,
         trace_hash: format!("{:016x}", o.trace.hash()),
         trace: o.trace,
         expectations,

@@ -410,6 +410,7 @@ pub(crate) fn report(s: &Scenario, st: State, local: &[usize], end_ms: u64) -> R
             mode: Mode::Hw,
             seed: s.sim.seed,
             end_ms,
+            end_us: end_ms.saturating_mul(1000),
             local: Some(local),
             env_ranks: &s.world.ranks,
             notes: st.notes,

@@ -1,15 +1,18 @@
-//! The virtual clock: turmoil's ticks plus jumps over idle time.
+//! The virtual clock: the time of the next event, in nanoseconds.
 //!
-//! turmoil advances time one tick per step, which would take millions of steps to reach a
-//! 30-minute c10d timeout. Ranks wait on this clock instead; when the simulator sees that
-//! nothing can happen but a timer, it jumps straight to the earliest deadline. Timers fire in
-//! (deadline, registration) order, so runs stay deterministic.
+//! Ranks wait on this clock, not on turmoil's ticks. A turmoil step in which something happens
+//! is an instant (messages handed over, ranks run); time moves only when the world waits: to
+//! the earliest timer once nothing can happen before it, or, while a message with a network
+//! latency is in flight and nothing else happens, by the steps it takes to arrive (drive.rs).
+//! So a scenario's time is the timing model's: no tick is added per round of messages. Timers
+//! fire in (deadline, registration) order, so runs stay deterministic.
 //!
-//! It also charges the timing model (core's `perf::model`): each message costs its sender
-//! alpha + bytes/beta on its link class. The clock counts milliseconds, so each rank carries the
-//! sub-millisecond remainder forward and sleeps whole milliseconds once they add up. TCPStore
-//! round trips cost alpha + bytes/beta of the store class, carried per connection the same way
-//! (core's store server charges them through `Clock::store_round_trip_us`).
+//! The timing model (core's `perf::model`) is charged here: a collective call costs each member
+//! what `scen bench` predicts for it (core's `runtime::cost`, spent through `Clock::spend_us`),
+//! a point-to-point message costs its sender alpha + bytes/beta on its link class
+//! (`Clock::charge`), a TCPStore round trip alpha + bytes/beta of the store class (core's store
+//! server, through `Clock::store_round_trip_us`). Spent time is a busy wait: modelled work under
+//! way, not a stall.
 
 use scen_core::perf::model::{LinkClass, TimingModel};
 use std::cell::{Cell, RefCell};
@@ -24,16 +27,17 @@ struct Timer {
     busy: bool,
 }
 
+/// Nanoseconds in a millisecond: the unit core's timeouts and traces count in.
+pub const NS_PER_MS: u64 = 1_000_000;
+
 #[derive(Default)]
 struct State {
-    now_ms: Cell<u64>,
+    now_ns: Cell<u64>,
     seq: Cell<u64>,
-    /// Pending timers by (deadline, registration).
+    /// Pending timers by (deadline in ns, registration).
     timers: RefCell<BTreeMap<(u64, u64), Timer>>,
     /// The timing model and each rank's node; `None`: messages are free.
     model: RefCell<Option<(TimingModel, Vec<usize>)>>,
-    /// Per rank: microseconds charged but not yet slept.
-    debt_us: RefCell<Vec<f64>>,
     /// Whether a loop of store requests may go as one request (`Clock::batches_store_loops`).
     batch_round_trips: Cell<bool>,
 }
@@ -47,26 +51,17 @@ pub struct VirtualClock {
 impl VirtualClock {
     /// Charges `model` from now on; `node_of[r]` is rank r's node.
     pub fn set_model(&self, model: TimingModel, node_of: Vec<usize>) {
-        *self.state.debt_us.borrow_mut() = vec![0.0; node_of.len()];
         *self.state.model.borrow_mut() = Some((model, node_of));
     }
 
-    /// Adds a message's cost to `rank`'s debt; returns the whole milliseconds to sleep now.
-    fn debit(&self, rank: usize, peer: usize, device: bool, bytes: usize) -> u64 {
+    /// Microseconds a message of `bytes` from `rank` to `peer` costs its sender.
+    fn message_us(&self, rank: usize, peer: usize, device: bool, bytes: usize) -> f64 {
         let m = self.state.model.borrow();
         let Some((model, node_of)) = m.as_ref() else {
-            return 0;
+            return 0.0;
         };
         let same_node = node_of.get(rank) == node_of.get(peer);
-        let us = model.message_us(LinkClass::of(device, same_node), bytes);
-        let mut debt = self.state.debt_us.borrow_mut();
-        let Some(d) = debt.get_mut(rank) else {
-            return 0;
-        };
-        *d += us;
-        let ms = (*d / 1000.0).floor();
-        *d -= ms * 1000.0;
-        ms as u64
+        model.message_us(LinkClass::of(device, same_node), bytes)
     }
 
     /// Lets loops of store requests go as one request, each charged the round trip its client
@@ -77,13 +72,17 @@ impl VirtualClock {
         self.state.batch_round_trips.set(on);
     }
 
-    pub fn set_now(&self, t_ms: u64) {
-        self.state.now_ms.set(t_ms);
+    pub fn now_ns(&self) -> u64 {
+        self.state.now_ns.get()
+    }
+
+    pub fn set_now_ns(&self, t_ns: u64) {
+        self.state.now_ns.set(t_ns);
     }
 
     /// Fires every timer due at the current time; returns how many fired.
     pub fn fire_due(&self) -> usize {
-        let now = self.state.now_ms.get();
+        let now = self.state.now_ns.get();
         let mut fired = 0;
         loop {
             let mut timers = self.state.timers.borrow_mut();
@@ -103,8 +102,8 @@ impl VirtualClock {
         fired
     }
 
-    /// The earliest pending deadline, skipping timers whose waiters are gone.
-    pub fn next_deadline(&self) -> Option<u64> {
+    /// The earliest pending deadline (ns), skipping timers whose waiters are gone.
+    pub fn next_deadline_ns(&self) -> Option<u64> {
         let mut timers = self.state.timers.borrow_mut();
         timers.retain(|_, t| !t.wake.is_closed());
         timers.keys().next().map(|(t, _)| *t)
@@ -117,8 +116,8 @@ impl VirtualClock {
         timers.values().any(|t| t.busy && !t.wake.is_closed())
     }
 
-    fn timer(&self, t_ms: u64, busy: bool) -> impl Future<Output = ()> {
-        let rx = if t_ms <= self.state.now_ms.get() {
+    fn timer(&self, t_ns: u64, busy: bool) -> impl Future<Output = ()> {
+        let rx = if t_ns <= self.state.now_ns.get() {
             None
         } else {
             let (tx, rx) = oneshot::channel();
@@ -127,7 +126,7 @@ impl VirtualClock {
             self.state
                 .timers
                 .borrow_mut()
-                .insert((t_ms, seq), Timer { wake: tx, busy });
+                .insert((t_ns, seq), Timer { wake: tx, busy });
             Some(rx)
         };
         async move {
@@ -140,15 +139,29 @@ impl VirtualClock {
 
 impl scen_core::net::Clock for VirtualClock {
     fn now_ms(&self) -> u64 {
-        self.state.now_ms.get()
+        self.state.now_ns.get() / NS_PER_MS
+    }
+
+    fn now_us(&self) -> u64 {
+        self.state.now_ns.get() / 1000
     }
 
     fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()> {
-        self.timer(t_ms, false)
+        self.timer(t_ms.saturating_mul(NS_PER_MS), false)
     }
 
     fn busy_until_ms(&self, t_ms: u64) -> impl Future<Output = ()> {
-        self.timer(t_ms, true)
+        self.timer(t_ms.saturating_mul(NS_PER_MS), true)
+    }
+
+    fn spend_us(&self, us: f64) -> impl Future<Output = ()> {
+        let ns = (us * 1000.0).round();
+        let wait = (ns >= 1.0).then(|| self.timer(self.now_ns() + ns as u64, true));
+        async move {
+            if let Some(w) = wait {
+                w.await;
+            }
+        }
     }
 
     fn batches_store_loops(&self) -> bool {
@@ -170,12 +183,6 @@ impl scen_core::net::Clock for VirtualClock {
         device: bool,
         bytes: usize,
     ) -> impl Future<Output = ()> {
-        let ms = self.debit(rank, peer, device, bytes);
-        let wait = (ms > 0).then(|| self.sleep_until_ms(self.now_ms() + ms));
-        async move {
-            if let Some(w) = wait {
-                w.await;
-            }
-        }
+        self.spend_us(self.message_us(rank, peer, device, bytes))
     }
 }

@@ -1,18 +1,26 @@
-//! The simulator's main loop: steps turmoil and, when nothing moves for long enough that no
-//! message can be in flight, either jumps the clock to the next timer or fault or stops (nothing
-//! will ever happen again). Its phases are named here: a step (or a time jump), the faults and
-//! timers due, the end and the limits, the quiet time that must pass before a stall analysis,
-//! the analysis, and the advance to the next timer or fault. Nothing here reads the wall clock
-//! or iterates a hash map: the same seed takes the same steps.
+//! The simulator's main loop: steps turmoil and moves the virtual clock. A step in which
+//! something happens takes no virtual time (messages handed over, ranks run: one instant). Time
+//! moves only while the world waits: by the steps a message in flight takes to arrive when
+//! nothing else happens (a network latency, `[sim] latency_ms` or a latency fault: one tick of
+//! 1 ms each), or, once nothing can happen and nothing is in flight, straight to the next timer
+//! or fault. So a scenario's time is what its timing model charges, with no tick per round of
+//! messages. The phases are named here: a step (or a jump over the steps a message in flight
+//! takes), the faults and timers due, the end and the limits, the quiet that must hold before a
+//! stall analysis, the analysis, and the advance to the next timer or fault. Nothing here reads
+//! the wall clock or iterates a hash map: the same seed takes the same steps.
 
-use crate::clock::VirtualClock;
+use crate::clock::{VirtualClock, NS_PER_MS};
 use crate::net::Activity;
 use crate::probe::SimProbe;
 use crate::{apply_due, internal, note, SimError, MAX_STEPS, MAX_VIRTUAL_MS};
-use scen_core::scenario::{FaultKind, Scenario};
+use scen_core::scenario::Scenario;
 use scen_core::stall;
 use scen_core::trace::WaitKey;
 use scen_core::verdict::Stall;
+
+/// Steps in a row in which nothing happened and nothing was in flight before the world counts
+/// as waiting (a task woken at the end of a step runs in the next one).
+const QUIET_STEPS: u64 = 2;
 
 /// What the loop keeps between two turns.
 struct Driver<'a> {
@@ -20,12 +28,10 @@ struct Driver<'a> {
     clock: &'a VirtualClock,
     probe: &'a SimProbe,
     activity: &'a Activity,
-    /// Quiet steps needed before a stall analysis (no message can still be in flight).
-    quiet_needed: u64,
     /// Quiet steps so far.
     quiet: u64,
-    /// Virtual time skipped by advances to the next timer or fault.
-    offset: u64,
+    /// Virtual time, in ns.
+    now_ns: u64,
     /// Steps turmoil took.
     steps: u64,
     /// The activity count at the last turn that saw activity.
@@ -37,10 +43,13 @@ struct Driver<'a> {
     may_jump: bool,
     /// Steps the next turn takes at once (more than 1: a time jump).
     ticks: u64,
+    /// The next turn's steps are the world waiting for a message in flight: each is a tick of
+    /// virtual time.
+    waits_on_network: bool,
 }
 
 /// Runs the simulation until every rank ended or nothing can happen any more; returns the
-/// virtual time it ended at.
+/// virtual time it ended at, in ns.
 pub(crate) fn drive(
     sim: &mut turmoil::Sim<'_>,
     s: &Scenario,
@@ -54,60 +63,48 @@ pub(crate) fn drive(
         clock,
         probe,
         activity,
-        quiet_needed: quiet_needed_ms(s),
         quiet: 0,
-        offset: 0,
+        now_ns: 0,
         steps: 0,
         last: activity.get(),
         last_stall: None,
         may_jump: s.sim.loopback_queue && !s.sim.random_order,
         ticks: 1,
+        waits_on_network: false,
     };
     apply_due(sim, s, probe, 0);
     loop {
-        let (now, took) = d.step(sim, watch)?;
-        let fault_due = probe.plan.borrow().next_ms().is_some_and(|t| t <= now);
-        apply_due(sim, s, probe, now);
+        let took = d.step(sim, watch)?;
+        let now_ms = d.now_ns / NS_PER_MS;
+        let fault_due = probe.plan.borrow().next_ms().is_some_and(|t| t <= now_ms);
+        apply_due(sim, s, probe, now_ms);
         let fired = clock.fire_due();
         if probe.state.borrow().ends.iter().all(|e| e.is_some()) {
-            return Ok(now);
+            return Ok(d.now_ns);
         }
-        d.check_limits(now)?;
-        if !d.quiet_long_enough(sim, now, took, fired, fault_due) {
+        d.check_limits()?;
+        if !d.quiet_long_enough(sim, took, fired, fault_due) {
             continue;
         }
-        let (stall, new_stall) = d.look_for_stall(now);
-        if !d.advance(sim, now, new_stall) {
-            d.stop_for_good(now, stall);
-            return Ok(now);
+        let (stall, new_stall) = d.look_for_stall(now_ms);
+        if !d.advance(sim, new_stall) {
+            d.stop_for_good(now_ms, stall);
+            return Ok(d.now_ns);
         }
     }
 }
 
-/// Long enough that no message can still be in flight, per-link latency faults included.
-fn quiet_needed_ms(s: &Scenario) -> u64 {
-    let link_max_ms = s
-        .faults
-        .iter()
-        .filter_map(|f| match &f.kind {
-            FaultKind::Latency {
-                fixed_ms, max_ms, ..
-            } => fixed_ms.or(*max_ms),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    s.sim.latency_max_ms.max(link_max_ms) + 3
-}
-
 impl Driver<'_> {
-    /// One turn of turmoil (one step, or a time jump of `ticks` steps); returns the virtual
-    /// time after it and how many steps it took.
+    /// One turn of turmoil (one step, or a jump of `ticks` steps); returns how many steps it
+    /// took. Steps the world spent waiting for a message in flight are virtual time.
     fn step(
         &mut self,
         sim: &mut turmoil::Sim<'_>,
         watch: &internal::Watch,
-    ) -> Result<(u64, u64), SimError> {
+    ) -> Result<u64, SimError> {
+        // A step while a message with a latency is in flight is network time (a tick of 1 ms,
+        // as turmoil counts that latency); without one, an instant.
+        let network_time = std::mem::take(&mut self.waits_on_network) || sim.in_flight_later();
         if self.ticks > 1 {
             sim.advance(self.ticks as u32)
         } else {
@@ -118,15 +115,18 @@ impl Driver<'_> {
             return Err(SimError::Internal { seed: 0, detail: p });
         }
         let took = std::mem::replace(&mut self.ticks, 1);
-        self.steps += took;
-        let now = self.steps + self.offset;
-        self.clock.set_now(now);
-        Ok((now, took))
+        self.steps += 1;
+        if network_time {
+            self.now_ns = self.now_ns.saturating_add(took * NS_PER_MS);
+            self.clock.set_now_ns(self.now_ns);
+        }
+        Ok(took)
     }
 
     /// Ranks are still running at the simulator's horizon: their outcome is unknown, so there
     /// is no verdict.
-    fn check_limits(&self, now: u64) -> Result<(), SimError> {
+    fn check_limits(&self) -> Result<(), SimError> {
+        let now = self.now_ns / NS_PER_MS;
         if self.steps < MAX_STEPS && now < MAX_VIRTUAL_MS {
             return Ok(());
         }
@@ -138,36 +138,65 @@ impl Driver<'_> {
         )))
     }
 
-    /// Counts the quiet steps (activity or a fired timer starts them over); before enough have
-    /// passed, the next turn may jump over idle steps. Whether a stall analysis is due.
+    /// Counts the quiet steps (activity or a fired timer starts them over). A quiet step with a
+    /// message in flight is the world waiting for the network: the next turn's steps are
+    /// virtual time, and it jumps over those that change nothing but the clock. Whether the
+    /// world is quiet with nothing in flight long enough for a stall analysis.
     fn quiet_long_enough(
         &mut self,
         sim: &turmoil::Sim<'_>,
-        now: u64,
         took: u64,
         fired: usize,
         fault_due: bool,
     ) -> bool {
-        if fired > 0 || self.activity.get() != self.last {
+        if fired > 0 || fault_due || self.activity.get() != self.last {
             self.last = self.activity.get();
             self.quiet = 0;
             return false;
         }
-        self.quiet += took;
-        if self.quiet >= self.quiet_needed {
-            return true;
+        match sim.next_delivery() {
+            None => {
+                self.quiet += took;
+                self.quiet >= QUIET_STEPS
+            }
+            Some(d) if d.is_zero() => {
+                self.quiet = 0;
+                false
+            }
+            Some(d) => {
+                self.quiet = 0;
+                self.wait_on_network(d);
+                false
+            }
         }
-        if self.may_jump && !fault_due {
-            self.ticks = jump(
-                sim,
-                self.clock,
-                self.probe,
-                now,
-                self.quiet_needed - self.quiet,
-                MAX_STEPS - self.steps,
-            );
+    }
+
+    /// The world waits for a message due in `d`: the next turn's steps are virtual time, as
+    /// many at once as change nothing but the clock (up to the step before the one that hands
+    /// the message over), without passing the next timer or fault.
+    fn wait_on_network(&mut self, d: std::time::Duration) {
+        self.waits_on_network = true;
+        if !self.may_jump {
+            return;
         }
-        false
+        let msg = (d.as_nanos().div_ceil(NS_PER_MS as u128) as u64).saturating_sub(1);
+        let until = |t_ns: Option<u64>| {
+            t_ns.map_or(u64::MAX, |t| t.saturating_sub(self.now_ns) / NS_PER_MS)
+        };
+        let timer = until(self.clock.next_deadline_ns());
+        let fault = until(
+            self.probe
+                .plan
+                .borrow()
+                .next_ms()
+                .map(|t| t.saturating_mul(NS_PER_MS)),
+        );
+        let horizon = MAX_VIRTUAL_MS.saturating_sub(self.now_ns / NS_PER_MS);
+        self.ticks = [msg, timer, fault, horizon, u32::MAX as u64]
+            .into_iter()
+            .min()
+            .unwrap_or(1)
+            .max(1);
     }
 
     /// core's stall analysis (not while a rank waits on a busy timer: modelled work under way
@@ -210,27 +239,32 @@ impl Driver<'_> {
 
     /// Moves the clock to the next timer or fault, applies what is due then and fires the
     /// timers (saying so after a new stall); false when there is none.
-    fn advance(&mut self, sim: &mut turmoil::Sim<'_>, now: u64, say_so: bool) -> bool {
+    fn advance(&mut self, sim: &mut turmoil::Sim<'_>, say_so: bool) -> bool {
         let (clock, probe) = (self.clock, self.probe);
-        let next_fault = probe.plan.borrow().next_ms();
-        let next = match (clock.next_deadline(), next_fault) {
+        let next_fault = probe
+            .plan
+            .borrow()
+            .next_ms()
+            .map(|t| t.saturating_mul(NS_PER_MS));
+        let next = match (clock.next_deadline_ns(), next_fault) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
         let Some(t) = next else { return false };
+        let now_ms = self.now_ns / NS_PER_MS;
         if say_so {
             let what = if next_fault == Some(t) {
                 "fault"
             } else {
                 "timeout"
             };
-            let at = scen_core::trace::format_ms(t);
+            let at = scen_core::trace::format_ms(t / NS_PER_MS);
             let text = format!("advancing virtual time to the next {what} at {}", at.trim());
-            note(probe, now, text);
+            note(probe, now_ms, text);
         }
-        self.offset += t.saturating_sub(now);
-        clock.set_now(t);
-        apply_due(sim, self.s, probe, t);
+        self.now_ns = self.now_ns.max(t);
+        clock.set_now_ns(self.now_ns);
+        apply_due(sim, self.s, probe, self.now_ns / NS_PER_MS);
         clock.fire_due();
         self.quiet = 0;
         true
@@ -247,53 +281,4 @@ impl Driver<'_> {
             self.probe.state.borrow_mut().final_stall = Some(st);
         }
     }
-}
-
-/// How many steps the simulation may take at once after step `now`, in which no rank did
-/// anything, no timer fired and no fault applied: every rank's task is idle (a rank does I/O,
-/// traces or sets a timer when it is woken), so the steps until the next message is handed to a
-/// host, the next timer or fault, the quiet period's end (`quiet_left`, the stall check) or the
-/// step limit (`steps_left`) change nothing but the clock. 1 (an ordinary step) when the next
-/// step may deliver a message. The same steps are taken, the same messages delivered at the
-/// same times, the same random draws made: traces are unchanged (their hashes too).
-fn jump(
-    sim: &turmoil::Sim<'_>,
-    clock: &VirtualClock,
-    probe: &SimProbe,
-    now: u64,
-    quiet_left: u64,
-    steps_left: u64,
-) -> u64 {
-    // A message due in `d` ms is handed over by the step that brings the network there: the
-    // `ceil(d)`-th from now; the ones before it are empty.
-    let Some(msg) = (match sim.next_delivery() {
-        None => Some(u64::MAX),
-        Some(d) if d.is_zero() => None,
-        Some(d) => Some((d.as_nanos().div_ceil(1_000_000) as u64).saturating_sub(1)),
-    }) else {
-        return 1;
-    };
-    // A timer or fault at `t` is handled after step `t`: jump there at most.
-    let timer = clock
-        .next_deadline()
-        .map_or(u64::MAX, |t| t.saturating_sub(now));
-    let fault = probe
-        .plan
-        .borrow()
-        .next_ms()
-        .map_or(u64::MAX, |t| t.saturating_sub(now));
-    let horizon = MAX_VIRTUAL_MS.saturating_sub(now);
-    [
-        msg,
-        timer,
-        fault,
-        quiet_left,
-        steps_left,
-        horizon,
-        u32::MAX as u64,
-    ]
-    .into_iter()
-    .min()
-    .unwrap_or(1)
-    .max(1)
 }

@@ -164,7 +164,7 @@ fn simulate_inner(
         probe.fault_event(f, None, None, &text);
     }
     apply_latency(&sim, scenario, &probe);
-    let end_ms = drive::drive(&mut sim, scenario, &clock, &probe, &activity, watch)?;
+    let end_ns = drive::drive(&mut sim, scenario, &clock, &probe, &activity, watch)?;
     if let Some(detail) = over_limit(&probe) {
         return Err(SimError::Limit(detail));
     }
@@ -172,7 +172,7 @@ fn simulate_inner(
         scenario,
         seed,
         &probe,
-        end_ms,
+        end_ns / 1000,
         &shared_env.world.ranks,
     ))
 }
@@ -577,7 +577,7 @@ fn report(
     s: &Scenario,
     seed: u64,
     probe: &SimProbe,
-    end_ms: u64,
+    end_us: u64,
     env_ranks: &[scen_core::scenario::RankSpec],
 ) -> Report {
     let notes = attribution(probe);
@@ -588,7 +588,8 @@ fn report(
         RunFacts {
             mode: Mode::Sim,
             seed,
-            end_ms,
+            end_ms: end_us / 1000,
+            end_us,
             local: None,
             env_ranks,
             notes,

@@ -101,9 +101,7 @@ impl Schedule {
         }
         let clock = p.clock.clone();
         let until_ms = clock.now_ms() + LATE_MS;
-        Some(Box::pin(
-            async move { clock.sleep_until_ms(until_ms).await },
-        ))
+        Some(Box::pin(async move { clock.busy_until_ms(until_ms).await }))
     }
 
     /// A gate for one sequence of scheduling points (one task, one direction of a socket).

@@ -687,6 +687,7 @@ fn report(
             mode: Mode::Torch,
             seed: s.sim.seed,
             end_ms,
+            end_us: end_ms.saturating_mul(1000),
             local: None,
             env_ranks: &s.world.ranks,
             notes,

@@ -439,6 +439,13 @@ impl<'a> Sim<'a> {
         world.topology.next_delivery(running)
     }
 
+    /// scen patch (network time): whether a message in flight is due after the current time,
+    /// i.e. has a latency above zero left (held messages are not; see
+    /// `Topology::in_flight_later`).
+    pub fn in_flight_later(&self) -> bool {
+        self.world.borrow().topology.in_flight_later()
+    }
+
     /// scen patch (time jump): moves the simulation `ticks` ticks forward in one step: the
     /// network, every host's clock and runtime (whose timers fire at their times) advance by
     /// `ticks` ticks, as `ticks` calls of [`Sim::step`] would when no message is delivered in

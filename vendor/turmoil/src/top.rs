@@ -396,6 +396,16 @@ impl Topology {
         next.map(|at| at.saturating_duration_since(self.now))
     }
 
+    /// scen patch (network time): whether a message in flight is due after the current time (a
+    /// latency above zero), so that the next step is time spent waiting for the network.
+    pub(crate) fn in_flight_later(&self) -> bool {
+        self.in_flight.iter().any(|&index| {
+            self.links[index].sent.iter().any(
+                |sent| matches!(sent.status, DeliveryStatus::DeliverAfter(at) if at > self.now),
+            )
+        })
+    }
+
     pub(crate) fn iter_mut(&mut self) -> LinksIter<'_> {
         // scen patch: links not ticked since they were last used get the current time (a
         // message released through the iterator is due now, as before), and the caller may

@@ -232,26 +232,20 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     C: Clock,
 {
-    // Microseconds charged to this connection and not yet slept (the clock counts ms).
-    let mut debt_us = 0.0;
     loop {
         let req = read_frame(&mut stream).await?;
         let (mut reply, req_len) = if req.first() == Some(&OP_SEQ) {
-            seq::serve(&req, &state, &clock, &mut debt_us).await?
+            seq::serve(&req, &state, &clock).await?
         } else {
             (handle(&req, &state, &clock).await?, req.len())
         };
         // The round trip's cost on the store link class (the simulator's timing model).
-        debt_us += clock.store_round_trip_us(req_len + reply.len());
-        let ms = (debt_us / 1000.0).floor();
-        if ms > 0.0 {
-            debt_us -= ms * 1000.0;
-            clock.sleep_until_ms(clock.now_ms() + ms as u64).await;
-        }
+        let us = clock.store_round_trip_us(req_len + reply.len());
+        clock.spend_us(us).await;
         if req.first() == Some(&OP_SET) {
             // What the server itself spent on this set, so the client can tell the network's
             // share of the round trip it measured (`seq`).
-            reply.extend_from_slice(&(ms as u64).to_le_bytes());
+            reply.extend_from_slice(&(us.round() as u64).to_le_bytes());
         }
         write_frame(&mut stream, &reply).await?;
     }
@@ -382,7 +376,7 @@ impl<N: Net> StoreClient<N> {
         self.set_timed(key, value).await.map(|_| ())
     }
 
-    /// [`Self::set`], returning the milliseconds the server spent on it (its share of the round
+    /// [`Self::set`], returning the microseconds the server spent on it (its share of the round
     /// trip; the rest is the network's).
     pub async fn set_timed(&self, key: &str, value: &[u8]) -> Result<u64, StoreError> {
         if self.torch.is_some() {

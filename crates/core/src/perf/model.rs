@@ -250,6 +250,48 @@ impl ModelFile {
         ModelFile::parse(&file, &text)
     }
 
+    /// A view of the links and per-op costs (what predictions read).
+    pub fn view(&self) -> ModelRef<'_> {
+        ModelRef {
+            links: &self.links,
+            ops: &self.ops,
+        }
+    }
+
+    /// [`ModelRef::op_cost`].
+    pub fn op_cost(
+        &self,
+        class: LinkClass,
+        op: BenchOp,
+        alg: Algorithm,
+        ranks: usize,
+        bytes: usize,
+    ) -> Option<&OpCost> {
+        self.view().op_cost(class, op, alg, ranks, bytes)
+    }
+
+    /// [`ModelRef::predict_us`].
+    pub fn predict_us(
+        &self,
+        op: BenchOp,
+        bytes: usize,
+        ranks: usize,
+        class: LinkClass,
+        library: Library,
+    ) -> f64 {
+        self.view().predict_us(op, bytes, ranks, class, library)
+    }
+}
+
+/// A model's links and per-op costs, borrowed: `scen bench` predicts from a [`ModelFile`], the
+/// simulator from a scenario's `[world.links]` (runtime/cost.rs), with the same rules.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRef<'a> {
+    pub links: &'a TimingModel,
+    pub ops: &'a [OpCost],
+}
+
+impl<'a> ModelRef<'a> {
     /// The fitted per-op cost for `op` with `alg` on a benchmark size of `bytes` on `class`,
     /// from the entries measured on the rank count nearest `ranks` (the smaller on a tie): the
     /// one whose size range holds `bytes` (past the last bound, the largest).
@@ -260,7 +302,7 @@ impl ModelFile {
         alg: Algorithm,
         ranks: usize,
         bytes: usize,
-    ) -> Option<&OpCost> {
+    ) -> Option<&'a OpCost> {
         let mine = |o: &&OpCost| o.class == class && o.op == op && o.algorithm == alg;
         let nearest = self
             .ops

@@ -2,6 +2,7 @@
 //! which the store uses too) and the rank-to-rank transport (fabric.rs).
 
 pub(crate) mod coll;
+mod cost;
 pub mod device;
 mod duplex;
 pub mod fabric;

@@ -251,7 +251,7 @@ impl Cx<'_> {
                 }
                 (lo, hi)
             }
-            None => (0, 1),
+            None => (0, 0),
         };
         Ok(SimSettings {
             seed: raw.seed.unwrap_or(0),

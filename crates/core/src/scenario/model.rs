@@ -183,6 +183,9 @@ pub struct World {
     pub launcher: Launcher,
     /// What each message costs in virtual time (`[world.links]`, defaults otherwise).
     pub links: crate::perf::model::TimingModel,
+    /// The model file's per-op costs (`[[ops]]`, fitted by `scen bench --calibrate`): a
+    /// collective call costs what `scen bench` predicts with them (runtime/cost.rs).
+    pub op_costs: Vec<crate::perf::model::OpCost>,
     /// `[world] exit_ms`: how long a rank's process lives after its program ends, completed or
     /// raised — a Python interpreter's teardown, during which its sockets and (rank 0) its
     /// TCPStore server still serve peers. Default [`DEFAULT_EXIT_MS`]; never time-scaled (the

@@ -83,18 +83,17 @@ impl KeySeq {
     }
 }
 
-/// Serves an [`OP_SEQ`] request; `debt_us` is the connection's modelled time not yet slept.
-/// Returns the reply and the request length the store class charges (the keys as strings).
+/// Serves an [`OP_SEQ`] request. Returns the reply and the request length the store class
+/// charges (the keys as strings).
 pub(super) async fn serve<C: Clock>(
     req: &[u8],
     state: &StoreState,
     clock: &C,
-    debt_us: &mut f64,
 ) -> Result<(Vec<u8>, usize), WireError> {
     let mut d = Dec::new(req);
     d.u8()?;
     let mode = d.u8()?;
-    let net_rtt_ms = d.u64()?;
+    let net_rtt_us = d.u64()?;
     let seq = KeySeq {
         prefix: d.str()?,
         start: d.u64()? as usize,
@@ -103,8 +102,8 @@ pub(super) async fn serve<C: Clock>(
             .filter(|s| *s != u64::MAX)
             .map(|s| s as usize),
     };
-    let start_ms = clock.now_ms();
-    // Time since `start_ms` at which the loop's current request reaches the server.
+    let start_us = clock.now_us();
+    // Time since `start_us` at which the loop's current request reaches the server.
     let mut cursor_us = 0.0;
     let mut out = Enc::default().u8(REPLY_OK);
     let mut answered = 0u64;
@@ -114,13 +113,13 @@ pub(super) async fn serve<C: Clock>(
         key.clear();
         let _ = write!(key, "{}{index}", seq.prefix);
         if i > 0 {
-            cursor_us += net_rtt_ms as f64 * 1000.0
-                + clock.store_round_trip_us(key.len() + PER_KEY_FRAMING_BYTES);
+            cursor_us +=
+                net_rtt_us as f64 + clock.store_round_trip_us(key.len() + PER_KEY_FRAMING_BYTES);
         }
-        let at_ms = start_ms + (cursor_us / 1000.0).floor() as u64;
         let mut value = state.get(&key);
-        if value.is_none() && at_ms > clock.now_ms() {
-            clock.busy_until_ms(at_ms).await;
+        let ahead_us = start_us as f64 + cursor_us - clock.now_us() as f64;
+        if value.is_none() && ahead_us >= 1.0 {
+            clock.spend_us(ahead_us).await;
             value = state.get(&key);
         }
         match (mode, value) {
@@ -132,11 +131,10 @@ pub(super) async fn serve<C: Clock>(
         answered += 1;
     }
     // The loop ends a round trip after its last request: the caller charges that one.
-    let end_ms = start_ms + (cursor_us / 1000.0).floor() as u64;
-    if end_ms > clock.now_ms() {
-        clock.busy_until_ms(end_ms).await;
+    let ahead_us = start_us as f64 + cursor_us - clock.now_us() as f64;
+    if ahead_us >= 1.0 {
+        clock.spend_us(ahead_us).await;
     }
-    *debt_us += cursor_us - (cursor_us / 1000.0).floor() * 1000.0;
     out = out.u64(answered);
     let mut reply = out.done();
     reply.extend_from_slice(&body.done());
@@ -145,13 +143,13 @@ pub(super) async fn serve<C: Clock>(
 
 impl<N: Net> StoreClient<N> {
     /// `check` of every key in order, as one request: whether each existed when the loop's
-    /// request for it would have reached the server. `net_rtt_ms`: the network's share of one
+    /// request for it would have reached the server. `net_rtt_us`: the network's share of one
     /// round trip on this connection, as the caller measured it ([`StoreClient::set_timed`]).
-    pub async fn check_seq(&self, keys: &KeySeq, net_rtt_ms: u64) -> Result<Vec<bool>, StoreError> {
+    pub async fn check_seq(&self, keys: &KeySeq, net_rtt_us: u64) -> Result<Vec<bool>, StoreError> {
         if self.torch.is_some() {
             return self.torch_check_seq(keys).await;
         }
-        let reply = self.call(request(SEQ_CHECK, keys, net_rtt_ms)).await?;
+        let reply = self.call(request(SEQ_CHECK, keys, net_rtt_us)).await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
         let n = d.u64()?;
@@ -164,12 +162,12 @@ impl<N: Net> StoreClient<N> {
     pub async fn get_seq(
         &self,
         keys: &KeySeq,
-        net_rtt_ms: u64,
+        net_rtt_us: u64,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         if self.torch.is_some() {
             return self.torch_get_seq(keys).await;
         }
-        let reply = self.call(request(SEQ_GET, keys, net_rtt_ms)).await?;
+        let reply = self.call(request(SEQ_GET, keys, net_rtt_us)).await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
         let n = d.u64()?;
@@ -177,11 +175,11 @@ impl<N: Net> StoreClient<N> {
     }
 }
 
-fn request(mode: u8, keys: &KeySeq, net_rtt_ms: u64) -> Vec<u8> {
+fn request(mode: u8, keys: &KeySeq, net_rtt_us: u64) -> Vec<u8> {
     Enc::default()
         .u8(OP_SEQ)
         .u8(mode)
-        .u64(net_rtt_ms)
+        .u64(net_rtt_us)
         .str(&keys.prefix)
         .u64(keys.start as u64)
         .u64(keys.end as u64)

@@ -11,6 +11,7 @@ use crate::payload::Symbolic;
 use crate::probe::{Fact, Probe};
 use crate::reduce::{self, ReduceOp};
 use crate::runtime::coll::{self, AsyncProbe, CallShape, Coll, Done, Fill, OutVars};
+use crate::runtime::cost;
 use crate::runtime::link::{CallInfo, FabricLink};
 use crate::runtime::reuse::{self, ExpectKey, Lent};
 use crate::scenario::expr::{format_number, Expr};
@@ -323,17 +324,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let seq = pg.seq;
         let pg = &self.pgs[name];
         let call = self.call_begin(calls::spec_of(coll, name, backend, seq, &t, &pg.ranks));
-        let info = self.call_info(name, backend, coll, seq, t.numel());
+        let cost_us = self.call_cost(name, backend, coll, t.numel() * t.dtype.size_bytes());
+        let mut info = self.call_info(name, backend, coll, seq, t.numel());
+        info.per_message_cost = cost_us.is_none();
         let pg = &self.pgs[name];
         let fabric = self.fabric.clone();
         let clock = self.env.clock.clone();
         let members = pg.ranks.clone();
         let me_g = pg.group_rank(me).expect("member");
-        let tag = match backend {
-            // gloo's slots: a call's messages are its algorithm's (Coll::gloo_slot).
-            "gloo" => format!("{}/{backend}/{seq}/{}", pg.name, coll.gloo_slot()),
-            _ => format!("{}/{backend}/{seq}", pg.name),
-        };
+        let tag = call_tag(&pg.name, backend, seq, coll);
         let coll = coll.clone();
         let device = self.env.device.clone().filter(|_| backend != "gloo");
         let reuse = self.reuse.clone();
@@ -355,6 +354,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await;
                 calls::end_record(&probe, &clock, call, r.is_ok());
                 return r.map(|out| (t, out.map(D::from_values)));
+            }
+            if let Some(us) = cost_us {
+                clock.spend_us(us).await;
             }
             let link = FabricLink {
                 fabric: &fabric,
@@ -406,6 +408,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         Ok(tracing::Instrument::instrument(fut, span))
     }
 
+    /// What a call on group `name` with `in_bytes` of input costs each member in the timing
+    /// model, when it is charged as a whole (runtime/cost.rs).
+    fn call_cost(&self, name: &str, backend: &str, coll: &Coll, in_bytes: usize) -> Option<f64> {
+        let (s, env) = (&self.env.scenario, &self.spec.env);
+        cost::call_us(s, env, backend, coll, in_bytes, &self.pgs[name].ranks)
+    }
+
     /// What the transport knows of call `seq` on group `name`: whose, which, its timeout.
     fn call_info(
         &self,
@@ -427,6 +436,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             device: backend != "gloo",
             wait_ms: (backend == "gloo").then_some(pg.timeout_ms),
             pairs: pg.name.clone(),
+            per_message_cost: true,
         }
     }
 
@@ -601,5 +611,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.run_algo(&name, &backend, &Coll::barrier(), &mut t)
             .await?;
         Ok(format!("passed ({dev}:{backend})"))
+    }
+}
+
+/// The tag of call `seq` on group `group`'s messages. gloo's slots: a call's messages are its
+/// algorithm's (Coll::gloo_slot).
+fn call_tag(group: &str, backend: &str, seq: u64, coll: &Coll) -> String {
+    match backend {
+        "gloo" => format!("{group}/{backend}/{seq}/{}", coll.gloo_slot()),
+        _ => format!("{group}/{backend}/{seq}"),
     }
 }

@@ -302,7 +302,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     async fn join_comm_members(&mut self, plan: &CommPlan, backend: &str, me: usize) -> Res<()> {
         let (key, members, label) = (&plan.key, &plan.members, &plan.label);
         let pos = members.iter().position(|m| *m == me).expect("member");
-        let net_rtt_ms = self.publish_address(&format!("{key}/addr/{pos}")).await?;
+        let net_rtt_us = self.publish_address(&format!("{key}/addr/{pos}")).await?;
         // Every member must join this communicator, even one whose address gloo already knows:
         // one get per member, the loop sent as one request (c10d::store::seq).
         let others: Vec<usize> = members.iter().copied().filter(|m| *m != me).collect();
@@ -322,7 +322,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .store_get_from(
                     &keys,
                     next,
-                    net_rtt_ms,
+                    net_rtt_us,
                     &[m],
                     (StoreUse::CommJoin, what),
                     label,

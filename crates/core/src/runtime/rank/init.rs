@@ -347,12 +347,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// one request is charged per key (`c10d::store::seq`).
     pub(super) async fn publish_address(&self, key: &str) -> Res<u64> {
         let store = self.world()?.store.clone();
-        let t0_ms = self.now();
-        let server_ms = store
+        let t0_us = self.env.clock.now_us();
+        let server_us = store
             .set_timed(key, self.fabric.address().as_bytes())
             .await
             .map_err(|e| self.store_err(e))?;
-        Ok((self.now() - t0_ms).saturating_sub(server_ms))
+        Ok((self.env.clock.now_us() - t0_us).saturating_sub(server_us))
     }
 
     /// `check` of every key, in order: one request where the clock batches store loops
@@ -360,11 +360,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     pub(super) async fn store_check_all(
         &self,
         keys: &KeySeq,
-        net_rtt_ms: u64,
+        net_rtt_us: u64,
     ) -> Result<Vec<bool>, StoreError> {
         let store = self.world.as_ref().expect("world").store.clone();
         if self.env.clock.batches_store_loops() && !keys.is_empty() {
-            return store.check_seq(keys, net_rtt_ms).await;
+            return store.check_seq(keys, net_rtt_us).await;
         }
         let mut present = Vec::with_capacity(keys.len());
         for k in 0..keys.len() {
@@ -380,7 +380,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     pub(super) async fn store_get_seq(
         &self,
         keys: &KeySeq,
-        net_rtt_ms: u64,
+        net_rtt_us: u64,
         peers: &[usize],
         (used_by, what): (StoreUse, &str),
         group: &str,
@@ -403,7 +403,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             deadline_ms: None,
             timeout_error: None,
         }));
-        let r = store.get_seq(keys, net_rtt_ms).await;
+        let r = store.get_seq(keys, net_rtt_us).await;
         self.wait(None);
         r
     }
@@ -417,14 +417,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         &self,
         keys: &KeySeq,
         next: usize,
-        net_rtt_ms: u64,
+        net_rtt_us: u64,
         peers: &[usize],
         (used_by, what): (StoreUse, String),
         group: &str,
         timeout: Option<(u64, C10dError)>,
     ) -> Res<Vec<Vec<u8>>> {
         let got = self
-            .store_get_seq(&keys.from(next), net_rtt_ms, peers, (used_by, &what), group)
+            .store_get_seq(&keys.from(next), net_rtt_us, peers, (used_by, &what), group)
             .await
             .map_err(|e| self.store_err(e))?;
         if !got.is_empty() {
@@ -473,7 +473,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             pg.timeout_ms,
             format!("{} ({})", pg.label, pg.name),
         );
-        let net_rtt_ms = self
+        let net_rtt_us = self
             .publish_address(&join_key(&prefixes, &grank.to_string()))
             .await?;
         let peers: Vec<usize> = ranks.iter().copied().filter(|r| *r != me).collect();
@@ -486,7 +486,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         // One check per peer, then one get per peer; each loop goes as one request and is
         // charged as the loop (c10d::store::seq).
         let present = self
-            .store_check_all(&keys, net_rtt_ms)
+            .store_check_all(&keys, net_rtt_us)
             .await
             .map_err(|e| self.store_err(e))?;
         // Peers absent at the check, in peer order: values arrive in that order too, so the
@@ -506,7 +506,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .store_get_from(
                     &keys,
                     next,
-                    net_rtt_ms,
+                    net_rtt_us,
                     &missing[gone..],
                     (StoreUse::GlooMesh, what),
                     &label,

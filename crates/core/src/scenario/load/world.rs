@@ -41,7 +41,7 @@ impl Cx<'_> {
             .map(|s| self.service(s.get_ref(), n_nodes))
             .collect::<R<Vec<_>>>()?;
         let launcher = self.launcher(&w)?;
-        let links = match &w.links {
+        let (links, op_costs) = match &w.links {
             Some(l) => self.link_costs(l.get_ref())?,
             None => Default::default(),
         };
@@ -52,6 +52,7 @@ impl Cx<'_> {
             services,
             launcher,
             links,
+            op_costs,
             exit_ms: self.exit_ms(&w)?,
         })
     }
@@ -180,11 +181,18 @@ impl Cx<'_> {
         }
     }
 
-    /// `[world.links]`: a model file's links (`model = "model.toml"`, relative to the scenario),
-    /// then per class `alpha_us` (>= 0) and `beta_gbps` (> 0) on top; defaults elsewhere.
-    pub(super) fn link_costs(&self, raw: &RawLinks) -> R<crate::perf::model::TimingModel> {
+    /// `[world.links]`: a model file's links and per-op costs (`model = "model.toml"`, relative
+    /// to the scenario), then per class `alpha_us` (>= 0) and `beta_gbps` (> 0) on top;
+    /// defaults elsewhere.
+    pub(super) fn link_costs(
+        &self,
+        raw: &RawLinks,
+    ) -> R<(
+        crate::perf::model::TimingModel,
+        Vec<crate::perf::model::OpCost>,
+    )> {
         use crate::perf::model::{LinkClass, ModelError, ModelFile};
-        let mut m = match &raw.model {
+        let (mut m, ops) = match &raw.model {
             None => Default::default(),
             Some(rel) => {
                 let dir = std::path::Path::new(self.file)
@@ -192,7 +200,7 @@ impl Cx<'_> {
                     .unwrap_or(std::path::Path::new(""));
                 let path = dir.join(rel.get_ref());
                 match ModelFile::load(&path) {
-                    Ok(f) => f.links,
+                    Ok(f) => (f.links, f.ops),
                     Err(ModelError::Parse {
                         file,
                         line,
@@ -239,7 +247,7 @@ impl Cx<'_> {
                 cost.beta_gbps = *b.get_ref();
             }
         }
-        Ok(m)
+        Ok((m, ops))
     }
 
     pub(super) fn host(&self, a: &Spanned<String>, n_nodes: usize) -> R<String> {
