@@ -110,7 +110,10 @@ fn batched_store_loops_keep_every_scenarios_verdict() {
             batched.end_ms,
             looped.end_ms
         );
-        if batched.trace_hash != looped.trace_hash {
+        // A batched loop moves the trace, or at least the end (traces count milliseconds, the
+        // clock nanoseconds: a loop of store requests charged at once may end within the same
+        // millisecond).
+        if batched.trace_hash != looped.trace_hash || batched.end_us != looped.end_us {
             batched_runs += 1;
             max_shift_ms = max_shift_ms.max(shift_ms);
         }
@@ -120,7 +123,7 @@ fn batched_store_loops_keep_every_scenarios_verdict() {
         }
     }
     println!(
-        "{} scenarios; {batched_runs} traces moved by batching, end times by at most {max_shift_ms} ms",
+        "{} scenarios; {batched_runs} runs (trace or end) moved by batching, end times by at most {max_shift_ms} ms",
         files.len()
     );
     // The comparison must have compared something.
