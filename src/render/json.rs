@@ -153,6 +153,10 @@ pub struct JsonCall {
     pub state: String,
     pub t_start_ms: u64,
     pub t_end_ms: Option<u64>,
+    /// The same in microseconds (the simulator's clock follows its timing model below a
+    /// millisecond).
+    pub t_start_us: u64,
+    pub t_end_us: Option<u64>,
     /// A send or recv's tag, when not the default 0 (gloo pairs them by it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<u32>,
@@ -366,6 +370,8 @@ fn call(s: &Scenario, c: &CallRecord) -> JsonCall {
         state: c.state.name().to_string(),
         t_start_ms: c.t_start_ms,
         t_end_ms: c.t_end_ms,
+        t_start_us: c.t_start_us,
+        t_end_us: c.t_end_us,
         tag: (c.tag != 0).then_some(c.tag),
     }
 }

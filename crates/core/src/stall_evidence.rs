@@ -158,6 +158,8 @@ mod tests {
             state,
             t_start_ms: 0,
             t_end_ms,
+            t_start_us: 0,
+            t_end_us: t_end_ms.map(|t| t * 1000),
             tag: 0,
         }
     }

@@ -97,6 +97,7 @@ pub fn end_open_calls(o: &mut Observed, rank: usize, t_ms: u64) {
         if c.rank == rank && c.state == CallState::Started {
             c.state = CallState::Failed;
             c.t_end_ms = Some(t_ms);
+            c.t_end_us = Some(t_ms.saturating_mul(1000));
         }
     }
 }
@@ -489,6 +490,8 @@ mod tests {
             state,
             t_start_ms: 0,
             t_end_ms,
+            t_start_us: 0,
+            t_end_us: t_end_ms.map(|t| t * 1000),
             tag: 0,
         }
     }

@@ -591,6 +591,8 @@ mod tests {
             state: CallState::Completed,
             t_start_ms: 0,
             t_end_ms: Some(1),
+            t_start_us: 0,
+            t_end_us: Some(1000),
             tag: 0,
         }
     }

@@ -420,6 +420,8 @@ mod graph_tests {
             state: CallState::Started,
             t_start_ms: 0,
             t_end_ms: None,
+            t_start_us: 0,
+            t_end_us: None,
             tag: 0,
         }
     }

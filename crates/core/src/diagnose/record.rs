@@ -111,6 +111,13 @@ pub struct CallRecord {
     pub state: CallState,
     pub t_start_ms: u64,
     pub t_end_ms: Option<u64>,
+    /// The same times in microseconds: the simulator's clock follows its timing model below a
+    /// millisecond, so a call of a fast collective starts and ends within one (timelines and
+    /// flight-recorder dumps use these). Real modes: the milliseconds x 1000.
+    #[serde(default)]
+    pub t_start_us: u64,
+    #[serde(default)]
+    pub t_end_us: Option<u64>,
     /// p2p: the tag its send and recv are matched by (gloo); 0 for collectives.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tag: u32,

@@ -107,7 +107,7 @@ fn call_slices(
 ) {
     for c in records {
         let stuck = c.state == CallState::Started;
-        let end = c.t_end_ms.unwrap_or(end_ms);
+        let end_us = c.t_end_us.unwrap_or(us(end_ms));
         let mut args = json!({"group": format!("{} ({})", c.group_label, c.group),
             "seq": c.seq, "op": c.fp.op, "dtype": c.fp.dtype, "shape": c.fp.shape,
             "state": c.state.name(), "line": c.line, "file": s.file});
@@ -130,8 +130,8 @@ fn call_slices(
             }
         }
         let mut v = json!({"ph": "X", "name": c.call_name(), "cat": "call",
-            "pid": c.rank, "tid": CALLS_TID, "ts": us(c.t_start_ms),
-            "dur": us(end.saturating_sub(c.t_start_ms)), "args": args});
+            "pid": c.rank, "tid": CALLS_TID, "ts": c.t_start_us,
+            "dur": end_us.saturating_sub(c.t_start_us), "args": args});
         match c.state {
             CallState::Started => v["cname"] = json!("terrible"),
             CallState::Failed => v["cname"] = json!("bad"),
@@ -160,10 +160,10 @@ fn flows(records: &[CallRecord], ev: &mut Vec<Value>) {
         id += 1;
         let name = format!("{} {s}->{d} #{}", c.group_label, c.seq);
         ev.push(json!({"ph": "s", "id": id, "name": name, "cat": "p2p",
-            "pid": s, "tid": CALLS_TID, "ts": us(c.t_start_ms)}));
+            "pid": s, "tid": CALLS_TID, "ts": c.t_start_us}));
         ev.push(
             json!({"ph": "f", "bp": "e", "id": id, "name": name, "cat": "p2p",
-            "pid": d, "tid": CALLS_TID, "ts": us(r.t_end_ms.unwrap_or(r.t_start_ms))}),
+            "pid": d, "tid": CALLS_TID, "ts": r.t_end_us.unwrap_or(r.t_start_us)}),
         );
     }
 }

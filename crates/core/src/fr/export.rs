@@ -57,7 +57,7 @@ pub fn dumps(world: usize, calls: &[CallRecord]) -> Vec<Dump> {
     (0..world)
         .map(|r| {
             let mut mine: Vec<&CallRecord> = calls.iter().filter(|c| c.rank == r).collect();
-            mine.sort_by_key(|c| c.t_start_ms);
+            mine.sort_by_key(|c| c.t_start_us);
             let mut pg_config = BTreeMap::new();
             pg_config.insert(
                 "0".to_string(),
@@ -101,9 +101,9 @@ pub fn dumps(world: usize, calls: &[CallRecord]) -> Vec<Dump> {
                 let name = p2p_name(c)
                     .unwrap_or_else(|| format!("{}:{}", torch_backend(&c.backend), c.fp.op));
                 let dtype = torch_dtype(&c.fp.dtype).to_string();
-                let t0 = c.t_start_ms * 1_000_000;
+                let t0 = c.t_start_us * 1000;
                 let (state, retired, done) = match c.state {
-                    CallState::Completed => ("completed", true, c.t_end_ms.map(|t| t * 1_000_000)),
+                    CallState::Completed => ("completed", true, c.t_end_us.map(|t| t * 1000)),
                     CallState::Started => ("started", false, None),
                     CallState::Failed => ("started", true, None),
                 };
@@ -386,6 +386,8 @@ mod tests {
             state,
             t_start_ms: seq,
             t_end_ms: Some(seq + 1),
+            t_start_us: seq * 1000,
+            t_end_us: Some((seq + 1) * 1000),
             tag: 0,
         }
     }

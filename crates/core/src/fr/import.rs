@@ -425,7 +425,8 @@ fn records(job: &Job, p: &Plan, at: &At) -> Vec<CallRecord> {
                 .map(|d| d.size_bytes())
                 .unwrap_or(4);
             let numel: usize = c.call.shape.iter().product();
-            let t_start_ms = c.entry.time_created_ns.saturating_sub(t0) / 1_000_000;
+            let t_start_us = c.entry.time_created_ns.saturating_sub(t0) / 1000;
+            let t_start_ms = t_start_us / 1000;
             records.push(CallRecord {
                 rank: *r,
                 group: c.call.group.clone(),
@@ -455,6 +456,8 @@ fn records(job: &Job, p: &Plan, at: &At) -> Vec<CallRecord> {
                 state: c.state,
                 t_start_ms,
                 t_end_ms: (c.state != CallState::Started).then_some(t_start_ms),
+                t_start_us,
+                t_end_us: (c.state != CallState::Started).then_some(t_start_us),
                 tag: 0,
             });
         }

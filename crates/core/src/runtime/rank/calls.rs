@@ -73,6 +73,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             state: CallState::Started,
             t_start_ms: self.now(),
             t_end_ms: None,
+            t_start_us: self.env.clock.now_us(),
+            t_end_us: None,
             tag: c.tag,
         };
         self.env.probe.call(&rec);
@@ -128,6 +130,7 @@ pub(super) fn end_record<Q: Probe, K: Clock>(probe: &Q, clock: &K, mut rec: Call
         CallState::Failed
     };
     rec.t_end_ms = Some(clock.now_ms());
+    rec.t_end_us = Some(clock.now_us());
     probe.call(&rec);
 }
 
