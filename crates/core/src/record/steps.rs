@@ -100,6 +100,48 @@ impl Ctx<'_> {
             .unwrap_or(r)
     }
 
+    /// How many ranks group `group` has (WORLD: the world's).
+    fn group_size(&self, group: &Option<String>) -> usize {
+        group
+            .as_ref()
+            .and_then(|h| self.groups.get(h))
+            .and_then(|g| g.ranks.as_ref())
+            .map_or(self.world, Vec::len)
+    }
+
+    /// A `*_tensor` collective whose large side is not group size x its small side: the format
+    /// writes only the small side (the large one follows from it), so the scenario would run a
+    /// call real c10d refuses (gloo: `Check failed: outputShape[0] * worldSize ==
+    /// inputShape[0]`) as one it accepts. Refused, naming the call.
+    fn sizes_agree(
+        &self,
+        c: &Call,
+        group: &Option<String>,
+        small: &str,
+        large: &str,
+    ) -> Result<(), RecordError> {
+        let numel = |k: &str| {
+            c.args
+                .get(k)
+                .and_then(Value::as_object)
+                .map(|t| dims(t).iter().product::<usize>())
+        };
+        let (Some(s), Some(l)) = (numel(small), numel(large)) else {
+            return Ok(());
+        };
+        let n = self.group_size(group);
+        if s.checked_mul(n) == Some(l) {
+            return Ok(());
+        }
+        Err(self.err(
+            c,
+            format!(
+                "{}: its {large} has {l} elements, not the group's {n} ranks x its {small}'s {s}: real c10d rejects the call, and the scenario format writes the {large} as {n} x the {small} (it would run a call that succeeds); not recorded",
+                c.op
+            ),
+        ))
+    }
+
     /// Whether tensors of this group stay on the CPU when re-targeted: a group made with
     /// an explicit gloo backend.
     fn cpu_group(&self, group: &Option<String>) -> bool {
@@ -453,8 +495,15 @@ fn collective(
         "all_reduce" | "broadcast" | "reduce" | "all_gather" | "gather" | "scatter" => {
             cx.tensor(a.get("tensor"), group, f)
         }
-        "all_gather_into_tensor" => cx.tensor(a.get("input_tensor"), group, f),
-        "reduce_scatter" | "reduce_scatter_tensor" => cx.tensor(a.get("output"), group, f),
+        "all_gather_into_tensor" => {
+            cx.sizes_agree(c, group, "input_tensor", "output_tensor")?;
+            cx.tensor(a.get("input_tensor"), group, f)
+        }
+        "reduce_scatter_tensor" => {
+            cx.sizes_agree(c, group, "output", "input")?;
+            cx.tensor(a.get("output"), group, f)
+        }
+        "reduce_scatter" => cx.tensor(a.get("output"), group, f),
         "all_reduce_coalesced" | "all_gather_coalesced" => {
             let k = if op == "all_reduce_coalesced" {
                 "tensors"

@@ -148,3 +148,35 @@ fn the_programs_own_raise_becomes_a_raise_step_the_rank_fails_at() {
     .unwrap();
     assert!(!r.text.contains("op = \"raise\""), "{}", r.text);
 }
+
+/// A `*_tensor` collective whose large side is not group size x its small side: real c10d
+/// rejects it, the format would write a call that succeeds, so the recording refuses, naming
+/// the call and its file:line.
+#[test]
+fn a_tensor_collective_of_the_wrong_size_is_refused_with_its_place() {
+    let call = |rank: usize, input: usize| {
+        format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"reduce_scatter_tensor\", \"at\": \"/w/p.py:7\", \"group\": \"WORLD\", \
+             \"output\": {{\"shape\": [4], \"dtype\": \"f32\", \"device\": \"cpu\"}}, \
+             \"input\": {{\"shape\": [{input}], \"dtype\": \"f32\", \"device\": \"cpu\"}}}}\n\
+             {{\"ev\": \"done\", \"i\": 1}}\n"
+        )
+    };
+    let ok = record(vec![proc(0, &call(0, 8)), proc(1, &call(1, 8))], &opts()).unwrap();
+    assert!(
+        ok.text
+            .contains("op = \"reduce_scatter_tensor\"\nshape = [4]\n"),
+        "{}",
+        ok.text
+    );
+    let e = record(vec![proc(0, &call(0, 10)), proc(1, &call(1, 8))], &opts())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rank 0 at /w/p.py:7"), "{e}");
+    assert!(
+        e.contains("reduce_scatter_tensor: its input has 10 elements, not the group's 2 ranks x its output's 4"),
+        "{e}"
+    );
+}
