@@ -265,7 +265,13 @@ OPS = ("init_process_group", "new_group", "destroy_process_group", "all_reduce",
        "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "reduce",
        "gather", "scatter", "all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv",
        "batch_isend_irecv", "barrier", "monitored_barrier", "all_reduce_coalesced",
-       "all_gather_coalesced")
+       "all_gather_coalesced", "all_gather_single", "reduce_scatter_single")
+
+# torch 2.15's own names for the `*_tensor` collectives (those are now aliases of these, which
+# take the same arguments). Object collectives (all_gather_object, gather_object) call them
+# directly: recorded, they are what those send on the wire (sizes, then the pickled bytes).
+ALIASES = {"all_gather_single": "all_gather_into_tensor",
+           "reduce_scatter_single": "reduce_scatter_tensor"}
 
 
 def patch(dist):
@@ -279,7 +285,7 @@ def patch(dist):
     for op in OPS:
         fn = getattr(dist, op, None)
         if fn is not None:
-            w = _wrap(op, fn)
+            w = _wrap(ALIASES.get(op, op), fn)
             setattr(dist, op, w)
             # The same object in distributed_c10d: torch compares with its own globals
             # (P2POp accepts only `isend`/`irecv`), and torch's own callers are recorded too

@@ -322,11 +322,24 @@ else:
     time.sleep(3)
 "#;
 
+/// torch 2.15's object collectives call `all_gather_single` (what `all_gather_into_tensor` is an
+/// alias of): recorded, they are the sizes, then the pickled bytes (rank 1's object is longer:
+/// every rank sends the longest).
+const OBJECTS: &str = r#"import torch, torch.distributed as dist
+dist.init_process_group(backend="gloo")
+out = [None] * dist.get_world_size()
+dist.all_gather_object(out, {"rank": dist.get_rank(), "pad": "x" * (10 * dist.get_rank())})
+t = torch.zeros(2 * dist.get_world_size())
+dist.all_gather_single(t, torch.ones(2))
+dist.destroy_process_group()
+"#;
+
 /// The time between calls decides outcomes, so it is recorded: a late rank's sleep is a step
 /// and the recording simulates to the outcome it recorded (written without it, rank 1 was on
 /// time and everyone completed); a monitored_barrier is recorded as itself with its timeout;
 /// send/recv keep their tags (written without them, the crossed tags were a size mismatch that
-/// aborts rank 1); `work.wait(timeout=...)` keeps its timeout.
+/// aborts rank 1); `work.wait(timeout=...)` keeps its timeout; an object collective is what it
+/// sends (`OBJECTS`).
 pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
         .prefix("scen-record-timing-")
@@ -346,6 +359,12 @@ pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
             WAIT_TIMEOUT,
             2,
             "op = \"wait\"\non = [0]\nwork = \"w1\"\ntimeout_s = 1.0\n",
+        ),
+        (
+            "objects",
+            OBJECTS,
+            2,
+            "op = \"all_gather_into_tensor\"\nshape = [1]\ndtype = \"i64\"\n\n[[step]]  # objects.py:4\nop = \"all_gather_into_tensor\"\nshape = [44]\ndtype = \"u8\"\n\n[[step]]  # objects.py:6\nop = \"all_gather_into_tensor\"\nshape = [2]\n",
         ),
     ] {
         let text = record_program(dir.path(), python, name, program, world, &[])?;
