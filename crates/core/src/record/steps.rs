@@ -142,6 +142,60 @@ impl Ctx<'_> {
         ))
     }
 
+    /// A list form whose list is not one tensor per group member, or whose tensors are not the
+    /// call's own tensor's shape and dtype (`like`; `None`: any): the format writes the list
+    /// from the group's size and that tensor, so the scenario would run a call real c10d
+    /// rejects (gloo 2.15: `ProcessGroupGloo::allgather: invalid output tensor list at index 0
+    /// (expected length 2, got 3)`, `Incorrect input list size 3`, `invalid tensor size at
+    /// index 0`) as one it accepts. Refused, naming the call. A list not recorded (a non-root's
+    /// `None`) passes.
+    fn list_agrees(
+        &self,
+        c: &Call,
+        group: &Option<String>,
+        list: &str,
+        like: Option<&str>,
+    ) -> Result<(), RecordError> {
+        let Some(items) = c.args.get(list).and_then(Value::as_array) else {
+            return Ok(());
+        };
+        let n = self.group_size(group);
+        if items.len() != n {
+            return Err(self.err(
+                c,
+                format!(
+                    "{}: its {list} has {} tensors, not one per member of its group of {n}: real c10d rejects the call, and the scenario format writes one per member (it would run a call that succeeds); not recorded",
+                    c.op,
+                    items.len()
+                ),
+            ));
+        }
+        let shape = |t: &Value| {
+            t.as_object().map(|o| {
+                (
+                    dims(o),
+                    o.get("dtype").and_then(Value::as_str).map(str::to_string),
+                )
+            })
+        };
+        let Some(want) = like.and_then(|k| c.args.get(k)).and_then(shape) else {
+            return Ok(());
+        };
+        match items.iter().position(|t| shape(t).as_ref() != Some(&want)) {
+            None => Ok(()),
+            Some(i) => Err(self.err(
+                c,
+                format!(
+                    "{}: tensor {i} of its {list} is not its {}'s shape and dtype ({:?} {}): real c10d rejects the call, and the scenario format writes every one like it (it would run a call that succeeds); not recorded",
+                    c.op,
+                    like.unwrap_or_default(),
+                    want.0,
+                    want.1.as_deref().unwrap_or("?")
+                ),
+            )),
+        }
+    }
+
     /// Whether tensors of this group stay on the CPU when re-targeted: a group made with
     /// an explicit gloo backend.
     fn cpu_group(&self, group: &Option<String>) -> bool {
@@ -491,6 +545,17 @@ fn collective(
             .and_then(|l| l.first().cloned())
     };
     let count = |k: &str| a.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    match op.as_str() {
+        "all_gather" => cx.list_agrees(c, group, "tensor_list", Some("tensor"))?,
+        "gather" => cx.list_agrees(c, group, "gather_list", Some("tensor"))?,
+        "scatter" => cx.list_agrees(c, group, "scatter_list", Some("tensor"))?,
+        "reduce_scatter" => cx.list_agrees(c, group, "input_list", Some("output"))?,
+        "all_to_all" => {
+            cx.list_agrees(c, group, "output_tensor_list", None)?;
+            cx.list_agrees(c, group, "input_tensor_list", None)?;
+        }
+        _ => {}
+    }
     match op.as_str() {
         "all_reduce" | "broadcast" | "reduce" | "all_gather" | "gather" | "scatter" => {
             cx.tensor(a.get("tensor"), group, f)

@@ -180,3 +180,56 @@ fn a_tensor_collective_of_the_wrong_size_is_refused_with_its_place() {
         "{e}"
     );
 }
+
+/// A list form whose list is not one tensor per member like the call's tensor: real c10d
+/// rejects it, the format would write a well-formed list, so the recording refuses.
+#[test]
+fn a_list_collective_of_the_wrong_length_or_shape_is_refused_with_its_place() {
+    let t = |n: usize| format!("{{\"shape\": [{n}], \"dtype\": \"f32\", \"device\": \"cpu\"}}");
+    let call = |rank: usize, list: &str| {
+        format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"all_gather\", \"at\": \"/w/p.py:9\", \"group\": \"WORLD\", \
+             \"tensor\": {}, \"tensor_list\": [{list}]}}\n\
+             {{\"ev\": \"done\", \"i\": 1}}\n",
+            t(2)
+        )
+    };
+    let good = format!("{}, {}", t(2), t(2));
+    let ok = record(
+        vec![proc(0, &call(0, &good)), proc(1, &call(1, &good))],
+        &opts(),
+    )
+    .unwrap();
+    assert!(
+        ok.text.contains("op = \"all_gather\"\nshape = [2]\n"),
+        "{}",
+        ok.text
+    );
+    let long = format!("{}, {}, {}", t(2), t(2), t(2));
+    let e = record(
+        vec![proc(0, &call(0, &good)), proc(1, &call(1, &long))],
+        &opts(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("rank 1 at /w/p.py:9"), "{e}");
+    assert!(
+        e.contains(
+            "all_gather: its tensor_list has 3 tensors, not one per member of its group of 2"
+        ),
+        "{e}"
+    );
+    let wide = format!("{}, {}", t(2), t(3));
+    let e = record(
+        vec![proc(0, &call(0, &wide)), proc(1, &call(1, &good))],
+        &opts(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("all_gather: tensor 1 of its tensor_list is not its tensor's shape and dtype"),
+        "{e}"
+    );
+}
