@@ -233,3 +233,28 @@ fn a_list_collective_of_the_wrong_length_or_shape_is_refused_with_its_place() {
         "{e}"
     );
 }
+
+/// Ranks that rendezvoused at different ports keep them (one `[[world.rank]]` each); ranks that
+/// agree write none.
+#[test]
+fn ranks_at_different_master_ports_keep_them() {
+    let with_port = |rank: usize, port: u16| {
+        let head = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{rank}\", \"WORLD_SIZE\": \"2\", \"LOCAL_WORLD_SIZE\": \"2\", \"MASTER_PORT\": \"{port}\"}}}}\n",
+            100 + rank
+        );
+        parse(
+            &format!("proc{rank}.jsonl"),
+            &format!("{head}{}{{\"ev\": \"exit\"}}\n", calls(rank)),
+        )
+        .unwrap()
+    };
+    let r = record(vec![with_port(0, 29501), with_port(1, 29502)], &opts()).unwrap();
+    assert!(
+        r.text.contains("[[world.rank]]  # recorded: this rank's MASTER_PORT\non = \"rank == 1\"\nenv = { MASTER_PORT = \"29502\" }"),
+        "{}",
+        r.text
+    );
+    let same = record(vec![with_port(0, 29501), with_port(1, 29501)], &opts()).unwrap();
+    assert!(!same.text.contains("[[world.rank]]"), "{}", same.text);
+}

@@ -399,6 +399,30 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
     if !env.is_empty() {
         let _ = writeln!(s, "env = {{ {} }}", env.join(", "));
     }
+    ports(s, ranks);
+}
+
+/// Ranks that rendezvoused at different ports (each its own `MASTER_PORT`: a launcher script
+/// that computes it per rank) are written so, one `[[world.rank]]` per rank; where they agree,
+/// which port it was does not decide the outcome and the launcher's default stands.
+fn ports(s: &mut String, ranks: &[Proc]) {
+    let port = |p: &Proc| p.env.get("MASTER_PORT").cloned();
+    let first = ranks.first().and_then(port);
+    if ranks.iter().all(|p| port(p) == first) {
+        return;
+    }
+    let mut by_rank: Vec<(usize, String)> = ranks
+        .iter()
+        .filter_map(|p| Some((p.rank(), port(p)?)))
+        .collect();
+    by_rank.sort();
+    for (r, v) in by_rank {
+        let _ = writeln!(
+            s,
+            "\n[[world.rank]]  # recorded: this rank's MASTER_PORT\non = \"rank == {r}\"\nenv = {{ MASTER_PORT = {} }}",
+            quote(&v)
+        );
+    }
 }
 
 fn step(s: &mut String, m: &Merged, world: usize) {
