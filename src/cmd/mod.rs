@@ -6,6 +6,7 @@ pub mod check;
 pub mod explore;
 pub mod fr;
 pub mod record;
+mod records;
 pub mod run;
 pub mod shrink;
 pub mod test;

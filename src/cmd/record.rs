@@ -32,8 +32,16 @@ pub struct RecordArgs {
     /// call are recorded as hanging there.
     #[arg(long, value_name = "S")]
     pub timeout_s: Option<u64>,
+    /// Also keep the raw records and the run's facts in this (new or empty) directory, for
+    /// `--from` later.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
+    /// Translate records `--keep` kept again (e.g. with --platform xpu --backend xccl) instead
+    /// of running a program.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["keep", "timeout_s", "command"])]
+    pub from: Option<PathBuf>,
     /// The launcher and program, after `--` (torchrun --nproc-per-node 4 prog.py, python prog.py).
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(last = true, required_unless_present = "from", value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
@@ -152,6 +160,12 @@ pub fn record(a: RecordArgs) -> Exit {
 
 fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
     let bad = |m: String| RecordError::BadOption(m);
+    if let Some(from) = &a.from {
+        let meta = super::records::load(from).map_err(bad)?;
+        let procs = read_records(from)?;
+        translate(a, procs, meta)?;
+        return Ok(Exit::Ok);
+    }
     let launcher = resolve(&a.command[0]).map_err(bad)?;
     eprintln!("{}", launcher_line(&launcher));
     let launcher = launcher.path;
@@ -209,16 +223,39 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
     let _ = child.wait();
     let procs = read_records(&records)?;
     end_leftovers(&procs, &records);
-    let cwd = std::env::current_dir()
-        .ok()
-        .map(|d| d.display().to_string());
-    let o = Options {
+    let meta = super::records::Meta {
         command: a.command.join(" "),
-        platform: a.platform.clone(),
-        backend: a.backend.clone(),
+        cwd: std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string()),
         timed_out,
         cut_ms,
-        cwd,
+    };
+    if let Some(k) = &a.keep {
+        super::records::keep(k, &records, &meta).map_err(bad)?;
+    }
+    translate(a, procs, meta)?;
+    Ok(match guard.received() {
+        Some(sig) => Exit::Signal(sig),
+        None => Exit::Ok,
+    })
+}
+
+/// The records as a scenario: written to --out, with what each rank did and the simulator's
+/// self-check.
+fn translate(
+    a: &RecordArgs,
+    procs: Vec<record::Proc>,
+    meta: super::records::Meta,
+) -> Result<(), RecordError> {
+    let bad = |m: String| RecordError::BadOption(m);
+    let o = Options {
+        command: meta.command,
+        platform: a.platform.clone(),
+        backend: a.backend.clone(),
+        timed_out: meta.timed_out,
+        cut_ms: meta.cut_ms,
+        cwd: meta.cwd,
     };
     let rec = record::record(procs, &o)?;
     scen::output::write_atomic(&a.out, rec.text.as_bytes()).map_err(|e| bad(e.to_string()))?;
@@ -232,10 +269,7 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
     }
     text.push_str(&self_check(&rec.text, &a.out));
     eprint!("{text}");
-    Ok(match guard.received() {
-        Some(sig) => Exit::Signal(sig),
-        None => Exit::Ok,
-    })
+    Ok(())
 }
 
 /// The recording checks itself: simulated at once (seed 0), does every rank end as recorded?
@@ -274,6 +308,7 @@ fn read_records(dir: &Path) -> Result<Vec<record::Proc>, RecordError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| RecordError::BadOption(format!("cannot read the records: {e}")))?
         .flatten()
+        .filter(|e| super::records::is_record(&e.file_name()))
         .map(|e| e.path())
         .collect();
     files.sort();

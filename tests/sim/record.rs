@@ -66,6 +66,43 @@ fn the_recorded_skip_simulates_to_the_recorded_failure() {
     );
 }
 
+/// The five-op run's raw records were kept (`scen record --keep`, scripts/record-examples.sh):
+/// `--from` translates them again without torch, into the committed recording byte for byte,
+/// and re-targeted to XPU/xccl into the committed re-targeted one: a recording can be
+/// re-targeted without running the job again.
+#[test]
+fn kept_records_translate_again_and_retarget_without_the_job() {
+    let d = scratch("from");
+    let records = "examples/five_ops/records";
+    for (out, extra, want) in [
+        ("plain.toml", vec![], RECORDED),
+        (
+            "xpu.toml",
+            vec!["--platform", "xpu", "--backend", "xccl"],
+            RETARGETED,
+        ),
+    ] {
+        let path = d.join(out).display().to_string();
+        let mut args = vec!["record", "--from", records, "-o", &path];
+        args.extend(extra);
+        let (code, stdout, err) = scen(&args);
+        assert_eq!(code, 0, "{stdout}{err}");
+        assert!(
+            err.contains("simulated (seed 0): 4 of 4 rank(s) end as recorded"),
+            "{err}"
+        );
+        let got = std::fs::read_to_string(&path).unwrap();
+        let committed = std::fs::read_to_string(root().join(want)).unwrap();
+        assert_eq!(got, committed, "--from {records} {out} differs from {want}");
+    }
+    // A directory --keep did not write is named, exit 2.
+    let path = d.join("x.toml").display().to_string();
+    let (code, _, err) = scen(&["record", "--from", "examples/five_ops", "-o", &path]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("run.json") && err.contains("--keep"), "{err}");
+    assert!(!d.join("x.toml").exists());
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("scen-record-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
