@@ -477,7 +477,7 @@ fn main() {
         }
         (name, o)
     });
-    let checks: [(&str, &str, &Check); 10] = [
+    let checks: [(&str, &str, &Check); 11] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -522,6 +522,11 @@ fn main() {
             "record_outcomes",
             "scen record: a raising rank's exception and step, a hanging rank at --timeout-s",
             &|| record::raising_and_hanging_ranks(&python),
+        ),
+        (
+            "api_coverage",
+            "docs/api-coverage.md lists every public torch.distributed function of this torch",
+            &|| api_coverage(&python),
         ),
         (
             "record_timing",
@@ -578,5 +583,24 @@ fn main() {
     );
     if !failed.is_empty() {
         std::process::exit(1);
+    }
+}
+
+/// scripts/api-coverage.py --check with the torch under test: every public function of its
+/// torch.distributed is classified and docs/api-coverage.md is what the script writes.
+fn api_coverage(python: &std::path::Path) -> Result<(), String> {
+    let out = std::process::Command::new(python)
+        .arg(root().join("scripts/api-coverage.py"))
+        .arg("--check")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }

@@ -265,7 +265,10 @@ OPS = ("init_process_group", "new_group", "destroy_process_group", "all_reduce",
        "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "reduce",
        "gather", "scatter", "all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv",
        "batch_isend_irecv", "barrier", "monitored_barrier", "all_reduce_coalesced",
-       "all_gather_coalesced", "all_gather_single", "reduce_scatter_single")
+       "all_gather_coalesced", "all_gather_single", "reduce_scatter_single",
+       # No step in the scenario format: recorded so that `scen record` refuses them by name
+       # rather than leave them out (crates/core/src/record/steps.rs, NO_STEP).
+       "gather_single", "gather_into_tensor", "set_timeout", "split_group", "shrink_group")
 
 # torch 2.15's own names for the `*_tensor` collectives (those are now aliases of these, which
 # take the same arguments). Object collectives (all_gather_object, gather_object) call them

@@ -258,3 +258,20 @@ fn ranks_at_different_master_ports_keep_them() {
     let same = record(vec![with_port(0, 29501), with_port(1, 29501)], &opts()).unwrap();
     assert!(!same.text.contains("[[world.rank]]"), "{}", same.text);
 }
+
+/// A call the format has no step for is refused by name, never left out.
+#[test]
+fn a_call_without_a_step_is_refused_not_dropped() {
+    let call = |rank: usize| {
+        format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"set_timeout\", \"at\": \"/w/p.py:4\", \"group\": \"WORLD\"}}\n\
+             {{\"ev\": \"done\", \"i\": 1}}\n"
+        )
+    };
+    let e = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rank 0 at /w/p.py:4: set_timeout:"), "{e}");
+}
