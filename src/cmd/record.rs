@@ -267,6 +267,9 @@ fn translate(
     for l in &rec.outcomes {
         text.push_str(&format!("  {l}\n"));
     }
+    for a in &rec.approximations {
+        text.push_str(&format!("approximated: {a}\n"));
+    }
     text.push_str(&self_check(&rec.text, &a.out));
     eprint!("{text}");
     Ok(())

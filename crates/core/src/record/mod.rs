@@ -77,6 +77,24 @@ pub struct Recording {
     pub steps: usize,
     /// One line per rank: its outcome as recorded.
     pub outcomes: Vec<String>,
+    /// Each step written as an approximation of the call (`# recorded APPROXIMATED: ...` in the
+    /// text), with the call's file:line: the command prints them, so a recording never runs
+    /// another program unsaid.
+    pub approximations: Vec<String>,
+}
+
+/// The approximation comments of a recording's text, each with its step's `# file:line`.
+fn approximations(text: &str) -> Vec<String> {
+    let mut at = "";
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if let Some(a) = line.strip_prefix("[[step]]  # ") {
+            at = a;
+        } else if let Some(n) = line.strip_prefix("# recorded APPROXIMATED: ") {
+            out.push(format!("{at}: {n}"));
+        }
+    }
+    out
 }
 
 /// The scenario for processes `procs` (those that recorded no call are left out).
@@ -108,6 +126,7 @@ pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
         world: s.world.size(),
         steps: s.steps.len(),
         outcomes: write::outcome_lines(&ranks, o),
+        approximations: approximations(&text),
         text,
     })
 }

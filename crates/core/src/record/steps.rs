@@ -341,7 +341,7 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
             group_field(&group, &mut f);
             if is_async {
                 notes.push(
-                    "async_op barrier, written blocking (a barrier step takes no async_op)".into(),
+                    "APPROXIMATED: an async_op barrier, written blocking (a barrier step takes no async_op)".into(),
                 );
             }
         }
@@ -474,7 +474,7 @@ fn p2p_fields(
     let send = op.ends_with("send");
     if op.starts_with('i') {
         notes.push(format!(
-            "{op}, written as a blocking {} (the format has isend/irecv only in batch_isend_irecv)",
+            "APPROXIMATED: {op}, written as a blocking {} (the format has isend/irecv only in batch_isend_irecv)",
             &op[1..]
         ));
         *op = op[1..].to_string();

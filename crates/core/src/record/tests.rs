@@ -275,3 +275,37 @@ fn a_call_without_a_step_is_refused_not_dropped() {
         .to_string();
     assert!(e.contains("rank 0 at /w/p.py:4: set_timeout:"), "{e}");
 }
+
+/// An approximation is a comment on its step and a line the command prints, with the call's
+/// file:line.
+#[test]
+fn approximations_are_listed_with_their_place() {
+    let t = "{\"shape\": [2], \"dtype\": \"f32\", \"device\": \"cpu\"}";
+    let call = |rank: usize| {
+        let (op, peer) = if rank == 0 {
+            ("isend", "\"dst\": 1")
+        } else {
+            ("irecv", "\"src\": 0")
+        };
+        format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"{op}\", \"at\": \"/w/p.py:{}\", \"group\": \"WORLD\", {peer}, \"tensor\": {t}}}\n\
+             {{\"ev\": \"done\", \"i\": 1}}\n",
+            5 + rank
+        )
+    };
+    let r = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts()).unwrap();
+    assert!(
+        r.text
+            .contains("# recorded APPROXIMATED: isend, written as a blocking send"),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.approximations.len(), 2, "{:?}", r.approximations);
+    assert!(
+        r.approximations[0].starts_with("p.py:5: isend, written as a blocking send"),
+        "{:?}",
+        r.approximations
+    );
+}
