@@ -6,6 +6,8 @@
 #  2. SWEEPS fresh sweeps (default 2) at sizes the calibration did not see (FRESH_SIZES, default
 #     12K:48M:2, i.e. 1.5x each calibrated size), predicted with the written model: each sweep's
 #     median and max error beside its own noise;
+#     and how far the fresh sweeps lie from each other (the same sizes measured minutes apart:
+#     drift no model of one sweep can follow);
 #  3. with OLD_SCEN=binary (an older scen, whose --calibrate wrote `max_bytes` ranges), a second
 #     calibration by that binary right after the first, and the same fresh measurements
 #     predicted by its model too (this scen reads the old file; joined with jq).
@@ -53,6 +55,16 @@ old_errors() {
   ' "$report" "$dir/old.json"
 }
 
+# Two reports of the same sizes: (max - min) / mean of each size's med_us, median and max.
+between() {
+  jq -r -s '
+    [.[0].rows, .[1].rows] | transpose
+    | map([.[] | (.hw_median_us // .hw.time_us)] | ((max - min) / add * 2))
+    | sort
+    | "median \(.[(length / 2 | floor)] * 1000 | round / 10)%, max \(max * 1000 | round / 10)% over \(length) sizes"
+  ' "$1" "$2"
+}
+
 for n in $RANKS; do
   model="$dir/model-$n.toml"
   l=$(load)
@@ -73,14 +85,17 @@ for n in $RANKS; do
     l=$(load)
     echo
     echo "## $n ranks: fresh sweep $s of $SWEEPS, $FRESH_SIZES, predicted with the model above (load average $l)"
-    "${hw[@]}" --sim --model "$model" --sizes "$FRESH_SIZES" --ranks "$n" -o "$dir/fresh.json" \
+    "${hw[@]}" --sim --model "$model" --sizes "$FRESH_SIZES" --ranks "$n" -o "$dir/fresh-$s.json" \
       | grep -v '^# prediction' | tee "$dir/fresh.txt"
     line=$(grep '^# model error vs machine noise' "$dir/fresh.txt" | sed 's/^# model error vs machine noise: //')
     summary+=("$n ranks, fresh sweep $s $FRESH_SIZES (load $l): $line")
     if [[ -n "${OLD_SCEN:-}" ]]; then
-      summary+=("$n ranks, fresh sweep $s predicted by $OLD_SCEN's model instead: $(old_errors "$dir/fresh.json" "$n")")
+      summary+=("$n ranks, fresh sweep $s predicted by $OLD_SCEN's model instead: $(old_errors "$dir/fresh-$s.json" "$n")")
     fi
   done
+  if (( SWEEPS >= 2 )); then
+    summary+=("$n ranks, fresh sweeps 1 and 2 differ from each other by: $(between "$dir/fresh-1.json" "$dir/fresh-2.json")")
+  fi
 done
 
 echo
