@@ -183,8 +183,8 @@ pub const MIN_GAIN: f64 = 0.005;
 /// Up to this many knees per group.
 pub const MAX_KNEES: usize = 2;
 
-/// Where a knee may sit: every interior size and the geometric middle between neighbouring
-/// sizes (a knee between two measured sizes is where the lines fitted on either side meet; with
+/// Where a knee may sit: every interior size and the geometric middle (in whole KiB) between
+/// neighbouring sizes (a knee between two measured sizes is where the lines fitted on either side meet; with
 /// candidates at the sizes alone, a held-out knee size could only be bridged by a ramp).
 fn knee_sites(pts: &[Point]) -> Vec<KneeAt> {
     let mut at = Vec::new();
@@ -195,7 +195,10 @@ fn knee_sites(pts: &[Point]) -> Vec<KneeAt> {
                 wire_bytes: w[0].wire_bytes,
             });
         }
-        let mid = ((w[0].bytes as f64) * (w[1].bytes as f64)).sqrt().round() as usize;
+        let mid = ((w[0].bytes as f64) * (w[1].bytes as f64)).sqrt();
+        // Whole KiB where the sizes are that large (a knee at 362K reads better than 370728).
+        let unit = if w[0].bytes >= 1024 { 1024.0 } else { 1.0 };
+        let mid = ((mid / unit).round() * unit) as usize;
         if mid > w[0].bytes && mid < w[1].bytes {
             let f = (mid - w[0].bytes) as f64 / (w[1].bytes - w[0].bytes) as f64;
             at.push(KneeAt {
@@ -385,6 +388,16 @@ mod tests {
             "{c:?}"
         );
         assert!(c.rms < 1e-9, "{c:?}");
+    }
+
+    #[test]
+    fn knees_may_sit_at_interior_sizes_and_between_neighbours() {
+        let pts = points(|b| 10.0 + b / 1e3);
+        let sites: Vec<usize> = knee_sites(&pts[..3]).iter().map(|k| k.bytes).collect();
+        // 64K, 128K, 256K: the middles in whole KiB (90.5K -> 91K, 181K) and the interior size.
+        assert_eq!(sites, vec![91 << 10, 128 << 10, 181 << 10]);
+        let k = knee_sites(&pts[..2])[0];
+        assert!((k.wire_bytes - k.bytes as f64).abs() < 1e-9, "{k:?}");
     }
 
     #[test]
