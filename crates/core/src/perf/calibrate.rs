@@ -131,7 +131,7 @@ pub fn apply(
     Ok((cal.model, held_out))
 }
 
-/// How the group's form was chosen: the held-out RMS error of the best line, 1-knee and 2-knee
+/// How the group's form was chosen: the mean held-out error of the best line, 1-knee and 2-knee
 /// forms.
 fn forms(g: &GroupFit) -> String {
     let scores: Vec<String> = ["line", "1 knee", "2 knees"]
@@ -139,7 +139,7 @@ fn forms(g: &GroupFit) -> String {
         .zip(&g.by_knees)
         .filter_map(|(name, s)| s.map(|s| format!("{name} {:.1}%", s * 100.0)))
         .collect();
-    format!("chosen by held-out RMS error: {}", scores.join(", "))
+    format!("chosen by mean held-out error: {}", scores.join(", "))
 }
 
 /// Per op: every interior size of its per-op fits predicted by a calibration without that size.

@@ -85,7 +85,7 @@ pub fn fit_class(samples: &[Sample], library: Library) -> Option<LinkCost> {
     Some(LinkCost::new(a, gbps(c)))
 }
 
-/// One (op, algorithm, ranks) group's fit: its cost, the held-out RMS error of the best form
+/// One (op, algorithm, ranks) group's fit: its cost, the mean held-out error of the best form
 /// with 0, 1 and 2 knees (the form chosen among them), and how well the whole procedure
 /// predicts each interior size it did not see (bytes, signed relative error).
 #[derive(Debug, Clone, PartialEq)]
