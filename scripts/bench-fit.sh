@@ -15,7 +15,8 @@
 # (default 3) in the same processes; the load average is printed before each part (a shared
 # machine: read it next to the numbers). Needs oneCCL (scripts/install-oneccl-cpu.sh) and jq.
 # Env: SCEN (default: a release build), RANKS ("2"), ITERS (10), WARMUP (3), REPEAT (3),
-# NICE (10), CAL_SIZES, FRESH_SIZES, SWEEPS, OLD_SCEN.
+# NICE (10), CAL_SIZES, FRESH_SIZES, SWEEPS, OLD_SCEN, KEEP (a directory: keep the models and
+# the fresh sweeps' JSON reports there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ONECCL_ROOT=${ONECCL_ROOT:-$HOME/.cache/oneccl-cpu}
@@ -98,6 +99,9 @@ for n in $RANKS; do
   fi
 done
 
+if [[ -n "${KEEP:-}" ]]; then
+  mkdir -p "$KEEP" && cp "$dir"/*.toml "$dir"/fresh-*.json "$KEEP"/
+fi
 echo
 echo "## summary: model error vs machine noise"
 printf '# %s\n' "${summary[@]}"
