@@ -2,14 +2,20 @@
 //! report, and the calibrated model written to `--model-out` with a note of how it was measured.
 
 use super::plan::{BenchRequest, Plan};
-use scen_core::perf::calibrate::apply;
+use scen_core::perf::calibrate::{apply, versus_noise, Spread};
+use scen_core::perf::model::rel_error;
 use scen_core::perf::result::BenchReport;
 
-/// Calibrates the plan's class on the report's measurements and writes the model to --model-out.
-pub fn run(req: &BenchRequest, plan: &Plan, report: &mut BenchReport) -> anyhow::Result<()> {
-    let mut file = apply(&plan.model, report, plan.class, plan.library)?;
+/// Calibrates the plan's class on the report's measurements and writes the model to --model-out;
+/// returns the calibration's held-out error.
+pub fn run(
+    req: &BenchRequest,
+    plan: &Plan,
+    report: &mut BenchReport,
+) -> anyhow::Result<Option<Spread>> {
+    let (mut file, held_out) = apply(&plan.model, report, plan.class, plan.library)?;
     let Some(out) = &req.model_out else {
-        return Ok(());
+        return Ok(held_out);
     };
     file.notes.push(format!(
         "calibrated by scen bench --calibrate --hw on {} ranks ({}), ops {}, sizes {}, iters {}, repeat {}",
@@ -20,7 +26,33 @@ pub fn run(req: &BenchRequest, plan: &Plan, report: &mut BenchReport) -> anyhow:
     report
         .notes
         .push(format!("model written to {}", out.display()));
-    Ok(())
+    Ok(held_out)
+}
+
+/// The spread of `--repeat`'s sweeps over every measured size ((max - min) / median of a size's
+/// repeats); `None` with fewer than 2 repeats.
+pub fn noise(measured: Option<&[scen_hw::bench::JobResult]>) -> Option<Spread> {
+    Spread::of(measured?.iter().filter_map(|j| j.spread))
+}
+
+/// The model's error beside the noise: the calibration's held-out error (`held_out`), else this
+/// sweep's prediction error against its measurement (a model given with --model: sizes the
+/// calibration may not have seen). `None` without measured and predicted rows.
+pub fn versus_noise_note(
+    report: &BenchReport,
+    held_out: Option<Spread>,
+    noise: Option<Spread>,
+) -> Option<String> {
+    if let Some(h) = held_out {
+        let what = "held out (each size predicted by a calibration that did not see it)";
+        return Some(versus_noise(what, h, noise));
+    }
+    let errs = report
+        .rows
+        .iter()
+        .filter_map(|r| Some(rel_error(r.sim?.time_us, r.measured_us()?)));
+    let e = Spread::of(errs)?;
+    Some(versus_noise("this sweep's prediction error", e, noise))
 }
 
 /// The machine's own drift and noise beside the model's error: per op, how far `--repeat`'s

@@ -78,18 +78,26 @@ fn finish(
     if predict && req.wall_time_note {
         report.notes.push(wall_note(plan.spec.jobs.len(), wall_us));
     }
+    let noise = calibrate::noise(results.as_deref());
     if req.calibrate {
-        calibrate::run(req, &plan, &mut report)?;
+        let held_out = calibrate::run(req, &plan, &mut report)?;
         report.model_source = Some(ModelSource::Calibrated);
         report
             .notes
             .extend(calibrate::noise_notes(results.as_deref(), req.repeat));
+        report
+            .notes
+            .extend(calibrate::versus_noise_note(&report, held_out, noise));
     } else if predict {
         report
             .notes
             .extend(calibrate::noise_notes(results.as_deref(), req.repeat));
         let costs = per_op_costs(&plan.model, plan.class, plan.spec.ranks);
         report.notes.extend(costs);
+        if results.is_some() {
+            let note = calibrate::versus_noise_note(&report, None, noise);
+            report.notes.extend(note);
+        }
     }
     if let Some(b) = &base {
         report.notes.extend(baseline::notes(&report.rows, b));

@@ -328,6 +328,9 @@ fn calibration_on_the_gloo_path_writes_a_model_the_prediction_reads_back() {
         "calibrated host:",
         "error after calibration, all_reduce on 2 ranks",
         "err%",
+        "chosen by mean held-out error: line ",
+        "held-out error, all_reduce on 2 ranks (each size predicted by a calibration that did not see it): ",
+        "model error vs machine noise: held out (each size predicted by a calibration that did not see it) median ",
     ] {
         assert!(out.contains(want), "missing {want}: {out}");
     }

@@ -10,10 +10,14 @@
 //!   [`MIN_GROUP_SIZES`] sizes or more. A library's algorithms differ in more than their
 //!   message counts (oneCCL's nreduce posts all sends at once, its ring pipelines, its CPU
 //!   reduction runs in the worker thread), so one (alpha, beta) per class cannot fit all of them.
+//!   Within one algorithm the per-byte cost may change with the size (caches, a transport's
+//!   protocol switch): the form, a line or one with knees where the slope changes without a
+//!   jump, is chosen by held-out error (perf/holdout.rs).
 
-use super::model::{rel_error, LinkClass, LinkCost, ModelFile, OpCost};
+use super::holdout::{self, Point};
+use super::model::{rel_error, Knee, LinkClass, LinkCost, ModelFile, OpCost};
 use super::schedule::{schedule, Algorithm, Library};
-use super::BenchOp;
+use super::{median, BenchOp};
 
 /// One measured point.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -28,51 +32,10 @@ pub struct Sample {
 /// point keeps the fit from being an interpolation).
 pub const MIN_GROUP_SIZES: usize = 3;
 
-/// Weighted least squares `t ≈ Σ coef_i x_i` with weights 1/t²; `None` when singular.
-// Index loops read as the normal equations and the elimination they are.
-#[allow(clippy::needless_range_loop)]
+/// [`holdout::least_squares`] for a fixed number of unknowns.
 fn least_squares<const K: usize>(rows: &[([f64; K], f64)]) -> Option<[f64; K]> {
-    let mut a = [[0.0f64; K]; K];
-    let mut b = [0.0f64; K];
-    for (x, t) in rows.iter().filter(|(_, t)| *t > 0.0) {
-        let w = 1.0 / (t * t);
-        for i in 0..K {
-            b[i] += w * x[i] * t;
-            for j in 0..K {
-                a[i][j] += w * x[i] * x[j];
-            }
-        }
-    }
-    // Gaussian elimination with partial pivoting, scaled by each column's size.
-    let scale: Vec<f64> = (0..K).map(|i| a[i][i].abs().sqrt().max(1e-300)).collect();
-    for i in 0..K {
-        for j in 0..K {
-            a[i][j] /= scale[i] * scale[j];
-        }
-        b[i] /= scale[i];
-    }
-    for col in 0..K {
-        let piv = (col..K).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))?;
-        if a[piv][col].abs() < 1e-9 {
-            return None;
-        }
-        a.swap(col, piv);
-        b.swap(col, piv);
-        for r in 0..K {
-            if r != col {
-                let f = a[r][col] / a[col][col];
-                for c in col..K {
-                    a[r][c] -= f * a[col][c];
-                }
-                b[r] -= f * b[col];
-            }
-        }
-    }
-    let mut out = [0.0; K];
-    for i in 0..K {
-        out[i] = b[i] / a[i][i] / scale[i];
-    }
-    Some(out)
+    let rows: Vec<(Vec<f64>, f64)> = rows.iter().map(|(x, t)| (x.to_vec(), *t)).collect();
+    holdout::least_squares(&rows, K)?.try_into().ok()
 }
 
 /// `t ≈ alpha * x1 + c * x2` with alpha >= 0 (refit through the origin if it comes out
@@ -122,52 +85,46 @@ pub fn fit_class(samples: &[Sample], library: Library) -> Option<LinkCost> {
     Some(LinkCost::new(a, gbps(c)))
 }
 
-/// A single (alpha, beta) worse than this (worst relative error) may be split in two size
-/// ranges.
-pub const SPLIT_ABOVE_ERROR: f64 = 0.10;
-
-/// One size range's fit: (alpha_us, c = us per byte) and its squared / worst relative errors.
-struct Segment {
-    alpha_us: f64,
-    c: f64,
-    sse: f64,
-    worst: f64,
+/// One (op, algorithm, ranks) group's fit: its cost, the mean held-out error of the best form
+/// with 0, 1 and 2 knees (the form chosen among them), and how well the whole procedure
+/// predicts each interior size it did not see (bytes, signed relative error).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupFit {
+    pub cost: OpCost,
+    pub by_knees: Vec<Option<f64>>,
+    pub held_out: Vec<(usize, f64)>,
 }
 
-fn fit_segment(op: BenchOp, alg: Algorithm, ranks: usize, pts: &[&Sample]) -> Option<Segment> {
-    let rows: Vec<([f64; 2], f64)> = pts
-        .iter()
-        .map(|p| {
-            let s = schedule(op, alg, p.bytes, ranks);
-            ([s.messages as f64, s.wire_bytes], p.time_us)
-        })
-        .collect();
-    let (a, c) = fit_alpha_c(&rows)?;
-    let errs: Vec<f64> = rows
-        .iter()
-        .map(|(x, t)| rel_error(a * x[0] + c * x[1], *t))
-        .collect();
-    Some(Segment {
-        alpha_us: a,
-        c,
-        sse: errs.iter().map(|e| e * e).sum(),
-        worst: errs.iter().map(|e| e.abs()).fold(0.0, f64::max),
-    })
-}
-
-/// Distinct sizes of `pts`, ascending.
-fn sizes_of(pts: &[&Sample]) -> Vec<usize> {
-    let mut sizes: Vec<usize> = pts.iter().map(|p| p.bytes).collect();
+/// The group's points, one per size (the median time where a size repeats), ascending.
+fn points(group: &[&Sample], alg: Algorithm) -> Vec<Point> {
+    let mut sizes: Vec<usize> = group.iter().map(|p| p.bytes).collect();
     sizes.sort();
     sizes.dedup();
     sizes
+        .into_iter()
+        .map(|bytes| {
+            let p = group
+                .iter()
+                .find(|p| p.bytes == bytes)
+                .expect("a size of the group");
+            let s = schedule(p.op, alg, bytes, p.ranks);
+            let times = group.iter().filter(|q| q.bytes == bytes).map(|q| q.time_us);
+            Point {
+                bytes,
+                messages: s.messages as f64,
+                wire_bytes: s.wire_bytes,
+                time_us: median(times.collect()),
+            }
+        })
+        .collect()
 }
 
-/// Per (op, algorithm) costs for the groups measured at [`MIN_GROUP_SIZES`] sizes or more. A
-/// group whose single fit misses some size by more than [`SPLIT_ABOVE_ERROR`] is split at the
-/// size that best halves its squared error, when both sides keep [`MIN_GROUP_SIZES`] sizes: a
-/// CPU's per-byte cost changes where the buffers stop fitting its caches.
-pub fn fit_groups(samples: &[Sample], library: Library, class: LinkClass) -> Vec<OpCost> {
+/// Per (op, algorithm) costs for the groups measured at [`MIN_GROUP_SIZES`] sizes or more: a
+/// line, or a line with one or two knees (perf/holdout.rs), whichever predicts the group's held
+/// out sizes best. The time is continuous across a knee: a CPU's per-byte cost changes where the
+/// buffers stop fitting its caches, a transport's at its protocol switch, but a size just past
+/// either does not cost a jump.
+pub fn fit_groups(samples: &[Sample], library: Library, class: LinkClass) -> Vec<GroupFit> {
     let mut keys: Vec<(BenchOp, Algorithm, usize)> = samples
         .iter()
         .map(|p| (p.op, library.select(p.op, p.bytes, p.ranks), p.ranks))
@@ -182,46 +139,39 @@ pub fn fit_groups(samples: &[Sample], library: Library, class: LinkClass) -> Vec
                 p.op == op && p.ranks == ranks && library.select(p.op, p.bytes, p.ranks) == alg
             })
             .collect();
-        let sizes = sizes_of(&group);
-        if sizes.len() < MIN_GROUP_SIZES {
+        let pts = points(&group, alg);
+        if pts.len() < MIN_GROUP_SIZES {
             continue;
         }
-        let Some(whole) = fit_segment(op, alg, ranks, &group) else {
+        let Some(choice) = holdout::choose(&pts) else {
             continue;
         };
-        let entry = |seg: &Segment, max_bytes| OpCost {
-            class,
-            op,
-            algorithm: alg,
-            ranks,
-            max_bytes,
-            alpha_us: seg.alpha_us,
-            beta_gbps: gbps(seg.c),
+        let Some(f) = holdout::fit(&pts, &choice.knees) else {
+            continue;
         };
-        let mut best: Option<(f64, usize, Segment, Segment)> = None;
-        if whole.worst > SPLIT_ABOVE_ERROR {
-            for cut in MIN_GROUP_SIZES..=sizes.len().saturating_sub(MIN_GROUP_SIZES) {
-                let knee = sizes[cut - 1];
-                let (lo, hi): (Vec<&Sample>, Vec<&Sample>) =
-                    group.iter().partition(|p| p.bytes <= knee);
-                if let (Some(l), Some(h)) = (
-                    fit_segment(op, alg, ranks, &lo),
-                    fit_segment(op, alg, ranks, &hi),
-                ) {
-                    let sse = l.sse + h.sse;
-                    if best.as_ref().is_none_or(|b| sse < b.0) {
-                        best = Some((sse, knee, l, h));
-                    }
-                }
-            }
-        }
-        match best {
-            Some((sse, knee, l, h)) if sse < 0.5 * whole.sse => {
-                out.push(entry(&l, Some(knee)));
-                out.push(entry(&h, None));
-            }
-            _ => out.push(entry(&whole, None)),
-        }
+        let knees = f
+            .knees
+            .iter()
+            .zip(&f.us_per_byte[1..])
+            .map(|(k, c)| Knee {
+                bytes: k.bytes,
+                beta_gbps: gbps(*c),
+            })
+            .collect();
+        out.push(GroupFit {
+            cost: OpCost {
+                class,
+                op,
+                algorithm: alg,
+                ranks,
+                max_bytes: None,
+                alpha_us: f.alpha_us,
+                beta_gbps: gbps(f.us_per_byte[0]),
+                knees,
+            },
+            by_knees: choice.by_knees,
+            held_out: holdout::procedure_errors(&pts),
+        });
     }
     out
 }
@@ -233,6 +183,8 @@ pub struct Calibration {
     pub model: ModelFile,
     /// The class-level fit alone.
     pub class_cost: LinkCost,
+    /// The per-op fits (their costs are in `model.ops`) and their held-out errors.
+    pub groups: Vec<GroupFit>,
     /// Worst |relative error| over the samples: with the class link only, and with the per-op
     /// costs.
     pub worst_class_only: f64,
@@ -255,7 +207,8 @@ pub fn calibrate(
         .ops
         .retain(|o| !(o.class == class && ranks.contains(&o.ranks)));
     let class_only = model.clone();
-    model.ops.extend(fit_groups(samples, library, class));
+    let groups = fit_groups(samples, library, class);
+    model.ops.extend(groups.iter().map(|g| g.cost.clone()));
     let worst_of = |m: &ModelFile| {
         samples
             .iter()
@@ -273,6 +226,7 @@ pub fn calibrate(
         worst: worst_of(&model),
         model,
         class_cost,
+        groups,
     })
 }
 
@@ -358,6 +312,7 @@ mod tests {
                 max_bytes: None,
                 alpha_us: a,
                 beta_gbps: b,
+                knees: Vec::new(),
             });
         }
         let samples = sweep(&t, Library::OnecclCpu, &[2], &[1.0]);
@@ -411,41 +366,54 @@ mod tests {
     }
 
     #[test]
-    fn a_cache_knee_splits_one_algorithm_in_two_size_ranges() {
-        // all_to_all at 1.5 GB/s while the buffers fit the caches (<= 2 MiB), 0.4 GB/s above.
+    fn a_cache_knee_becomes_a_knee_of_one_algorithms_cost() {
+        // all_to_all at 1.5 GB/s while the buffers fit the caches (<= 2 MiB), 0.4 GB/s above,
+        // continuous at 2 MiB.
         let mut t = truth(20.0, 1.0, None);
-        for (max_bytes, a, b) in [(Some(2 << 20), 30.0, 1.5), (None, 500.0, 0.4)] {
-            t.ops.push(OpCost {
-                class: LinkClass::Intra,
-                op: BenchOp::AllToAll,
-                algorithm: Algorithm::Pairwise,
-                ranks: 2,
-                max_bytes,
-                alpha_us: a,
-                beta_gbps: b,
-            });
-        }
+        t.ops.push(OpCost {
+            class: LinkClass::Intra,
+            op: BenchOp::AllToAll,
+            algorithm: Algorithm::Pairwise,
+            ranks: 2,
+            max_bytes: None,
+            alpha_us: 30.0,
+            beta_gbps: 1.5,
+            knees: vec![Knee {
+                bytes: 2 << 20,
+                beta_gbps: 0.4,
+            }],
+        });
         let samples: Vec<Sample> = sweep(&t, Library::OnecclCpu, &[2], &[1.0])
             .into_iter()
             .filter(|p| p.op == BenchOp::AllToAll)
             .collect();
         let groups = fit_groups(&samples, Library::OnecclCpu, LinkClass::Intra);
-        assert_eq!(groups.len(), 2, "{groups:?}");
-        assert_eq!(groups[0].max_bytes, Some(2 << 20));
-        for (g, w) in groups.iter().zip(&t.ops) {
-            assert!((g.alpha_us - w.alpha_us).abs() < 1e-3, "{g}");
-            assert!((g.beta_gbps - w.beta_gbps).abs() < 1e-6, "{g}");
-        }
-        // A straight line is not split.
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        let g = &groups[0].cost;
+        assert_eq!(g.max_bytes, None);
+        assert_eq!(g.knees.len(), 1, "{g}");
+        assert_eq!(g.knees[0].bytes, 2 << 20);
+        assert!((g.alpha_us - 30.0).abs() < 1e-3, "{g}");
+        assert!((g.beta_gbps - 1.5).abs() < 1e-6, "{g}");
+        assert!((g.knees[0].beta_gbps - 0.4).abs() < 1e-6, "{g}");
+        // The held-out sizes are predicted too (each by a calibration without it).
+        let worst = groups[0]
+            .held_out
+            .iter()
+            .map(|e| e.1.abs())
+            .fold(0.0, f64::max);
+        assert!(worst < 1e-6, "{:?}", groups[0].held_out);
+        assert_eq!(groups[0].held_out.len(), 9);
+        // A straight line gets no knee.
         let straight: Vec<Sample> =
             sweep(&truth(20.0, 1.0, None), Library::OnecclCpu, &[2], &[1.0])
                 .into_iter()
                 .filter(|p| p.op == BenchOp::AllToAll)
                 .collect();
-        assert_eq!(
-            fit_groups(&straight, Library::OnecclCpu, LinkClass::Intra).len(),
-            1
-        );
+        let g = fit_groups(&straight, Library::OnecclCpu, LinkClass::Intra);
+        assert_eq!(g.len(), 1);
+        assert!(g[0].cost.knees.is_empty(), "{}", g[0].cost);
+        assert!(g[0].held_out.iter().all(|e| e.1.abs() < 1e-9));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod calibrate;
 pub mod compare;
 pub mod fit;
+pub mod holdout;
 pub mod model;
 pub mod notes;
 pub mod pattern;

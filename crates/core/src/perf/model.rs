@@ -184,13 +184,35 @@ pub enum ModelError {
     Read { file: String, message: String },
 }
 
+/// A change of slope in a per-op cost: the schedule's bytes beyond those of a benchmark size of
+/// `bytes` cost `beta_gbps` (up to the next knee). The time stays continuous at the knee.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Knee {
+    pub bytes: usize,
+    #[serde(deserialize_with = "positive")]
+    pub beta_gbps: f64,
+}
+
+fn increasing_knees<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Knee>, D::Error> {
+    let knees = Vec::<Knee>::deserialize(d)?;
+    if knees.windows(2).any(|w| w[0].bytes >= w[1].bytes) {
+        return Err(serde::de::Error::custom(
+            "knees must be in increasing `bytes`",
+        ));
+    }
+    Ok(knees)
+}
+
 /// A per-op, per-algorithm cost fitted by `--calibrate`: for `op` run with `algorithm` over
 /// `ranks` members on `class`, `alpha_us` per message and the schedule's bytes at `beta_gbps`
-/// (the reduction, if any, folded in: within one algorithm it grows with the bytes). With
-/// `max_bytes`, the entry covers benchmark sizes up to it (a CPU's copies slow down once the
-/// buffers leave its caches, so the fit may split an algorithm's sizes in two); the entry with
-/// the smallest `max_bytes` at or above a size applies, an unbounded one above all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// (the reduction, if any, folded in: within one algorithm it grows with the bytes). `knees`
+/// (what `--calibrate` writes) change the per-byte cost above given sizes without a jump in time:
+/// a CPU's copies slow down once the buffers leave its caches, a transport changes protocol at
+/// some message size. `max_bytes` (files written before knees existed) bounds the entry to
+/// benchmark sizes up to it; the entry with the smallest `max_bytes` at or above a size applies,
+/// an unbounded one above all of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OpCost {
     pub class: LinkClass,
@@ -203,6 +225,28 @@ pub struct OpCost {
     pub alpha_us: f64,
     #[serde(deserialize_with = "positive")]
     pub beta_gbps: f64,
+    #[serde(
+        default,
+        deserialize_with = "increasing_knees",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub knees: Vec<Knee>,
+}
+
+impl OpCost {
+    /// Microseconds of schedule `s` (of `op` run with `alg` over `ranks` members): `alpha_us` per
+    /// message, the wire bytes at `beta_gbps`, and above each knee the bytes beyond the knee
+    /// size's at that knee's rate instead of the previous one.
+    pub fn schedule_us(&self, op: BenchOp, alg: Algorithm, ranks: usize, s: &Schedule) -> f64 {
+        let mut t = s.messages as f64 * self.alpha_us + per_gbps_us(s.wire_bytes, self.beta_gbps);
+        let mut below = self.beta_gbps;
+        for k in &self.knees {
+            let beyond = (s.wire_bytes - schedule(op, alg, k.bytes, ranks).wire_bytes).max(0.0);
+            t += per_gbps_us(beyond, k.beta_gbps) - per_gbps_us(beyond, below);
+            below = k.beta_gbps;
+        }
+        t
+    }
 }
 
 /// A model file: `[links.intra] alpha_us = .. beta_gbps = ..` (and inter, host, store), optional
@@ -347,7 +391,7 @@ impl<'a> ModelRef<'a> {
                 .find_map(|a| self.op_cost(class, op, a, ranks, bytes))
         };
         match self.op_cost(class, op, alg, ranks, bytes).or_else(other) {
-            Some(o) => s.messages as f64 * o.alpha_us + per_gbps_us(s.wire_bytes, o.beta_gbps),
+            Some(o) => o.schedule_us(op, alg, ranks, &s),
             None => self.links.cost(class).schedule_us(&s),
         }
     }
@@ -422,7 +466,12 @@ impl fmt::Display for OpCost {
             )),
             self.alpha_us,
             self.beta_gbps
-        )
+        )?;
+        for k in &self.knees {
+            let at = super::sweep::human_size(k.bytes);
+            write!(f, ", {:.3}GB/s above {at}", k.beta_gbps)?;
+        }
+        Ok(())
     }
 }
 
@@ -494,6 +543,7 @@ mod tests {
             max_bytes: None,
             alpha_us: 100.0,
             beta_gbps: 2.0,
+            knees: Vec::new(),
         });
         // The 2-rank entry is the nearest for 4 ranks too.
         let p = f.predict_us(
@@ -528,7 +578,7 @@ mod tests {
             max_bytes: None,
             alpha_us: 0.0,
             beta_gbps: 1.0,
-            ..f.ops[0]
+            ..f.ops[0].clone()
         });
         let alpha = |f: &ModelFile, b| {
             f.op_cost(
@@ -582,6 +632,7 @@ mod tests {
                 max_bytes: None,
                 alpha_us: 12.5,
                 beta_gbps: 0.75,
+                knees: Vec::new(),
             }]
         );
         let missing = ModelFile::load(std::path::Path::new("/nonexistent/m.toml")).unwrap_err();
@@ -591,6 +642,87 @@ mod tests {
                 .starts_with("/nonexistent/m.toml: cannot read"),
             "{missing}"
         );
+    }
+
+    /// An `[[ops]]` entry of an all_to_all pairwise cost on 2 ranks, with `extra` lines.
+    fn pairwise_entry(extra: &str) -> String {
+        format!("[[ops]]\nclass = \"intra\"\nop = \"all_to_all\"\nalgorithm = \"pairwise\"\nranks = 2\nalpha_us = 50.0\nbeta_gbps = 1.0\n{extra}")
+    }
+
+    fn a2a_us(f: &ModelFile, bytes: usize) -> f64 {
+        f.predict_us(
+            BenchOp::AllToAll,
+            bytes,
+            2,
+            LinkClass::Intra,
+            Library::OnecclCpu,
+        )
+    }
+
+    #[test]
+    fn files_with_max_bytes_ranges_still_load_and_predict_as_before() {
+        // What --calibrate wrote before knees: two ranges, a jump at the bound.
+        let text = format!(
+            "{}max_bytes = 1048576\n\n{}",
+            pairwise_entry(""),
+            pairwise_entry("")
+                .replace("alpha_us = 50.0", "alpha_us = 0.0")
+                .replace("beta_gbps = 1.0", "beta_gbps = 0.25")
+        );
+        let f = ModelFile::parse("old.toml", &text).unwrap();
+        assert_eq!(f.ops.len(), 2);
+        assert!(f.ops.iter().all(|o| o.knees.is_empty()));
+        // 2 ranks pairwise: one message of half the size. Up to 1 MiB the first range's cost,
+        // above it the second's.
+        assert!((a2a_us(&f, 1 << 20) - (50.0 + 524.288)).abs() < 1e-9);
+        assert!((a2a_us(&f, 2 << 20) - 4194.304).abs() < 1e-9);
+    }
+
+    #[test]
+    fn knees_change_the_slope_without_a_jump_and_round_trip() {
+        let text = pairwise_entry("knees = [{ bytes = 1048576, beta_gbps = 0.25 }]\n");
+        let f = ModelFile::parse("new.toml", &text).unwrap();
+        assert_eq!(
+            f.ops[0].knees,
+            vec![Knee {
+                bytes: 1 << 20,
+                beta_gbps: 0.25
+            }]
+        );
+        let at = a2a_us(&f, 1 << 20);
+        assert!((at - (50.0 + 524.288)).abs() < 1e-9, "{at}");
+        // 1 MiB more: half of it on the wire, at 0.25 GB/s instead of 1.
+        assert!((a2a_us(&f, 2 << 20) - (at + 2097.152)).abs() < 1e-9);
+        assert!((a2a_us(&f, (1 << 20) + 2) - at).abs() < 1e-2);
+        // (core writes no TOML; the same serde derive through JSON, src writes the file.)
+        let back: ModelFile = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+        assert_eq!(back, f);
+        assert!(
+            f.ops[0].to_string().ends_with(", 0.250GB/s above 1M"),
+            "{}",
+            f.ops[0]
+        );
+        // Knees out of order, an unknown key in one, a zero rate: refused with their place.
+        let e = ModelFile::parse(
+            "m.toml",
+            &pairwise_entry(
+                "knees = [{ bytes = 2, beta_gbps = 1 }, { bytes = 1, beta_gbps = 1 }]\n",
+            ),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("increasing"), "{e}");
+        let e = ModelFile::parse(
+            "m.toml",
+            &pairwise_entry("knees = [{ bytes = 2, gbps = 1 }]\n"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("m.toml:8:"), "{e}");
+        let e = ModelFile::parse(
+            "m.toml",
+            &pairwise_entry("knees = [{ bytes = 2, beta_gbps = 0 }]\n"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("> 0"), "{e}");
     }
 
     /// Counts rank 0's messages and their largest payload.

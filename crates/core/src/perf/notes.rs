@@ -72,6 +72,7 @@ mod tests {
             max_bytes: None,
             alpha_us: ranks as f64,
             beta_gbps: 1.0,
+            knees: Vec::new(),
         }
     }
 
