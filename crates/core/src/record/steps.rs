@@ -100,6 +100,15 @@ impl Ctx<'_> {
             .unwrap_or(r)
     }
 
+    /// Whether this rank is in group `group` (a non-member's call is a no-op, R27: torch checks
+    /// nothing of its tensors).
+    fn is_member(&self, group: &Option<String>) -> bool {
+        group
+            .as_ref()
+            .and_then(|h| self.groups.get(h))
+            .is_none_or(|g| g.member)
+    }
+
     /// How many ranks group `group` has (WORLD: the world's).
     fn group_size(&self, group: &Option<String>) -> usize {
         group
@@ -129,6 +138,9 @@ impl Ctx<'_> {
         let (Some(s), Some(l)) = (numel(small), numel(large)) else {
             return Ok(());
         };
+        if !self.is_member(group) {
+            return Ok(());
+        }
         let n = self.group_size(group);
         if s.checked_mul(n) == Some(l) {
             return Ok(());
@@ -159,6 +171,9 @@ impl Ctx<'_> {
         let Some(items) = c.args.get(list).and_then(Value::as_array) else {
             return Ok(());
         };
+        if !self.is_member(group) {
+            return Ok(());
+        }
         let n = self.group_size(group);
         if items.len() != n {
             return Err(self.err(

@@ -309,3 +309,33 @@ fn approximations_are_listed_with_their_place() {
         r.approximations
     );
 }
+
+/// A non-member's call is a no-op (R27): torch checks nothing of its tensors, nor does the
+/// recording.
+#[test]
+fn a_non_members_tensors_are_not_checked() {
+    let call = |rank: usize| {
+        let (g, input) = if rank == 0 {
+            ("g1", 4)
+        } else {
+            ("NON_MEMBER", 2)
+        };
+        format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"new_group\", \"at\": \"/w/p.py:4\", \"ranks\": [0], \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 1, \"handle\": \"g1\", \"member\": {}}}\n\
+             {{\"ev\": \"call\", \"i\": 2, \"op\": \"reduce_scatter_tensor\", \"at\": \"/w/p.py:5\", \"group\": \"{g}\", \
+             \"output\": {{\"shape\": [4], \"dtype\": \"f32\", \"device\": \"cpu\"}}, \
+             \"input\": {{\"shape\": [{input}], \"dtype\": \"f32\", \"device\": \"cpu\"}}}}\n\
+             {{\"ev\": \"done\", \"i\": 2}}\n",
+            rank == 0
+        )
+    };
+    let r = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts()).unwrap();
+    assert!(
+        r.text.contains("op = \"reduce_scatter_tensor\""),
+        "{}",
+        r.text
+    );
+}
