@@ -429,7 +429,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 shape,
                 dtype,
                 fill,
-            } => self.sp_all_to_all(*op, group, *shape, *dtype, fill).await,
+            } => {
+                let symbolic = self.env.scenario.sim.payloads.symbolic();
+                self.sp_all_to_all(*op, group, *shape, *dtype, fill, symbolic)
+                    .await
+            }
             StepKind::BroadcastPyobj { payload_bytes } => {
                 self.broadcast_pyobj(*payload_bytes).await
             }

@@ -17,23 +17,22 @@ use crate::dtype::DType;
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
 use crate::reduce::ReduceOp;
-use crate::runtime::coll::{Algo, Coll};
 use crate::scenario::expr::Expr;
 use crate::scenario::{
     A2aOp, CollStep, DenoiseModel, Platform, SglangDegrees, SglangVersion, TensorSpec, RANK_VARS,
 };
-use crate::sglang::all_to_all_4d::{self as a2a, A2aError};
+use crate::sglang::all_to_all_4d::A2aError;
 use crate::sglang::parallel_state::{
     self as ps, BackendChoice, ConstructionStep, NewGroupCall, ParallelConfig, Plan, PlanError,
     Purpose,
 };
-use crate::tensor::Tensor;
 use crate::trace::EventKind;
 use std::rc::Rc;
 
 mod a2a_layout;
 mod shared_plan;
-use a2a_layout::{a2a_vars, Layout};
+mod sp_a2a;
+use a2a_layout::a2a_vars;
 use shared_plan::{shared_plan, SharedPlan};
 
 /// What `init_distributed_environment` decided, for the steps after it.
@@ -518,100 +517,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         ))
     }
 
-    /// The data shard this rank holds along the sequence: its rank in the SP coordinator's group
-    /// (how Wan shards frames); without sglang groups, its rank in `group`.
-    fn sp_shard(&self, me: usize, group_rank: usize) -> usize {
-        self.sgl
-            .as_ref()
-            .and_then(|s| s.plan.as_ref())
-            .and_then(|p| p.membership("sp", me))
-            .map_or(group_rank, |m| m.rank_in_group)
-    }
-
-    /// docs/rules/sglang.md §5.33/§5.34: sglang's 4-D all-to-alls on real data, checked element by element
-    /// against the layout the model code intends (so TP-mixed Ulysses groups, R11, show as wrong
-    /// values rather than pass silently).
-    pub(super) async fn sp_all_to_all(
-        &mut self,
-        op: A2aOp,
-        group: &Option<String>,
-        shape: [usize; 4],
-        dtype: DType,
-        fill: &Expr,
-    ) -> Res<String> {
-        let Some(name) = self.resolve_group(group)? else {
-            return Ok("not a member: no-op".into());
-        };
-        let me = self.world()?.rank;
-        let pg = &self.pgs[&name];
-        let (w, j) = (pg.ranks.len(), pg.group_rank(me).expect("member"));
-        let dev = self.accel().to_string();
-        let backend = pg.config.backend_for(&dev)?.to_string();
-        let glabel = format!("{} ({})", pg.label, pg.name);
-        let out_shape = a2a::output_shape(shape, w, op).map_err(a2a_error)?;
-        let layout = Layout::new(op, self.sp_shard(me, j), w, shape, out_shape);
-        let (rspec, scenario) = (self.spec.clone(), self.env.scenario.clone());
-        let lookup = move |v: &str| crate::scenario::rank_var(v, &rspec, &scenario.world);
-        let input = Tensor::from_fn(dtype, shape.to_vec(), |i| {
-            layout.value(fill, layout.input_coords(i), &lookup)
-        });
-        if !a2a::issues_collective(w) {
-            return Ok(format!("group {glabel} has 1 rank: input returned as is"));
-        }
-        self.check_dtype(&backend, dtype, None)?;
-        let n = input.numel();
-        // Element indexes (not f32: exact past 2^24 elements).
-        let index: Vec<usize> = (0..n).collect();
-        let chunks = a2a::pack(&index, shape, w, op).map_err(a2a_error)?;
-        let esz = dtype.size_bytes();
-        let gather = |src: &[u8], idx: &[usize]| -> Vec<u8> {
-            idx.iter()
-                .flat_map(|k| src[*k * esz..(*k + 1) * esz].to_vec())
-                .collect()
-        };
-        let sends: Vec<u8> = chunks.iter().flat_map(|c| gather(&input.data, c)).collect();
-        if backend != "gloo" {
-            self.ensure_comm(&name, &dev, &backend, None).await?;
-        }
-        let mut t = Tensor {
-            dtype,
-            shape: vec![n],
-            data: sends,
-        };
-        let a2a = Coll {
-            name: "all_to_all_single",
-            torch_op: "ALLTOALL_BASE",
-            algo: Algo::AllToAll {
-                send_rows: vec![1; w],
-                recv_rows: vec![1; w],
-                row_elems: n / w,
-            },
-        };
-        t.shape = vec![w, n / w];
-        let got = self
-            .run_algo(&name, &backend, &a2a, &mut t)
-            .await?
-            .unwrap_or(t);
-        let positions: Vec<Vec<usize>> = (0..w)
-            .map(|r| (r * n / w..(r + 1) * n / w).collect())
-            .collect();
-        let (order, _) = a2a::unpack(positions, shape, w, op).map_err(a2a_error)?;
-        let out = Tensor {
-            dtype,
-            shape: out_shape.to_vec(),
-            data: gather(&got.data, &order),
-        };
-        layout.check(&out, fill, &lookup).map_err(|m| {
-            self.event(EventKind::Error, format!("value mismatch: {m}"));
-            error::value_mismatch(m)
-        })?;
-        Ok(format!(
-            "{shape:?} -> {out_shape:?} over group {glabel} (sequence shard {}): values as expected, digest {:016x}",
-            layout.shard,
-            out.digest()
-        ))
-    }
-
     /// docs/rules/sglang.md §5.36: one diffusion step: scheduler fan-out, per layer the USP input/output
     /// all-to-alls (q, k, v concatenated) and TP all-reduces, then the CFG all-gather.
     pub(super) async fn denoise_step(
@@ -637,16 +542,30 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             if c.ulysses > 1 {
                 let qkv = [3 * m.batch, s_local, heads_local, m.head_dim];
                 let g = Some("ulysses".to_string());
-                self.sp_all_to_all(A2aOp::UspInput { head_dim: 2 }, &g, qkv, dtype, &fill)
-                    .await?;
+                self.sp_all_to_all(
+                    A2aOp::UspInput { head_dim: 2 },
+                    &g,
+                    qkv,
+                    dtype,
+                    &fill,
+                    false,
+                )
+                .await?;
                 let attn = [
                     m.batch,
                     s_local * c.ulysses,
                     heads_local / c.ulysses,
                     m.head_dim,
                 ];
-                self.sp_all_to_all(A2aOp::UspOutput { head_dim: 2 }, &g, attn, dtype, &fill)
-                    .await?;
+                self.sp_all_to_all(
+                    A2aOp::UspOutput { head_dim: 2 },
+                    &g,
+                    attn,
+                    dtype,
+                    &fill,
+                    false,
+                )
+                .await?;
                 a2a_calls += 2;
             }
             if let Some(tp) = tp_group.as_ref().filter(|g| g.ranks.len() > 1) {
