@@ -19,6 +19,7 @@ use crate::c10d::error::{self, C10dError};
 use crate::c10d::store::StoreClient;
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
+use crate::ranks::Ranks;
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate};
 use crate::scenario::{CollStep, IntArg, Platform, RankSpec, Scenario, Step, StepKind, RANK_VARS};
@@ -74,7 +75,8 @@ enum Handle {
 struct Pg {
     name: String,
     label: String,
-    ranks: Vec<usize>,
+    /// Shared with the other members (crate::ranks).
+    ranks: Ranks,
     config: BackendConfig,
     timeout_ms: u64,
     prefixes: Vec<String>,

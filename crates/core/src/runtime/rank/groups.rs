@@ -250,7 +250,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             key: join_key(&prefixes, &local_key),
             local_key,
             members: match pair {
-                Some((a, b)) => vec![a.min(b), a.max(b)],
+                Some((a, b)) => vec![a.min(b), a.max(b)].into(),
                 None => pg.ranks.clone(),
             },
             timeout_ms: pg.timeout_ms,
@@ -344,7 +344,7 @@ struct CommPlan {
     key: String,
     /// The group's counter for the device, as the unique-id error names it.
     local_key: String,
-    members: Vec<usize>,
+    members: crate::ranks::Ranks,
     timeout_ms: u64,
     /// `label (name)` of the group, for waits and events.
     label: String,
