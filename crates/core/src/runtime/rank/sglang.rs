@@ -224,7 +224,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         planned: Option<(&Rc<dyn PlannedCalls>, usize)>,
     ) -> Res<String> {
         let (me, ws) = (self.world()?.rank, self.world()?.world_size);
-        let member = call.ranks.contains(&me);
+        // A planned call's list is sorted (SharedPlan::sorted_max_rank): O(log n), not O(n),
+        // for each of the O(W) calls every rank makes.
+        let member = match planned {
+            Some(_) => call.ranks.binary_search(&me).is_ok(),
+            None => call.ranks.contains(&me),
+        };
         if !member && self.planned_non_member(call, ws, planned).is_some() {
             return Ok(String::new());
         }
@@ -357,6 +362,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let in_range = shared.sorted_max_rank.is_some_and(|r| r < ws);
         let source = (in_range && !barrier_after_init(&self.spec)).then_some(&shared.calls);
         let mut issued = 0;
+        // Coordinators by the call their communicator follows, in plan order: looked up once,
+        // not by scanning every coordinator after each of the O(W) calls.
+        let mut after: Vec<(usize, usize)> = (plan.coordinators.iter().enumerate())
+            .map(|(k, c)| (c.communicator_after_call, k))
+            .collect();
+        after.sort();
         for (i, call) in plan.calls.iter().enumerate() {
             let usp = matches!(call.coordinator, "ulysses" | "ring");
             if call.coordinator == "world" || (usp && usp_fallback) {
@@ -364,11 +375,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
             self.sg_new_group(call, source.map(|s| (s, i))).await?;
             issued += 1;
-            for c in plan
-                .coordinators
-                .iter()
-                .filter(|c| c.communicator_after_call == i + 1)
-            {
+            let from = after.partition_point(|(a, _)| *a < i + 1);
+            let to = after.partition_point(|(a, _)| *a <= i + 1);
+            for c in after[from..to].iter().map(|(_, k)| &plan.coordinators[*k]) {
                 let me = self.world()?.rank;
                 if let Some(view) = plan.communicator_group(c.coordinator, me) {
                     self.build_device_communicator(&view).await?;
