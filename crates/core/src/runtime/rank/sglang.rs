@@ -308,6 +308,40 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         Some(())
     }
 
+    /// Planned calls of a sorted plan this rank is in none of (`calls`, from call `first`):
+    /// what [`Self::planned_non_member`] does for each, as one report. Takes the calls up to
+    /// the first whose backend argument this rank has not passed yet (that one goes the full
+    /// way); returns how many it took.
+    fn planned_non_members(
+        &mut self,
+        source: &Rc<dyn PlannedCalls>,
+        calls: &[NewGroupCall],
+        first: usize,
+    ) -> usize {
+        let Some(sgl) = self.sgl.as_ref() else {
+            return 0;
+        };
+        let checked = |c: &NewGroupCall| sgl.checked[c.backend as usize].is_some();
+        let n = calls.iter().take_while(|c| checked(c)).count();
+        let Some(me) = self.world().ok().map(|w| w.rank).filter(|_| n > 0) else {
+            return 0;
+        };
+        let rec = PlannedRecord {
+            rank: me,
+            name: (self.group_generation, self.group_count),
+            source,
+            call: first,
+            backend: sgl.checked[calls[0].backend as usize]
+                .as_deref()
+                .expect("checked"),
+            step: self.step,
+            line: self.env.scenario.steps[self.step].loc.line,
+        };
+        self.env.probe.planned_groups(&rec, n, &sgl.checked);
+        self.group_count += n as u64;
+        n
+    }
+
     /// docs/rules/sglang.md §3–§4: every coordinator's `new_group` calls, their device communicators, aliases.
     pub(super) async fn initialize_model_parallel(
         &mut self,
@@ -368,11 +402,28 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .map(|(k, c)| (c.communicator_after_call, k))
             .collect();
         after.sort();
-        for (i, call) in plan.calls.iter().enumerate() {
+        let me = self.world()?.rank;
+        let triggers: Vec<usize> = after.iter().map(|(a, _)| *a).collect();
+        let stops = source.map(|_| shared.stops(me, usp_fallback, &triggers));
+        let mut i = 0;
+        while i < plan.calls.len() {
+            if let (Some(src), Some(stops)) = (source, &stops) {
+                // Calls up to this rank's next own (or special) call: one run.
+                let next = stops.get(stops.partition_point(|s| *s < i));
+                let end = next.copied().unwrap_or(plan.calls.len());
+                let n = self.planned_non_members(src, &plan.calls[i..end], i);
+                if n > 0 {
+                    (issued, i) = (issued + n, i + n);
+                    continue;
+                }
+            }
+            let call = &plan.calls[i];
+            i += 1;
             let usp = matches!(call.coordinator, "ulysses" | "ring");
             if call.coordinator == "world" || (usp && usp_fallback) {
                 continue;
             }
+            let i = i - 1;
             self.sg_new_group(call, source.map(|s| (s, i))).await?;
             issued += 1;
             let from = after.partition_point(|(a, _)| *a < i + 1);
