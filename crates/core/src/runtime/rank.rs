@@ -279,7 +279,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
     async fn run(&mut self) -> RankEnd {
         let scenario = self.env.scenario.clone();
-        for step in &scenario.steps {
+        for (k, step) in scenario.steps.iter().enumerate() {
             if !step.on.matches(&self.spec, &scenario.world) {
                 continue;
             }
@@ -288,7 +288,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Some(id) => tracing::info_span!("step", step = step.index + 1, id = %id),
                 None => tracing::info_span!("step", step = step.index + 1),
             };
-            span.in_scope(|| self.event(EventKind::Start, describe::describe(step)));
+            let line = describe::start_line(&scenario, k);
+            span.in_scope(|| self.event(EventKind::Start, line));
             self.env
                 .probe
                 .step_gate(self.env.proc_rank, step.index)
