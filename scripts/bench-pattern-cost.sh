@@ -8,7 +8,7 @@
 #   step    the same with one denoise step of the pattern's collectives between warm-up and
 #           barrier, as sglang issues them (tests/sim/keeps_its_word.rs writes the same steps);
 # runs both with each build given and prints CPU seconds (user + system, getrusage of the child)
-# of the step = step - start, side by side, with the step's virtual time (end of step - end of
+# of the step = step - start (at least 0: both runs are measured once), side by side, with the step's virtual time (end of step - end of
 # start) and `scen bench --pattern`'s prediction of it under the same (default) model.
 #
 # Usage: scripts/bench-pattern-cost.sh [SCEN ...]   (default target/release/scen, built if
@@ -115,7 +115,7 @@ def fmt(v, f):
     return f"{'-':>{width}}" if v is None else f.format(v)
 head = f"{'pattern':16} {'ranks':>5}"
 for i, _ in enumerate(scens):
-    head += f" | {'start_cpu_s':>11} {'step_cpu_s':>10} {'step_ms':>9} {'bench_ms':>9}"
+    head += f" | {'start_cpu_s':>11} {'with_cpu_s':>10} {'step_cpu_s':>10} {'step_ms':>9} {'bench_ms':>9}"
 print(head)
 for i, scen in enumerate(scens):
     print(f"# [{i}] {scen} (built {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(os.path.getmtime(scen)))})")
@@ -133,9 +133,9 @@ for pat in patterns:
             paths.append(path)
         c0, e0, n0 = run_rusage(scen, paths[0])
         c1, e1, n1 = run_rusage(scen, paths[1])
-        step_cpu = None if c0 is None or c1 is None or n1 else c1 - c0
+        step_cpu = None if c0 is None or c1 is None or n1 else max(c1 - c0, 0.0)
         step_ms = None if e0 is None or e1 is None else e1 - e0
-        line += f" | {fmt(c0, '{:11.2f}')} {fmt(step_cpu, '{:10.2f}')} {fmt(step_ms, '{:9.1f}')} {fmt(predicted_ms(scen, name, n), '{:9.1f}')}"
+        line += f" | {fmt(c0, '{:11.2f}')} {fmt(None if n1 else c1, '{:10.2f}')} {fmt(step_cpu, '{:10.2f}')} {fmt(step_ms, '{:9.1f}')} {fmt(predicted_ms(scen, name, n), '{:9.1f}')}"
         notes += [f"#   [{i}] {name}:{n}: {x}" for x in (n0, n1) if x]
     print(line)
     for x in notes:
