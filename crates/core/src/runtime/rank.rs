@@ -349,7 +349,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 handle,
             } => {
                 self.new_group(
-                    ranks,
+                    ranks.as_deref(),
                     backend,
                     *use_local_synchronization,
                     device_id,

@@ -106,9 +106,12 @@ pub(super) async fn serve<C: Clock>(
     let start_ms = clock.now_ms();
     // Time since `start_ms` at which the loop's current request reaches the server.
     let mut cursor_us = 0.0;
-    let mut out = Enc::default().u8(REPLY_OK);
     let mut answered = 0u64;
-    let mut body = Enc(Vec::with_capacity(body_capacity(mode, &seq, state)));
+    // The reply in one buffer: status, the count of keys answered (written at the end), body.
+    let mut body = Enc(Vec::with_capacity(
+        HEADER + body_capacity(mode, &seq, state),
+    ));
+    body = body.u8(REPLY_OK).u64(0);
     let lookup = Lookup::new(&seq.prefix, state);
     for (i, index) in seq.indexes().enumerate() {
         if i > 0 {
@@ -136,9 +139,8 @@ pub(super) async fn serve<C: Clock>(
         clock.busy_until_ms(end_ms).await;
     }
     *debt_us += cursor_us - (cursor_us / 1000.0).floor() * 1000.0;
-    out = out.u64(answered);
-    let mut reply = out.done();
-    reply.extend_from_slice(&body.done());
+    let mut reply = body.done();
+    reply[1..HEADER].copy_from_slice(&answered.to_le_bytes());
     Ok((reply, seq.request_len()))
 }
 
@@ -173,14 +175,18 @@ impl<'a> Lookup<'a> {
     }
 }
 
-/// The reply body's size, about: one byte per key checked, a value and its length per key got.
+/// A loop's reply before its body: status and the count of keys answered.
+const HEADER: usize = 1 + 8;
+
+/// The reply body's size, about: one byte per key checked, a value and its length per key got
+/// (values of one loop are addresses of about one length: room for a few more bytes each).
 fn body_capacity(mode: u8, seq: &KeySeq, state: &StoreState) -> usize {
     if mode != SEQ_GET {
         return seq.len();
     }
     let lookup = Lookup::new(&seq.prefix, state);
     let first = seq.indexes().next().and_then(|i| lookup.get(i));
-    seq.len() * (4 + first.map_or(16, |v| v.len()))
+    seq.len() * (4 + first.map_or(16, |v| v.len()) + 4)
 }
 
 impl<N: Net> StoreClient<N> {

@@ -239,10 +239,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             BackendChoice::Default => None,
         };
         let handle = handle_of(call).filter(|_| member);
-        let ranks = Some(call.ranks.clone());
         let done = self
             .new_group(
-                &ranks,
+                Some(&call.ranks),
                 &backend,
                 false,
                 &None,
