@@ -350,7 +350,7 @@ fn call(s: &Scenario, c: &CallRecord) -> JsonCall {
         rank: c.rank,
         group: c.group.clone(),
         group_label: c.group_label.clone(),
-        group_ranks: c.group_ranks.clone(),
+        group_ranks: c.group_ranks.to_vec(),
         backend: c.backend.clone(),
         kind: match c.kind {
             CallKind::Collective => "collective",

@@ -31,6 +31,7 @@ mod report_schema;
 mod scale_hashes;
 mod schedule;
 mod sglang_scenarios;
+mod sglang_symbolic;
 mod store_loops;
 mod subgroup_bytes;
 mod suite_cli;

@@ -47,7 +47,7 @@ fn call_facts(r: &Report) -> Vec<CallFact> {
         .map(|c| {
             (
                 c.rank,
-                c.group_ranks.clone(),
+                c.group_ranks.to_vec(),
                 format!("{:?}", c.kind),
                 c.seq,
                 c.peer,

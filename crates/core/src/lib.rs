@@ -18,6 +18,7 @@ pub mod parity;
 pub mod payload;
 pub mod perf;
 pub mod probe;
+pub mod ranks;
 pub mod record;
 pub mod reduce;
 pub mod report;

@@ -57,4 +57,20 @@ pub trait Probe: Clone + 'static {
     fn planned_group(&self, rec: &PlannedRecord) {
         self.group(&rec.record());
     }
+    /// `count` consecutive planned calls from `rec` (the names and call indexes advance
+    /// together), call `i` passing `backends[source.backend_slot(i)]`: a rank's calls between
+    /// two of its groups, in one report (the simulator adds them in O(1)).
+    fn planned_groups(&self, rec: &PlannedRecord, count: usize, backends: &[Option<String>]) {
+        for k in 0..count {
+            let call = rec.call + k;
+            let slot = rec.source.backend_slot(call);
+            let backend = backends[slot].as_deref().expect("a checked backend");
+            self.planned_group(&PlannedRecord {
+                name: (rec.name.0, rec.name.1 + k as u64),
+                call,
+                backend,
+                ..*rec
+            });
+        }
+    }
 }

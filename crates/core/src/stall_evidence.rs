@@ -139,7 +139,7 @@ mod tests {
             rank,
             group: "0".into(),
             group_label: "WORLD".into(),
-            group_ranks: vec![0, 1],
+            group_ranks: vec![0, 1].into(),
             backend: "xccl".into(),
             kind: CallKind::Collective,
             seq,

@@ -203,9 +203,17 @@ impl Trace {
         out
     }
 
-    /// FNV-1a over the rendered trace: equal hashes mean byte-identical traces.
+    /// FNV-1a over the rendered trace: equal hashes mean byte-identical traces. Streamed
+    /// event by event: a large world's rendered trace is hundreds of MiB (issue 31).
     pub fn hash(&self) -> u64 {
-        fnv1a(self.render().as_bytes())
+        let mut h = Fnv1a::default();
+        let mut line = String::new();
+        for e in &self.events {
+            line.clear();
+            let _ = writeln!(line, "{}", render_event(e));
+            h.write(line.as_bytes());
+        }
+        h.0
     }
 }
 
@@ -256,5 +264,27 @@ impl Fnv1a {
             h = h.wrapping_mul(0x100000001b3);
         }
         self.0 = h;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_streamed_hash_is_the_hash_of_the_rendered_trace() {
+        let event = |t_ms, rank, text: &str| Event {
+            t_ms,
+            rank,
+            step: rank,
+            kind: EventKind::Info,
+            text: text.into(),
+            tag: None,
+        };
+        let trace = Trace {
+            events: vec![event(0, None, "start"), event(1234, Some(3), "r3 done é")],
+        };
+        assert_eq!(trace.hash(), fnv1a(trace.render().as_bytes()));
+        assert_eq!(Trace::default().hash(), fnv1a(b""));
     }
 }

@@ -471,7 +471,7 @@ mod tests {
             rank,
             group: "0".into(),
             group_label: "WORLD".into(),
-            group_ranks: vec![0, 1, 2],
+            group_ranks: vec![0, 1, 2].into(),
             backend: "xccl".into(),
             kind: scen_core::diagnose::record::CallKind::Collective,
             seq,

@@ -165,4 +165,9 @@ impl Probe for SimProbe {
     fn planned_group(&self, rec: &PlannedRecord) {
         self.state.borrow_mut().groups.push_planned(rec);
     }
+
+    fn planned_groups(&self, rec: &PlannedRecord, count: usize, backends: &[Option<String>]) {
+        let mut state = self.state.borrow_mut();
+        state.groups.push_planned_many(rec, count, backends);
+    }
 }

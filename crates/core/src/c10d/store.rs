@@ -23,6 +23,7 @@ use std::rc::Rc;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Mutex, Notify};
 
+mod numbered;
 mod seq;
 mod torch_client;
 mod torch_serve;
@@ -82,6 +83,8 @@ pub enum StoreError {
 pub struct StoreState {
     keys: RefCell<HashMap<String, Vec<u8>>>,
     changed: RefCell<HashMap<String, Rc<Notify>>>,
+    /// The keys `<prefix><i>` again, by prefix and index, for store loops (seq.rs).
+    numbered: numbered::Numbered,
 }
 
 impl StoreState {
@@ -94,6 +97,7 @@ impl StoreState {
     }
 
     fn set(&self, key: String, value: Vec<u8>) {
+        self.numbered.set(&key, &value);
         let waiting = self.changed.borrow_mut().remove(&key);
         self.keys.borrow_mut().insert(key, value);
         if let Some(n) = waiting {
@@ -138,10 +142,10 @@ pub async fn serve_with<N: Net, C: Clock>(
     listener: N::Listener,
     keys: BTreeMap<String, Vec<u8>>,
 ) {
-    let state = Rc::new(StoreState {
-        keys: RefCell::new(keys.into_iter().collect()),
-        changed: RefCell::default(),
-    });
+    let state = Rc::new(StoreState::default());
+    for (k, v) in keys {
+        state.set(k, v);
+    }
     // Connections live in a JoinSet: aborting the server closes them all, as a dying process does.
     let mut conns = tokio::task::JoinSet::new();
     let token = net.store_token();

@@ -572,7 +572,7 @@ mod tests {
             rank,
             group: "0".into(),
             group_label: "WORLD".into(),
-            group_ranks: vec![0, 1],
+            group_ranks: vec![0, 1].into(),
             backend: "xccl".into(),
             kind: CallKind::Collective,
             seq,
@@ -601,7 +601,7 @@ mod tests {
     fn a2a(rank: usize, send: [usize; 3], recv: [usize; 3]) -> CallRecord {
         let rows: usize = send.iter().sum();
         let mut r = rec(rank, 1, "all_to_all_single", "f32", rows * 2);
-        r.group_ranks = vec![0, 1, 2];
+        r.group_ranks = vec![0, 1, 2].into();
         r.fp.shape = vec![rows, 2];
         r.fp.reduce_op = None;
         r.fp.splits = Some(crate::diagnose::Splits {

@@ -120,6 +120,16 @@ impl GroupLog {
         self.runs.push(rec);
     }
 
+    /// [`GroupLog::push_planned`] of `count` consecutive calls (see `Probe::planned_groups`).
+    pub fn push_planned_many(
+        &mut self,
+        rec: &PlannedRecord,
+        count: usize,
+        backends: &[Option<String>],
+    ) {
+        self.runs.push_many(rec, count, backends);
+    }
+
     /// Adds one rank's call, copying the record only where it starts or leads a side.
     pub fn push_ref(&mut self, rec: &GroupRecord) {
         let sides = self.names.entry((rec.generation, rec.index)).or_default();

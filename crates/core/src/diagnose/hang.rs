@@ -266,7 +266,7 @@ fn stuck_rank(
             v.sort();
             v
         }
-        None => open.group_ranks.clone(),
+        None => open.group_ranks.to_vec(),
     };
     for m in members {
         let rec = if m == rank {
@@ -401,7 +401,7 @@ mod graph_tests {
             rank,
             group: group.into(),
             group_label: group.into(),
-            group_ranks: vec![0, 1, 2, 3],
+            group_ranks: vec![0, 1, 2, 3].into(),
             backend: "xccl".into(),
             kind: CallKind::Collective,
             seq,

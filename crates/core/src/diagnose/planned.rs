@@ -133,6 +133,49 @@ impl Runs {
         self.runs.push(Run { rank: r.rank, key });
     }
 
+    /// [`Runs::push`] of `count` consecutive calls from `r`'s (names and call indexes advance
+    /// together; call `i` passes `backends[slot of i]`): the first as one call, the rest
+    /// extend its run at once where every backend they pass agrees with the run's, as one
+    /// push each would; else one push each.
+    pub(super) fn push_many(
+        &mut self,
+        r: &PlannedRecord,
+        count: usize,
+        backends: &[Option<String>],
+    ) {
+        if count == 0 {
+            return;
+        }
+        self.push(r);
+        let rest = r.call + 1..r.call + count;
+        let slots: std::collections::BTreeSet<usize> =
+            rest.clone().map(|c| r.source.backend_slot(c)).collect();
+        let run = &mut self.runs[self.open[r.rank]].key;
+        let agrees = slots.iter().all(|s| {
+            let passed = backends[*s].as_deref();
+            run.backends
+                .get(s)
+                .is_none_or(|b| Some(b.as_str()) == passed)
+        });
+        if agrees {
+            for s in slots {
+                let passed = backends[s].as_deref().expect("a checked backend");
+                run.backends.entry(s).or_insert_with(|| passed.to_string());
+            }
+            run.count += rest.len() as u64;
+            return;
+        }
+        for (k, call) in rest.enumerate() {
+            let backend = backends[r.source.backend_slot(call)].as_deref();
+            self.push(&PlannedRecord {
+                name: (r.name.0, r.name.1 + 1 + k as u64),
+                call,
+                backend: backend.expect("a checked backend"),
+                ..*r
+            });
+        }
+    }
+
     /// Ranks with identical runs, as classes.
     pub(super) fn classes(&self) -> Vec<Class<'_>> {
         let mut by_key: BTreeMap<&RunKey, RankSet> = BTreeMap::new();
@@ -320,5 +363,61 @@ mod tests {
         );
         assert_eq!(d.majority_call.rank, 0);
         assert_eq!(d.minority_call.backend, "xccl");
+    }
+
+    /// Runs as comparable values.
+    fn keys(runs: &Runs) -> Vec<(usize, RunKey)> {
+        runs.runs.iter().map(|r| (r.rank, r.key.clone())).collect()
+    }
+
+    #[test]
+    fn a_run_of_calls_at_once_is_the_calls_one_by_one() {
+        let source = lists();
+        let backends = [Some("gloo".to_string()), Some("xccl".to_string())];
+        let (mut one, mut many) = (Runs::default(), Runs::default());
+        // Rank 1: calls 0..5 in chunks 2 + 3; rank 3: 1 + 4, then a step's call again.
+        for (rank, chunks) in [(1, vec![(0, 2), (2, 3)]), (3, vec![(0, 1), (1, 4), (0, 2)])] {
+            let mut name = 10;
+            for (first, count) in chunks {
+                let rec = |call: usize, name: u64| PlannedRecord {
+                    rank,
+                    name: (0, name),
+                    source: &source,
+                    call,
+                    backend: backend(call),
+                    step: 1,
+                    line: 7,
+                };
+                many.push_many(&rec(first, name), count, &backends);
+                for k in 0..count {
+                    one.push(&rec(first + k, name + k as u64));
+                }
+                name += count as u64;
+            }
+        }
+        assert!(keys(&one) == keys(&many));
+        assert_eq!(one.runs.len(), 3);
+        // A backend that disagrees with the run's splits it where one push each would.
+        let other = [Some("gloo".to_string()), Some("nccl".to_string())];
+        let (mut one, mut many) = (Runs::default(), Runs::default());
+        let rec = |call: usize, backend: &'static str| PlannedRecord {
+            rank: 0,
+            name: (0, call as u64),
+            source: &source,
+            call,
+            backend,
+            step: 1,
+            line: 7,
+        };
+        for r in [&mut one, &mut many] {
+            r.push(&rec(0, "gloo"));
+            r.push(&rec(1, "xccl"));
+        }
+        many.push_many(&rec(2, "gloo"), 3, &other);
+        for c in 2..5 {
+            one.push(&rec(c, ["gloo", "nccl"][c % 2]));
+        }
+        assert!(keys(&one) == keys(&many));
+        assert_eq!(one.runs.len(), 2);
     }
 }

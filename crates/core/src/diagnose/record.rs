@@ -97,7 +97,7 @@ pub struct CallRecord {
     pub group: String,
     pub group_label: String,
     /// Global ranks of the group, in group-rank order.
-    pub group_ranks: Vec<usize>,
+    pub group_ranks: crate::ranks::Ranks,
     pub backend: String,
     pub kind: CallKind,
     /// `collective_seq_id` for collectives; for p2p the sequence of `(src, dst)` on the group.

@@ -78,7 +78,7 @@ pub fn dumps(world: usize, calls: &[CallRecord]) -> Vec<Dump> {
                     PgConfig {
                         name: c.group.clone(),
                         desc: d.clone(),
-                        ranks: c.group_ranks.clone(),
+                        ranks: c.group_ranks.to_vec(),
                     },
                 );
                 let op_id = op_ids.entry(&c.group).or_insert(0);
@@ -367,7 +367,7 @@ mod tests {
             rank,
             group: "0".into(),
             group_label: "WORLD".into(),
-            group_ranks: vec![0, 1],
+            group_ranks: vec![0, 1].into(),
             backend: "xccl".into(),
             kind: CallKind::Collective,
             seq,

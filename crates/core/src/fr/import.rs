@@ -431,7 +431,7 @@ fn records(job: &Job, p: &Plan, at: &At) -> Vec<CallRecord> {
                 rank: *r,
                 group: c.call.group.clone(),
                 group_label: label(&c.call.group, &g.desc),
-                group_ranks: g.ranks.clone(),
+                group_ranks: g.ranks.clone().into(),
                 backend: scen_backend(&g.backend).into(),
                 kind: c.call.kind,
                 seq: c.call.seq,

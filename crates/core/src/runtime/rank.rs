@@ -19,6 +19,7 @@ use crate::c10d::error::{self, C10dError};
 use crate::c10d::store::StoreClient;
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
+use crate::ranks::Ranks;
 use crate::scenario::env::expand_env;
 use crate::scenario::expr::{format_number, interpolate};
 use crate::scenario::{CollStep, IntArg, Platform, RankSpec, Scenario, Step, StepKind, RANK_VARS};
@@ -74,7 +75,8 @@ enum Handle {
 struct Pg {
     name: String,
     label: String,
-    ranks: Vec<usize>,
+    /// Shared with the other members (crate::ranks).
+    ranks: Ranks,
     config: BackendConfig,
     timeout_ms: u64,
     prefixes: Vec<String>,
@@ -277,7 +279,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
     async fn run(&mut self) -> RankEnd {
         let scenario = self.env.scenario.clone();
-        for step in &scenario.steps {
+        for (k, step) in scenario.steps.iter().enumerate() {
             if !step.on.matches(&self.spec, &scenario.world) {
                 continue;
             }
@@ -286,7 +288,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Some(id) => tracing::info_span!("step", step = step.index + 1, id = %id),
                 None => tracing::info_span!("step", step = step.index + 1),
             };
-            span.in_scope(|| self.event(EventKind::Start, describe::describe(step)));
+            let line = describe::start_line(&scenario, k);
+            span.in_scope(|| self.event(EventKind::Start, line));
             self.env
                 .probe
                 .step_gate(self.env.proc_rank, step.index)
@@ -346,7 +349,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 handle,
             } => {
                 self.new_group(
-                    ranks,
+                    ranks.as_deref(),
                     backend,
                     *use_local_synchronization,
                     device_id,
@@ -429,7 +432,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 shape,
                 dtype,
                 fill,
-            } => self.sp_all_to_all(*op, group, *shape, *dtype, fill).await,
+            } => {
+                let symbolic = self.env.scenario.sim.payloads.symbolic();
+                self.sp_all_to_all(*op, group, *shape, *dtype, fill, symbolic)
+                    .await
+            }
             StepKind::BroadcastPyobj { payload_bytes } => {
                 self.broadcast_pyobj(*payload_bytes).await
             }

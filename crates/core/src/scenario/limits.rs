@@ -17,6 +17,10 @@ pub const MAX_TENSOR_BYTES_PER_RANK: u64 = 256 << 20;
 pub const MAX_TENSOR_BYTES_TOTAL: u64 = 1 << 30;
 /// Elements of one tensor.
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 28;
+/// sglang's all-to-all steps (`all_to_all_4d`, `usp_all_to_all`) with values: elements of a
+/// rank's input (every element is filled, moved and checked, with an index per element). With
+/// symbolic payloads they move no elements and take up to [`MAX_TENSOR_ELEMENTS`].
+pub const MAX_A2A_VALUE_ELEMENTS: u64 = 1 << 22;
 /// denoise_step: elements of a rank's activation (batch × seq × heads × head_dim).
 pub const MAX_DENOISE_ELEMENTS: u64 = 1 << 24;
 /// denoise_step: layers × activation elements summed over the program (simulation work).

@@ -17,10 +17,11 @@
 //! start-up hold W^2 key strings at once (issue 11: most of a 4096-rank run's memory). The
 //! store class is charged for the request the loop's keys would have made as strings.
 
+use super::numbered;
 use super::{StoreClient, StoreError, StoreState, OP_SEQ, REPLY_OK, SEQ_CHECK, SEQ_GET};
 use crate::net::{Clock, Net};
 use crate::wire::{Dec, Enc, WireError};
-use std::fmt::Write;
+use std::rc::Rc;
 
 /// The bytes around a key in one request and its reply of the loop a batch stands for (frame
 /// lengths, op, key length, timeout, status): what the store class charges besides the key.
@@ -75,7 +76,6 @@ impl KeySeq {
     /// The length of the request the loop's keys make as strings (the old wire form: a
     /// 4-byte length and the key each, after an 18-byte header): what the store class charges.
     pub(super) fn request_len(&self) -> usize {
-        let digits = |i: usize| i.checked_ilog10().map_or(1, |d| d as usize + 1);
         18 + self
             .indexes()
             .map(|i| 4 + self.prefix.len() + digits(i))
@@ -105,22 +105,24 @@ pub(super) async fn serve<C: Clock>(
     let start_us = clock.now_us();
     // Time since `start_us` at which the loop's current request reaches the server.
     let mut cursor_us = 0.0;
-    let mut out = Enc::default().u8(REPLY_OK);
     let mut answered = 0u64;
-    let mut body = Enc::default();
-    let mut key = String::new();
+    // The reply in one buffer: status, the count of keys answered (written at the end), body.
+    let mut body = Enc(Vec::with_capacity(
+        HEADER + body_capacity(mode, &seq, state),
+    ));
+    body = body.u8(REPLY_OK).u64(0);
+    let lookup = Lookup::new(&seq.prefix, state);
     for (i, index) in seq.indexes().enumerate() {
-        key.clear();
-        let _ = write!(key, "{}{index}", seq.prefix);
         if i > 0 {
+            let key_len = seq.prefix.len() + digits(index);
             cursor_us +=
-                net_rtt_us as f64 + clock.store_round_trip_us(key.len() + PER_KEY_FRAMING_BYTES);
+                net_rtt_us as f64 + clock.store_round_trip_us(key_len + PER_KEY_FRAMING_BYTES);
         }
-        let mut value = state.get(&key);
+        let mut value = lookup.get(index);
         let ahead_us = start_us as f64 + cursor_us - clock.now_us() as f64;
         if value.is_none() && ahead_us >= 1.0 {
             clock.spend_us(ahead_us).await;
-            value = state.get(&key);
+            value = lookup.get(index);
         }
         match (mode, value) {
             (SEQ_CHECK, v) => body = body.u8(v.is_some() as u8),
@@ -135,10 +137,54 @@ pub(super) async fn serve<C: Clock>(
     if ahead_us >= 1.0 {
         clock.spend_us(ahead_us).await;
     }
-    out = out.u64(answered);
-    let mut reply = out.done();
-    reply.extend_from_slice(&body.done());
+    let mut reply = body.done();
+    reply[1..HEADER].copy_from_slice(&answered.to_le_bytes());
     Ok((reply, seq.request_len()))
+}
+
+/// Decimal digits of `i` (the length it adds to a key).
+fn digits(i: usize) -> usize {
+    i.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// How a loop reads its keys: by index where the store keeps them so (numbered.rs), else by
+/// name. Both see the same keys and values.
+struct Lookup<'a> {
+    prefix: &'a str,
+    state: &'a StoreState,
+    slots: Option<numbered::Slots>,
+}
+
+impl<'a> Lookup<'a> {
+    fn new(prefix: &'a str, state: &'a StoreState) -> Self {
+        let slots = numbered::indexed(prefix, 0).then(|| state.numbered.slots(prefix));
+        Lookup {
+            prefix,
+            state,
+            slots,
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<Rc<[u8]>> {
+        match &self.slots {
+            Some(s) if numbered::indexed(self.prefix, index) => numbered::get(s, index),
+            _ => (self.state.get(&format!("{}{index}", self.prefix))).map(Rc::from),
+        }
+    }
+}
+
+/// A loop's reply before its body: status and the count of keys answered.
+const HEADER: usize = 1 + 8;
+
+/// The reply body's size, about: one byte per key checked, a value and its length per key got
+/// (values of one loop are addresses of about one length: room for a few more bytes each).
+fn body_capacity(mode: u8, seq: &KeySeq, state: &StoreState) -> usize {
+    if mode != SEQ_GET {
+        return seq.len();
+    }
+    let lookup = Lookup::new(&seq.prefix, state);
+    let first = seq.indexes().next().and_then(|i| lookup.get(i));
+    seq.len() * (4 + first.map_or(16, |v| v.len()) + 4)
 }
 
 impl<N: Net> StoreClient<N> {

@@ -291,13 +291,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
-    pub(super) async fn run_algo(
+    pub(super) async fn run_algo<D: Fill>(
         &mut self,
         name: &str,
         backend: &str,
         coll: &Coll,
-        t: &mut Tensor,
-    ) -> Res<Option<Tensor>> {
+        t: &mut Tensor<D>,
+    ) -> Res<Option<Tensor<D>>> {
         let probe = self.env.probe.clone();
         let fut = self.call_future(name, backend, coll, t.clone(), probe, None)?;
         let (done, out) = fut.await?;

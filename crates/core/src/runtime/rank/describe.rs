@@ -2,7 +2,33 @@
 //! step asks for, written once for every mode (part of the trace and its hash, so a change here
 //! moves snapshots).
 
-use crate::scenario::{CollStep, IntArg, Splits, Step, StepKind, TensorSpec};
+use crate::scenario::{CollStep, IntArg, Scenario, Splits, Step, StepKind, TensorSpec};
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
+
+/// A scenario's start lines by step (`None`: not formatted yet).
+type Lines = Option<(Weak<Scenario>, Vec<Option<Rc<str>>>)>;
+
+thread_local! {
+    /// The start lines of the scenario this thread's ranks run, by step: every rank prints the
+    /// same line for a step, and one naming a W-rank list was formatted W times (issue 31: a
+    /// tenth of a 1024-rank c10d run). The `Weak` keeps the scenario's allocation, so a later
+    /// scenario can never take its address and read an earlier one's lines.
+    static LINES: RefCell<Lines> = const { RefCell::new(None) };
+}
+
+/// [`describe`] of step `k` of `scenario`, formatted once per scenario and thread.
+pub(super) fn start_line(scenario: &Rc<Scenario>, k: usize) -> String {
+    LINES.with_borrow_mut(|cache| {
+        let me = Rc::downgrade(scenario);
+        if !cache.as_ref().is_some_and(|(s, _)| s.ptr_eq(&me)) {
+            *cache = Some((me, vec![None; scenario.steps.len()]));
+        }
+        let lines = &mut cache.as_mut().expect("set").1;
+        let line = lines[k].get_or_insert_with(|| describe(&scenario.steps[k]).into());
+        line.to_string()
+    })
+}
 
 /// ` tag=N` for a p2p tag other than the default 0.
 fn tag_text(tag: u32) -> String {

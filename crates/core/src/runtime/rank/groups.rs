@@ -17,7 +17,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn new_group(
         &mut self,
-        ranks: &Option<Vec<usize>>,
+        ranks: Option<&[usize]>,
         backend_arg: &Option<String>,
         local_sync: bool,
         device_id: &Option<String>,
@@ -250,7 +250,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             key: join_key(&prefixes, &local_key),
             local_key,
             members: match pair {
-                Some((a, b)) => vec![a.min(b), a.max(b)],
+                Some((a, b)) => vec![a.min(b), a.max(b)].into(),
                 None => pg.ranks.clone(),
             },
             timeout_ms: pg.timeout_ms,
@@ -344,7 +344,7 @@ struct CommPlan {
     key: String,
     /// The group's counter for the device, as the unique-id error names it.
     local_key: String,
-    members: Vec<usize>,
+    members: crate::ranks::Ranks,
     timeout_ms: u64,
     /// `label (name)` of the group, for waits and events.
     label: String,
@@ -352,9 +352,12 @@ struct CommPlan {
 
 /// `ranks` (the world when not given) sorted, refused as c10d refuses them: a duplicate, more
 /// ranks than the world, a rank outside it.
-fn group_ranks(ranks: &Option<Vec<usize>>, ws: usize) -> Res<Vec<usize>> {
-    let mut ranks: Vec<usize> = ranks.clone().unwrap_or_else(|| (0..ws).collect());
-    ranks.sort();
+fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Vec<usize>> {
+    let mut ranks: Vec<usize> = ranks.map_or_else(|| (0..ws).collect(), <[usize]>::to_vec);
+    // Lists are mostly sorted already (sglang's plan, the world): no sort, no scratch buffer.
+    if !ranks.is_sorted() {
+        ranks.sort();
+    }
     if ranks.windows(2).any(|w| w[0] == w[1]) {
         return Err(error::duplicate_ranks(&ranks));
     }

@@ -298,7 +298,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         Pg {
             name,
             label,
-            ranks,
+            ranks: crate::ranks::shared(ranks),
             config,
             timeout_ms,
             prefixes,

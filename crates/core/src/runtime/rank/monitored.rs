@@ -23,7 +23,7 @@ struct Barrier {
     scope: String,
     label: String,
     /// World ranks of the group's members, in group-rank order.
-    ranks: Vec<usize>,
+    ranks: crate::ranks::Ranks,
     /// This call's tag prefix on the group.
     tag: String,
     timeout_ms: u64,

@@ -17,23 +17,22 @@ use crate::dtype::DType;
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
 use crate::reduce::ReduceOp;
-use crate::runtime::coll::{Algo, Coll};
 use crate::scenario::expr::Expr;
 use crate::scenario::{
     A2aOp, CollStep, DenoiseModel, Platform, SglangDegrees, SglangVersion, TensorSpec, RANK_VARS,
 };
-use crate::sglang::all_to_all_4d::{self as a2a, A2aError};
+use crate::sglang::all_to_all_4d::A2aError;
 use crate::sglang::parallel_state::{
     self as ps, BackendChoice, ConstructionStep, NewGroupCall, ParallelConfig, Plan, PlanError,
     Purpose,
 };
-use crate::tensor::Tensor;
 use crate::trace::EventKind;
 use std::rc::Rc;
 
 mod a2a_layout;
 mod shared_plan;
-use a2a_layout::{a2a_vars, Layout};
+mod sp_a2a;
+use a2a_layout::a2a_vars;
 use shared_plan::{shared_plan, SharedPlan};
 
 /// What `init_distributed_environment` decided, for the steps after it.
@@ -225,7 +224,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         planned: Option<(&Rc<dyn PlannedCalls>, usize)>,
     ) -> Res<String> {
         let (me, ws) = (self.world()?.rank, self.world()?.world_size);
-        let member = call.ranks.contains(&me);
+        // A planned call's list is sorted (SharedPlan::sorted_max_rank): O(log n), not O(n),
+        // for each of the O(W) calls every rank makes.
+        let member = match planned {
+            Some(_) => call.ranks.binary_search(&me).is_ok(),
+            None => call.ranks.contains(&me),
+        };
         if !member && self.planned_non_member(call, ws, planned).is_some() {
             return Ok(String::new());
         }
@@ -235,10 +239,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             BackendChoice::Default => None,
         };
         let handle = handle_of(call).filter(|_| member);
-        let ranks = Some(call.ranks.clone());
         let done = self
             .new_group(
-                &ranks,
+                Some(&call.ranks),
                 &backend,
                 false,
                 &None,
@@ -304,6 +307,40 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         Some(())
     }
 
+    /// Planned calls of a sorted plan this rank is in none of (`calls`, from call `first`):
+    /// what [`Self::planned_non_member`] does for each, as one report. Takes the calls up to
+    /// the first whose backend argument this rank has not passed yet (that one goes the full
+    /// way); returns how many it took.
+    fn planned_non_members(
+        &mut self,
+        source: &Rc<dyn PlannedCalls>,
+        calls: &[NewGroupCall],
+        first: usize,
+    ) -> usize {
+        let Some(sgl) = self.sgl.as_ref() else {
+            return 0;
+        };
+        let checked = |c: &NewGroupCall| sgl.checked[c.backend as usize].is_some();
+        let n = calls.iter().take_while(|c| checked(c)).count();
+        let Some(me) = self.world().ok().map(|w| w.rank).filter(|_| n > 0) else {
+            return 0;
+        };
+        let rec = PlannedRecord {
+            rank: me,
+            name: (self.group_generation, self.group_count),
+            source,
+            call: first,
+            backend: sgl.checked[calls[0].backend as usize]
+                .as_deref()
+                .expect("checked"),
+            step: self.step,
+            line: self.env.scenario.steps[self.step].loc.line,
+        };
+        self.env.probe.planned_groups(&rec, n, &sgl.checked);
+        self.group_count += n as u64;
+        n
+    }
+
     /// docs/rules/sglang.md §3–§4: every coordinator's `new_group` calls, their device communicators, aliases.
     pub(super) async fn initialize_model_parallel(
         &mut self,
@@ -358,18 +395,39 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let in_range = shared.sorted_max_rank.is_some_and(|r| r < ws);
         let source = (in_range && !barrier_after_init(&self.spec)).then_some(&shared.calls);
         let mut issued = 0;
-        for (i, call) in plan.calls.iter().enumerate() {
+        // Coordinators by the call their communicator follows, in plan order: looked up once,
+        // not by scanning every coordinator after each of the O(W) calls.
+        let mut after: Vec<(usize, usize)> = (plan.coordinators.iter().enumerate())
+            .map(|(k, c)| (c.communicator_after_call, k))
+            .collect();
+        after.sort();
+        let me = self.world()?.rank;
+        let triggers: Vec<usize> = after.iter().map(|(a, _)| *a).collect();
+        let stops = source.map(|_| shared.stops(me, usp_fallback, &triggers));
+        let mut i = 0;
+        while i < plan.calls.len() {
+            if let (Some(src), Some(stops)) = (source, &stops) {
+                // Calls up to this rank's next own (or special) call: one run.
+                let next = stops.get(stops.partition_point(|s| *s < i));
+                let end = next.copied().unwrap_or(plan.calls.len());
+                let n = self.planned_non_members(src, &plan.calls[i..end], i);
+                if n > 0 {
+                    (issued, i) = (issued + n, i + n);
+                    continue;
+                }
+            }
+            let call = &plan.calls[i];
+            i += 1;
             let usp = matches!(call.coordinator, "ulysses" | "ring");
             if call.coordinator == "world" || (usp && usp_fallback) {
                 continue;
             }
+            let i = i - 1;
             self.sg_new_group(call, source.map(|s| (s, i))).await?;
             issued += 1;
-            for c in plan
-                .coordinators
-                .iter()
-                .filter(|c| c.communicator_after_call == i + 1)
-            {
+            let from = after.partition_point(|(a, _)| *a < i + 1);
+            let to = after.partition_point(|(a, _)| *a <= i + 1);
+            for c in after[from..to].iter().map(|(_, k)| &plan.coordinators[*k]) {
                 let me = self.world()?.rank;
                 if let Some(view) = plan.communicator_group(c.coordinator, me) {
                     self.build_device_communicator(&view).await?;
@@ -518,100 +576,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         ))
     }
 
-    /// The data shard this rank holds along the sequence: its rank in the SP coordinator's group
-    /// (how Wan shards frames); without sglang groups, its rank in `group`.
-    fn sp_shard(&self, me: usize, group_rank: usize) -> usize {
-        self.sgl
-            .as_ref()
-            .and_then(|s| s.plan.as_ref())
-            .and_then(|p| p.membership("sp", me))
-            .map_or(group_rank, |m| m.rank_in_group)
-    }
-
-    /// docs/rules/sglang.md §5.33/§5.34: sglang's 4-D all-to-alls on real data, checked element by element
-    /// against the layout the model code intends (so TP-mixed Ulysses groups, R11, show as wrong
-    /// values rather than pass silently).
-    pub(super) async fn sp_all_to_all(
-        &mut self,
-        op: A2aOp,
-        group: &Option<String>,
-        shape: [usize; 4],
-        dtype: DType,
-        fill: &Expr,
-    ) -> Res<String> {
-        let Some(name) = self.resolve_group(group)? else {
-            return Ok("not a member: no-op".into());
-        };
-        let me = self.world()?.rank;
-        let pg = &self.pgs[&name];
-        let (w, j) = (pg.ranks.len(), pg.group_rank(me).expect("member"));
-        let dev = self.accel().to_string();
-        let backend = pg.config.backend_for(&dev)?.to_string();
-        let glabel = format!("{} ({})", pg.label, pg.name);
-        let out_shape = a2a::output_shape(shape, w, op).map_err(a2a_error)?;
-        let layout = Layout::new(op, self.sp_shard(me, j), w, shape, out_shape);
-        let (rspec, scenario) = (self.spec.clone(), self.env.scenario.clone());
-        let lookup = move |v: &str| crate::scenario::rank_var(v, &rspec, &scenario.world);
-        let input = Tensor::from_fn(dtype, shape.to_vec(), |i| {
-            layout.value(fill, layout.input_coords(i), &lookup)
-        });
-        if !a2a::issues_collective(w) {
-            return Ok(format!("group {glabel} has 1 rank: input returned as is"));
-        }
-        self.check_dtype(&backend, dtype, None)?;
-        let n = input.numel();
-        // Element indexes (not f32: exact past 2^24 elements).
-        let index: Vec<usize> = (0..n).collect();
-        let chunks = a2a::pack(&index, shape, w, op).map_err(a2a_error)?;
-        let esz = dtype.size_bytes();
-        let gather = |src: &[u8], idx: &[usize]| -> Vec<u8> {
-            idx.iter()
-                .flat_map(|k| src[*k * esz..(*k + 1) * esz].to_vec())
-                .collect()
-        };
-        let sends: Vec<u8> = chunks.iter().flat_map(|c| gather(&input.data, c)).collect();
-        if backend != "gloo" {
-            self.ensure_comm(&name, &dev, &backend, None).await?;
-        }
-        let mut t = Tensor {
-            dtype,
-            shape: vec![n],
-            data: sends,
-        };
-        let a2a = Coll {
-            name: "all_to_all_single",
-            torch_op: "ALLTOALL_BASE",
-            algo: Algo::AllToAll {
-                send_rows: vec![1; w],
-                recv_rows: vec![1; w],
-                row_elems: n / w,
-            },
-        };
-        t.shape = vec![w, n / w];
-        let got = self
-            .run_algo(&name, &backend, &a2a, &mut t)
-            .await?
-            .unwrap_or(t);
-        let positions: Vec<Vec<usize>> = (0..w)
-            .map(|r| (r * n / w..(r + 1) * n / w).collect())
-            .collect();
-        let (order, _) = a2a::unpack(positions, shape, w, op).map_err(a2a_error)?;
-        let out = Tensor {
-            dtype,
-            shape: out_shape.to_vec(),
-            data: gather(&got.data, &order),
-        };
-        layout.check(&out, fill, &lookup).map_err(|m| {
-            self.event(EventKind::Error, format!("value mismatch: {m}"));
-            error::value_mismatch(m)
-        })?;
-        Ok(format!(
-            "{shape:?} -> {out_shape:?} over group {glabel} (sequence shard {}): values as expected, digest {:016x}",
-            layout.shard,
-            out.digest()
-        ))
-    }
-
     /// docs/rules/sglang.md §5.36: one diffusion step: scheduler fan-out, per layer the USP input/output
     /// all-to-alls (q, k, v concatenated) and TP all-reduces, then the CFG all-gather.
     pub(super) async fn denoise_step(
@@ -637,16 +601,30 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             if c.ulysses > 1 {
                 let qkv = [3 * m.batch, s_local, heads_local, m.head_dim];
                 let g = Some("ulysses".to_string());
-                self.sp_all_to_all(A2aOp::UspInput { head_dim: 2 }, &g, qkv, dtype, &fill)
-                    .await?;
+                self.sp_all_to_all(
+                    A2aOp::UspInput { head_dim: 2 },
+                    &g,
+                    qkv,
+                    dtype,
+                    &fill,
+                    false,
+                )
+                .await?;
                 let attn = [
                     m.batch,
                     s_local * c.ulysses,
                     heads_local / c.ulysses,
                     m.head_dim,
                 ];
-                self.sp_all_to_all(A2aOp::UspOutput { head_dim: 2 }, &g, attn, dtype, &fill)
-                    .await?;
+                self.sp_all_to_all(
+                    A2aOp::UspOutput { head_dim: 2 },
+                    &g,
+                    attn,
+                    dtype,
+                    &fill,
+                    false,
+                )
+                .await?;
                 a2a_calls += 2;
             }
             if let Some(tp) = tp_group.as_ref().filter(|g| g.ranks.len() > 1) {

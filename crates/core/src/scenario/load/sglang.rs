@@ -336,9 +336,17 @@ impl Cx<'_> {
                 "shape must be 4-D [b, s, h, d] with dimensions between 1 and 65536 (AllToAll4D requires 4-D input)",
             ));
         }
-        let n: i64 = dims.iter().product();
-        if n > 1 << 22 {
-            return Err(self.at(s, "tensor too large for the simulator (over 2^22 elements)"));
+        let n = dims.iter().fold(1u64, |a, d| a.saturating_mul(*d as u64));
+        if self.payloads_key.get() == Some(true) {
+            // Symbolic: no element is computed or moved, so the documented per-tensor limit.
+            if n > limits::MAX_TENSOR_ELEMENTS {
+                return Err(self.at(s, "tensor too large (over scen's limit of 2^28 elements)"));
+            }
+        } else if n > limits::MAX_A2A_VALUE_ELEMENTS {
+            return Err(self.at(
+                s,
+                "tensor too large for the simulator with values (over 2^22 elements; `[sim] payloads = \"symbolic\"` allows 2^28)",
+            ));
         }
         Ok([
             dims[0] as usize,

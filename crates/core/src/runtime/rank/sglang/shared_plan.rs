@@ -5,7 +5,9 @@
 use super::handle_of;
 use crate::diagnose::PlannedCalls;
 use crate::scenario::SglangVersion;
-use crate::sglang::parallel_state::{self as ps, ParallelConfig, Plan, PlanError};
+use crate::sglang::parallel_state::{
+    self as ps, NewGroupCall as NewGroupCallRef, ParallelConfig, Plan, PlanError,
+};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -27,6 +29,53 @@ pub(in crate::runtime::rank) struct SharedPlan {
     /// The highest rank any call names, if every call's list is sorted (what `new_group`
     /// records: such calls can be reported by their index in the plan).
     pub sorted_max_rank: Option<usize>,
+    /// Per rank, the calls whose list holds it (sorted plans only): a rank goes through the
+    /// calls between two of its own as one run (`Proc::planned_non_members`).
+    pub member_calls: Rc<Vec<Vec<u32>>>,
+    /// The world coordinator's calls, and Ulysses/Ring's (indexes).
+    world_calls: Rc<Vec<usize>>,
+    usp_calls: Rc<Vec<usize>>,
+}
+
+impl SharedPlan {
+    /// The calls rank `me` must make one by one: its own, the world coordinator's (made
+    /// before), Ulysses/Ring ones when they fall back to WORLD, and each call after which
+    /// communicators are built (`after`: their calls' numbers, as `communicator_after_call`).
+    pub fn stops(&self, me: usize, usp_fallback: bool, after: &[usize]) -> Vec<usize> {
+        let mine = self.member_calls.get(me).into_iter().flatten();
+        let mut stops: Vec<usize> = mine.map(|i| *i as usize).collect();
+        stops.extend(self.world_calls.iter());
+        if usp_fallback {
+            stops.extend(self.usp_calls.iter());
+        }
+        stops.extend(after.iter().filter_map(|a| a.checked_sub(1)));
+        stops.sort_unstable();
+        stops.dedup();
+        stops
+    }
+}
+
+/// The indexes of the calls of these coordinators.
+fn calls_of(plan: &Plan, coordinators: &[&str]) -> Vec<usize> {
+    let of = |c: &&NewGroupCallRef| coordinators.contains(&c.coordinator);
+    (plan.calls.iter().enumerate())
+        .filter(|(_, c)| of(c))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Per rank up to `max_rank`, the calls (indexes) whose list holds it, in order.
+fn member_calls(plan: &Plan, max_rank: Option<usize>) -> Vec<Vec<u32>> {
+    let Some(max) = max_rank else {
+        return Vec::new();
+    };
+    let mut by_rank = vec![Vec::new(); max + 1];
+    for (i, c) in plan.calls.iter().enumerate() {
+        for r in &c.ranks {
+            by_rank[*r].push(i as u32);
+        }
+    }
+    by_rank
 }
 
 /// [`ps::plan_initialize_model_parallel`], shared with the other ranks of this thread.
@@ -45,9 +94,13 @@ pub(super) fn shared_plan(
     let plan = Rc::new(ps::plan_initialize_model_parallel(config, version)?);
     let sorted = (plan.calls.iter()).all(|c| c.ranks.windows(2).all(|w| w[0] < w[1]));
     let max_rank = plan.calls.iter().filter_map(|c| c.ranks.last()).max();
+    let sorted_max_rank = max_rank.copied().filter(|_| sorted);
     let shared = SharedPlan {
         calls: plan.clone(),
-        sorted_max_rank: max_rank.copied().filter(|_| sorted),
+        sorted_max_rank,
+        member_calls: Rc::new(member_calls(&plan, sorted_max_rank)),
+        world_calls: Rc::new(calls_of(&plan, &["world"])),
+        usp_calls: Rc::new(calls_of(&plan, &["ulysses", "ring"])),
         plan,
     };
     LAST_PLAN.with_borrow_mut(|last| *last = Some((config, version, shared.clone())));

@@ -1,0 +1,69 @@
+//! A group's member list, shared instead of copied: in a W-rank world every member of a
+//! world-sized group holds its list (in its process group and in each call record), and a copy
+//! each made W^2 integers — at 4096 ranks over 500 MiB of a start-up's peak (docs/scale.md).
+//! Lists are immutable once made, so ranks of one simulator thread share one allocation per
+//! distinct long list.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Global ranks of a group, in group-rank order.
+pub type Ranks = Arc<[usize]>;
+
+/// Lists shorter than this are copied: sharing them saves little.
+const SHARED_MIN_LEN: usize = 64;
+/// Distinct long lists kept for sharing on one thread (a world has few: the world, its halves,
+/// its data-parallel groups); the cache starts over past it.
+const SHARED_MAX_LISTS: usize = 256;
+
+thread_local! {
+    /// Long lists made on this thread, by a hash of their contents. Only which allocation a
+    /// list uses depends on it, never what it holds, so it cannot change a run's output.
+    static SHARED: RefCell<HashMap<u64, Ranks>> = RefCell::new(HashMap::new());
+}
+
+/// `ranks` as a shared list: the allocation of an equal long list made before on this thread
+/// if there is one.
+pub fn shared(ranks: Vec<usize>) -> Ranks {
+    if ranks.len() < SHARED_MIN_LEN {
+        return ranks.into();
+    }
+    let key = content_hash(&ranks);
+    SHARED.with_borrow_mut(|cache| {
+        if let Some(hit) = cache.get(&key).filter(|r| r[..] == ranks[..]) {
+            return hit.clone();
+        }
+        if cache.len() >= SHARED_MAX_LISTS {
+            cache.clear();
+        }
+        let list: Ranks = ranks.into();
+        cache.insert(key, list.clone());
+        list
+    })
+}
+
+/// A word-wise FNV-style hash: one multiply per rank (the list is hashed by every member).
+fn content_hash(ranks: &[usize]) -> u64 {
+    ranks.iter().fold(0xcbf29ce484222325, |h, r| {
+        (h ^ *r as u64).wrapping_mul(0x100000001b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_long_lists_share_one_allocation_and_short_ones_are_copied() {
+        let a = shared((0..100).collect());
+        let b = shared((0..100).collect());
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = shared((1..101).collect());
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(&*c, &(1..101).collect::<Vec<_>>()[..]);
+        let (d, e) = (shared(vec![0, 1]), shared(vec![0, 1]));
+        assert_eq!(d, e);
+        assert!(!Arc::ptr_eq(&d, &e));
+    }
+}
