@@ -37,41 +37,16 @@ import os, re, subprocess, sys, time
 work, timeout_s, scens = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 dtype = os.environ.get("DTYPE", "f32")
 seq = int(os.environ.get("SEQ", "4096"))
-heads, head_dim, hidden, text_len = 16, 64, 3072, 512
+sys.path.insert(0, "scripts")
+import pattern_scenarios as ps
+
 patterns = os.environ.get("PATTERNS", "wan-ulysses:2 wan-ulysses:4 flux-tp:2 cfg:2").split()
-LAYERS = {"wan-ulysses": 30, "flux-tp": 57, "cfg": 1}
-DEGREE = {"wan-ulysses": ("ulysses", "ulysses"), "flux-tp": ("tp", "tp"), "cfg": ("cfg", "cfg")}
 
-def step(body):
-    return f"\n[[step]]\n{body}dtype = \"{dtype}\"\n"
-
-def steps(name, n):
-    """The pattern's collectives of one denoise step, as sglang issues them."""
-    s, layers = "", LAYERS[name]
-    if name == "wan-ulysses":
-        for _ in range(layers):
-            s += step(f"op = \"all_to_all_4d\"\ngroup = \"ulysses\"\nshape = [3, {seq}, {heads}, {head_dim}]\nscatter_dim = 2\ngather_dim = 1\n")
-            s += step(f"op = \"all_to_all_4d\"\ngroup = \"ulysses\"\nshape = [1, {seq * n}, {heads // n}, {head_dim}]\nscatter_dim = 1\ngather_dim = 2\n")
-    elif name == "flux-tp":
-        s += step(f"op = \"all_gather\"\ngroup = \"tp\"\nshape = [{seq}, {hidden // n}]\n")
-        for _ in range(2 * layers):
-            s += step(f"op = \"all_reduce\"\ngroup = \"tp\"\nshape = [{seq}, {hidden}]\n")
-    else:
-        s += step(f"op = \"broadcast\"\ngroup = \"cfg\"\nsrc = 0\nshape = [{text_len}, {hidden}]\n")
-        s += step(f"op = \"all_gather\"\ngroup = \"cfg\"\nshape = [{seq}, {hidden}]\n")
-    return s
 
 def scenario(name, n, with_step):
-    key, group = DEGREE[name]
-    s = f"[scenario]\ndescription = \"bench-pattern-cost {name} {n}{' + one denoise step' if with_step else ''}\"\n\n"
-    s += f"[world]\nranks_per_node = {n}\nplatform = \"xpu\"\n\n[sim]\npayloads = \"symbolic\"\n"
-    s += "\n[[step]]\nop = \"init_distributed_environment\"\nversion = \"v2\"\n"
-    s += f"\n[[step]]\nop = \"initialize_model_parallel\"\n{key} = {n}\n"
-    s += f"\n[[step]]\nop = \"all_reduce\"\ngroup = \"{group}\"\nshape = [1]\n"
-    if with_step:
-        s += steps(name, n)
-    s += "\n[[step]]\nop = \"barrier\"\n\n[[expect]]\noutcome = \"completes\"\n"
-    return s
+    what = f"bench-pattern-cost {name} {n}{' + one denoise step' if with_step else ''}"
+    return ps.scenario(name, n, ps.steps(name, n, dtype, seq) if with_step else "", what)
+
 
 def run_rusage(scen, path):
     pid = os.fork()
