@@ -1,5 +1,7 @@
 //! What the sim tests share: the repository root and the `scen` binary run from it.
 
+use scen_core::report::Report;
+use scen_core::trace::EventKind;
 use std::path::Path;
 use std::process::Command;
 
@@ -26,4 +28,21 @@ pub fn scen_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Every event with its time, done texts blanked (the one place a run with values and one with symbolic payloads
+/// differ).
+pub fn events_without_results(r: &Report) -> Vec<String> {
+    r.trace
+        .events
+        .iter()
+        .map(|e| {
+            let text = if e.kind == EventKind::Done && e.text.contains("digest ") {
+                "<result>"
+            } else {
+                e.text.as_str()
+            };
+            format!("{} {:?} {:?} {:?} {text}", e.t_ms, e.rank, e.step, e.kind)
+        })
+        .collect()
 }

@@ -4,6 +4,7 @@
 //! same message schedule as values: same verdicts, events and virtual times, only done texts
 //! differ.
 
+use super::common::events_without_results;
 use scen_core::report::Report;
 use scen_core::scenario::{parse, Scenario};
 use scen_core::trace::EventKind;
@@ -28,22 +29,6 @@ fn symbolic(text: &str) -> String {
     format!("{text}\n[sim]\npayloads = \"symbolic\"\n")
 }
 
-/// Every event with its time; done texts with a digest blanked.
-fn events(r: &Report) -> Vec<String> {
-    r.trace
-        .events
-        .iter()
-        .map(|e| {
-            let text = if e.kind == EventKind::Done && e.text.contains("digest ") {
-                "<result>"
-            } else {
-                e.text.as_str()
-            };
-            format!("{} {:?} {:?} {:?} {text}", e.t_ms, e.rank, e.step, e.kind)
-        })
-        .collect()
-}
-
 #[test]
 fn symbolic_all_to_alls_run_the_same_schedule_as_values() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
@@ -55,7 +40,11 @@ fn symbolic_all_to_alls_run_the_same_schedule_as_values() {
         let s = run(&load(&symbolic(&text), name).unwrap());
         assert_eq!(format!("{:?}", v.ranks), format!("{:?}", s.ranks), "{name}");
         assert_eq!(v.end_ms, s.end_ms, "{name}: virtual end time");
-        assert_eq!(events(&v), events(&s), "{name}: events");
+        assert_eq!(
+            events_without_results(&v),
+            events_without_results(&s),
+            "{name}: events"
+        );
         let a2a_done = |r: &Report, what: &str| {
             r.trace
                 .events

@@ -4,6 +4,7 @@
 //! only the done texts differ (a size and a digest instead of values). Also: the loader's
 //! choice between values and symbolic, its errors, and digests equal across ranks.
 
+use super::common::events_without_results;
 use scen_core::report::Report;
 use scen_core::scenario::{parse, Payloads, Scenario};
 use scen_core::trace::EventKind;
@@ -123,22 +124,6 @@ fn load(text: &str, name: &str) -> Scenario {
 
 fn run(s: &Scenario, seed: Option<u64>) -> Report {
     scen_sim::simulate(s, seed).unwrap_or_else(|e| panic!("{}: {e}", s.name))
-}
-
-/// Every event with its time, done texts blanked (the one place the two kinds differ).
-fn events_without_results(r: &Report) -> Vec<String> {
-    r.trace
-        .events
-        .iter()
-        .map(|e| {
-            let text = if e.kind == EventKind::Done && e.text.contains("digest ") {
-                "<result>"
-            } else {
-                e.text.as_str()
-            };
-            format!("{} {:?} {:?} {:?} {text}", e.t_ms, e.rank, e.step, e.kind)
-        })
-        .collect()
 }
 
 #[test]
