@@ -352,14 +352,7 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
                 f.push(("wait_all_ranks".into(), "true".into()));
             }
         }
-        "barrier" => {
-            group_field(&group, &mut f);
-            if is_async {
-                notes.push(
-                    "APPROXIMATED: an async_op barrier, written blocking (a barrier step takes no async_op)".into(),
-                );
-            }
-        }
+        "barrier" => group_field(&group, &mut f),
         "wait" => {
             let w = a.get("work").and_then(Value::as_str).unwrap_or("");
             if !cx.async_works.contains(w) {
@@ -368,13 +361,11 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
             f.push(("work".into(), quote(w)));
             timeout(a, &mut f);
         }
-        "send" | "isend" | "recv" | "irecv" => {
-            p2p_fields(cx, c, (&mut op, &group), &mut f, &mut notes)?;
-        }
+        "send" | "isend" | "recv" | "irecv" => p2p_fields(cx, c, (&op, &group), &mut f)?,
         "batch_isend_irecv" => batch_fields(cx, c, &mut f, &mut notes)?,
         _ => collective(cx, c, &mut op, &group, &mut f, &mut notes)?,
     }
-    if is_async && !matches!(op.as_str(), "barrier" | "send" | "recv") {
+    if is_async && !matches!(op.as_str(), "send" | "recv" | "isend" | "irecv") {
         if let Some(w) = works(c).first() {
             f.push(("async_op".into(), "true".into()));
             f.push(("work".into(), quote(w)));
@@ -477,23 +468,16 @@ fn new_group_fields(cx: &mut Ctx, c: &Call, f: &mut Vec<(String, String)>) {
     );
 }
 
-/// send/recv (isend/irecv written blocking): group, tensor and the peer, which must be known.
+/// send/recv and isend/irecv (with the Work a later `wait` names): group, tensor and the
+/// peer, which must be known.
 fn p2p_fields(
-    cx: &Ctx,
+    cx: &mut Ctx,
     c: &Call,
-    (op, group): (&mut String, &Option<String>),
+    (op, group): (&str, &Option<String>),
     f: &mut Vec<(String, String)>,
-    notes: &mut Vec<String>,
 ) -> Result<(), RecordError> {
     let a = &c.args;
     let send = op.ends_with("send");
-    if op.starts_with('i') {
-        notes.push(format!(
-            "APPROXIMATED: {op}, written as a blocking {} (the format has isend/irecv only in batch_isend_irecv)",
-            &op[1..]
-        ));
-        *op = op[1..].to_string();
-    }
     group_field(group, f);
     cx.tensor(a.get("tensor"), group, f);
     let (k, gk) = if send {
@@ -515,6 +499,15 @@ fn p2p_fields(
     }
     if let Some(t) = int(a.get("tag")).filter(|t| *t != 0) {
         f.push(("tag".into(), t.to_string()));
+    }
+    if op.starts_with('i') {
+        // A non-member's isend returns None: a name no `wait` of its uses.
+        let w = works(c)
+            .first()
+            .cloned()
+            .unwrap_or_else(|| format!("none at {}", c.at));
+        f.push(("work".into(), quote(&w)));
+        cx.async_works.insert(w);
     }
     Ok(())
 }

@@ -283,14 +283,14 @@ fn approximations_are_listed_with_their_place() {
     let t = "{\"shape\": [2], \"dtype\": \"f32\", \"device\": \"cpu\"}";
     let call = |rank: usize| {
         let (op, peer) = if rank == 0 {
-            ("isend", "\"dst\": 1")
+            ("isend", 1)
         } else {
-            ("irecv", "\"src\": 0")
+            ("irecv", 0)
         };
         format!(
             "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
              {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
-             {{\"ev\": \"call\", \"i\": 1, \"op\": \"{op}\", \"at\": \"/w/p.py:{}\", \"group\": \"WORLD\", {peer}, \"tensor\": {t}}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"batch_isend_irecv\", \"at\": \"/w/p.py:{}\", \"ops\": [{{\"op\": \"{op}\", \"peer\": {peer}, \"tag\": 7, \"group\": \"WORLD\", \"tensor\": {t}}}]}}\n\
              {{\"ev\": \"done\", \"i\": 1}}\n",
             5 + rank
         )
@@ -298,16 +298,55 @@ fn approximations_are_listed_with_their_place() {
     let r = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts()).unwrap();
     assert!(
         r.text
-            .contains("# recorded APPROXIMATED: isend, written as a blocking send"),
+            .contains("# recorded APPROXIMATED: the ops' tags [7] are not written"),
         "{}",
         r.text
     );
     assert_eq!(r.approximations.len(), 2, "{:?}", r.approximations);
     assert!(
-        r.approximations[0].starts_with("p.py:5: isend, written as a blocking send"),
+        r.approximations[0].starts_with("p.py:5: the ops' tags [7]"),
         "{:?}",
         r.approximations
     );
+}
+
+/// isend / irecv are written as themselves with the Work their `wait` names (a blocking send
+/// in their place turns a ring that completes into a deadlock), and an async barrier keeps its
+/// Work: nothing approximated.
+#[test]
+fn isend_irecv_and_async_barrier_keep_their_works() {
+    let t = "{\"shape\": [2], \"dtype\": \"f32\", \"device\": \"cpu\"}";
+    let call = |rank: usize| {
+        let (op, peer) = if rank == 0 {
+            ("isend", "\"dst\": 1")
+        } else {
+            ("irecv", "\"src\": 0")
+        };
+        format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"{op}\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", {peer}, \"tensor\": {t}}}\n\
+             {{\"ev\": \"done\", \"i\": 1, \"works\": [\"w1\"]}}\n\
+             {{\"ev\": \"call\", \"i\": 2, \"op\": \"barrier\", \"at\": \"/w/p.py:6\", \"group\": \"WORLD\", \"async_op\": true}}\n\
+             {{\"ev\": \"done\", \"i\": 2, \"works\": [\"w2\"]}}\n\
+             {{\"ev\": \"call\", \"i\": 3, \"op\": \"wait\", \"at\": \"/w/p.py:7\", \"work\": \"w1\"}}\n\
+             {{\"ev\": \"done\", \"i\": 3}}\n\
+             {{\"ev\": \"call\", \"i\": 4, \"op\": \"wait\", \"at\": \"/w/p.py:8\", \"work\": \"w2\"}}\n\
+             {{\"ev\": \"done\", \"i\": 4}}\n"
+        )
+    };
+    let r = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts()).unwrap();
+    assert!(r.approximations.is_empty(), "{:?}", r.approximations);
+    for want in [
+        "op = \"isend\"",
+        "op = \"irecv\"",
+        "work = \"w1\"",
+        "async_op = true\nwork = \"w2\"",
+    ] {
+        assert!(r.text.contains(want), "{want} in\n{}", r.text);
+    }
+    assert_eq!(r.text.matches("op = \"wait\"").count(), 2, "{}", r.text);
+    crate::scenario::load::parse(&r.text, "rec.toml", "rec").expect("loads");
 }
 
 /// A non-member's call is a no-op (R27): torch checks nothing of its tensors, nor does the

@@ -35,6 +35,7 @@ mod groups;
 mod init;
 mod monitored;
 mod p2p;
+mod p2p_async;
 mod sglang;
 use crate::diagnose::{CallKind, GroupRecord, PlannedCalls, PlannedRecord};
 use calls::CallSpec;
@@ -135,7 +136,8 @@ struct Proc<N: Net, C: Clock, P: Probe> {
 
 type CallResult = Res<super::coll::Done>;
 
-/// An `async_op = true` call: `None` on a non-member (R27 returns None instead of a Work).
+/// An `async_op = true` call, isend or irecv: `None` on a non-member (R27 returns None
+/// instead of a Work).
 enum Work<P: Probe> {
     None,
     Pending {
@@ -144,6 +146,22 @@ enum Work<P: Probe> {
         call: CallShape,
         probe: AsyncProbe<P>,
     },
+    /// `barrier(async_op=True)`.
+    Barrier {
+        handle: tokio::task::JoinHandle<CallResult>,
+        probe: AsyncProbe<P>,
+    },
+    /// A gloo isend: the task that sends its data once its receiver posted.
+    Send(
+        tokio::task::JoinHandle<Result<(), super::fabric::FabricError>>,
+        Box<p2p_async::Posted>,
+    ),
+    /// A gloo irecv, posted; `wait` receives.
+    Recv(Box<p2p_async::PostedRecv>),
+    /// An xccl / nccl irecv; `wait` receives.
+    DeviceRecv(Box<p2p_async::DeviceRecv>),
+    /// A work already done when it was made (an xccl / nccl isend): its done text.
+    Done(String),
 }
 
 type Res<T> = Result<T, C10dError>;
@@ -361,7 +379,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
             StepKind::DestroyProcessGroup { group } => self.destroy(group).await,
             StepKind::SetDevice { device } => self.set_device(device),
-            StepKind::Barrier { group } => self.barrier(group).await,
+            StepKind::Barrier { group, work } => self.barrier(group, work).await,
             StepKind::MonitoredBarrier {
                 group,
                 timeout_ms,
@@ -383,14 +401,28 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 tensor,
                 dst,
                 tag,
-            } => self.p2p(group, tensor, (*dst, true, *tag), &None).await,
+                work,
+            } => match work {
+                None => self.p2p(group, tensor, (*dst, true, *tag), &None).await,
+                Some(w) => {
+                    self.p2p_post(group, tensor, (*dst, true, *tag), &None, w)
+                        .await
+                }
+            },
             StepKind::Recv {
                 group,
                 tensor,
                 src,
                 expect,
                 tag,
-            } => self.p2p(group, tensor, (*src, false, *tag), expect).await,
+                work,
+            } => match work {
+                None => self.p2p(group, tensor, (*src, false, *tag), expect).await,
+                Some(w) => {
+                    self.p2p_post(group, tensor, (*src, false, *tag), expect, w)
+                        .await
+                }
+            },
             StepKind::Log { message } => {
                 let line = interpolate(message, &RANK_VARS, &|v| self.var(v)).unwrap_or_default();
                 self.event(EventKind::Log, line);

@@ -347,8 +347,10 @@ pub enum StepKind {
     SetDevice {
         device: String,
     },
+    /// `work`: `async_op = true` (the barrier's Work, for a later `wait`).
     Barrier {
         group: Option<String>,
+        work: Option<String>,
     },
     /// `monitored_barrier` (gloo): rank 0 waits for every member's check-in up to `timeout_ms`
     /// (None: the backend's default, not the group's timeout), then answers each.
@@ -373,18 +375,22 @@ pub enum StepKind {
         expect: Option<Expr>,
     },
     /// `tag`: the p2p tag (gloo matches a send and a recv by it; NCCL and XCCL ignore it).
+    /// `work`: `isend` (the Work a later `wait` completes).
     Send {
         group: Option<String>,
         tensor: TensorSpec,
         dst: usize,
         tag: u32,
+        work: Option<String>,
     },
+    /// `work`: `irecv` (posted here; a later `wait` receives and checks `expect`).
     Recv {
         group: Option<String>,
         tensor: TensorSpec,
         src: usize,
         expect: Option<Expr>,
         tag: u32,
+        work: Option<String>,
     },
     Log {
         message: String,
@@ -463,8 +469,10 @@ impl StepKind {
             StepKind::Collective(c) => c.op.name(),
             StepKind::Wait { .. } => "wait",
             StepKind::BatchP2p { .. } => "batch_isend_irecv",
-            StepKind::Send { .. } => "send",
-            StepKind::Recv { .. } => "recv",
+            StepKind::Send { work: None, .. } => "send",
+            StepKind::Send { work: Some(_), .. } => "isend",
+            StepKind::Recv { work: None, .. } => "recv",
+            StepKind::Recv { work: Some(_), .. } => "irecv",
             StepKind::Log { .. } => "log",
             StepKind::Sleep { .. } => "sleep",
             StepKind::Raise { .. } => "raise",

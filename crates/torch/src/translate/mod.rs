@@ -277,6 +277,71 @@ fn ms_default(s: &Scenario, backend: Option<&str>) -> Option<String> {
     Some(format!("ms({})", s.time_scale.apply(default_ms)))
 }
 
+/// send / recv, and isend / irecv with their Work kept for the `wait` step.
+fn p2p(s: &Scenario, step: &Step, b: &mut Vec<String>) {
+    match &step.kind {
+        StepKind::Send {
+            group: g,
+            tensor: t,
+            dst,
+            tag,
+            work,
+        } => {
+            b.push(format!("t = {}", tensor(s, step, t, None)));
+            let args = format!("t, {dst}, group={}{}", group(g), tag_arg(*tag));
+            let text = format!("\"sent \" + str(t.numel()) + \" elements to {dst}\"");
+            match work {
+                None => {
+                    b.push(format!("dist.send({args})"));
+                    b.push(format!("st.text = {text}"));
+                }
+                Some(w) => {
+                    b.push("def finish(st, t=t):".into());
+                    b.push(format!("    st.text = {text}"));
+                    let posted_text = format!("posted (isend to rank {dst}, work \"{w}\")");
+                    posted(b, w, &format!("dist.isend({args})"), &posted_text);
+                }
+            }
+        }
+        StepKind::Recv {
+            group: g,
+            tensor: t,
+            src,
+            expect,
+            tag,
+            work,
+        } => {
+            b.push(format!("t = {}", tensor(s, step, t, None)));
+            let args = format!("t, {src}, group={}{}", group(g), tag_arg(*tag));
+            let check = format!(
+                "check(st, t, {}, {})",
+                py::str_lit(t.dtype.name()),
+                expect_fn(expect, t.expect_ulps)
+            );
+            match work {
+                None => {
+                    b.push(format!("dist.recv({args})"));
+                    b.push(check);
+                }
+                Some(w) => {
+                    b.push("def finish(st, t=t):".into());
+                    b.push(format!("    {check}"));
+                    let posted_text = format!("posted (irecv from rank {src}, work \"{w}\")");
+                    posted(b, w, &format!("dist.irecv({args})"), &posted_text);
+                }
+            }
+        }
+        _ => unreachable!("p2p of a send or recv step"),
+    }
+}
+
+/// An isend, irecv or async barrier made: its Work kept with its finish function (defined just
+/// before) for the `wait` step, and the step's text.
+fn posted(b: &mut Vec<String>, w: &str, call: &str, text: &str) {
+    b.push(format!("works[{}] = ({call}, finish)", py::str_lit(w)));
+    b.push(format!("st.text = {}", py::str_lit(text)));
+}
+
 /// `, tag=N` for a p2p tag other than the default.
 fn tag_arg(tag: u32) -> String {
     if tag == 0 {
@@ -302,7 +367,15 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             None => b.push("dist.destroy_process_group()".into()),
             Some(_) => b.push(format!("dist.destroy_process_group({})", group(g))),
         },
-        StepKind::Barrier { group: g } => b.push(format!("dist.barrier(group={})", group(g))),
+        StepKind::Barrier { group: g, work } => match work {
+            None => b.push(format!("dist.barrier(group={})", group(g))),
+            Some(w) => {
+                b.push("def finish(st):".into());
+                b.push("    st.text = \"passed\"".into());
+                let call = format!("dist.barrier(group={}, async_op=True)", group(g));
+                posted(&mut b, w, &call, &format!("enqueued (async_op, work \"{w}\")"));
+            }
+        },
         StepKind::MonitoredBarrier {
             group: g,
             timeout_ms,
@@ -329,33 +402,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             }
             b.push("finish(st)".into());
         }
-        StepKind::Send {
-            group: g,
-            tensor: t,
-            dst,
-            tag,
-        } => {
-            b.push(format!("t = {}", tensor(s, step, t, None)));
-            b.push(format!("dist.send(t, {dst}, group={}{})", group(g), tag_arg(*tag)));
-            b.push(format!(
-                "st.text = \"sent \" + str(t.numel()) + \" elements to {dst}\""
-            ));
-        }
-        StepKind::Recv {
-            group: g,
-            tensor: t,
-            src,
-            expect,
-            tag,
-        } => {
-            b.push(format!("t = {}", tensor(s, step, t, None)));
-            b.push(format!("dist.recv(t, {src}, group={}{})", group(g), tag_arg(*tag)));
-            b.push(format!(
-                "check(st, t, {}, {})",
-                py::str_lit(t.dtype.name()),
-                expect_fn(expect, t.expect_ulps)
-            ));
-        }
+        StepKind::Send { .. } | StepKind::Recv { .. } => p2p(s, step, &mut b),
         StepKind::BatchP2p {
             group: g,
             tensor: t,

@@ -221,32 +221,66 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             None => Err(error::work_never_started(work)),
             Some(Work::None) => Err(error::wait_on_none()),
             Some(Work::Pending {
-                mut handle,
+                handle,
                 step,
                 call,
                 probe,
-            }) => {
-                probe.start_waiting(self.env.proc_rank, self.step);
-                let r = match timeout_ms {
-                    None => handle.await,
-                    Some(t) => {
-                        let deadline_ms = self.now() + t;
-                        tokio::select! {
-                            r = &mut handle => r,
-                            _ = self.env.clock.sleep_until_ms(deadline_ms) => {
-                                self.wait(None);
-                                let pending = Work::Pending { handle, step, call, probe };
-                                self.works.insert(work.to_string(), pending);
-                                return Err(error::work_wait_timeout());
-                            }
-                        }
+            }) => match self.await_work(work, handle, &probe, timeout_ms).await? {
+                Ok(done) => self.coll_result(&step, &call, done),
+                Err(handle) => {
+                    let pending = Work::Pending {
+                        handle,
+                        step,
+                        call,
+                        probe,
+                    };
+                    self.works.insert(work.to_string(), pending);
+                    Err(error::work_wait_timeout())
+                }
+            },
+            Some(Work::Barrier { handle, probe }) => {
+                match self.await_work(work, handle, &probe, timeout_ms).await? {
+                    Ok(_) => Ok("passed".into()),
+                    Err(handle) => {
+                        let pending = Work::Barrier { handle, probe };
+                        self.works.insert(work.to_string(), pending);
+                        Err(error::work_wait_timeout())
                     }
-                };
-                self.wait(None);
-                let done = r.map_err(|e| error::work_lost(work, &e.to_string()))??;
-                self.coll_result(&step, &call, done)
+                }
             }
+            Some(Work::Send(handle, posted)) => self.wait_isend(handle, *posted, timeout_ms).await,
+            Some(Work::Recv(r)) => self.wait_irecv(*r, timeout_ms).await,
+            Some(Work::DeviceRecv(r)) => self.wait_device_irecv(*r).await,
+            Some(Work::Done(text)) => Ok(text),
         }
+    }
+
+    /// An async call's task awaited at its `wait` (its blocked receives become this step's
+    /// wait); when `wait(timeout=)` expires first, the task is handed back: the work runs on.
+    async fn await_work(
+        &mut self,
+        work: &str,
+        mut handle: tokio::task::JoinHandle<CallResult>,
+        probe: &AsyncProbe<P>,
+        timeout_ms: Option<u64>,
+    ) -> Res<Result<Done, tokio::task::JoinHandle<CallResult>>> {
+        probe.start_waiting(self.env.proc_rank, self.step);
+        let r = match timeout_ms {
+            None => (&mut handle).await,
+            Some(t) => {
+                let deadline_ms = self.now() + t;
+                tokio::select! {
+                    r = &mut handle => r,
+                    _ = self.env.clock.sleep_until_ms(deadline_ms) => {
+                        self.wait(None);
+                        return Ok(Err(handle));
+                    }
+                }
+            }
+        };
+        self.wait(None);
+        let done = r.map_err(|e| error::work_lost(work, &e.to_string()))??;
+        Ok(Ok(done))
     }
 
     /// The call's output on this rank, checked against the step's `expect`.
@@ -585,8 +619,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
-    pub(super) async fn barrier(&mut self, group: &Option<String>) -> Res<String> {
+    pub(super) async fn barrier(
+        &mut self,
+        group: &Option<String>,
+        work: &Option<String>,
+    ) -> Res<String> {
         let Some(name) = self.resolve_group(group)? else {
+            if let Some(w) = work {
+                self.works.insert(w.clone(), Work::None);
+            }
             let r = self.world()?.rank;
             self.event(EventKind::Warn, error::non_member_warning("barrier", r));
             return Ok("not a member: no-op".into());
@@ -606,6 +647,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let backend = pg.config.backend_for(&dev)?.to_string();
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, None).await?;
+        }
+        if let Some(w) = work {
+            self.barrier_async(&name, &backend, w).await?;
+            return Ok(format!("enqueued (async_op, work \"{w}\")"));
         }
         let mut t = Tensor::from_fn(DType::F32, vec![1], |_| 0.0);
         self.run_algo(&name, &backend, &Coll::barrier(), &mut t)

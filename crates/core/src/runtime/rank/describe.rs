@@ -39,6 +39,13 @@ fn tag_text(tag: u32) -> String {
     }
 }
 
+/// ` work=w1` for an isend/irecv or an async barrier (as a collective's ` async_op work=w1`).
+fn work_text(work: &Option<String>) -> String {
+    work.as_ref()
+        .map(|w| format!(" work={w}"))
+        .unwrap_or_default()
+}
+
 /// The step as its start event prints it.
 pub(super) fn describe(step: &Step) -> String {
     let g = |g: &Option<String>| g.clone().unwrap_or_else(|| "WORLD".into());
@@ -54,7 +61,7 @@ pub(super) fn describe(step: &Step) -> String {
         StepKind::InitProcessGroup { .. } | StepKind::NewGroup { .. } => describe_pg(&step.kind),
         StepKind::DestroyProcessGroup { group } => g(group),
         StepKind::SetDevice { device } => device.clone(),
-        StepKind::Barrier { group } => format!("group={}", g(group)),
+        StepKind::Barrier { group, work } => format!("group={}{}", g(group), work_text(work)),
         StepKind::MonitoredBarrier {
             group,
             timeout_ms,
@@ -84,23 +91,27 @@ pub(super) fn describe(step: &Step) -> String {
             tensor,
             dst,
             tag,
+            work,
         } => format!(
-            "group={} {} dst={dst}{}",
+            "group={} {} dst={dst}{}{}",
             g(group),
             t(tensor),
-            tag_text(*tag)
+            tag_text(*tag),
+            work_text(work)
         ),
         StepKind::Recv {
             group,
             tensor,
             src,
             tag,
+            work,
             ..
         } => format!(
-            "group={} {} src={src}{}",
+            "group={} {} src={src}{}{}",
             g(group),
             t(tensor),
-            tag_text(*tag)
+            tag_text(*tag),
+            work_text(work)
         ),
         StepKind::Log { .. } => String::new(),
         StepKind::Sleep { ms } => format!("{ms}ms"),

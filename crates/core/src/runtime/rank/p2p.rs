@@ -32,7 +32,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// A step's tensor as a symbolic payload (its fill's digest, no values).
-    fn make_symbolic(&self, spec: &TensorSpec) -> (Tensor<Symbolic>, String) {
+    pub(super) fn make_symbolic(&self, spec: &TensorSpec) -> (Tensor<Symbolic>, String) {
         let n = spec.shape.iter().product::<usize>();
         let t = Symbolic::fill(spec, spec.shape.clone(), n, &|v| self.var(v));
         let dev = spec
@@ -43,7 +43,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// A received tensor's done text: checked values, or a symbolic summary.
-    fn p2p_result<D: Fill>(
+    pub(super) fn p2p_result<D: Fill>(
         &self,
         spec: &TensorSpec,
         expect: &Option<Expr>,
@@ -71,15 +71,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return self.non_member(op, expect);
         };
         let me = self.world()?.rank;
-        let backend = self.pgs[&name].config.backend_for(&dev)?.to_string();
-        self.check_device(&backend, &dev)?;
-        self.check_dtype(&backend, t.dtype, None)?;
-        if self.pgs[&name].group_rank(peer).is_none() {
-            return Err(error::not_in_group(peer, &self.pgs[&name].label));
-        }
-        if peer == me {
-            return Err(error::send_to_self());
-        }
+        let backend = self.p2p_checks(&name, &t, &dev, peer)?;
         let (src, dst) = if send { (me, peer) } else { (peer, me) };
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, Some((src, dst)))
@@ -95,6 +87,26 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.p2p_result(spec, expect, out, &vars)
             }
         }
+    }
+
+    /// The checks a p2p call makes before it posts anything; returns its backend.
+    pub(super) fn p2p_checks<D: Fill>(
+        &self,
+        name: &str,
+        t: &Tensor<D>,
+        dev: &str,
+        peer: usize,
+    ) -> Res<String> {
+        let backend = self.pgs[name].config.backend_for(dev)?.to_string();
+        self.check_device(&backend, dev)?;
+        self.check_dtype(&backend, t.dtype, None)?;
+        if self.pgs[name].group_rank(peer).is_none() {
+            return Err(error::not_in_group(peer, &self.pgs[name].label));
+        }
+        if peer == self.world()?.rank {
+            return Err(error::send_to_self());
+        }
+        Ok(backend)
     }
 
     /// One send or receive of `t` with `peer` on group `name` (its communicator ready); returns
@@ -131,7 +143,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// A p2p call's sequence number on its (src, dst) pair, tag, timeout and flight record.
-    fn p2p_begin<D: Fill>(
+    pub(super) fn p2p_begin<D: Fill>(
         &mut self,
         name: &str,
         backend: &str,
@@ -183,6 +195,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             tag: user_tag,
         });
         Ok(P2pCall {
+            numel: t.numel(),
             tag,
             seq,
             group_label,
@@ -226,7 +239,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// A receive over the fabric, waited on as the rank's wait, under the backend's size rules.
-    async fn p2p_recv<D: Fill>(
+    pub(super) async fn p2p_recv<D: Fill>(
         &mut self,
         name: &str,
         backend: &str,
@@ -501,11 +514,12 @@ pub(super) fn send_notice_tag(tag: &str) -> String {
 
 /// One p2p call as it runs: its sequence number on its (src, dst) pair, fabric tag, group
 /// label, timeouts and flight record.
-struct P2pCall {
-    tag: String,
-    seq: u64,
-    group_label: String,
-    pg_timeout_ms: u64,
-    timeout: Option<(u64, C10dError)>,
-    call: crate::diagnose::CallRecord,
+pub(super) struct P2pCall {
+    pub numel: usize,
+    pub tag: String,
+    pub seq: u64,
+    pub group_label: String,
+    pub pg_timeout_ms: u64,
+    pub timeout: Option<(u64, C10dError)>,
+    pub call: crate::diagnose::CallRecord,
 }

@@ -521,7 +521,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     );
                 }
                 ConstructionStep::Barrier { .. } => {
-                    self.barrier(&Some(base.clone())).await?;
+                    self.barrier(&Some(base.clone()), &None).await?;
                 }
                 ConstructionStep::NcclCommInitRank { nranks, rank } => {
                     self.event(

@@ -53,13 +53,16 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
             "timeout_s",
             "as",
         ],
-        "destroy_process_group" | "barrier" => vec!["group"],
+        "destroy_process_group" => vec!["group"],
+        "barrier" => vec!["group", "async_op", "work"],
         "monitored_barrier" => vec!["group", "timeout_s", "wait_all_ranks"],
         "set_device" => vec!["device"],
         "wait" => vec!["work", "timeout_s"],
         "batch_isend_irecv" => tensor(&["ops", "expect", "expect_ulps"]),
         "send" => tensor(&["dst", "tag"]),
         "recv" => tensor(&["src", "tag", "expect", "expect_ulps"]),
+        "isend" => tensor(&["dst", "tag", "work"]),
+        "irecv" => tensor(&["src", "tag", "expect", "expect_ulps", "work"]),
         "log" => vec!["message"],
         "sleep" => vec!["ms"],
         "raise" => vec!["error"],
@@ -73,7 +76,7 @@ const OPS: &str = "init_process_group, new_group, destroy_process_group, set_dev
                    all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
                    gather, scatter, reduce_scatter, reduce_scatter_tensor, \
                    reduce_scatter_tensor_coalesced, all_to_all_single, all_to_all, send, recv, \
-                   batch_isend_irecv, wait, log, sleep, raise, init_distributed_environment, \
+                   isend, irecv, batch_isend_irecv, wait, log, sleep, raise, init_distributed_environment, \
                    initialize_model_parallel, all_to_all_4d, usp_all_to_all, broadcast_pyobj, \
                    denoise_step";
 
@@ -306,7 +309,10 @@ impl Cx<'_> {
                     .device_id(&r.device)?
                     .unwrap_or_else(|| "xpu:{local_rank}".into()),
             },
-            "barrier" => StepKind::Barrier { group },
+            "barrier" => StepKind::Barrier {
+                group,
+                work: self.async_work(r)?,
+            },
             "monitored_barrier" => StepKind::MonitoredBarrier {
                 group,
                 timeout_ms: self.timeout(&r.timeout_s)?,
@@ -326,7 +332,7 @@ impl Cx<'_> {
                     expect: self.opt_expr(&r.expect, &BATCH_VARS)?,
                 }
             }
-            "send" => {
+            "send" | "isend" => {
                 let tensor = self.tensor(r)?;
                 self.check_p2p_bytes(op, &tensor, 1, ws, op_at)?;
                 StepKind::Send {
@@ -334,9 +340,10 @@ impl Cx<'_> {
                     tensor,
                     dst: self.peer(&r.dst, "dst", ws, op_at)?,
                     tag: self.p2p_tag(&r.tag)?,
+                    work: self.p2p_work(r, op, op_at)?,
                 }
             }
-            "recv" => {
+            "recv" | "irecv" => {
                 let tensor = self.tensor(r)?;
                 self.check_p2p_bytes(op, &tensor, 1, ws, op_at)?;
                 StepKind::Recv {
@@ -345,6 +352,7 @@ impl Cx<'_> {
                     src: self.peer(&r.src, "src", ws, op_at)?,
                     expect: self.opt_expr(&r.expect, &ELEM_VARS)?,
                     tag: self.p2p_tag(&r.tag)?,
+                    work: self.p2p_work(r, op, op_at)?,
                 }
             }
             "log" => StepKind::Log {
@@ -441,22 +449,7 @@ impl Cx<'_> {
             Layout::Chunks => &GATHER_VARS,
             Layout::TensorChunks => &TENSOR_CHUNKS_VARS,
         };
-        let work = match (&r.async_op, &r.work) {
-            (Some(a), None) if *a.get_ref() => {
-                return Err(self.at(
-                    a,
-                    "async_op = true needs `work = \"<name>\"` to wait on later",
-                ))
-            }
-            (a, Some(w)) if !a.as_ref().is_some_and(|a| *a.get_ref()) => {
-                return Err(self.at(w, "`work` names the handle of an async_op = true call"))
-            }
-            (_, Some(w)) => {
-                self.works.borrow_mut().push(w.get_ref().clone());
-                Some(w.get_ref().clone())
-            }
-            _ => None,
-        };
+        let work = self.async_work(r)?;
         Ok(CollStep {
             op,
             group,
@@ -697,6 +690,39 @@ impl Cx<'_> {
             )),
             None => Ok(None),
         }
+    }
+
+    /// `async_op = true` with `work = "<name>"`: the Work handle a later `wait` names.
+    fn async_work(&self, r: &RawStep) -> R<Option<String>> {
+        match (&r.async_op, &r.work) {
+            (Some(a), None) if *a.get_ref() => Err(self.at(
+                a,
+                "async_op = true needs `work = \"<name>\"` to wait on later",
+            )),
+            (a, Some(w)) if !a.as_ref().is_some_and(|a| *a.get_ref()) => {
+                Err(self.at(w, "`work` names the handle of an async_op = true call"))
+            }
+            (_, Some(w)) => Ok(Some(self.name_work(w.get_ref()))),
+            _ => Ok(None),
+        }
+    }
+
+    /// isend/irecv's `work` (required: `dist.isend` returns the Work a later `wait` completes);
+    /// send/recv have none.
+    fn p2p_work(&self, r: &RawStep, op: &str, op_at: usize) -> R<Option<String>> {
+        match (&r.work, op.starts_with('i')) {
+            (Some(w), true) => Ok(Some(self.name_work(w.get_ref()))),
+            (None, true) => Err(self.err(
+                op_at,
+                format!("{op} needs `work = \"<name>\"` (its Work, for a later `wait`)"),
+            )),
+            (_, false) => Ok(None),
+        }
+    }
+
+    fn name_work(&self, w: &str) -> String {
+        self.works.borrow_mut().push(w.to_string());
+        w.to_string()
     }
 
     /// send/recv's `tag` (default 0): gloo's tag is 32 bits.
