@@ -1,10 +1,11 @@
 //! Random torch-eligible programs for the differential oracle (differential.rs): a seeded
 //! generator of gloo/CPU scenarios nobody tuned scen to. Each program is 2-4 ranks, an init,
 //! sometimes a subgroup (with non-members), a few collectives and point-to-point pairs with
-//! random shapes, dtypes, ops and roots, sometimes an async call and its wait, and, in about
-//! half of them, one divergence of the kind real jobs have: a rank that skips a call, makes an
-//! extra one, passes another shape, dtype, root or reduce op, finishes early, sleeps, raises, is
-//! killed, or sends what nobody receives. The text is the scenario; the same seed gives the same text.
+//! random shapes, dtypes, ops and roots, sometimes an async call and its wait (isend / irecv and
+//! async barriers too), and, in about half of them, one divergence of the kind real jobs have:
+//! a rank that skips a call, makes an extra one, passes another shape, dtype, root or reduce op,
+//! finishes early, sleeps, raises, is killed, or sends what nobody receives. The text is the
+//! scenario; the same seed gives the same text.
 
 /// SplitMix64: small, seedable, the same sequence on every machine.
 pub struct Rng(u64);
@@ -57,6 +58,10 @@ struct Call {
     async_work: Option<String>,
     /// A monitored_barrier's `wait_all_ranks`.
     wait_all: bool,
+    /// A send/recv pair as `blocking` calls, an `isend` waited after the recv, an `irecv`
+    /// waited after the send, or an `exchange` (both ranks isend, recv, then wait: the pattern
+    /// blocking sends deadlock on); a barrier's `async` (waited right after).
+    p2p: &'static str,
 }
 
 const OPS: [&str; 10] = [
@@ -122,6 +127,11 @@ pub fn program(seed: u64, k: u64, launcher: Option<&str>) -> Program {
         });
         let async_work = (op == "all_reduce" && rng.chance(30)).then(|| format!("w{i}"));
         let wait_all = op == "monitored_barrier" && later.chance(50);
+        let p2p = match op {
+            "send_recv" => *later.pick(&["blocking", "blocking", "isend", "irecv", "exchange"]),
+            "barrier" if later.chance(30) => "async",
+            _ => "blocking",
+        };
         calls.push(Call {
             op,
             group,
@@ -133,6 +143,7 @@ pub fn program(seed: u64, k: u64, launcher: Option<&str>) -> Program {
             pair,
             async_work,
             wait_all,
+            p2p,
         });
     }
     let mut out = Vec::new();
@@ -286,11 +297,18 @@ fn emit(c: &Call, on: Option<&str>, tweak: impl Fn(&mut Call)) -> Vec<String> {
         pair: c.pair,
         async_work: c.async_work.clone(),
         wait_all: c.wait_all,
+        p2p: c.p2p,
     };
     tweak(&mut c);
     let mut f: Vec<(&str, String)> = Vec::new();
     if let Some(g) = c.group {
         f.push(("group", q(g)));
+    }
+    if c.op == "barrier" && c.p2p == "async" {
+        let w = q("b");
+        let mut fa = f.clone();
+        fa.extend([("async_op", "true".into()), ("work", w.clone())]);
+        return vec![step("barrier", &fa, on), step("wait", &[("work", w)], on)];
     }
     if c.op == "barrier" {
         return vec![step("barrier", &f, on)];
@@ -320,7 +338,7 @@ fn emit(c: &Call, on: Option<&str>, tweak: impl Fn(&mut Call)) -> Vec<String> {
         };
         let (fs, ss) = both(("dst", dst.to_string()), src);
         let (fr, sr) = both(("src", src.to_string()), dst);
-        return vec![step("send", &fs, Some(&ss)), step("recv", &fr, Some(&sr))];
+        return p2p_steps(c.p2p, (fs, ss), (fr, sr), both);
     }
     if let Some(op) = c.reduce_op {
         f.push(("reduce_op", q(op)));
@@ -341,6 +359,58 @@ fn emit(c: &Call, on: Option<&str>, tweak: impl Fn(&mut Call)) -> Vec<String> {
         }
         None => vec![step(c.op, &f, on)],
     }
+}
+
+/// A send/recv pair's steps in its mode (Call::p2p): `send` is the sender's fields and rank
+/// selector, `recv` the receiver's; `both` makes a field set and selector for one rank.
+fn p2p_steps(
+    mode: &str,
+    (fs, ss): (Vec<(&'static str, String)>, String),
+    (fr, sr): (Vec<(&'static str, String)>, String),
+    both: impl Fn((&'static str, String), usize) -> (Vec<(&'static str, String)>, String),
+) -> Vec<String> {
+    let with_work = |f: &[(&'static str, String)], w: &str| {
+        let mut g = f.to_vec();
+        g.push(("work", q(w)));
+        g
+    };
+    let wait = |w: &str, sel: &str| step("wait", &[("work", q(w))], Some(sel));
+    match mode {
+        "isend" => vec![
+            step("isend", &with_work(&fs, "s"), Some(&ss)),
+            step("recv", &fr, Some(&sr)),
+            wait("s", &ss),
+        ],
+        "irecv" => vec![
+            step("irecv", &with_work(&fr, "r"), Some(&sr)),
+            step("send", &fs, Some(&ss)),
+            wait("r", &sr),
+        ],
+        "exchange" => {
+            // The receiver sends back: both post an isend, then receive, then wait.
+            let src: usize = field(&fr, "src");
+            let dst: usize = field(&fs, "dst");
+            let (back_s, back_ss) = both(("dst", src.to_string()), dst);
+            let (back_r, back_sr) = both(("src", dst.to_string()), src);
+            vec![
+                step("isend", &with_work(&fs, "s"), Some(&ss)),
+                step("isend", &with_work(&back_s, "s"), Some(&back_ss)),
+                step("recv", &back_r, Some(&back_sr)),
+                step("recv", &fr, Some(&sr)),
+                wait("s", &ss),
+                wait("s", &back_ss),
+            ]
+        }
+        _ => vec![step("send", &fs, Some(&ss)), step("recv", &fr, Some(&sr))],
+    }
+}
+
+/// A numeric field's value.
+fn field(f: &[(&'static str, String)], key: &str) -> usize {
+    f.iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn other_shape(s: &[usize]) -> Vec<usize> {

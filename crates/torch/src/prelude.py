@@ -290,4 +290,12 @@ def splits(src, members):
 
 def ms(v):
     return timedelta(milliseconds=v)
+
+
+def bound(f):
+    """`f` with the values its free variables have now: an async call's finish, kept until its
+    `wait`, must check the tensor of its own step, not the one a later step named `t` too."""
+    import types
+    cells = tuple(types.CellType(c.cell_contents) for c in (f.__closure__ or ()))
+    return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, cells)
 # ---- end of the prelude ----------------------------------------------------------------------

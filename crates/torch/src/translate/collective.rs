@@ -106,7 +106,10 @@ fn emit(c: &CollStep, block: Block, b: &mut Vec<String>) {
     b.extend(fin.iter().map(|l| format!("    {l}")));
     match &c.work {
         Some(w) => {
-            b.push(format!("works[{}] = ({call}, finish)", py::str_lit(w)));
+            b.push(format!(
+                "works[{}] = ({call}, bound(finish))",
+                py::str_lit(w)
+            ));
             b.push(format!(
                 "st.text = {}",
                 py::str_lit(&format!("enqueued (async_op, work \"{w}\")"))

@@ -338,7 +338,10 @@ fn p2p(s: &Scenario, step: &Step, b: &mut Vec<String>) {
 /// An isend, irecv or async barrier made: its Work kept with its finish function (defined just
 /// before) for the `wait` step, and the step's text.
 fn posted(b: &mut Vec<String>, w: &str, call: &str, text: &str) {
-    b.push(format!("works[{}] = ({call}, finish)", py::str_lit(w)));
+    b.push(format!(
+        "works[{}] = ({call}, bound(finish))",
+        py::str_lit(w)
+    ));
     b.push(format!("st.text = {}", py::str_lit(text)));
 }
 
