@@ -55,7 +55,7 @@ TABLE = {
     "recv": (STEP, "src, tag; a recv from any source that never completed is refused"),
     "isend": (STEP, "dst, tag, and its Work: posted at the call, waited at `wait` (gloo: the data goes once the recv is posted)"),
     "irecv": (STEP, "src, tag, and its Work: posted at the call, received at `wait`"),
-    "batch_isend_irecv": (STEP, "its ops in order (their tags approximated: untagged ops match in order)"),
+    "batch_isend_irecv": (STEP, "its ops in order, with their peers and tags"),
     "barrier": (STEP, "async_op and its Work"),
     "monitored_barrier": (STEP, "timeout, wait_all_ranks"),
     "all_gather_object": (WIRE, "all_gather_single of the pickled sizes, then of the bytes padded to the longest"),

@@ -362,7 +362,7 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
             timeout(a, &mut f);
         }
         "send" | "isend" | "recv" | "irecv" => p2p_fields(cx, c, (&op, &group), &mut f)?,
-        "batch_isend_irecv" => batch_fields(cx, c, &mut f, &mut notes)?,
+        "batch_isend_irecv" => batch_fields(cx, c, &mut f)?,
         _ => collective(cx, c, &mut op, &group, &mut f, &mut notes)?,
     }
     if is_async && !matches!(op.as_str(), "send" | "recv" | "isend" | "irecv") {
@@ -512,14 +512,8 @@ fn p2p_fields(
     Ok(())
 }
 
-/// batch_isend_irecv: the first op's group and tensor, and every op with its peer. The format
-/// has no tag on a batch's ops: a tagged op is noted (its matching may differ).
-fn batch_fields(
-    cx: &Ctx,
-    c: &Call,
-    f: &mut Vec<(String, String)>,
-    notes: &mut Vec<String>,
-) -> Result<(), RecordError> {
+/// batch_isend_irecv: the first op's group and tensor, and every op with its peer and tag.
+fn batch_fields(cx: &Ctx, c: &Call, f: &mut Vec<(String, String)>) -> Result<(), RecordError> {
     let ops = c
         .args
         .get("ops")
@@ -534,24 +528,18 @@ fn batch_fields(
         .iter()
         .filter_map(Value::as_object)
         .map(|o| {
+            let tag = int(o.get("tag"))
+                .filter(|t| *t != 0)
+                .map(|t| format!(", tag = {t}"))
+                .unwrap_or_default();
             format!(
-                "{{ op = {}, peer = {} }}",
+                "{{ op = {}, peer = {}{tag} }}",
                 quote(o.get("op").and_then(Value::as_str).unwrap_or("isend")),
                 int(o.get("peer")).unwrap_or(0)
             )
         })
         .collect();
     f.push(("ops".into(), format!("[{}]", items.join(", "))));
-    let tags: Vec<usize> = ops
-        .iter()
-        .filter_map(|o| int(o.get("tag")))
-        .filter(|t| *t != 0)
-        .collect();
-    if !tags.is_empty() {
-        notes.push(format!(
-            "APPROXIMATED: the ops' tags {tags:?} are not written (the format's batch ops have none): untagged ops match in order"
-        ));
-    }
     Ok(())
 }
 

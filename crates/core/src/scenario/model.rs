@@ -523,6 +523,8 @@ pub enum Splits {
 pub struct P2pOp {
     pub send: bool,
     pub peer: IntArg,
+    /// The op's tag (default 0: gloo matches by peer and tag; NCCL and XCCL ignore it).
+    pub tag: u32,
 }
 
 /// What a scenario expects of some ranks.

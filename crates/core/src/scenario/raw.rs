@@ -147,12 +147,13 @@ pub enum RawSplits {
     Expr(String),
 }
 
-/// One entry of `batch_isend_irecv`'s `ops = [{ op = "isend", peer = 1 }, ...]`.
+/// One entry of `batch_isend_irecv`'s `ops = [{ op = "isend", peer = 1, tag = 3 }, ...]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawP2pOp {
     pub op: Spanned<String>,
     pub peer: Spanned<RawIntOrExpr>,
+    pub tag: Option<Spanned<i64>>,
 }
 
 /// One `[[step]]`: the union of every op's fields. load.rs checks which belong to `op`.

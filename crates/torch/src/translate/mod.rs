@@ -536,16 +536,18 @@ fn batch_p2p(
         let peer = int_arg(&o.peer);
         if o.send {
             b.push(format!(
-                "ops.append(dist.P2POp(dist.isend, {}, {peer}, group={}))",
+                "ops.append(dist.P2POp(dist.isend, {}, {peer}, group={}{}))",
                 tensor(s, step, t, None),
-                group(g)
+                group(g),
+                tag_arg(o.tag)
             ));
         } else {
             b.push(format!("r = {}", tensor(s, step, t, None)));
             b.push(format!("recvs.append(({k}, {peer}, r))"));
             b.push(format!(
-                "ops.append(dist.P2POp(dist.irecv, r, {peer}, group={}))",
-                group(g)
+                "ops.append(dist.P2POp(dist.irecv, r, {peer}, group={}{}))",
+                group(g),
+                tag_arg(o.tag)
             ));
         }
     }

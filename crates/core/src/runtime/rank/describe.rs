@@ -224,7 +224,8 @@ fn describe_ops(ops: &[crate::scenario::P2pOp]) -> String {
             IntArg::Int(i) => i.to_string(),
             IntArg::Expr(e) => e.to_string(),
         };
-        format!("{} {peer}", if o.send { "isend" } else { "irecv" })
+        let verb = if o.send { "isend" } else { "irecv" };
+        format!("{verb} {peer}{}", tag_text(o.tag))
     };
     ops.iter().map(op).collect::<Vec<_>>().join(", ")
 }

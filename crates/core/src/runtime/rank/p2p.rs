@@ -162,10 +162,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         *m += 1;
         let nth = *m;
         let pg = &self.pgs[name];
-        let tag = match user_tag {
-            0 => format!("{}/{backend}/p2p/{src}->{dst}/{nth}", pg.name),
-            u => format!("{}/{backend}/p2p/{src}->{dst}/t{u}/{nth}", pg.name),
-        };
+        let tag = fabric_tag(&pg.name, backend, (src, dst), user_tag, nth);
         let timeout = self.op_timeout(
             backend,
             pg,
@@ -403,19 +400,20 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return Ok(());
         }
         let me = self.world()?.rank;
-        let mut next: std::collections::BTreeMap<usize, u64> = std::collections::BTreeMap::new();
+        let mut next: std::collections::BTreeMap<(usize, u32), u64> =
+            std::collections::BTreeMap::new();
         for (o, p) in ops.iter().zip(peers) {
             if o.send {
                 continue;
             }
             let done = self.pgs[name]
                 .p2p_match
-                .get(&(*p, me, 0))
+                .get(&(*p, me, o.tag))
                 .copied()
                 .unwrap_or(0);
-            let k = next.entry(*p).or_insert(done);
+            let k = next.entry((*p, o.tag)).or_insert(done);
             *k += 1;
-            let tag = format!("{}/{backend}/p2p/{p}->{me}/{k}", self.pgs[name].name);
+            let tag = fabric_tag(&self.pgs[name].name, backend, (*p, me), o.tag, *k);
             self.fabric
                 .send(*p, &ready_tag(&tag), &[])
                 .await
@@ -474,19 +472,27 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }
         self.announce_recvs(&name, &backend, ops, &peers).await?;
-        for (o, p) in ops.iter().zip(&peers) {
-            if o.send {
-                self.p2p_transfer(&name, &backend, &t, (*p, true, 0), false)
+        // gloo posts every isend at once (its data goes when its receiver posts), then the
+        // program waits each request in list order; a device backend's sends go in order.
+        let mut posted = if backend == "gloo" {
+            self.post_isends(&name, &backend, &t, ops, &peers).await?
+        } else {
+            for (o, p) in ops.iter().zip(&peers).filter(|(o, _)| o.send) {
+                self.p2p_transfer(&name, &backend, &t, (*p, true, o.tag), false)
                     .await?;
             }
-        }
+            Default::default()
+        };
         let mut notes = Vec::new();
         for (k, (o, p)) in ops.iter().zip(&peers).enumerate() {
             if o.send {
+                if let Some((handle, sent)) = posted.pop_front() {
+                    self.wait_isend(handle, sent, None).await?;
+                }
                 continue;
             }
             let out = self
-                .p2p_transfer(&name, &backend, &t, (*p, false, 0), true)
+                .p2p_transfer(&name, &backend, &t, (*p, false, o.tag), true)
                 .await?
                 .expect("a receive returns data");
             let vars = OutVars::flat(out.numel())
@@ -499,6 +505,21 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         let sends = ops.iter().filter(|o| o.send).count();
         Ok(format!("{sends} sent; {}", notes.join("; ")))
+    }
+}
+
+/// The fabric tag of the `nth` message from `src` to `dst` with the user's tag `user_tag` on
+/// group `group` (gloo pairs the n-th send and recv with the same peer and tag).
+fn fabric_tag(
+    group: &str,
+    backend: &str,
+    (src, dst): (usize, usize),
+    user_tag: u32,
+    nth: u64,
+) -> String {
+    match user_tag {
+        0 => format!("{group}/{backend}/p2p/{src}->{dst}/{nth}"),
+        u => format!("{group}/{backend}/p2p/{src}->{dst}/t{u}/{nth}"),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::probe::Probe;
 use crate::runtime::coll::{AsyncProbe, Coll, Fill, OutVars};
 use crate::runtime::fabric::FabricError;
 use crate::scenario::expr::Expr;
-use crate::scenario::TensorSpec;
+use crate::scenario::{P2pOp, TensorSpec};
 use crate::tensor::Tensor;
 use crate::trace::{Dir, Wait, WaitOn};
 
@@ -29,6 +29,12 @@ pub(super) struct Posted {
     peer: usize,
     call: P2pCall,
 }
+
+/// A gloo batch's posted isends, in list order.
+pub(super) type PostedSends = std::collections::VecDeque<(SendTask, Posted)>;
+
+/// The task that sends a gloo isend's data once its receiver posted.
+pub(super) type SendTask = tokio::task::JoinHandle<Result<(), FabricError>>;
 
 /// An xccl / nccl irecv, received at its `wait`.
 pub(super) struct DeviceRecv {
@@ -111,10 +117,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         backend: String,
         t: &Tensor<D>,
         end: (usize, bool, u32),
-    ) -> Res<(
-        Posted,
-        Option<tokio::task::JoinHandle<Result<(), FabricError>>>,
-    )> {
+    ) -> Res<(Posted, Option<SendTask>)> {
         let p = self.p2p_begin(&name, &backend, t, end)?;
         let (peer, send, _) = end;
         let notice = match send {
@@ -137,12 +140,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// The rest of a gloo isend as its own task: the receiver's ready notice, then the data.
-    fn send_when_ready(
-        &self,
-        p: &Posted,
-        bytes: usize,
-        data: Vec<u8>,
-    ) -> tokio::task::JoinHandle<Result<(), FabricError>> {
+    fn send_when_ready(&self, p: &Posted, bytes: usize, data: Vec<u8>) -> SendTask {
         let (fabric, clock) = (self.fabric.clone(), self.env.clock.clone());
         let (me, peer, tag) = (self.env.proc_rank, p.peer, p.call.tag.clone());
         let scope = self.pgs[&p.name].name.clone();
@@ -191,7 +189,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// `wait()` on an isend: until its data went out (gloo: once the receiver posted).
     pub(super) async fn wait_isend(
         &mut self,
-        mut handle: tokio::task::JoinHandle<Result<(), FabricError>>,
+        mut handle: SendTask,
         p: Posted,
         timeout_ms: Option<u64>,
     ) -> Res<String> {
@@ -282,6 +280,26 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     async fn close_pairs_of(&self, name: &str) {
         let pg = &self.pgs[name];
         self.fabric.close_pairs(&pg.name, &pg.ranks).await;
+    }
+
+    /// A gloo batch's isends, posted in list order: each task with its post.
+    pub(super) async fn post_isends<D: Fill>(
+        &mut self,
+        name: &str,
+        backend: &str,
+        t: &Tensor<D>,
+        ops: &[P2pOp],
+        peers: &[usize],
+    ) -> Res<PostedSends> {
+        let mut out = PostedSends::new();
+        for (o, p) in ops.iter().zip(peers).filter(|(o, _)| o.send) {
+            let end = (*p, true, o.tag);
+            let (posted, handle) = self
+                .post_gloo(name.to_string(), backend.to_string(), t, end)
+                .await?;
+            out.push_back((handle.expect("an isend's task"), posted));
+        }
+        Ok(out)
     }
 
     /// `dist.barrier(async_op=True)`: the barrier as its own task; `wait` blocks on it.

@@ -549,7 +549,8 @@ impl Cx<'_> {
                         })?)
                     }
                 };
-                Ok(P2pOp { send, peer })
+                let tag = self.p2p_tag(&o.tag)?;
+                Ok(P2pOp { send, peer, tag })
             })
             .collect()
     }
