@@ -12,9 +12,9 @@
 #     calibration by that binary right after the first, and the same fresh measurements
 #     predicted by its model too (this scen reads the old file; joined with jq).
 # Prints the figures side by side at the end. Every hw number is the median of REPEAT sweeps
-# (default 3) in the same processes; the load average is printed before each part (a shared
+# (default 5) in the same processes; the load average is printed before each part (a shared
 # machine: read it next to the numbers). Needs oneCCL (scripts/install-oneccl-cpu.sh) and jq.
-# Env: SCEN (default: a release build), RANKS ("2"), ITERS (10), WARMUP (3), REPEAT (3),
+# Env: SCEN (default: a release build), RANKS ("2"), ITERS (30), WARMUP (3), REPEAT (5),
 # NICE (10), CAL_SIZES, FRESH_SIZES, SWEEPS, OLD_SCEN, KEEP (a directory: keep the models and
 # the fresh sweeps' JSON reports there).
 set -euo pipefail
@@ -25,9 +25,9 @@ if [[ -z "${SCEN:-}" ]]; then
   SCEN=target/release/scen
 fi
 RANKS=${RANKS:-2}
-ITERS=${ITERS:-10}
+ITERS=${ITERS:-30}
 WARMUP=${WARMUP:-3}
-REPEAT=${REPEAT:-3}
+REPEAT=${REPEAT:-5}
 NICE=${NICE:-10}
 CAL_SIZES=${CAL_SIZES:-8K:64M:2}
 FRESH_SIZES=${FRESH_SIZES:-12K:48M:2}
