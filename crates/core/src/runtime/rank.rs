@@ -160,8 +160,14 @@ enum Work<P: Probe> {
     Recv(Box<p2p_async::PostedRecv>),
     /// An xccl / nccl irecv; `wait` receives.
     DeviceRecv(Box<p2p_async::DeviceRecv>),
-    /// A work already done when it was made (an xccl / nccl isend): its done text.
+    /// A work already done (an xccl / nccl isend when made, a collective once waited): its
+    /// done text, which another `wait` returns again.
     Done(String),
+    /// A work whose wait raised: another `wait` raises it again.
+    Failed(C10dError),
+    /// A gloo isend / irecv already waited: another `wait` waits for a completion that never
+    /// comes.
+    Waited(Box<p2p_async::Waited>),
 }
 
 type Res<T> = Result<T, C10dError>;

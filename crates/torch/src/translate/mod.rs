@@ -398,7 +398,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
         }
         StepKind::Collective(c) => collective::collective(s, step, c, &mut b),
         StepKind::Wait { work, timeout_ms } => {
-            b.push(format!("work, finish = works.pop({})", py::str_lit(work)));
+            b.push(format!("work, finish = works[{}]", py::str_lit(work)));
             match timeout_ms {
                 Some(t) => b.push(format!("work.wait(timeout=ms({t}))")),
                 None => b.push("work.wait()".into()),

@@ -1,6 +1,7 @@
 //! Collectives: tensors, per-op timeouts, dtype/device checks, the call itself through core's
 //! algorithms or the device library, async works, result checks and barrier (R26-R32).
 
+use super::p2p_async;
 use super::*;
 use crate::c10d::ccl_env::{self, AllReduceAlgo};
 use crate::c10d::collective::CollOp;
@@ -216,7 +217,25 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// `work.wait()`: blocks until the async call finishes and checks its result.
     /// `work.wait()`, or `work.wait(timeout)`: c10d's `Work::wait` raises `Operation timed
     /// out!` when the work has not completed by then (the work runs on; real torch 2.15).
+    /// `work.wait()` again after a first wait, as real torch 2.15 does (measured): a
+    /// collective's Work returns its result again (or raises its error again); a gloo isend's or
+    /// irecv's waits for another completion of its buffer, which never comes: it times out.
     pub(super) async fn wait_work(&mut self, work: &str, timeout_ms: Option<u64>) -> Res<String> {
+        let existed = self.works.contains_key(work);
+        let again = self.works.get(work).and_then(p2p_async::rewait_of);
+        let r = self.first_wait(work, timeout_ms).await;
+        if existed && !self.works.contains_key(work) {
+            let after = match (&r, again) {
+                (Ok(_), Some(w)) => Work::Waited(Box::new(w)),
+                (Ok(text), None) => Work::Done(text.clone()),
+                (Err(e), _) => Work::Failed(e.clone()),
+            };
+            self.works.insert(work.to_string(), after);
+        }
+        r
+    }
+
+    async fn first_wait(&mut self, work: &str, timeout_ms: Option<u64>) -> Res<String> {
         match self.works.remove(work) {
             None => Err(error::work_never_started(work)),
             Some(Work::None) => Err(error::wait_on_none()),
@@ -252,6 +271,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             Some(Work::Recv(r)) => self.wait_irecv(*r, timeout_ms).await,
             Some(Work::DeviceRecv(r)) => self.wait_device_irecv(*r).await,
             Some(Work::Done(text)) => Ok(text),
+            Some(Work::Failed(e)) => Err(e),
+            Some(Work::Waited(w)) => self.wait_again(*w, timeout_ms).await,
         }
     }
 

@@ -30,6 +30,33 @@ pub(super) struct Posted {
     call: P2pCall,
 }
 
+/// A gloo isend / irecv whose `wait` returned: what a second `wait` waits on.
+pub(super) struct Waited {
+    name: String,
+    peer: usize,
+    seq: u64,
+    label: String,
+    pg_timeout_ms: u64,
+    send: bool,
+}
+
+/// What a second `wait` on `w` waits on, when `w` is a gloo isend or irecv.
+pub(super) fn rewait_of<P: Probe>(w: &Work<P>) -> Option<Waited> {
+    let (p, send) = match w {
+        Work::Send(_, p) => (&**p, true),
+        Work::Recv(r) => (&r.posted, false),
+        _ => return None,
+    };
+    Some(Waited {
+        name: p.name.clone(),
+        peer: p.peer,
+        seq: p.call.seq,
+        label: p.call.group_label.clone(),
+        pg_timeout_ms: p.call.pg_timeout_ms,
+        send,
+    })
+}
+
 /// A gloo batch's posted isends, in list order.
 pub(super) type PostedSends = std::collections::VecDeque<(SendTask, Posted)>;
 
@@ -193,6 +220,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         p: Posted,
         timeout_ms: Option<u64>,
     ) -> Res<String> {
+        if !self.pgs.contains_key(&p.name) {
+            return Err(error::work_lost(
+                "isend",
+                "its group was destroyed before the wait",
+            ));
+        }
         let t_ms = timeout_ms.unwrap_or(p.call.pg_timeout_ms);
         let (deadline_ms, err) = (self.now() + t_ms, error::gloo_send_timeout(t_ms));
         self.wait(Some(self.p2p_wait(&p, Dir::Send, deadline_ms, &err)));
@@ -220,6 +253,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         r: PostedRecv,
         timeout_ms: Option<u64>,
     ) -> Res<String> {
+        if !self.pgs.contains_key(&r.posted.name) {
+            return Err(error::work_lost(
+                "irecv",
+                "its group was destroyed before the wait",
+            ));
+        }
         if self.env.scenario.sim.payloads.symbolic() {
             let (t, _) = self.make_symbolic(&r.spec);
             self.finish_irecv(r, t, timeout_ms).await
@@ -276,10 +315,51 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
+    /// A second `wait` on a gloo isend / irecv: gloo's buffer waits for another completion, so
+    /// it times out (the group's timeout or `wait(timeout=)`'s) and closes the group's pairs.
+    pub(super) async fn wait_again(&mut self, w: Waited, timeout_ms: Option<u64>) -> Res<String> {
+        let t_ms = timeout_ms.unwrap_or(w.pg_timeout_ms);
+        let (dir, err, what) = match w.send {
+            true => (Dir::Send, error::gloo_send_timeout(t_ms), "isend #{seq} to"),
+            false => (
+                Dir::Recv,
+                error::gloo_recv_timeout(t_ms),
+                "irecv #{seq} from",
+            ),
+        };
+        let what = what.replace("{seq}", &w.seq.to_string());
+        let deadline_ms = self.now() + t_ms;
+        let wait = Wait {
+            step: self.step,
+            on: WaitOn::P2p { dir },
+            what: format!(
+                "{what} rank {} on group {}, waited again (gloo waits for another completion)",
+                w.peer, w.label
+            ),
+            group: Some(w.label.clone()),
+            seq: Some(w.seq),
+            peers: vec![w.peer],
+            since_ms: self.now(),
+            deadline_ms: Some(deadline_ms),
+            timeout_error: Some(err.clone().into()),
+        };
+        // A message nobody sends: the wait ends at its deadline, or when the pair closes.
+        let Some(scope) = self.pgs.get(&w.name).map(|pg| pg.name.clone()) else {
+            return Err(err);
+        };
+        let never = format!("{scope}/gloo/rewait/{}", w.seq);
+        let r = self.gloo_wait_for(wait, w.peer, &never, &scope).await;
+        Err(match r {
+            Err(FabricError::Timeout) | Ok(_) => err,
+            Err(e) => e.into_c10d(None),
+        })
+    }
+
     /// A timeout in group `name`'s gloo context closes its pairs.
     async fn close_pairs_of(&self, name: &str) {
-        let pg = &self.pgs[name];
-        self.fabric.close_pairs(&pg.name, &pg.ranks).await;
+        if let Some(pg) = self.pgs.get(name) {
+            self.fabric.close_pairs(&pg.name, &pg.ranks).await;
+        }
     }
 
     /// A gloo batch's isends, posted in list order: each task with its post.
