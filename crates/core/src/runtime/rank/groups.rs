@@ -330,8 +330,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 )
                 .await?;
             for v in got {
-                self.fabric
-                    .learn(others[next], &String::from_utf8_lossy(&v));
+                self.fabric.learn(others[next], &v);
                 next += 1;
             }
         }

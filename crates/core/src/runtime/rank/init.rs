@@ -515,7 +515,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await?;
             for v in got {
                 gone += (missing.get(gone) == Some(&peers[next])) as usize;
-                self.fabric.learn(peers[next], &String::from_utf8_lossy(&v));
+                self.fabric.learn(peers[next], &v);
                 next += 1;
             }
         }
