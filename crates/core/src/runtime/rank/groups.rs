@@ -44,7 +44,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if local_sync && !member {
             self.set_handle(handle, Handle::NonMember);
             return Ok(if describe {
-                format!("not a member of {ranks:?} (local synchronization: no name taken)")
+                format!(
+                    "not a member of {} (local synchronization: no name taken)",
+                    crate::ranks::listed(&ranks)
+                )
             } else {
                 String::new()
             });
@@ -62,7 +65,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.store_barrier(&name, ws, timeout_ms).await?;
             }
             return Ok(if describe {
-                format!("group \"{name}\" {ranks:?}: not a member (NON_GROUP_MEMBER)")
+                format!(
+                    "group \"{name}\" {}: not a member (NON_GROUP_MEMBER)",
+                    crate::ranks::listed(&ranks)
+                )
             } else {
                 String::new()
             });
@@ -92,7 +98,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.store_barrier(&name, n, timeout_ms).await?;
         }
         Ok(if describe {
-            format!("group \"{name}\" {ranks:?} backends {backends}")
+            format!(
+                "group \"{name}\" {} backends {backends}",
+                crate::ranks::listed(&ranks)
+            )
         } else {
             String::new()
         })

@@ -478,7 +478,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 if usp && usp_fallback {
                     format!("{kind}=WORLD")
                 } else {
-                    format!("{kind}={:?}", m.ranks)
+                    format!("{kind}={}", crate::ranks::listed(&m.ranks))
                 }
             })
             .collect::<Vec<_>>()
