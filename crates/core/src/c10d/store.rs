@@ -28,7 +28,7 @@ mod seq;
 mod torch_client;
 mod torch_serve;
 pub mod torch_wire;
-pub use seq::KeySeq;
+pub use seq::{KeySeq, Values};
 
 const OP_SET: u8 = 1;
 const OP_GET: u8 = 2;

@@ -338,8 +338,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     None,
                 )
                 .await?;
-            for v in got {
-                self.fabric.learn(others[next], &v);
+            for v in got.iter() {
+                self.fabric.learn(others[next], v);
                 next += 1;
             }
         }
