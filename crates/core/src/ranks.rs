@@ -52,9 +52,17 @@ pub fn shared(ranks: Vec<usize>) -> Ranks {
     if ranks.len() < SHARED_MIN_LEN {
         return ranks.into();
     }
-    let key = content_hash(&ranks);
+    of(&ranks)
+}
+
+/// [`shared`] from a borrowed list: copied only when no equal long list was made before.
+pub fn of(ranks: &[usize]) -> Ranks {
+    if ranks.len() < SHARED_MIN_LEN {
+        return ranks.into();
+    }
+    let key = content_hash(ranks);
     SHARED.with_borrow_mut(|cache| {
-        if let Some(hit) = cache.get(&key).filter(|r| r[..] == ranks[..]) {
+        if let Some(hit) = cache.get(&key).filter(|r| r[..] == *ranks) {
             return hit.clone();
         }
         if cache.len() >= SHARED_MAX_LISTS {

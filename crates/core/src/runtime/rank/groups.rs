@@ -143,7 +143,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 rank: me,
                 generation: name.0,
                 index: name.1,
-                ranks: ranks.to_vec(),
+                ranks: crate::ranks::of(ranks),
                 backend: backend.to_string(),
                 label: label.to_string(),
                 step,

@@ -295,7 +295,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     rank: me,
                     generation: name.0,
                     index: name.1,
-                    ranks: call.ranks.clone(),
+                    ranks: crate::ranks::of(&call.ranks),
                     backend: original.clone(),
                     label: "unnamed".into(),
                     step,
