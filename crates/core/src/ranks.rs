@@ -74,6 +74,21 @@ pub fn of(ranks: &[usize]) -> Ranks {
     })
 }
 
+/// `0..n` as a shared list (the world's members), made once per thread and size.
+pub fn world(n: usize) -> Ranks {
+    thread_local! {
+        static WORLD: RefCell<Option<Ranks>> = const { RefCell::new(None) };
+    }
+    WORLD.with_borrow_mut(|w| match w {
+        Some(r) if r.len() == n => r.clone(),
+        _ => {
+            let r: Ranks = (0..n).collect::<Vec<_>>().into();
+            *w = Some(r.clone());
+            r
+        }
+    })
+}
+
 /// A word-wise FNV-style hash: one multiply per rank (the list is hashed by every member).
 fn content_hash(ranks: &[usize]) -> u64 {
     ranks.iter().fold(0xcbf29ce484222325, |h, r| {
@@ -93,6 +108,9 @@ mod tests {
         let c = shared((1..101).collect());
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(&*c, &(1..101).collect::<Vec<_>>()[..]);
+        assert!(Arc::ptr_eq(&a, &of(&(0..100).collect::<Vec<_>>())));
+        assert!(Arc::ptr_eq(&world(100), &world(100)));
+        assert_eq!(&*world(3), &[0, 1, 2]);
         let (d, e) = (shared(vec![0, 1]), shared(vec![0, 1]));
         assert_eq!(d, e);
         assert!(!Arc::ptr_eq(&d, &e));

@@ -83,8 +83,9 @@ impl KeySeq {
     }
 }
 
-/// Serves an [`OP_SEQ`] request. Returns the reply and the request length the store class
-/// charges (the keys as strings).
+/// Serves an [`OP_SEQ`] request. Returns the reply as a frame (`crate::wire::frame_buf`'s
+/// form: its length, then the reply) and the request length the store class charges (the
+/// keys as strings).
 pub(super) async fn serve<C: Clock>(
     req: &[u8],
     state: &StoreState,
@@ -106,11 +107,13 @@ pub(super) async fn serve<C: Clock>(
     // Time since `start_us` at which the loop's current request reaches the server.
     let mut cursor_us = 0.0;
     let mut answered = 0u64;
-    // The reply in one buffer: status, the count of keys answered (written at the end), body.
+    // The reply in one buffer, as the frame it goes in (a W-key loop's reply is large: no copy
+    // into a frame): length prefix and count of keys answered (both written at the end),
+    // status, body.
     let mut body = Enc(Vec::with_capacity(
-        HEADER + body_capacity(mode, &seq, state),
+        FRAME_PREFIX + HEADER + body_capacity(mode, &seq, state),
     ));
-    body = body.u8(REPLY_OK).u64(0);
+    body = body.u8(0).u8(0).u8(0).u8(0).u8(REPLY_OK).u64(0);
     let lookup = Lookup::new(&seq.prefix, state);
     // The store class's cost of a request by its key's length (keys of one loop differ only in
     // their digits): asked of the model once per length, the same value each time.
@@ -143,9 +146,11 @@ pub(super) async fn serve<C: Clock>(
     if ahead_us >= 1.0 {
         clock.spend_us(ahead_us).await;
     }
-    let mut reply = body.done();
-    reply[1..HEADER].copy_from_slice(&answered.to_le_bytes());
-    Ok((reply, seq.request_len()))
+    let mut frame = body.done();
+    frame[FRAME_PREFIX + 1..FRAME_PREFIX + HEADER].copy_from_slice(&answered.to_le_bytes());
+    let reply_len = (frame.len() - FRAME_PREFIX) as u32;
+    frame[..FRAME_PREFIX].copy_from_slice(&reply_len.to_le_bytes());
+    Ok((frame, seq.request_len()))
 }
 
 /// Decimal digits of `i` (the length it adds to a key).
@@ -181,6 +186,9 @@ impl<'a> Lookup<'a> {
 
 /// A loop's reply before its body: status and the count of keys answered.
 const HEADER: usize = 1 + 8;
+
+/// A frame's length prefix.
+pub(super) const FRAME_PREFIX: usize = 4;
 
 /// The reply body's size, about: one byte per key checked, a value and its length per key got
 /// (values of one loop are addresses of about one length: room for a few more bytes each).

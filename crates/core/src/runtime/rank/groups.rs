@@ -359,15 +359,26 @@ struct CommPlan {
 }
 
 /// `ranks` (the world when not given) sorted, refused as c10d refuses them: a duplicate, more
-/// ranks than the world, a rank outside it.
-fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Vec<usize>> {
-    let mut ranks: Vec<usize> = ranks.map_or_else(|| (0..ws).collect(), <[usize]>::to_vec);
-    // Lists are mostly sorted already (sglang's plan, the world): no sort, no scratch buffer.
-    if !ranks.is_sorted() {
-        ranks.sort();
-    }
+/// ranks than the world, a rank outside it. Shared (`crate::ranks`): a W-long list is not
+/// copied for each of the O(W) calls every rank of a large sglang world makes.
+fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Ranks> {
+    let Some(given) = ranks else {
+        return Ok(crate::ranks::world(ws));
+    };
+    // Lists are mostly sorted already (sglang's plan, the world): no sort, no copy.
+    let sorted;
+    let ranks = if given.is_sorted() {
+        given
+    } else {
+        sorted = {
+            let mut v = given.to_vec();
+            v.sort();
+            v
+        };
+        &sorted[..]
+    };
     if ranks.windows(2).any(|w| w[0] == w[1]) {
-        return Err(error::duplicate_ranks(&ranks));
+        return Err(error::duplicate_ranks(ranks));
     }
     if ranks.len() > ws {
         return Err(error::group_larger_than_world());
@@ -375,5 +386,5 @@ fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Vec<usize>> {
     if let Some(bad) = ranks.iter().find(|r| **r >= ws) {
         return Err(error::rank_out_of_range(*bad, ws));
     }
-    Ok(ranks)
+    Ok(crate::ranks::of(ranks))
 }

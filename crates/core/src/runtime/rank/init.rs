@@ -75,11 +75,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             bound: device.clone(),
         });
         self.group_count = 1;
-        let ranks: Vec<usize> = (0..rv.world_size).collect();
         let pg = self.make_pg(
             "0".into(),
             "WORLD".into(),
-            ranks,
+            crate::ranks::world(rv.world_size),
             config,
             timeout_ms,
             vec!["default_pg".into(), "0/".into()],
@@ -290,7 +289,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         &self,
         name: String,
         label: String,
-        ranks: Vec<usize>,
+        ranks: Ranks,
         config: BackendConfig,
         timeout_ms: u64,
         prefixes: Vec<String>,
@@ -298,7 +297,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         Pg {
             name,
             label,
-            ranks: crate::ranks::shared(ranks),
+            ranks,
             config,
             timeout_ms,
             prefixes,
