@@ -247,6 +247,7 @@ where
                 .spend_us(clock.store_round_trip_us(req_len + reply_len))
                 .await;
             write_built_frame(&mut stream, &frame).await?;
+            seq::recycle(frame);
             continue;
         }
         let mut reply = handle(&req, &state, &clock).await?;

@@ -21,6 +21,7 @@ use super::numbered;
 use super::{StoreClient, StoreError, StoreState, OP_SEQ, REPLY_OK, SEQ_CHECK, SEQ_GET};
 use crate::net::{Clock, Net};
 use crate::wire::{Dec, Enc, WireError};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// The bytes around a key in one request and its reply of the loop a batch stands for (frame
@@ -110,7 +111,7 @@ pub(super) async fn serve<C: Clock>(
     // The reply in one buffer, as the frame it goes in (a W-key loop's reply is large: no copy
     // into a frame): length prefix and count of keys answered (both written at the end),
     // status, body.
-    let mut body = Enc(Vec::with_capacity(
+    let mut body = Enc(reply_buf(
         FRAME_PREFIX + HEADER + body_capacity(mode, &seq, state),
     ));
     body = body.u8(0).u8(0).u8(0).u8(0).u8(REPLY_OK).u64(0);
@@ -151,6 +152,36 @@ pub(super) async fn serve<C: Clock>(
     let reply_len = (frame.len() - FRAME_PREFIX) as u32;
     frame[..FRAME_PREFIX].copy_from_slice(&reply_len.to_le_bytes());
     Ok((frame, seq.request_len()))
+}
+
+/// Reply buffers written and given back ([`recycle`]) on this thread: a W-key loop's reply is
+/// large, and a fresh one for each of W members' loops made the kernel zero new pages for
+/// each (issue 31). Which buffer a reply uses never shows in what it holds.
+const SPARE_BUFS: usize = 4;
+
+thread_local! {
+    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer with room for `len` bytes, a spare one if there is.
+fn reply_buf(len: usize) -> Vec<u8> {
+    let mut buf = SPARE.with_borrow_mut(Vec::pop).unwrap_or_default();
+    buf.reserve(len);
+    buf
+}
+
+/// Gives a reply buffer back once written (kept up to [`SPARE_BUFS`], larger ones first).
+pub(super) fn recycle(mut buf: Vec<u8>) {
+    buf.clear();
+    SPARE.with_borrow_mut(|spare| {
+        if spare.len() < SPARE_BUFS {
+            spare.push(buf);
+        } else if let Some(small) = spare.iter_mut().min_by_key(|b| b.capacity()) {
+            if small.capacity() < buf.capacity() {
+                *small = buf;
+            }
+        }
+    });
 }
 
 /// Decimal digits of `i` (the length it adds to a key).
