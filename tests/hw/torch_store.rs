@@ -117,7 +117,12 @@ fn scens_client_uses_a_real_pytorch_tcpstore() {
             vec![true, true, false]
         );
         assert_eq!(
-            c.get_seq(&keys, 0).await.unwrap(),
+            c.get_seq(&keys, 0)
+                .await
+                .unwrap()
+                .iter()
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>(),
             vec![b"a".to_vec(), b"b".to_vec()]
         );
         c.set("from_scen", b"world").await.unwrap();

@@ -2,10 +2,12 @@
 //! world-sized group holds its list (in its process group and in each call record), and a copy
 //! each made W^2 integers — at 4096 ranks over 500 MiB of a start-up's peak (docs/scale.md).
 //! Lists are immutable once made, so ranks of one simulator thread share one allocation per
-//! distinct long list.
+//! distinct long list. Their text (`[0, 1, ...]`, as a step's result or sglang's done line
+//! prints a group) is made once per thread too: every member prints it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// Global ranks of a group, in group-rank order.
@@ -21,6 +23,27 @@ thread_local! {
     /// Long lists made on this thread, by a hash of their contents. Only which allocation a
     /// list uses depends on it, never what it holds, so it cannot change a run's output.
     static SHARED: RefCell<HashMap<u64, Ranks>> = RefCell::new(HashMap::new());
+    /// Long lists' text, by a hash of their contents, with the list it is the text of.
+    static LISTED: RefCell<HashMap<u64, (Ranks, Rc<str>)>> = RefCell::new(HashMap::new());
+}
+
+/// `format!("{ranks:?}")`, made once per thread for a long list.
+pub fn listed(ranks: &[usize]) -> Rc<str> {
+    if ranks.len() < SHARED_MIN_LEN {
+        return format!("{ranks:?}").into();
+    }
+    let key = content_hash(ranks);
+    LISTED.with_borrow_mut(|cache| {
+        if let Some((_, text)) = cache.get(&key).filter(|(r, _)| r[..] == *ranks) {
+            return text.clone();
+        }
+        if cache.len() >= SHARED_MAX_LISTS {
+            cache.clear();
+        }
+        let text: Rc<str> = format!("{ranks:?}").into();
+        cache.insert(key, (ranks.into(), text.clone()));
+        text
+    })
 }
 
 /// `ranks` as a shared list: the allocation of an equal long list made before on this thread
@@ -29,9 +52,17 @@ pub fn shared(ranks: Vec<usize>) -> Ranks {
     if ranks.len() < SHARED_MIN_LEN {
         return ranks.into();
     }
-    let key = content_hash(&ranks);
+    of(&ranks)
+}
+
+/// [`shared`] from a borrowed list: copied only when no equal long list was made before.
+pub fn of(ranks: &[usize]) -> Ranks {
+    if ranks.len() < SHARED_MIN_LEN {
+        return ranks.into();
+    }
+    let key = content_hash(ranks);
     SHARED.with_borrow_mut(|cache| {
-        if let Some(hit) = cache.get(&key).filter(|r| r[..] == ranks[..]) {
+        if let Some(hit) = cache.get(&key).filter(|r| r[..] == *ranks) {
             return hit.clone();
         }
         if cache.len() >= SHARED_MAX_LISTS {
@@ -40,6 +71,21 @@ pub fn shared(ranks: Vec<usize>) -> Ranks {
         let list: Ranks = ranks.into();
         cache.insert(key, list.clone());
         list
+    })
+}
+
+/// `0..n` as a shared list (the world's members), made once per thread and size.
+pub fn world(n: usize) -> Ranks {
+    thread_local! {
+        static WORLD: RefCell<Option<Ranks>> = const { RefCell::new(None) };
+    }
+    WORLD.with_borrow_mut(|w| match w {
+        Some(r) if r.len() == n => r.clone(),
+        _ => {
+            let r: Ranks = (0..n).collect::<Vec<_>>().into();
+            *w = Some(r.clone());
+            r
+        }
     })
 }
 
@@ -62,8 +108,22 @@ mod tests {
         let c = shared((1..101).collect());
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(&*c, &(1..101).collect::<Vec<_>>()[..]);
+        assert!(Arc::ptr_eq(&a, &of(&(0..100).collect::<Vec<_>>())));
+        assert!(Arc::ptr_eq(&world(100), &world(100)));
+        assert_eq!(&*world(3), &[0, 1, 2]);
         let (d, e) = (shared(vec![0, 1]), shared(vec![0, 1]));
         assert_eq!(d, e);
         assert!(!Arc::ptr_eq(&d, &e));
+    }
+
+    #[test]
+    fn a_list_is_listed_as_debug_prints_it() {
+        for n in [0, 3, 64, 100] {
+            let r: Vec<usize> = (0..n).collect();
+            assert_eq!(&*listed(&r), format!("{r:?}"));
+            assert_eq!(&*listed(&r), format!("{r:?}"));
+        }
+        let odd: Vec<usize> = (1..101).collect();
+        assert_eq!(&*listed(&odd), format!("{odd:?}"));
     }
 }

@@ -125,6 +125,10 @@ impl<'a> Dec<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Dec { buf, pos: 0 }
     }
+    /// How many bytes have been read.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
     fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len());
         let end = end.ok_or_else(|| WireError::Malformed("truncated field".into()))?;

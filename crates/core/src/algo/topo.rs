@@ -18,8 +18,10 @@ use crate::dtype::DType;
 use crate::payload::Payload;
 use crate::reduce::ReduceOp;
 use crate::tensor::Tensor;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Where a group's members run: the group ranks on each node, nodes ordered by their lowest
 /// member. Only for groups on more than one node with the same number of members on each
@@ -29,21 +31,53 @@ pub struct NodeLayout {
     nodes: Vec<Vec<usize>>,
 }
 
+/// Layouts a thread made last, with the member nodes each was made from: every member of a
+/// group asks for the same layout at each all-reduce (O(W) to make; W^2 a call in a W-rank
+/// world group, issue 31), so the thread's ranks share one.
+const MADE_KEPT: usize = 8;
+
+type Made = Vec<(Vec<usize>, Option<Arc<NodeLayout>>)>;
+
+thread_local! {
+    static MADE: RefCell<Made> = const { RefCell::new(Vec::new()) };
+}
+
 impl NodeLayout {
     /// From each member's node id, by group rank; `None` when the group is on one node or its
     /// nodes host different numbers of its members (scen then runs the flat ring).
     pub fn of(node_of_member: &[usize]) -> Option<NodeLayout> {
         let mut index: BTreeMap<usize, usize> = BTreeMap::new();
         let mut nodes: Vec<Vec<usize>> = Vec::new();
+        // Members come node by node: most repeat the previous member's node.
+        let mut last: Option<(usize, usize)> = None;
         for (g, node) in node_of_member.iter().enumerate() {
-            let i = *index.entry(*node).or_insert_with(|| {
-                nodes.push(Vec::new());
-                nodes.len() - 1
-            });
+            let i = match last {
+                Some((n, i)) if n == *node => i,
+                _ => *index.entry(*node).or_insert_with(|| {
+                    nodes.push(Vec::new());
+                    nodes.len() - 1
+                }),
+            };
+            last = Some((*node, i));
             nodes[i].push(g);
         }
         let ppn = nodes.first()?.len();
         (nodes.len() > 1 && nodes.iter().all(|m| m.len() == ppn)).then_some(NodeLayout { nodes })
+    }
+
+    /// [`NodeLayout::of`], the same allocation as the thread's last call with equal nodes.
+    pub fn shared(node_of_member: &[usize]) -> Option<Arc<NodeLayout>> {
+        MADE.with_borrow_mut(|made| {
+            if let Some((_, hit)) = made.iter().find(|(n, _)| n[..] == *node_of_member) {
+                return hit.clone();
+            }
+            let layout = NodeLayout::of(node_of_member).map(Arc::new);
+            if made.len() >= MADE_KEPT {
+                made.remove(0);
+            }
+            made.push((node_of_member.to_vec(), layout.clone()));
+            layout
+        })
     }
 
     pub fn node_count(&self) -> usize {

@@ -13,6 +13,7 @@
 use super::error::{self, C10dError};
 use crate::algo::{NodeLayout, ScaleOut};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The all-reduce a group member runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,7 +21,8 @@ pub enum AllReduceAlgo {
     Ring,
     Nreduce,
     RecursiveDoubling,
-    Topo(NodeLayout, ScaleOut),
+    /// The layout is shared by the thread's members of the group ([`NodeLayout::shared`]).
+    Topo(Arc<NodeLayout>, ScaleOut),
 }
 
 /// The algorithm for an all-reduce of `bytes` on a device group whose members (by group rank)
@@ -35,7 +37,7 @@ pub fn all_reduce_algo(
         None => None,
     };
     Ok(match named {
-        None | Some("topo") => match NodeLayout::of(node_of_member) {
+        None | Some("topo") => match NodeLayout::shared(node_of_member) {
             Some(layout) => {
                 let scale_out = scale_out(env, layout.node_count())?;
                 AllReduceAlgo::Topo(layout, scale_out)

@@ -16,7 +16,9 @@
 //! ([`Net::store_accepts_torch_clients`]); a scen client of another job is refused either way.
 
 use crate::net::{Clock, Net};
-use crate::wire::{read_frame, read_frame_max, write_frame, Dec, Enc, WireError};
+use crate::wire::{
+    read_frame, read_frame_max, write_built_frame, write_frame, Dec, Enc, WireError,
+};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -28,7 +30,7 @@ mod seq;
 mod torch_client;
 mod torch_serve;
 pub mod torch_wire;
-pub use seq::KeySeq;
+pub use seq::{KeySeq, Values};
 
 const OP_SET: u8 = 1;
 const OP_GET: u8 = 2;
@@ -238,13 +240,19 @@ where
 {
     loop {
         let req = read_frame(&mut stream).await?;
-        let (mut reply, req_len) = if req.first() == Some(&OP_SEQ) {
-            seq::serve(&req, &state, &clock).await?
-        } else {
-            (handle(&req, &state, &clock).await?, req.len())
-        };
+        if req.first() == Some(&OP_SEQ) {
+            let (frame, req_len) = seq::serve(&req, &state, &clock).await?;
+            let reply_len = frame.len() - seq::FRAME_PREFIX;
+            clock
+                .spend_us(clock.store_round_trip_us(req_len + reply_len))
+                .await;
+            write_built_frame(&mut stream, &frame).await?;
+            seq::recycle(frame);
+            continue;
+        }
+        let mut reply = handle(&req, &state, &clock).await?;
         // The round trip's cost on the store link class (the simulator's timing model).
-        let us = clock.store_round_trip_us(req_len + reply.len());
+        let us = clock.store_round_trip_us(req.len() + reply.len());
         clock.spend_us(us).await;
         if req.first() == Some(&OP_SET) {
             // What the server itself spent on this set, so the client can tell the network's

@@ -19,8 +19,8 @@ pub struct GroupRecord {
     pub generation: u32,
     /// The counter value the call took; the group's name.
     pub index: u64,
-    /// The rank list passed, sorted.
-    pub ranks: Vec<usize>,
+    /// The rank list passed, sorted (shared by the thread's ranks: `crate::ranks`).
+    pub ranks: crate::ranks::Ranks,
     /// The backend string passed (or the default group's).
     pub backend: String,
     /// The scenario's handle for it (`as = ...`, sglang's `tp`, ...), or `unnamed`.
@@ -286,7 +286,7 @@ mod tests {
             rank,
             generation: 0,
             index,
-            ranks: ranks.to_vec(),
+            ranks: ranks.into(),
             backend: "gloo".into(),
             label: label.into(),
             step: 1,
@@ -340,7 +340,7 @@ mod tests {
     fn a_counter_reset_starts_a_new_generation() {
         let mut a = rec(0, 1, &[0, 1], "a");
         let mut b = rec(1, 1, &[0, 1], "b2");
-        b.ranks = vec![0, 1, 2];
+        b.ranks = vec![0, 1, 2].into();
         b.generation = 1;
         a.generation = 0;
         assert_eq!(check(&[a, b]), None);

@@ -18,6 +18,7 @@
 //! reset that peer's connection: the peer reads "Connection reset by peer", the others a close.
 
 use super::duplex::Duplex;
+use super::peer_addrs::{self, PeerAddr};
 use crate::c10d::error::{self, C10dError};
 use crate::net::{Clock, Net};
 use crate::wire::{frame_buf, read_frame, write_built_frame, write_frame, Dec, Enc, WireError};
@@ -114,10 +115,6 @@ struct Inbox {
     changed: Notify,
 }
 
-/// Where a peer listens: its host (an index into the endpoint's host names) and port. 8 bytes
-/// with the `Option` around it: a rank learns W of them in a W-rank world.
-type PeerAddr = (u32, u16);
-
 /// An outgoing connection: writers take turns; its watcher reads the same stream.
 type Conn<N> = Rc<Mutex<Duplex<<N as Net>::Stream>>>;
 
@@ -128,9 +125,8 @@ pub struct Fabric<N: Net> {
     port: u16,
     /// Where each peer listens, by rank (`None`: not learned yet). A rank learns every member
     /// of every group it joins (W entries on each of W ranks in a large world), so host names
-    /// are kept once, in `hosts`, and a peer names its host by index.
+    /// are kept once per thread ([`peer_addrs`]), and a peer names its host by index.
     peers: RefCell<Vec<Option<PeerAddr>>>,
-    hosts: RefCell<Hosts>,
     out: RefCell<BTreeMap<usize, Conn<N>>>,
     /// Incoming connections by peer: a killed process resets those with data unread.
     accepted: Accepted<N>,
@@ -171,7 +167,6 @@ impl<N: Net> Fabric<N> {
             me,
             port,
             peers: RefCell::default(),
-            hosts: RefCell::default(),
             out: RefCell::new(BTreeMap::new()),
             accepted,
             inbox,
@@ -239,7 +234,7 @@ impl<N: Net> Fabric<N> {
         let addr = self.peers.borrow().get(peer).copied().flatten();
         match addr {
             Some((h, port)) => {
-                let host = self.hosts.borrow().name(h);
+                let host = peer_addrs::host_name(h);
                 format!("[{}]:{port}", self.net.ip_of(&host))
             }
             None => format!("[rank {peer}]"),
@@ -260,19 +255,15 @@ impl<N: Net> Fabric<N> {
     }
 
     /// Records where a peer listens (learned through a rendezvous).
-    pub fn learn(&self, peer: usize, address: &str) {
-        let Some((h, p)) = address.rsplit_once(':') else {
+    pub fn learn(&self, peer: usize, address: &[u8]) {
+        let Some(addr) = peer_addrs::parse(address) else {
             return;
         };
-        let Ok(p) = p.parse::<u16>() else {
-            return;
-        };
-        let host = self.hosts.borrow_mut().index(h);
         let mut peers = self.peers.borrow_mut();
         if peers.len() <= peer {
             peers.resize(peer + 1, None);
         }
-        peers[peer] = Some((host, p));
+        peers[peer] = Some(addr);
     }
 
     async fn conn(&self, peer: usize) -> Result<Conn<N>, FabricError> {
@@ -285,7 +276,7 @@ impl<N: Net> Fabric<N> {
             .get(peer)
             .copied()
             .flatten()
-            .map(|(h, port)| (self.hosts.borrow().name(h), port))
+            .map(|(h, port)| (peer_addrs::host_name(h), port))
             .ok_or_else(|| FabricError::Unreachable {
                 peer,
                 reason: "address unknown".into(),
@@ -428,39 +419,6 @@ fn closed_tag(scope: &str) -> String {
 impl<N: Net> Drop for Fabric<N> {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-/// The host names an endpoint has learned, each once, by index.
-#[derive(Default)]
-struct Hosts {
-    names: Vec<Rc<str>>,
-    index: BTreeMap<Rc<str>, u32>,
-    /// The host looked up last.
-    last: Option<u32>,
-}
-
-impl Hosts {
-    /// The index of host `h`, adding it if new.
-    fn index(&mut self, h: &str) -> u32 {
-        // A group's members come node by node: most lookups repeat the previous host.
-        if let Some(i) = self.last.filter(|i| &*self.names[*i as usize] == h) {
-            return i;
-        }
-        if let Some(i) = self.index.get(h) {
-            self.last = Some(*i);
-            return *i;
-        }
-        let i = self.names.len() as u32;
-        let name: Rc<str> = Rc::from(h);
-        self.names.push(name.clone());
-        self.index.insert(name, i);
-        self.last = Some(i);
-        i
-    }
-
-    fn name(&self, i: u32) -> Rc<str> {
-        self.names[i as usize].clone()
     }
 }
 

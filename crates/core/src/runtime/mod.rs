@@ -8,6 +8,7 @@ mod duplex;
 pub mod fabric;
 pub mod link;
 mod on_gloo;
+mod peer_addrs;
 pub mod rank;
 pub(crate) mod reuse;
 pub mod torchrun;

@@ -148,7 +148,7 @@ pub fn run(parent: &mut Parent, rank: usize, world: usize, spec: &BenchSpec) -> 
             }
         };
         for (peer, a) in addrs.iter().enumerate() {
-            fabric.learn(peer, a);
+            fabric.learn(peer, a.as_bytes());
         }
         for (index, job) in spec.jobs.iter().enumerate() {
             let count = send_count(job.op, job.size_bytes, dt.size_bytes(), world);

@@ -21,6 +21,7 @@ use super::numbered;
 use super::{StoreClient, StoreError, StoreState, OP_SEQ, REPLY_OK, SEQ_CHECK, SEQ_GET};
 use crate::net::{Clock, Net};
 use crate::wire::{Dec, Enc, WireError};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// The bytes around a key in one request and its reply of the loop a batch stands for (frame
@@ -83,8 +84,9 @@ impl KeySeq {
     }
 }
 
-/// Serves an [`OP_SEQ`] request. Returns the reply and the request length the store class
-/// charges (the keys as strings).
+/// Serves an [`OP_SEQ`] request. Returns the reply as a frame (`crate::wire::frame_buf`'s
+/// form: its length, then the reply) and the request length the store class charges (the
+/// keys as strings).
 pub(super) async fn serve<C: Clock>(
     req: &[u8],
     state: &StoreState,
@@ -106,17 +108,25 @@ pub(super) async fn serve<C: Clock>(
     // Time since `start_us` at which the loop's current request reaches the server.
     let mut cursor_us = 0.0;
     let mut answered = 0u64;
-    // The reply in one buffer: status, the count of keys answered (written at the end), body.
-    let mut body = Enc(Vec::with_capacity(
-        HEADER + body_capacity(mode, &seq, state),
+    // The reply in one buffer, as the frame it goes in (a W-key loop's reply is large: no copy
+    // into a frame): length prefix and count of keys answered (both written at the end),
+    // status, body.
+    let mut body = Enc(reply_buf(
+        FRAME_PREFIX + HEADER + body_capacity(mode, &seq, state),
     ));
-    body = body.u8(REPLY_OK).u64(0);
+    body = body.u8(0).u8(0).u8(0).u8(0).u8(REPLY_OK).u64(0);
     let lookup = Lookup::new(&seq.prefix, state);
+    // The store class's cost of a request by its key's length (keys of one loop differ only in
+    // their digits): asked of the model once per length, the same value each time.
+    let mut round_trip = (usize::MAX, 0.0);
     for (i, index) in seq.indexes().enumerate() {
         if i > 0 {
             let key_len = seq.prefix.len() + digits(index);
-            cursor_us +=
-                net_rtt_us as f64 + clock.store_round_trip_us(key_len + PER_KEY_FRAMING_BYTES);
+            if round_trip.0 != key_len {
+                let us = clock.store_round_trip_us(key_len + PER_KEY_FRAMING_BYTES);
+                round_trip = (key_len, us);
+            }
+            cursor_us += net_rtt_us as f64 + round_trip.1;
         }
         let mut value = lookup.get(index);
         let ahead_us = start_us as f64 + cursor_us - clock.now_us() as f64;
@@ -137,9 +147,41 @@ pub(super) async fn serve<C: Clock>(
     if ahead_us >= 1.0 {
         clock.spend_us(ahead_us).await;
     }
-    let mut reply = body.done();
-    reply[1..HEADER].copy_from_slice(&answered.to_le_bytes());
-    Ok((reply, seq.request_len()))
+    let mut frame = body.done();
+    frame[FRAME_PREFIX + 1..FRAME_PREFIX + HEADER].copy_from_slice(&answered.to_le_bytes());
+    let reply_len = (frame.len() - FRAME_PREFIX) as u32;
+    frame[..FRAME_PREFIX].copy_from_slice(&reply_len.to_le_bytes());
+    Ok((frame, seq.request_len()))
+}
+
+/// Reply buffers written and given back ([`recycle`]) on this thread: a W-key loop's reply is
+/// large, and a fresh one for each of W members' loops made the kernel zero new pages for
+/// each (issue 31). Which buffer a reply uses never shows in what it holds.
+const SPARE_BUFS: usize = 4;
+
+thread_local! {
+    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer with room for `len` bytes, a spare one if there is.
+fn reply_buf(len: usize) -> Vec<u8> {
+    let mut buf = SPARE.with_borrow_mut(Vec::pop).unwrap_or_default();
+    buf.reserve(len);
+    buf
+}
+
+/// Gives a reply buffer back once written (kept up to [`SPARE_BUFS`], larger ones first).
+pub(super) fn recycle(mut buf: Vec<u8>) {
+    buf.clear();
+    SPARE.with_borrow_mut(|spare| {
+        if spare.len() < SPARE_BUFS {
+            spare.push(buf);
+        } else if let Some(small) = spare.iter_mut().min_by_key(|b| b.capacity()) {
+            if small.capacity() < buf.capacity() {
+                *small = buf;
+            }
+        }
+    });
 }
 
 /// Decimal digits of `i` (the length it adds to a key).
@@ -176,6 +218,9 @@ impl<'a> Lookup<'a> {
 /// A loop's reply before its body: status and the count of keys answered.
 const HEADER: usize = 1 + 8;
 
+/// A frame's length prefix.
+pub(super) const FRAME_PREFIX: usize = 4;
+
 /// The reply body's size, about: one byte per key checked, a value and its length per key got
 /// (values of one loop are addresses of about one length: room for a few more bytes each).
 fn body_capacity(mode: u8, seq: &KeySeq, state: &StoreState) -> usize {
@@ -205,19 +250,52 @@ impl<N: Net> StoreClient<N> {
     /// `get` of the keys in order, as one request, up to the first key absent when its request
     /// would have reached the server: the values of the keys before it (all, if none is absent).
     /// The caller waits for the absent key with a blocking [`StoreClient::get`] of its own.
-    pub async fn get_seq(
-        &self,
-        keys: &KeySeq,
-        net_rtt_us: u64,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
+    pub async fn get_seq(&self, keys: &KeySeq, net_rtt_us: u64) -> Result<Values, StoreError> {
         if self.torch.is_some() {
-            return self.torch_get_seq(keys).await;
+            return Ok(Values::of(self.torch_get_seq(keys).await?));
         }
         let reply = self.call(request(SEQ_GET, keys, net_rtt_us)).await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
         let n = d.u64()?;
-        (0..n).map(|_| Ok(d.bytes()?)).collect()
+        let mut spans = Vec::with_capacity((n as usize).min(reply.len() / 4));
+        for _ in 0..n {
+            let len = d.bytes_ref()?.len();
+            spans.push(d.pos() - len..d.pos());
+        }
+        Ok(Values { buf: reply, spans })
+    }
+}
+
+/// The values a loop of gets returned, in order, kept in the reply they came in: one
+/// allocation for a loop's W values, not one each (W^2 in a W-rank world's start-up).
+#[derive(Debug, Default)]
+pub struct Values {
+    buf: Vec<u8>,
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+impl Values {
+    /// Values got one by one.
+    pub fn of(values: Vec<Vec<u8>>) -> Values {
+        let mut all = Values::default();
+        for v in values {
+            all.spans.push(all.buf.len()..all.buf.len() + v.len());
+            all.buf.extend_from_slice(&v);
+        }
+        all
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.spans.iter().map(|r| &self.buf[r.clone()])
     }
 }
 

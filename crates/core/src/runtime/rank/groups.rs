@@ -44,7 +44,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if local_sync && !member {
             self.set_handle(handle, Handle::NonMember);
             return Ok(if describe {
-                format!("not a member of {ranks:?} (local synchronization: no name taken)")
+                format!(
+                    "not a member of {} (local synchronization: no name taken)",
+                    crate::ranks::listed(&ranks)
+                )
             } else {
                 String::new()
             });
@@ -62,7 +65,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.store_barrier(&name, ws, timeout_ms).await?;
             }
             return Ok(if describe {
-                format!("group \"{name}\" {ranks:?}: not a member (NON_GROUP_MEMBER)")
+                format!(
+                    "group \"{name}\" {}: not a member (NON_GROUP_MEMBER)",
+                    crate::ranks::listed(&ranks)
+                )
             } else {
                 String::new()
             });
@@ -92,7 +98,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             self.store_barrier(&name, n, timeout_ms).await?;
         }
         Ok(if describe {
-            format!("group \"{name}\" {ranks:?} backends {backends}")
+            format!(
+                "group \"{name}\" {} backends {backends}",
+                crate::ranks::listed(&ranks)
+            )
         } else {
             String::new()
         })
@@ -134,7 +143,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 rank: me,
                 generation: name.0,
                 index: name.1,
-                ranks: ranks.to_vec(),
+                ranks: crate::ranks::of(ranks),
                 backend: backend.to_string(),
                 label: label.to_string(),
                 step,
@@ -329,9 +338,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     None,
                 )
                 .await?;
-            for v in got {
-                self.fabric
-                    .learn(others[next], &String::from_utf8_lossy(&v));
+            for v in got.iter() {
+                self.fabric.learn(others[next], v);
                 next += 1;
             }
         }
@@ -351,15 +359,26 @@ struct CommPlan {
 }
 
 /// `ranks` (the world when not given) sorted, refused as c10d refuses them: a duplicate, more
-/// ranks than the world, a rank outside it.
-fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Vec<usize>> {
-    let mut ranks: Vec<usize> = ranks.map_or_else(|| (0..ws).collect(), <[usize]>::to_vec);
-    // Lists are mostly sorted already (sglang's plan, the world): no sort, no scratch buffer.
-    if !ranks.is_sorted() {
-        ranks.sort();
-    }
+/// ranks than the world, a rank outside it. Shared (`crate::ranks`): a W-long list is not
+/// copied for each of the O(W) calls every rank of a large sglang world makes.
+fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Ranks> {
+    let Some(given) = ranks else {
+        return Ok(crate::ranks::world(ws));
+    };
+    // Lists are mostly sorted already (sglang's plan, the world): no sort, no copy.
+    let sorted;
+    let ranks = if given.is_sorted() {
+        given
+    } else {
+        sorted = {
+            let mut v = given.to_vec();
+            v.sort();
+            v
+        };
+        &sorted[..]
+    };
     if ranks.windows(2).any(|w| w[0] == w[1]) {
-        return Err(error::duplicate_ranks(&ranks));
+        return Err(error::duplicate_ranks(ranks));
     }
     if ranks.len() > ws {
         return Err(error::group_larger_than_world());
@@ -367,5 +386,5 @@ fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Vec<usize>> {
     if let Some(bad) = ranks.iter().find(|r| **r >= ws) {
         return Err(error::rank_out_of_range(*bad, ws));
     }
-    Ok(ranks)
+    Ok(crate::ranks::of(ranks))
 }

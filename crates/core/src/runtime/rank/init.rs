@@ -5,7 +5,7 @@ use super::*;
 use crate::c10d::backend::{self, BackendConfig, Device};
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::rendezvous;
-use crate::c10d::store::{self, join_key, KeySeq, StoreClient, StoreError};
+use crate::c10d::store::{self, join_key, KeySeq, StoreClient, StoreError, Values};
 use crate::net::{Clock, Net};
 use crate::probe::{Fact, Probe};
 use crate::scenario::Launcher;
@@ -75,11 +75,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             bound: device.clone(),
         });
         self.group_count = 1;
-        let ranks: Vec<usize> = (0..rv.world_size).collect();
         let pg = self.make_pg(
             "0".into(),
             "WORLD".into(),
-            ranks,
+            crate::ranks::world(rv.world_size),
             config,
             timeout_ms,
             vec!["default_pg".into(), "0/".into()],
@@ -290,7 +289,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         &self,
         name: String,
         label: String,
-        ranks: Vec<usize>,
+        ranks: Ranks,
         config: BackendConfig,
         timeout_ms: u64,
         prefixes: Vec<String>,
@@ -298,7 +297,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         Pg {
             name,
             label,
-            ranks: crate::ranks::shared(ranks),
+            ranks,
             config,
             timeout_ms,
             prefixes,
@@ -384,9 +383,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         peers: &[usize],
         (used_by, what): (StoreUse, &str),
         group: &str,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
+    ) -> Result<Values, StoreError> {
         if !self.env.clock.batches_store_loops() || keys.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Values::default());
         }
         let store = self.world.as_ref().expect("world").store.clone();
         self.wait(Some(Wait {
@@ -422,7 +421,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         (used_by, what): (StoreUse, String),
         group: &str,
         timeout: Option<(u64, C10dError)>,
-    ) -> Res<Vec<Vec<u8>>> {
+    ) -> Res<Values> {
         let got = self
             .store_get_seq(&keys.from(next), net_rtt_us, peers, (used_by, &what), group)
             .await
@@ -445,7 +444,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 (StoreError::Timeout { .. }, Some(t)) => t.clone(),
                 (other, _) => self.store_err(other),
             })?;
-        Ok(vec![v])
+        Ok(Values::of(vec![v]))
     }
 
     /// R24 gloo: connectFullMesh over the group's prefix store, blocking among members.
@@ -513,9 +512,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     Some((timeout_ms, timeout)),
                 )
                 .await?;
-            for v in got {
+            for v in got.iter() {
                 gone += (missing.get(gone) == Some(&peers[next])) as usize;
-                self.fabric.learn(peers[next], &String::from_utf8_lossy(&v));
+                self.fabric.learn(peers[next], v);
                 next += 1;
             }
         }

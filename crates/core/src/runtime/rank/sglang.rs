@@ -295,7 +295,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     rank: me,
                     generation: name.0,
                     index: name.1,
-                    ranks: call.ranks.clone(),
+                    ranks: crate::ranks::of(&call.ranks),
                     backend: original.clone(),
                     label: "unnamed".into(),
                     step,
@@ -469,20 +469,23 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
-    /// `cfg=[0, 4] sp=[0, 1, 2, 3] ...`: the rank's group of every kind.
+    /// `cfg=[0, 4] sp=[0, 1, 2, 3] ...`: the rank's group of every kind (lists borrowed from
+    /// the plan, their text made once per thread: every rank names the world's W members).
     fn membership_summary(&self, plan: &Plan, me: usize, usp_fallback: bool) -> String {
-        plan.memberships(me)
-            .iter()
-            .map(|(kind, m)| {
-                let usp = matches!(kind.as_str(), "ulysses" | "ring");
-                if usp && usp_fallback {
-                    format!("{kind}=WORLD")
-                } else {
-                    format!("{kind}={:?}", m.ranks)
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+        let mut out = String::new();
+        for (i, (kind, ranks)) in plan.member_lists(me).into_iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(kind);
+            out.push('=');
+            if matches!(kind, "ulysses" | "ring") && usp_fallback {
+                out.push_str("WORLD");
+            } else {
+                out.push_str(&crate::ranks::listed(ranks));
+            }
+        }
+        out
     }
 
     /// docs/rules/sglang.md §4.23 / sglang R5: the construction collectives of a coordinator's device communicator.

@@ -411,6 +411,17 @@ impl Plan {
         build::rank_memberships(&self.groups, rank)
     }
 
+    /// [`Plan::memberships`]' lists, borrowed from the plan (kinds in the same order).
+    pub fn member_lists(&self, rank: usize) -> Vec<(&str, &[usize])> {
+        (self.groups.keys())
+            .filter_map(|kind| {
+                let lists = build::resolve_alias(&self.groups, kind)?;
+                let list = lists.iter().rev().find(|r| r.contains(&rank))?;
+                Some((kind.as_str(), &list[..]))
+            })
+            .collect()
+    }
+
     /// `rank`'s group of one kind (aliases resolved).
     pub fn membership(&self, kind: &str, rank: usize) -> Option<Membership> {
         build::resolve_alias(&self.groups, kind).and_then(|lists| membership_in(lists, rank))

@@ -304,3 +304,23 @@ fn worlds_up_to_the_planner_guard_are_planned() {
     .unwrap_err();
     assert_eq!(err.python_exception(), "SimulatorGuard");
 }
+
+#[test]
+fn member_lists_are_the_memberships_borrowed() {
+    let c = ParallelConfig {
+        tp: 2,
+        cfg: 2,
+        dp: 2,
+        ..ParallelConfig::new(8)
+    };
+    let plan = plan_initialize_model_parallel(c, Version::V2).unwrap();
+    for rank in 0..8 {
+        let owned: Vec<(String, Vec<usize>)> = (plan.memberships(rank).into_iter())
+            .map(|(k, m)| (k, m.ranks))
+            .collect();
+        let borrowed: Vec<(String, Vec<usize>)> = (plan.member_lists(rank).into_iter())
+            .map(|(k, r)| (k.to_string(), r.to_vec()))
+            .collect();
+        assert_eq!(owned, borrowed);
+    }
+}
