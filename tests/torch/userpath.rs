@@ -17,7 +17,8 @@
 //!   traceback, or of the stack `PYTHONFAULTHANDLER=1` dumps on SIGABRT/SIGSEGV, or of the stack
 //!   the program's first line has faulthandler dump on SIGTERM (torchrun's agent stopping it;
 //!   that line is the one concession the generated programs make), or the generator's own line
-//!   for a rank's `sys.exit`/self-kill. Under torchrun, exit codes come from torchrun's failure
+//!   for a rank's `sys.exit`/self-kill. A signal whose dump has no frame of prog.py came after the
+//!   program's last line (in the interpreter's teardown): its position is "after its last line". Under torchrun, exit codes come from torchrun's failure
 //!   summary (a rank it does not list exited 0) and stderr from its per-rank logs
 //!   (`--log-dir --redirects 2`); the agent's SIGTERM is worded as the model words it, naming
 //!   torchrun's "Root Cause" rank.
@@ -568,6 +569,7 @@ impl RealRank {
     /// The rank's facts as the simulated ones are worded.
     fn facts(&self, p: &PyProgram) -> Facts {
         let at = |line: Option<usize>| match line {
+            None if self.after_end => "after its last line".to_string(),
             None => "an unknown line".to_string(),
             Some(n) => match p.lines.get(n - 1) {
                 Some(l) if l.kind == Kind::Sleep => match next_line(p, self.rank, n) {

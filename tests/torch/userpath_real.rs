@@ -20,6 +20,8 @@ pub struct RealRank {
     pub end: End,
     /// The line of prog.py it ended at, where known.
     pub line: Option<usize>,
+    /// Killed after its program's last line (in the interpreter's teardown).
+    pub after_end: bool,
     /// Its stderr (kept with a differing program).
     pub stderr: String,
 }
@@ -101,56 +103,45 @@ fn rank_end(
     status: Option<i32>,
     root: Option<usize>,
 ) -> RealRank {
-    let own_end = own_end_line(p, r);
+    let at = |end: End, line: Option<usize>| RealRank {
+        rank: r,
+        end,
+        line,
+        after_end: false,
+        stderr: String::new(),
+    };
     if let Some((text, line)) = last_traceback(err) {
-        let (exception, message) = match text.split_once(": ") {
-            Some((e, m)) => (e.to_string(), m.to_string()),
-            None => (text.clone(), String::new()),
-        };
+        let (exception, message) = text.split_once(": ").unwrap_or((&text, ""));
         let exception = exception
             .rsplit('.')
             .next()
-            .unwrap_or(&exception)
+            .unwrap_or(exception)
             .to_string();
-        return RealRank {
-            rank: r,
-            end: End::Failed(Failure::Raised { exception, message }),
-            line,
-            stderr: String::new(),
-        };
+        let message = message.to_string();
+        return at(End::Failed(Failure::Raised { exception, message }), line);
     }
-    let dumped = last_frame(err, "Current thread").or(own_end);
+    let own_end = own_end_line(p, r);
+    let dumped = last_frame(err, "Current thread");
+    // A stack dumped with no frame of prog.py: the signal came after the program's last line.
+    let after_end = dumped.is_none()
+        && err
+            .lines()
+            .any(|l| unprefixed(l).starts_with("Current thread"));
+    let line = dumped.or(own_end);
     match status {
-        None => RealRank {
-            rank: r,
-            end: End::Hung,
-            line: dumped,
-            stderr: String::new(),
-        },
-        Some(0) => RealRank {
-            rank: r,
-            end: End::Completed,
-            line: None,
-            stderr: String::new(),
-        },
+        None => at(End::Hung, line),
+        Some(0) => at(End::Completed, None),
         Some(s) if s < 0 => {
             let f = match (-s, root) {
                 (15, Some(root)) if root != r => super::agent_stop(root),
                 (sig, _) => Failure::process_exit(None, Some(sig)),
             };
             RealRank {
-                rank: r,
-                end: End::Failed(f),
-                line: dumped,
-                stderr: String::new(),
+                after_end,
+                ..at(End::Failed(f), line)
             }
         }
-        Some(c) => RealRank {
-            rank: r,
-            end: End::Failed(Failure::process_exit(Some(c), None)),
-            line: own_end,
-            stderr: String::new(),
-        },
+        Some(c) => at(End::Failed(Failure::process_exit(Some(c), None)), own_end),
     }
 }
 
