@@ -17,11 +17,11 @@
 //!   traceback, or of the stack `PYTHONFAULTHANDLER=1` dumps on SIGABRT/SIGSEGV, or of the stack
 //!   the program's first line has faulthandler dump on SIGTERM (torchrun's agent stopping it;
 //!   that line is the one concession the generated programs make), or the generator's own line
-//!   for a rank's `sys.exit`/self-kill. A signal whose dump has no frame of prog.py came after the
-//!   program's last line (in the interpreter's teardown): its position is "after its last line". Under torchrun, exit codes come from torchrun's failure
-//!   summary (a rank it does not list exited 0) and stderr from its per-rank logs
-//!   (`--log-dir --redirects 2`); the agent's SIGTERM is worded as the model words it, naming
-//!   torchrun's "Root Cause" rank.
+//!   for a rank's `sys.exit`/self-kill. A signal whose dump has no frame of prog.py came after
+//!   the program's last line (in the interpreter's teardown): its position is "after its last
+//!   line". Under torchrun, exit codes come from torchrun's failure summary (a rank it does not
+//!   list exited 0) and stderr from its per-rank logs (`--log-dir --redirects 2`); the agent's
+//!   SIGTERM is worded as the model words it, naming torchrun's "Root Cause" rank.
 //! - The simulated rank's position is the `# prog.py:N` comment of the recorded step it ended
 //!   in. Positions compare as lines; a sleep compares as "sleep before" the next line the rank
 //!   runs (the recorder writes a sleep at the line of the call that follows it).
