@@ -23,8 +23,9 @@
 //!   list exited 0) and stderr from its per-rank logs (`--log-dir --redirects 2`); the agent's
 //!   SIGTERM is worded as the model words it, naming torchrun's "Root Cause" rank.
 //! - The simulated rank's position is the `# prog.py:N` comment of the recorded step it ended
-//!   in. Positions compare as lines; a sleep compares as "sleep before" the next line the rank
-//!   runs (the recorder writes a sleep at the line of the call that follows it).
+//!   in. Positions compare as lines; a sleep compares as "sleep after" the rank's previous call
+//!   (the recorder heads a sleep between calls with the next call's line, and a sleep a signal
+//!   ended with the previous call's).
 //! - Text: `RankVerdict::facts`'s text and the real one, both through tests/torch.rs `redact`.
 //! - Also counted: whether the recording simulates to its own recorded expectations, internal
 //!   errors (scen record exit 3, or a recording that does not load or simulate), refusals (exit
@@ -375,9 +376,24 @@ fn judge(cx: &Ctx, p: &PyProgram, k: u64, l: &str) -> Judged {
             return j;
         }
     };
-    if first.code == Some(2) || p.refused.is_some() {
+    if first.code == Some(2) {
         j.refused = Some(refusal(p, &first));
         return j;
+    }
+    // A refused call no rank reached (they failed before it) is no refusal; a rank that
+    // completed went through it, so the recorder should have refused it.
+    if let Some(name) = p.refused {
+        if first
+            .real
+            .iter()
+            .any(|r| matches!(r.end, real::End::Completed))
+        {
+            j.refused = Some(Err(format!(
+                "program calls {name} and a rank completed, but scen record exited {:?}",
+                first.code
+            )));
+            return j;
+        }
     }
     let sim = match simulate(&first) {
         Ok(s) => s,
@@ -387,7 +403,7 @@ fn judge(cx: &Ctx, p: &PyProgram, k: u64, l: &str) -> Judged {
         }
     };
     j.self_holds = Some(sim.holds);
-    let want = sim.facts(p);
+    let want = sim.facts();
     let mut runs = vec![first
         .real
         .iter()
@@ -477,7 +493,12 @@ fn refusal(p: &PyProgram, r: &Recorded) -> Result<String, String> {
             .ok()?;
         let code = p.text.lines().nth(n.checked_sub(1)?)?;
         let call = code.split("dist.").nth(1)?.split('(').next()?;
-        l.contains(call).then(|| l.trim().to_string())
+        let alias = match call {
+            "all_gather_single" => "all_gather_into_tensor",
+            "reduce_scatter_single" => "reduce_scatter_tensor",
+            c => c,
+        };
+        (l.contains(call) || l.contains(alias)).then(|| l.trim().to_string())
     });
     match (r.code, named) {
         (Some(2), Some(m)) => Ok(m),
@@ -493,8 +514,7 @@ fn refusal(p: &PyProgram, r: &Recorded) -> Result<String, String> {
 /// The recording simulated under its own launcher.
 struct Simulated {
     ranks: Vec<RankVerdict>,
-    /// `# prog.py:N` of each step, and whether it is a sleep.
-    steps: Vec<(usize, bool)>,
+    steps: Vec<Step>,
     holds: bool,
 }
 
@@ -526,49 +546,79 @@ fn tail(s: &str) -> String {
     s.lines().rev().take(4).collect::<Vec<_>>().join(" | ")
 }
 
-/// Each `[[step]]  # prog.py:N` of a recording in order, and whether its op is a sleep.
-fn step_lines(text: &str) -> Vec<(usize, bool)> {
-    let mut v: Vec<(usize, bool)> = Vec::new();
+/// A recorded step: its `# prog.py:N`, whether it is a sleep, and its `on` (None: every rank).
+struct Step {
+    line: usize,
+    sleep: bool,
+    on: Option<Vec<usize>>,
+}
+
+impl Step {
+    fn runs_on(&self, r: usize) -> bool {
+        self.on.as_ref().is_none_or(|o| o.contains(&r))
+    }
+}
+
+/// Each `[[step]]  # prog.py:N` of a recording in order.
+fn step_lines(text: &str) -> Vec<Step> {
+    let mut v: Vec<Step> = Vec::new();
     for l in text.lines() {
         if let Some(c) = l.strip_prefix("[[step]]") {
-            let n = c
+            let line = c
                 .rsplit(':')
                 .next()
                 .and_then(|x| x.trim().parse().ok())
                 .unwrap_or(0);
-            v.push((n, false));
-        } else if l.trim() == "op = \"sleep\"" {
-            if let Some(last) = v.last_mut() {
-                last.1 = true;
+            v.push(Step {
+                line,
+                sleep: false,
+                on: None,
+            });
+        } else if let Some(last) = v.last_mut() {
+            if l.trim() == "op = \"sleep\"" {
+                last.sleep = true;
+            } else if let Some(list) = l.strip_prefix("on = [") {
+                let ranks = list.trim_end_matches(']').split(',');
+                last.on = Some(ranks.filter_map(|x| x.trim().parse().ok()).collect());
             }
         }
     }
     v
 }
 
+/// A sleep's position: after the rank's previous call (the recorder heads a sleep between
+/// calls with the next call's line, and one a signal ended with the previous call's).
+fn sleep_after(line: Option<usize>) -> String {
+    line.map_or("sleep at its start".into(), |l| {
+        format!("sleep after line {l}")
+    })
+}
+
 impl Simulated {
-    fn facts(&self, p: &PyProgram) -> Vec<Facts> {
-        self.ranks
-            .iter()
-            .enumerate()
-            .map(|(r, v)| {
-                let at = |step: usize| match self.steps.get(step) {
-                    Some(&(n, true)) => format!("sleep before line {n}"),
-                    Some(&(n, false)) => format!("line {n}"),
-                    None => format!("step {}", step + 1),
-                };
-                let _ = (r, p);
-                match v {
-                    RankVerdict::Completed { .. } => ("completes".into(), String::new()),
-                    RankVerdict::Failed { step, failure, .. } => (
-                        format!("fails ({}) at {}", failure.kind(), at(*step)),
-                        redact(&failure.text()),
-                    ),
-                    RankVerdict::Hung { .. } => ("hangs".into(), String::new()),
-                    RankVerdict::Elsewhere => ("elsewhere".into(), String::new()),
-                }
-            })
-            .collect()
+    fn facts(&self) -> Vec<Facts> {
+        let at = |step: usize, r: usize| match self.steps.get(step) {
+            Some(s) if s.sleep => {
+                let before = self.steps[..step].iter().rev();
+                sleep_after(
+                    before
+                        .filter(|s| !s.sleep && s.runs_on(r))
+                        .map(|s| s.line)
+                        .next(),
+                )
+            }
+            Some(s) => format!("line {}", s.line),
+            None => format!("step {}", step + 1),
+        };
+        let fact = |(r, v): (usize, &RankVerdict)| match v {
+            RankVerdict::Completed { .. } => ("completes".into(), String::new()),
+            RankVerdict::Failed { step, failure, .. } => (
+                format!("fails ({}) at {}", failure.kind(), at(*step, r)),
+                redact(&failure.text()),
+            ),
+            RankVerdict::Hung { .. } => ("hangs".into(), String::new()),
+            RankVerdict::Elsewhere => ("elsewhere".into(), String::new()),
+        };
+        self.ranks.iter().enumerate().map(fact).collect()
     }
 }
 
@@ -579,10 +629,7 @@ impl RealRank {
             None if self.after_end => "after its last line".to_string(),
             None => "an unknown line".to_string(),
             Some(n) => match p.lines.get(n - 1) {
-                Some(l) if l.kind == Kind::Sleep => match next_line(p, self.rank, n) {
-                    Some(m) => format!("sleep before line {m}"),
-                    None => format!("sleep at line {n}"),
-                },
+                Some(l) if l.kind == Kind::Sleep => sleep_after(previous_call(p, self.rank, n)),
                 _ => format!("line {n}"),
             },
         };
@@ -597,14 +644,12 @@ impl RealRank {
     }
 }
 
-/// The next line after `n` that rank `r` runs and that is a call or its end.
-fn next_line(p: &PyProgram, r: usize, n: usize) -> Option<usize> {
-    p.lines
+/// The last line before `n` that rank `r` runs and that is a call.
+fn previous_call(p: &PyProgram, r: usize, n: usize) -> Option<usize> {
+    p.lines[..n - 1]
         .iter()
-        .enumerate()
-        .skip(n)
-        .find(|(_, l)| matches!(l.kind, Kind::Call | Kind::End) && l.ranks.contains(&r))
-        .map(|(i, _)| i + 1)
+        .rposition(|l| l.kind == Kind::Call && l.ranks.contains(&r))
+        .map(|i| i + 1)
 }
 
 /// The failure the model names for torchrun's SIGTERM after `after_rank` failed.
