@@ -637,7 +637,7 @@ fn query(rng: &mut Rng, b: &mut B) -> String {
             "supports_complex",
             "_ = dist.supports_complex(dist.ReduceOp.SUM)",
         ),
-        ("record_comm", "with dist.record_comm(\"q\"): pass"),
+        ("record_comm", "_ = dist.record_comm(\"q\")"),
     ]);
     let live = b.all();
     b.line(&live, body, Kind::Other);
