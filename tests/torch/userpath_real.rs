@@ -121,12 +121,9 @@ fn rank_end(
         return at(End::Failed(Failure::Raised { exception, message }), line);
     }
     let own_end = own_end_line(p, r);
-    let dumped = last_frame(err, "Current thread");
+    let dumped = dumped_frame(err);
     // A stack dumped with no frame of prog.py: the signal came after the program's last line.
-    let after_end = dumped.is_none()
-        && err
-            .lines()
-            .any(|l| unprefixed(l).starts_with("Current thread"));
+    let after_end = dumped.is_none() && err.lines().any(|l| is_dump_header(unprefixed(l)));
     let line = dumped.or(own_end);
     match status {
         None => at(End::Hung, line),
@@ -206,15 +203,22 @@ fn is_noise(l: &str) -> bool {
     .any(|p| l.starts_with(p))
 }
 
-/// The first prog.py frame after the last `marker` line (faulthandler lists the most recent
-/// call first).
-fn last_frame(err: &str, marker: &str) -> Option<usize> {
+/// A faulthandler dump's thread header: the current thread's, or another's (a gloo thread that
+/// aborts leaves the main thread, which runs prog.py, under `Thread 0x...`).
+fn is_dump_header(l: &str) -> bool {
+    l.starts_with("Current thread") || l.starts_with("Thread 0x")
+}
+
+/// The innermost prog.py frame of the last faulthandler dump (each thread's frames are listed
+/// most recent first; the thread that runs prog.py has them).
+fn dumped_frame(err: &str) -> Option<usize> {
     let lines: Vec<&str> = err.lines().map(unprefixed).collect();
-    let start = lines.iter().rposition(|l| l.starts_with(marker))?;
-    lines[start + 1..]
+    let last = lines.iter().rposition(|l| is_dump_header(l))?;
+    let first = lines[..=last]
         .iter()
-        .take_while(|l| l.starts_with(' '))
-        .find_map(|l| prog_line(l))
+        .rposition(|l| !is_dump_header(l) && !l.starts_with(' ') && !l.is_empty())
+        .map_or(0, |i| i + 1);
+    lines[first..].iter().find_map(|l| prog_line(l))
 }
 
 /// `File "/x/prog.py", line 12, in <module>` (a traceback) or `File "/x/prog.py", line 12 in
