@@ -31,16 +31,22 @@ mod claims;
 mod differential;
 #[path = "torch/fr.rs"]
 mod fr;
+#[path = "torch/gen.rs"]
+mod gen;
 #[path = "torch/hostile.rs"]
 mod hostile;
 #[path = "torch/lifecycle.rs"]
 mod lifecycle;
 #[path = "torch/modes.rs"]
 mod modes;
+#[path = "torch/pygen.rs"]
+mod pygen;
 #[path = "torch/record.rs"]
 mod record;
 #[path = "torch/sglang.rs"]
 mod sglang;
+#[path = "torch/userpath.rs"]
+mod userpath;
 #[path = "torch/zygote.rs"]
 mod zygote;
 
@@ -477,7 +483,7 @@ fn main() {
         }
         (name, o)
     });
-    let checks: [(&str, &str, &Check); 11] = [
+    let checks: [(&str, &str, &Check); 12] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -517,6 +523,11 @@ fn main() {
             "differential",
             "generated programs: the simulator and real PyTorch agree rank by rank",
             &|| differential::run(&root(), &python, zygote),
+        ),
+        (
+            "userpath",
+            "generated Python programs, recorded and simulated: the simulation agrees with the real run rank by rank",
+            &|| userpath::run(&root(), &python),
         ),
         (
             "record_outcomes",

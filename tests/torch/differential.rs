@@ -34,8 +34,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-#[path = "gen.rs"]
-mod gen;
+use super::gen;
 
 /// Programs of the sample `cargo test` runs.
 const SAMPLE: u64 = 12;
