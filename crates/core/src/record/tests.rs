@@ -257,6 +257,31 @@ fn ranks_at_different_master_ports_keep_them() {
     );
     let same = record(vec![with_port(0, 29501), with_port(1, 29501)], &opts()).unwrap();
     assert!(!same.text.contains("[[world.rank]]"), "{}", same.text);
+    assert!(!same.text.contains("MASTER_PORT"), "{}", same.text);
+}
+
+/// A port every rank shares is kept when the program names it in a `tcp://` init_method (under
+/// torchrun the agent's store must be there for the ranks to meet it).
+#[test]
+fn a_master_port_the_init_method_names_is_kept() {
+    let rank_at = |rank: usize| {
+        let head = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{rank}\", \"WORLD_SIZE\": \"2\", \"LOCAL_WORLD_SIZE\": \"2\", \"MASTER_PORT\": \"29577\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n",
+            100 + rank
+        );
+        let body = format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"init_method\": \"tcp://127.0.0.1:29577\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n{{\"ev\": \"exit\"}}\n"
+        );
+        parse(&format!("proc{rank}.jsonl"), &format!("{head}{body}")).unwrap()
+    };
+    let r = record(vec![rank_at(0), rank_at(1)], &opts()).unwrap();
+    assert!(
+        r.text.contains("env = { MASTER_PORT = \"29577\" }"),
+        "{}",
+        r.text
+    );
+    crate::scenario::load::parse(&r.text, "rec.toml", "rec").expect("loads");
 }
 
 /// A call the format has no step for is refused by name, never left out.

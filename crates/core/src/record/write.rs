@@ -386,7 +386,7 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
     {
         let _ = writeln!(s, "launcher = \"torchrun\"");
     }
-    let env: Vec<String> = MODEL_ENV
+    let mut env: Vec<String> = MODEL_ENV
         .iter()
         .filter_map(|k| {
             let v = ranks[0].env.get(*k)?;
@@ -396,10 +396,34 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
                 .then(|| format!("{k} = {}", quote(v)))
         })
         .collect();
+    if let Some(port) = port_the_program_names(ranks) {
+        env.push(format!("MASTER_PORT = {}", quote(&port)));
+    }
     if !env.is_empty() {
         let _ = writeln!(s, "env = {{ {} }}", env.join(", "));
     }
     ports(s, ranks);
+}
+
+/// The `MASTER_PORT` every rank had, when an `init_method` names it (`tcp://host:PORT`, e.g.
+/// built from `$MASTER_PORT` under torchrun): the launcher's store must be on that port for the
+/// program to meet it, so the recording keeps it (the launcher's default would be another).
+fn port_the_program_names(ranks: &[Proc]) -> Option<String> {
+    let port = ranks.first()?.env.get("MASTER_PORT")?;
+    if !ranks.iter().all(|p| p.env.get("MASTER_PORT") == Some(port)) {
+        return None;
+    }
+    let names_it = |c: &super::parse::Call| {
+        c.op == "init_process_group"
+            && c.args
+                .get("init_method")
+                .and_then(Value::as_str)
+                .is_some_and(|m| m.starts_with("tcp://") && m.ends_with(&format!(":{port}")))
+    };
+    ranks
+        .iter()
+        .any(|p| p.calls.iter().any(names_it))
+        .then(|| port.clone())
 }
 
 /// Ranks that rendezvoused at different ports (each its own `MASTER_PORT`: a launcher script
