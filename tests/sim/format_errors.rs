@@ -223,6 +223,42 @@ fn p2p_tags_and_barrier_and_wait_fields_are_located() {
     );
 }
 
+/// isend / irecv need the Work a later `wait` names, `work` belongs to async calls only, and a
+/// batch op's tag is checked like send's (each located).
+#[test]
+fn isend_irecv_works_and_batch_tags_are_located() {
+    let step = |body: &str| err(&format!("{WORLD}[[step]]\n{body}"));
+    let e = step("op = \"isend\"\ndst = 1\n");
+    assert!(
+        e.starts_with("s.toml:5:") && e.contains("isend needs `work"),
+        "{e}"
+    );
+    let e = step("op = \"send\"\ndst = 1\nwork = \"w\"\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("`work` does not apply to send"),
+        "{e}"
+    );
+    let e = step("op = \"barrier\"\nwork = \"b\"\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("`work` names the handle of an async_op"),
+        "{e}"
+    );
+    let e = step("op = \"batch_isend_irecv\"\nops = [{ op = \"isend\", peer = 1, tag = -2 }]\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("tag must be between"),
+        "{e}"
+    );
+    parse(
+        &format!(
+            "{WORLD}[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\n\n\
+             [[step]]\nop = \"irecv\"\nsrc = 1\nwork = \"r\"\n\n[[step]]\nop = \"wait\"\nwork = \"r\"\n"
+        ),
+        "s.toml",
+        "s",
+    )
+    .expect("an irecv with its work and wait loads");
+}
+
 /// `expect_ulps` on an op that checks no values is located, as every other misplaced field is.
 #[test]
 fn expect_ulps_on_an_op_without_values_is_located() {

@@ -18,6 +18,7 @@ use toml::Spanned;
 
 mod bytes;
 mod faults;
+mod p2p;
 mod raise;
 mod sglang;
 mod steps;
