@@ -235,7 +235,7 @@ fn isend_irecv_works_and_batch_tags_are_located() {
     );
     let e = step("op = \"send\"\ndst = 1\nwork = \"w\"\n");
     assert!(
-        e.starts_with("s.toml:6:") && e.contains("`work` does not apply to send"),
+        e.starts_with("s.toml:7:") && e.contains("`work` does not apply to send"),
         "{e}"
     );
     let e = step("op = \"barrier\"\nwork = \"b\"\n");
