@@ -355,13 +355,20 @@ fn start_rank(
     });
 }
 
-/// After rank `failed` failed under torchrun: at the agent's next check, every worker still
-/// running is stopped, failed with the agent's reason (core's `runtime::torchrun`).
+/// After rank `failed`'s process exited failed under torchrun: at the agent's next check,
+/// every worker still running is stopped, failed with the agent's reason, naming the rank that
+/// check sees as the first failure (core's `runtime::torchrun`).
 async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize) {
+    probe
+        .failed_exits
+        .borrow_mut()
+        .push((failed, clock.now_ms()));
     let Some((_, at)) = torchrun::stop_after([(failed, clock.now_ms())]) else {
         return;
     };
     clock.sleep_until_ms(at).await;
+    let exits = probe.failed_exits.borrow().clone();
+    let failed = torchrun::stop_after(exits).map_or(failed, |(root, _)| root);
     let running: Vec<usize> = {
         let st = probe.state.borrow();
         (0..st.ends.len())

@@ -28,6 +28,8 @@ pub struct SimProbe {
     pub activity: Activity,
     pub clock: VirtualClock,
     pub plan: Rc<RefCell<FaultPlan>>,
+    /// Ranks whose process exited failed, and when (what torchrun's agent checks).
+    pub failed_exits: Rc<RefCell<Vec<(usize, u64)>>>,
 }
 
 impl SimProbe {
@@ -44,6 +46,7 @@ impl SimProbe {
             activity,
             clock,
             plan,
+            failed_exits: Rc::default(),
         }
     }
 

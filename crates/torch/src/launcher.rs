@@ -628,15 +628,14 @@ fn ends_from_exits(
     hung: bool,
     end_ms: u64,
 ) {
-    let failed_first = ranks
-        .iter()
-        .enumerate()
-        .filter_map(|(r, st)| match &st.end {
-            Some((RankEnd::Failed { .. }, t)) => Some((*t, r)),
-            _ => None,
-        })
-        .min()
-        .map(|(_, r)| r);
+    // The rank the agent names: the lowest of the workers whose failed exit its check saw,
+    // all of them exits it did not cause (runner.py checks as torchrun does; core's
+    // runtime::torchrun::stop_after).
+    let failed_first = ranks.iter().position(|st| {
+        st.exit
+            .as_ref()
+            .is_some_and(|x| !x.by_agent && (x.signal.is_some() || x.code.is_some_and(|c| c != 0)))
+    });
     let mut hanging = Vec::new();
     for (r, st) in ranks.iter_mut().enumerate() {
         let step = st.step.unwrap_or(0);

@@ -97,13 +97,42 @@ def main(config_path):
         record(rank, status, by_agent=pid in torn_down)
         failed = os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0
         if failed and cfg.get("teardown") and not torn_down:
-            # torchrun's agent: one worker failed, so the group is stopped (SIGTERM to the rest).
+            # torchrun's agent: one worker failed, so the group is stopped (SIGTERM to the rest)
+            # at the agent's next check: it sleeps `monitor_interval` (0.1 s) between checks
+            # (torch/distributed/elastic/agent/server/api.py `_invoke_run`).
+            next_check(MONITOR_INTERVAL_S)
+            reap_exited(children)
             for p in children:
                 torn_down.add(p)
                 try:
                     os.kill(p, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
+
+
+MONITOR_INTERVAL_S = 0.1
+
+
+def next_check(interval_s):
+    """Sleeps until the agent's next check: checks fall every `interval_s` from the launch."""
+    start = epoch_ms / 1000.0
+    now = time.time()
+    ticks = int((now - start) / interval_s) + 1
+    time.sleep(max(0.0, start + ticks * interval_s - now))
+
+
+def reap_exited(children):
+    """Records the workers that exited before the agent's check (not stopped by it)."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        rank = children.pop(pid, None)
+        if rank is not None:
+            record(rank, status)
 
 
 if __name__ == "__main__":

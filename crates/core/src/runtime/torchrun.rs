@@ -32,13 +32,21 @@ pub fn stopped_by_agent(failed: usize) -> Failure {
 }
 
 /// When the agent stops the others: at its first check after the earliest failed worker's
-/// exit. `exits` are (rank, exit time in ms) of the workers that exited failed; the rank it
-/// names is the earliest one's (the lowest rank on a tie).
+/// exit. `exits` are (rank, exit time in ms) of the workers that exited failed. The rank it
+/// names is the lowest of those whose exit that check sees: the check records every failed
+/// worker at once, stamped with the same second, and the root cause is the first of the
+/// earliest stamp in rank order (elastic/multiprocessing/api.py `_poll`,
+/// errors/__init__.py `get_first_failure`).
 pub fn stop_after(exits: impl IntoIterator<Item = (usize, u64)>) -> Option<(usize, u64)> {
-    exits
-        .into_iter()
-        .min_by_key(|(r, t)| (*t, *r))
-        .map(|(r, t)| (r, t + MONITOR_INTERVAL_MS))
+    let exits: Vec<(usize, u64)> = exits.into_iter().collect();
+    let first = exits.iter().map(|(_, t)| *t).min()?;
+    let at = first + MONITOR_INTERVAL_MS;
+    let root = exits
+        .iter()
+        .filter(|(_, t)| *t <= at)
+        .map(|(r, _)| *r)
+        .min()?;
+    Some((root, at))
 }
 
 #[cfg(test)]
@@ -46,9 +54,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_earliest_failed_exit_decides_and_names_its_rank() {
+    fn the_earliest_failed_exit_decides_and_the_check_names_the_lowest_rank() {
         assert_eq!(stop_after([]), None);
         assert_eq!(stop_after([(3, 500), (1, 400), (2, 400)]), Some((1, 500)));
+        // A lower rank that fails after the earliest, before the check, is the one named.
+        assert_eq!(stop_after([(2, 10), (1, 60), (0, 200)]), Some((1, 110)));
         assert_eq!(
             stopped_by_agent(1).text(),
             "SIGTERM: torchrun stopped the worker group after rank 1 failed (signal 15)"
