@@ -55,14 +55,21 @@ pub trait Link {
     }
     /// Waits until one of the pending sends, to the members `to` (in posting order), is
     /// complete: its receiver has posted the matching receive. Returns its index in `to`.
-    /// Links without gloo's protocol complete a send when it is handed over.
-    async fn wait_sent(&self, _to: &[usize]) -> Result<usize, LinkError> {
+    /// `recvs`: the same buffer's pending receives, whose peer's error fails this wait too
+    /// (gloo signals a pair's error to every operation of the buffer). Links without gloo's
+    /// protocol complete a send when it is handed over.
+    async fn wait_sent(&self, _to: &[usize], _recvs: &[usize]) -> Result<usize, LinkError> {
         Ok(0)
     }
     /// Waits for the first message of any pending receive, from the members `from` (in
     /// posting order): gloo's `waitRecv` completes whichever arrives first. Returns the index
-    /// in `from` and the message. The default takes them in order.
-    async fn recv_any(&self, from: &[usize]) -> Result<(usize, Vec<u8>), LinkError> {
+    /// in `from` and the message. `sends`: the same buffer's pending sends, whose peer's error
+    /// fails this wait too. The default takes them in order.
+    async fn recv_any(
+        &self,
+        from: &[usize],
+        _sends: &[usize],
+    ) -> Result<(usize, Vec<u8>), LinkError> {
         Ok((0, self.recv(from[0]).await?))
     }
 }

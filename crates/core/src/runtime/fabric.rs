@@ -372,6 +372,22 @@ impl<N: Net> Fabric<N> {
         deadline_ms: Option<u64>,
         scope: Option<&str>,
     ) -> Result<(usize, Vec<u8>), FabricError> {
+        self.recv_any_watching(clock, (peers, tag), &[], deadline_ms, scope)
+            .await
+    }
+
+    /// [`Fabric::recv_any`], also failed by the end of a `watch` peer's connection while its
+    /// (peer, tag) message has not arrived: the buffer's other pending operations (gloo's
+    /// `signalException` reaches every operation of an unbound buffer, a pending send to a
+    /// peer that exits fails the buffer's receive too).
+    pub async fn recv_any_watching<C: Clock>(
+        &self,
+        clock: &C,
+        (peers, tag): (&[usize], &str),
+        watch: &[(usize, String)],
+        deadline_ms: Option<u64>,
+        scope: Option<&str>,
+    ) -> Result<(usize, Vec<u8>), FabricError> {
         let closed = scope.map(closed_tag);
         loop {
             let changed = self.inbox.changed.notified();
@@ -388,7 +404,11 @@ impl<N: Net> Fabric<N> {
                     return Ok((i, m));
                 }
             }
-            for &p in peers {
+            let pending = watch
+                .iter()
+                .filter(|(p, t)| !self.inbox.has(*p, t))
+                .map(|(p, _)| *p);
+            for p in peers.iter().copied().chain(pending) {
                 match self.inbox.closed.borrow().get(&p) {
                     Some(true) => return Err(FabricError::PeerReset(self.peer(p))),
                     Some(false) => return Err(FabricError::PeerClosed(self.peer(p))),

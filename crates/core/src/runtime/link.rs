@@ -149,25 +149,37 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         Ok(())
     }
 
-    async fn wait_sent(&self, to: &[usize]) -> Result<usize, LinkError> {
+    async fn wait_sent(&self, to: &[usize], recvs: &[usize]) -> Result<usize, LinkError> {
         if self.info.device {
             return Ok(0);
         }
         let ms = self.info.wait_ms.unwrap_or(0);
         let timeout = error::gloo_send_timeout(ms);
         let tag = self.ready_tag();
-        self.wait_any(to, &tag, Dir::Send, "waits for its recv", timeout)
+        let watch = self.pending(recvs, &self.tag);
+        self.wait_any((to, &tag), &watch, Dir::Send, "waits for its recv", timeout)
             .await
             .map(|(i, _)| i)
     }
 
-    async fn recv_any(&self, from: &[usize]) -> Result<(usize, Vec<u8>), LinkError> {
+    async fn recv_any(
+        &self,
+        from: &[usize],
+        sends: &[usize],
+    ) -> Result<(usize, Vec<u8>), LinkError> {
         if self.info.device {
             return Ok((0, self.recv(from[0]).await?));
         }
         let timeout = error::gloo_recv_timeout(self.info.wait_ms.unwrap_or(0));
-        self.wait_any(from, &self.tag, Dir::Recv, "waits for its message", timeout)
-            .await
+        let watch = self.pending(sends, &self.ready_tag());
+        self.wait_any(
+            (from, &self.tag),
+            &watch,
+            Dir::Recv,
+            "waits for its message",
+            timeout,
+        )
+        .await
     }
 
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
@@ -208,10 +220,19 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
     /// gloo's wait for one of a call's pending operations with the members `on` (in posting
     /// order): the first message with `tag` from any of them, within the call's per-wait
     /// timeout; a pair that ends fails it.
+    /// The buffer's other pending operations with `members`, each done once its (peer, `tag`)
+    /// message arrives.
+    fn pending(&self, members: &[usize], tag: &str) -> Vec<(usize, String)> {
+        members
+            .iter()
+            .map(|&m| (self.members[m], tag.to_string()))
+            .collect()
+    }
+
     async fn wait_any(
         &self,
-        on: &[usize],
-        tag: &str,
+        (on, tag): (&[usize], &str),
+        watch: &[(usize, String)],
         dir: Dir,
         why: &str,
         timeout: C10dError,
@@ -237,7 +258,13 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
         }
         let r = self
             .fabric
-            .recv_any(self.clock, &peers, tag, deadline, Some(&self.info.pairs))
+            .recv_any_watching(
+                self.clock,
+                (&peers, tag),
+                watch,
+                deadline,
+                Some(&self.info.pairs),
+            )
             .await;
         if let Err(FabricError::Timeout) = r {
             self.fabric

@@ -32,15 +32,30 @@ pub(super) struct Posted<'a, L> {
     sends: Vec<usize>,
     /// (member, posted bytes, the caller's key for where the bytes go).
     recvs: Vec<(usize, usize, usize)>,
+    /// Sends and receives use one unbound buffer, so a pair's error on either fails a wait
+    /// for the other (pair.cc `signalException` signals every buffer with an operation on
+    /// the pair): barrier.cc, allgather.cc (`out`), broadcast.cc (`in = out`). allreduce.cc
+    /// and reduce.cc receive into `tmp`, alltoall.cc into `out` apart from `in`.
+    shared: bool,
 }
 
 impl<'a, L: Link> Posted<'a, L> {
+    /// Sends and receives on buffers of their own.
     pub(super) fn new(l: &'a L, kind: u8) -> Self {
         Posted {
             l,
             kind,
             sends: Vec::new(),
             recvs: Vec::new(),
+            shared: false,
+        }
+    }
+
+    /// Sends and receives on one buffer.
+    pub(super) fn shared(l: &'a L, kind: u8) -> Self {
+        Posted {
+            shared: true,
+            ..Posted::new(l, kind)
         }
     }
 
@@ -60,7 +75,11 @@ impl<'a, L: Link> Posted<'a, L> {
 
     /// gloo's `waitSend`: one pending send completes.
     pub(super) async fn wait_send(&mut self) -> R<()> {
-        let i = self.l.wait_sent(&self.sends).await?;
+        let recvs: Vec<usize> = match self.shared {
+            true => self.recvs.iter().map(|r| r.0).collect(),
+            false => Vec::new(),
+        };
+        let i = self.l.wait_sent(&self.sends, &recvs).await?;
         self.sends.remove(i);
         Ok(())
     }
@@ -68,7 +87,8 @@ impl<'a, L: Link> Posted<'a, L> {
     /// gloo's `waitRecv`: one posted receive completes; returns its key and message.
     pub(super) async fn wait_recv<D: Payload>(&mut self) -> R<(usize, D)> {
         let from: Vec<usize> = self.recvs.iter().map(|r| r.0).collect();
-        let (i, m) = self.l.recv_any(&from).await?;
+        let sends: &[usize] = if self.shared { &self.sends } else { &[] };
+        let (i, m) = self.l.recv_any(&from, sends).await?;
         let (peer, posted, key) = self.recvs.remove(i);
         Ok((key, take(self.l, peer, self.kind, posted, &m)?))
     }
@@ -115,7 +135,7 @@ pub async fn broadcast<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, root: usiz
     let (n, me) = (l.size(), l.rank());
     let vrank = (me + n - root % n.max(1)) % n;
     let dim = log2ceil(n);
-    let mut p = Posted::new(l, K_BCAST);
+    let mut p = Posted::shared(l, K_BCAST);
     let mut sends = 0;
     let mut mask = (1usize << dim) - 1;
     for i in 0..dim {
@@ -252,7 +272,7 @@ pub async fn all_to_all<L: Link, D: Payload>(
 /// receives from `me - d` and sends to `me + d`, waiting for the receive, then the send.
 pub async fn barrier<L: Link>(l: &L) -> R<()> {
     let (n, me) = (l.size(), l.rank());
-    let mut p = Posted::new(l, K_BARRIER);
+    let mut p = Posted::shared(l, K_BARRIER);
     let empty: Vec<u8> = Vec::new();
     let mut d = 1;
     while d < n {

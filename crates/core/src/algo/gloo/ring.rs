@@ -230,7 +230,7 @@ pub async fn all_gather<L: Link, D: Payload>(l: &L, input: &Tensor<D>) -> R<Vec<
         let half = [inb / 2, inb - inb / 2];
         let at = [0, inb / 2];
         let (to, from) = ((me + 1) % n, (me + n - 1) % n);
-        let mut p = Posted::new(l, K_GATHER);
+        let mut p = Posted::shared(l, K_GATHER);
         for i in 0..2 * (n - 1) {
             let send_seg = n + me - i / 2;
             let so = (send_seg * inb + at[i & 1]) % outb;
