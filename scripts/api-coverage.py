@@ -86,6 +86,8 @@ TABLE.update({
 USES = [
     ("time between calls", STEP, "a sleep step (>= 200 ms between calls, a late start >= 1 s, before a raise or exit)"),
     ("a rank's own exception", STEP, "a raise step with its text and file:line"),
+    ("a rank's own exit (sys.exit, exit, os._exit)", STEP, "an exit step with its code (os._exit: without teardown); a `raise SystemExit(n)` written out is recorded as completed"),
+    ("a rank's signal to itself (os.kill(os.getpid(), sig), signal.raise_signal, os.abort)", STEP, "an exit step with its signal, when its default action ends the process"),
     ("a rank stopped by torchrun's agent", STEP, "written as stopped by it"),
     ("a job cut by --timeout-s", STEP, "`outcome = \"running\"` with `after_s`"),
     ("`work.wait(timeout=)`", STEP, "a wait step with timeout_s (an isend/irecv's: gloo's own send/recv timeout, counted from the wait)"),

@@ -40,7 +40,10 @@ _TORCH_DIR = None
 def _write(rec):
     """One record, one line, written at once (O_APPEND) so a killed rank keeps what it wrote."""
     with _lock:
+        if _out.get("pid") != os.getpid():
+            _out["fd"] = None  # a forked child records to a file of its own
         if _out["fd"] is None:
+            _out["pid"] = os.getpid()
             path = os.path.join(os.environ[ENV_DIR], "proc%d.jsonl" % os.getpid())
             _out["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             env = {k: os.environ[k] for k in _ENV_KEYS if k in os.environ}
@@ -318,6 +321,82 @@ def patch(dist):
     atexit.register(lambda: _write(dict(ev="exit", t=_now_ms())) if _out["fd"] is not None else None)
 
 
+_FATAL_BY_DEFAULT = (1, 3, 6, 9, 11, 15)  # SIGHUP SIGQUIT SIGABRT SIGKILL SIGSEGV SIGTERM
+
+
+def _exit_status(code):
+    """The status sys.exit(code) gives the process: None 0, an int its low byte, else 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1  # a message: Python prints it and exits 1
+
+
+def _own_end(rec):
+    """The program ending its process by its own hand (sys.exit, os._exit, a fatal signal to
+    itself) on the main thread of a recorded rank: written before it happens, since a signal
+    leaves no other trace. A call recorded after it means the exit was caught (parse.rs)."""
+    if _out["fd"] is None or _out.get("pid") != os.getpid() or getattr(_state, "inside", False) \
+            or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        rec.update(ev="end", at=_where(), t=_now_ms())
+        _write(rec)
+    except Exception:
+        pass
+
+
+def _ends_own_process(pid, sig):
+    import signal
+    try:
+        sig = int(sig)
+        default = sig == signal.SIGKILL or signal.getsignal(sig) in (signal.SIG_DFL, None)
+    except (TypeError, ValueError):
+        return None
+    return sig if pid == os.getpid() and default and sig in _FATAL_BY_DEFAULT else None
+
+
+def _patch_ends():
+    """Wraps the ways a program ends its own process, so its recording ends the same way."""
+    import builtins
+    import signal
+
+    def wrap(fn, rec_of):
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            rec = rec_of(*a, **kw)
+            if rec is not None:
+                _own_end(rec)
+            return fn(*a, **kw)
+        return wrapper
+
+    def exit_rec(status=None, *_a, **_kw):
+        return dict(how="exit", code=_exit_status(status))
+
+    def now_rec(status=0, *_a, **_kw):
+        return dict(how="os._exit", code=_exit_status(status))
+
+    def kill_rec(pid=None, sig=None, *_a, **_kw):
+        s = _ends_own_process(pid, sig)
+        return dict(how="signal", signal=s) if s is not None else None
+
+    def raise_rec(sig=None, *_a, **_kw):
+        return kill_rec(os.getpid(), sig)
+
+    sys.exit = wrap(sys.exit, exit_rec)
+    os._exit = wrap(os._exit, now_rec)
+    os.kill = wrap(os.kill, kill_rec)
+    os.abort = wrap(os.abort, lambda *a, **kw: kill_rec(os.getpid(), signal.SIGABRT))
+    signal.raise_signal = wrap(signal.raise_signal, raise_rec)
+    # site's Quitter objects: `exit(3)` at a script's top. A `raise SystemExit(3)` written
+    # out is not seen (replacing the builtin class would change what `except SystemExit`
+    # catches): its rank is recorded as completed (docs/record.md).
+    for name in ("exit", "quit"):
+        if hasattr(builtins, name):
+            setattr(builtins, name, wrap(getattr(builtins, name), exit_rec))
+
+
 class _Finder(importlib.abc.MetaPathFinder):
     """Patches torch.distributed right after it is imported (torch imports it itself)."""
 
@@ -348,6 +427,7 @@ def install():
         # Said once per interpreter so scen can tell the user what to install.
         _write(dict(ev="no_torch", python=sys.executable))
         return
+    _patch_ends()
     mod = sys.modules.get("torch.distributed")
     if mod is not None:
         patch(mod)

@@ -270,3 +270,40 @@ fn expect_ulps_on_an_op_without_values_is_located() {
         "{e}"
     );
 }
+
+/// An exit step takes `code` (0..=255, `teardown = false` for os._exit) or a fatal `signal`,
+/// never both, each error located.
+#[test]
+fn exit_steps_take_a_code_or_a_fatal_signal() {
+    let step = |body: &str| err(&format!("{WORLD}[[step]]\n{body}"));
+    let e = step("op = \"exit\"\n");
+    assert!(
+        e.starts_with("s.toml:5:") && e.contains("exit needs `code = 3`"),
+        "{e}"
+    );
+    let e = step("op = \"exit\"\ncode = 256\n");
+    assert!(
+        e.starts_with("s.toml:6:8:") && e.contains("between 0 and 255"),
+        "{e}"
+    );
+    let e = step("op = \"exit\"\nsignal = \"SIGINT\"\n");
+    assert!(
+        e.starts_with("s.toml:6:10:") && e.contains("SIGKILL") && e.contains("\"SIGINT\""),
+        "{e}"
+    );
+    let e = step("op = \"exit\"\ncode = 1\nsignal = \"SIGKILL\"\n");
+    assert!(e.starts_with("s.toml:7:") && e.contains("not both"), "{e}");
+    let e = step("op = \"exit\"\nsignal = \"SIGKILL\"\nteardown = false\n");
+    assert!(
+        e.starts_with("s.toml:7:") && e.contains("teardown goes with `code`"),
+        "{e}"
+    );
+    let e = step("op = \"exit\"\ncode = 3\nerror = \"x\"\n");
+    assert!(e.starts_with("s.toml:7:"), "{e}");
+    parse(
+        &format!("{WORLD}[[step]]\nop = \"exit\"\ncode = 3\nteardown = false\n"),
+        "s.toml",
+        "s",
+    )
+    .expect("os._exit(3) loads");
+}

@@ -144,8 +144,10 @@ fn every_shipped_scenarios_report_matches_the_schema_and_round_trips() {
     let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
     assert_eq!(
         kinds,
-        // killed by unknown: gloo's size check aborting a rank (mismatch_shape_gloo).
+        // killed by unknown: gloo's size check aborting a rank (mismatch_shape_gloo); exited:
+        // a program's sys.exit(3) (gloo_rank_exits_with_code).
         [
+            "exited",
             "killed by agent",
             "killed by fault",
             "killed by unknown",

@@ -126,7 +126,7 @@ impl Failure {
                 }
             ),
             Failure::Exited { code: Some(c) } => {
-                format!("the rank's process exited with code {c} without reporting an end")
+                format!("the rank's process exited with code {c}")
             }
             Failure::Exited { code: None } => "the rank's process ended".into(),
             Failure::OverLimit { detail } => format!("{SCEN_LIMIT}: {detail}"),

@@ -232,7 +232,8 @@ fn step(s: &Scenario, st: &Step) -> Result<(), StepIneligible> {
         | StepKind::Wait { .. }
         | StepKind::Log { .. }
         | StepKind::Sleep { .. }
-        | StepKind::Raise { .. } => Ok(()),
+        | StepKind::Raise { .. }
+        | StepKind::Exit(_) => Ok(()),
     }
 }
 

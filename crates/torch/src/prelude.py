@@ -98,6 +98,11 @@ def run(main):
     _crash_timer()
     try:
         main()
+    except SystemExit as e:
+        # sys.exit(code): the process's exit status says how it ended (the launcher reads it).
+        if e.code in (None, 0):
+            _emit("end", None, "")
+        raise
     except BaseException as e:
         exc, msg = type(e).__name__, _error_message(e)
         _emit("fail", _STEP[0], "%s: %s" % (exc, msg), exc=exc, msg=msg)

@@ -47,6 +47,26 @@ pub struct Raised {
     pub t_ms: Option<u64>,
 }
 
+/// The program ending its own process (recorder.py `_own_end`), after its last call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnEnd {
+    pub how: OwnEndKind,
+    pub at: String,
+    /// Wall-clock ms when it was called.
+    pub t_ms: Option<u64>,
+}
+
+/// How the program ended its process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnEndKind {
+    /// `sys.exit(code)` / `exit(code)`: the interpreter's teardown, then this status.
+    Exit { code: i32 },
+    /// `os._exit(code)`: at once, without the interpreter's teardown.
+    ExitNow { code: i32 },
+    /// A signal to itself whose default action ends it (os.kill, os.abort, raise_signal).
+    Signal(i32),
+}
+
 /// Everything one process recorded.
 #[derive(Debug, Clone, Default)]
 pub struct Proc {
@@ -61,6 +81,8 @@ pub struct Proc {
     pub exited: bool,
     /// Wall-clock ms of its atexit handlers.
     pub t_exit_ms: Option<u64>,
+    /// It ended its own process after its last call.
+    pub own_end: Option<OwnEnd>,
     /// The interpreter had no torch: its path.
     pub no_torch: Option<String>,
 }
@@ -125,6 +147,8 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                 }
             }
             "call" => {
+                // An exit the program caught (`except SystemExit`) did not end it.
+                p.own_end = None;
                 let i = index.ok_or_else(|| bad("a call without `i`".into()))?;
                 let (op, at) = (text(&m, "op"), text(&m, "at"));
                 if op.is_empty() {
@@ -176,11 +200,33 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                 p.exited = true;
                 p.t_exit_ms = t_ms;
             }
+            "end" => p.own_end = Some(own_end(&m, t_ms).map_err(bad)?),
             "no_torch" => p.no_torch = Some(text(&m, "python")),
             other => return Err(bad(format!("unknown record kind `{other}`"))),
         }
     }
     Ok(p)
+}
+
+/// An `end` record: `how` is exit, os._exit or signal.
+fn own_end(m: &Map<String, Value>, t_ms: Option<u64>) -> Result<OwnEnd, String> {
+    let int = |k: &str| {
+        m.get(k)
+            .and_then(Value::as_i64)
+            .and_then(|v| i32::try_from(v).ok())
+            .ok_or_else(|| format!("an `end` record without an integer `{k}`"))
+    };
+    let how = match text(m, "how").as_str() {
+        "exit" => OwnEndKind::Exit { code: int("code")? },
+        "os._exit" => OwnEndKind::ExitNow { code: int("code")? },
+        "signal" => OwnEndKind::Signal(int("signal")?),
+        other => return Err(format!("an `end` record of unknown kind `{other}`")),
+    };
+    Ok(OwnEnd {
+        how,
+        at: text(m, "at"),
+        t_ms,
+    })
 }
 
 #[cfg(test)]

@@ -410,3 +410,58 @@ fn a_non_members_tensors_are_not_checked() {
         r.text
     );
 }
+
+/// sys.exit(3), os._exit(0) and a SIGKILL to itself after the last call are `exit` steps with
+/// their own expectations; an exit the program caught (a call follows it) is not.
+#[test]
+fn a_program_that_ends_its_own_process_is_an_exit_step() {
+    let end = |how: &str| format!("{{\"ev\": \"end\", {how}, \"at\": \"/w/p.py:9\", \"t\": 5}}\n");
+    let sys_exit = end("\"how\": \"exit\", \"code\": 3");
+    let r = record(
+        vec![
+            proc(0, &format!("{}{sys_exit}", calls(0))),
+            proc(1, &calls(1)),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("[[step]]  # p.py:9\nop = \"exit\"\non = [0]\ncode = 3\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [0]\noutcome = \"fails\"\nstep = 5\nerror = \"exited with code 3\"\n"),
+        "{t}"
+    );
+    let s = crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+    assert!(matches!(
+        s.steps[4].kind,
+        crate::scenario::StepKind::Exit(crate::scenario::ProgramExit::Code {
+            code: 3,
+            teardown: true
+        })
+    ));
+    let kill = end("\"how\": \"signal\", \"signal\": 9");
+    let now = end("\"how\": \"os._exit\", \"code\": 0");
+    let r = record(
+        vec![
+            proc(0, &format!("{}{kill}", calls(0))),
+            proc(1, &format!("{}{now}", calls(1))),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(t.contains("signal = \"SIGKILL\"\n"), "{t}");
+    assert!(t.contains("error = \"killed by signal 9\"\n"), "{t}");
+    assert!(t.contains("code = 0\nteardown = false\n"), "{t}");
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+    // Caught: `except SystemExit` went on to another call.
+    let caught = format!(
+        "{}{sys_exit}{{\"ev\": \"call\", \"i\": 9, \"op\": \"barrier\", \"at\": \"/w/p.py:11\"}}\n{{\"ev\": \"done\", \"i\": 9}}\n",
+        calls(0)
+    );
+    let p = proc(0, &caught);
+    assert!(p.own_end.is_none());
+}

@@ -48,10 +48,23 @@ pub fn before_raise(p: &Proc) -> Option<StepDesc> {
     (gap >= MIN_GAP_MS).then(|| sleep(gap, &e.at, "after its last call, before it raised"))
 }
 
+/// The sleep before the program ends its own process (sys.exit, a signal), after its last call.
+pub fn before_own_end(p: &Proc) -> Option<StepDesc> {
+    let e = p.own_end.as_ref()?;
+    let gap = e.t_ms?.checked_sub(last_end_ms(p)?)?;
+    (gap >= MIN_GAP_MS).then(|| {
+        sleep(
+            gap,
+            &e.at,
+            "after its last call, before it ended its process",
+        )
+    })
+}
+
 /// The sleep between a rank's last call and its process's normal end (its connections and,
 /// on rank 0, its TCPStore live until then).
 pub fn before_exit(p: &Proc) -> Option<StepDesc> {
-    if p.raised.is_some() {
+    if p.raised.is_some() || p.own_end.is_some() {
         return None;
     }
     let gap = p.t_exit_ms?.checked_sub(last_end_ms(p)?)?;
@@ -77,7 +90,7 @@ pub fn late_start(p: &Proc, earliest_ms: Option<u64>) -> Option<StepDesc> {
 /// ended, so it sleeps until then and a little past, and the launcher's stop reaches it in the
 /// simulation too (written as finished, it would complete before the failure).
 pub fn until_stopped(p: &Proc, job_end_ms: Option<u64>) -> Option<StepDesc> {
-    if p.exited || p.raised.is_some() {
+    if p.exited || p.raised.is_some() || p.own_end.is_some() {
         return None;
     }
     let last = p.calls.last()?;
@@ -102,7 +115,11 @@ pub fn job_end_ms(ranks: &[Proc]) -> Option<u64> {
         .flat_map(|p| {
             let calls = p.calls.iter().flat_map(|c| [c.t_call_ms, c.t_end_ms]);
             calls
-                .chain([p.t_exit_ms, p.raised.as_ref().and_then(|r| r.t_ms)])
+                .chain([
+                    p.t_exit_ms,
+                    p.raised.as_ref().and_then(|r| r.t_ms),
+                    p.own_end.as_ref().and_then(|e| e.t_ms),
+                ])
                 .flatten()
         })
         .max()

@@ -3,10 +3,11 @@
 //! `# file:line`), and `[[expect]]` with every rank's outcome as it happened.
 
 use super::merge::{merge, Merged};
-use super::parse::{CallEnd, Proc};
+use super::parse::{CallEnd, OwnEndKind, Proc};
 use super::steps::{quote, rank_steps, StepDesc};
 use super::timing;
 use super::{Options, RecordError};
+use crate::outcome::signal_name;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -127,6 +128,10 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
             rs.steps.extend(timing::before_raise(p));
             own_raise.insert(*r, rs.steps.len());
             rs.steps.push(step);
+        } else if let Some(step) = exit_step(p) {
+            rs.steps.extend(timing::before_own_end(p));
+            own_raise.insert(*r, rs.steps.len());
+            rs.steps.push(step);
         }
         rs.steps.extend(timing::before_exit(p));
         if let Some(step) = timing::until_stopped(p, job_end_ms) {
@@ -175,9 +180,16 @@ pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
         .map(|p| {
             let what = match &p.raised {
                 Some(e) => format!("raised {}: {}", e.exc, first_line(&e.msg)),
-                None if p.exited => "completed".into(),
-                None if o.timed_out => "still running at the time limit".into(),
-                None => "ended without exiting (a signal)".into(),
+                None => match p.own_end.as_ref().map(|e| e.how) {
+                    Some(OwnEndKind::Exit { code }) => format!("exited with code {code}"),
+                    Some(OwnEndKind::ExitNow { code }) => {
+                        format!("exited with code {code} (os._exit)")
+                    }
+                    Some(OwnEndKind::Signal(sig)) => format!("sent itself {}", signal_name(sig)),
+                    None if p.exited => "completed".into(),
+                    None if o.timed_out => "still running at the time limit".into(),
+                    None => "ended without exiting (a signal)".into(),
+                },
             };
             (p.rank(), format!("rank {}: {what}", p.rank()))
         })
@@ -224,6 +236,59 @@ fn raise_step(p: &Proc) -> Option<StepDesc> {
         at: e.at.clone(),
         notes: vec![],
     })
+}
+
+/// The program ending its own process after its last call (sys.exit, os._exit, a signal to
+/// itself) as an `exit` step at its file:line. A rank whose call raised fails there instead.
+fn exit_step(p: &Proc) -> Option<StepDesc> {
+    let e = p.own_end.as_ref()?;
+    if p.calls
+        .iter()
+        .any(|c| matches!(c.end, CallEnd::Error { .. }))
+    {
+        return None;
+    }
+    let fields = match e.how {
+        OwnEndKind::Exit { code } => vec![("code".into(), code.to_string())],
+        OwnEndKind::ExitNow { code } => vec![
+            ("code".into(), code.to_string()),
+            ("teardown".into(), "false".into()),
+        ],
+        OwnEndKind::Signal(sig) => vec![("signal".into(), quote(&signal_name(sig)))],
+    };
+    Some(StepDesc {
+        op: "exit".into(),
+        fields,
+        at: e.at.clone(),
+        notes: vec![],
+    })
+}
+
+/// What an `[[expect]]` of a rank that ended its own process pins, and its comment.
+fn own_end_outcome(how: OwnEndKind, rank: usize, step: usize, at: &str) -> (Outcome, String) {
+    let (error, what) = match how {
+        OwnEndKind::Exit { code: 0 } | OwnEndKind::ExitNow { code: 0 } => {
+            return (
+                Outcome::Completes,
+                format!(
+                    "rank {rank} exited with code 0 at {at}, in step {}",
+                    step + 1
+                ),
+            )
+        }
+        OwnEndKind::Exit { code } | OwnEndKind::ExitNow { code } => (
+            format!("exited with code {code}"),
+            format!("exited with code {code}"),
+        ),
+        OwnEndKind::Signal(sig) => (
+            format!("killed by signal {sig}"),
+            format!("sent itself {}", signal_name(sig)),
+        ),
+    };
+    (
+        Outcome::Fails { step, error },
+        format!("rank {rank} {what} at {at}, in step {}", step + 1),
+    )
 }
 
 /// How rank `p` ended; `steps[i]` is the merged step of its call i, `raised_at` the merged
@@ -280,6 +345,9 @@ fn outcome(
             },
             note,
         );
+    }
+    if let (Some(e), Some(step), None) = (&p.own_end, raised_at, failed_call) {
+        return own_end_outcome(e.how, rank, step, &rel(&e.at, o));
     }
     if p.exited {
         return (Outcome::Completes, format!("rank {rank} completed"));

@@ -129,6 +129,8 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     group_generation: u32,
     /// In-flight `async_op = true` collectives, by work name.
     works: BTreeMap<String, Work<P>>,
+    /// Its program ended with `os._exit` (an exit step without teardown).
+    ended_at_once: bool,
     /// Fills, expected values, digests and buffers kept across steps (device library runs only:
     /// runtime/reuse.rs).
     reuse: Option<Rc<std::cell::RefCell<super::reuse::Reuse>>>,
@@ -219,6 +221,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         sgl: None,
         group_generation: 0,
         works: BTreeMap::new(),
+        ended_at_once: false,
     };
     let span = tracing::info_span!("rank", rank = p.env.proc_rank);
     let end = tracing::Instrument::instrument(p.run(), span).await;
@@ -236,14 +239,16 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
     }
     p.env.probe.ended(p.env.proc_rank, &end, now);
     let exit_ms = p.env.scenario.world.exit_ms;
-    // An aborted process (gloo's size check) dies at once: no interpreter teardown.
-    let aborted = matches!(
-        &end,
-        RankEnd::Failed {
-            failure: crate::outcome::Failure::Killed { .. },
-            ..
-        }
-    );
+    // An aborted process (gloo's size check, a signal to itself) or one that called os._exit
+    // dies at once: no interpreter teardown.
+    let aborted = p.ended_at_once
+        || matches!(
+            &end,
+            RankEnd::Failed {
+                failure: crate::outcome::Failure::Killed { .. },
+                ..
+            }
+        );
     if aborted {
         // Its sockets close once the kernel has torn it down; what arrives meanwhile is unread.
         p.env.life.kill();
@@ -328,6 +333,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                         message: message.clone(),
                     };
                     Err((f.text(), f))
+                }
+                // The program ends its own process: sys.exit(0) completes it here.
+                StepKind::Exit(end) => {
+                    self.ended_at_once = !end.tears_down();
+                    match end.failure() {
+                        None => {
+                            span.in_scope(|| self.event(EventKind::Done, "exit 0"));
+                            return RankEnd::Completed;
+                        }
+                        Some(f) => Err((f.text(), f)),
+                    }
                 }
                 _ => tracing::Instrument::instrument(self.exec(step), span.clone())
                     .await
@@ -435,7 +451,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Ok(String::new())
             }
             // run() ends the rank at a raise step without calling exec.
-            StepKind::Raise { .. } => Ok(String::new()),
+            StepKind::Raise { .. } | StepKind::Exit(_) => Ok(String::new()),
             StepKind::Sleep { ms } => self.sleep(*ms).await,
             StepKind::InitDistributedEnvironment { .. }
             | StepKind::InitializeModelParallel { .. }

@@ -406,6 +406,10 @@ pub enum StepKind {
         /// `str(e)`: the text after `Type: ` (empty for a bare `assert`).
         message: String,
     },
+    /// The program ends its own process here: `sys.exit(code)` (after the interpreter's
+    /// teardown, like a completed rank's) or a signal it sends itself (`os.kill(os.getpid(),
+    /// signal.SIGKILL)`: at once, with no teardown).
+    Exit(ProgramExit),
     /// sglang `maybe_init_distributed_environment_and_model_parallel`, first half (docs/rules/sglang.md#s2).
     InitDistributedEnvironment {
         version: SglangVersion,
@@ -476,6 +480,7 @@ impl StepKind {
             StepKind::Log { .. } => "log",
             StepKind::Sleep { .. } => "sleep",
             StepKind::Raise { .. } => "raise",
+            StepKind::Exit(_) => "exit",
             StepKind::InitDistributedEnvironment { .. } => "init_distributed_environment",
             StepKind::InitializeModelParallel { .. } => "initialize_model_parallel",
             StepKind::SpAllToAll {
@@ -485,6 +490,37 @@ impl StepKind {
             StepKind::SpAllToAll { .. } => "usp_all_to_all",
             StepKind::BroadcastPyobj { .. } => "broadcast_pyobj",
             StepKind::DenoiseStep { .. } => "denoise_step",
+        }
+    }
+}
+
+/// How an `exit` step ends its rank's process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramExit {
+    /// `sys.exit(code)`: 0 ends the program completed, any other code fails the rank with it.
+    /// Without `teardown` (`os._exit(code)`) the process ends at once, else after the
+    /// interpreter's teardown (`[world] exit_ms`).
+    Code { code: i32, teardown: bool },
+    /// The process sends itself this signal (its default action ends it).
+    Signal(i32),
+}
+
+impl ProgramExit {
+    /// Whether the process lives through the interpreter's teardown first.
+    pub fn tears_down(self) -> bool {
+        matches!(self, ProgramExit::Code { teardown: true, .. })
+    }
+
+    /// How the rank ends (`None`: completed, `sys.exit(0)`).
+    pub fn failure(self) -> Option<crate::outcome::Failure> {
+        use crate::outcome::{Failure, Killer};
+        match self {
+            ProgramExit::Code { code: 0, .. } => None,
+            ProgramExit::Code { code, .. } => Some(Failure::Exited { code: Some(code) }),
+            ProgramExit::Signal(signal) => Some(Failure::Killed {
+                signal,
+                by: Killer::Unknown,
+            }),
         }
     }
 }

@@ -200,6 +200,10 @@ pub struct RawStep {
     pub ms: Option<Spanned<i64>>,
     // raise: `error = "ValueError: text"` (load/raise.rs)
     pub error: Option<Spanned<String>>,
+    // exit: `code = 3` or `signal = "SIGKILL"` (load/raise.rs)
+    pub code: Option<Spanned<i64>>,
+    pub signal: Option<Spanned<String>>,
+    pub teardown: Option<Spanned<bool>>,
     // sglang (load/sglang.rs)
     pub version: Option<Spanned<String>>,
     pub tp: Option<Spanned<i64>>,

@@ -9,7 +9,7 @@ use crate::eligible::accel_device;
 use crate::net::Endpoints;
 use scen_core::scenario::expr::Expr;
 use scen_core::scenario::{
-    FaultKind, IntArg, P2pOp, Scenario, Selector, Step, StepKind, TensorSpec,
+    FaultKind, IntArg, P2pOp, ProgramExit, Scenario, Selector, Step, StepKind, TensorSpec,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -419,6 +419,23 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
         }
         StepKind::Sleep { ms } => b.push(format!("time.sleep({ms} / 1000)")),
         StepKind::Raise { exception, message } => b.push(raise(exception, message)),
+        StepKind::Exit(ProgramExit::Code {
+            code,
+            teardown: true,
+        }) => b.push(format!("sys.exit({code})")),
+        // os._exit skips the prelude's end report: a completed rank reports it first.
+        StepKind::Exit(ProgramExit::Code {
+            code,
+            teardown: false,
+        }) => {
+            if *code == 0 {
+                b.push("_emit(\"end\", None, \"\")".into());
+            }
+            b.push("sys.stdout.flush()".into());
+            b.push("sys.stderr.flush()".into());
+            b.push(format!("os._exit({code})"));
+        }
+        StepKind::Exit(ProgramExit::Signal(sig)) => b.push(format!("os.kill(os.getpid(), {sig})")),
         StepKind::SetDevice { device } => {
             b.push(format!("d = torch.device({})", template(device, ep)));
             b.push("getattr(torch, d.type).set_device(d)".into());

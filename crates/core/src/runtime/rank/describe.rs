@@ -120,6 +120,15 @@ pub(super) fn describe(step: &Step) -> String {
             message: message.clone(),
         }
         .text(),
+        StepKind::Exit(crate::scenario::ProgramExit::Code { code, teardown }) => {
+            format!(
+                "{}({code})",
+                if *teardown { "sys.exit" } else { "os._exit" }
+            )
+        }
+        StepKind::Exit(crate::scenario::ProgramExit::Signal(sig)) => {
+            format!("{} to itself", crate::outcome::signal_name(*sig))
+        }
         StepKind::InitDistributedEnvironment { .. }
         | StepKind::InitializeModelParallel { .. }
         | StepKind::SpAllToAll { .. }

@@ -1,12 +1,13 @@
-//! The `raise` step: the program's own code raising (an `assert`, a shape check, sglang's
-//! checks after init), which real programs do between their torch.distributed calls.
+//! The program's own ends, which real programs reach between their torch.distributed calls:
+//! the `raise` step (an `assert`, a shape check, sglang's checks after init) and the `exit`
+//! step (`sys.exit(3)`, a rank that kills itself).
 //!
 //! `error` is the exception as Python prints its last line, `Type: text` (or `Type` alone, as a
 //! bare `assert` prints `AssertionError`). The type is required: a text without one is refused
 //! rather than guessed, so `scen record`'s steps and a hand-written step mean the same thing.
 
 use super::{Cx, R};
-use crate::scenario::model::StepKind;
+use crate::scenario::model::{ProgramExit, StepKind};
 use crate::scenario::raw::RawStep;
 
 /// Python's keywords: no class can have these names.
@@ -56,6 +57,16 @@ pub fn parse_error(text: &str) -> Result<(String, String), RaiseTextError> {
     Ok((ty.to_string(), message.trim_end().to_string()))
 }
 
+/// The signals an `exit` step may send its own process: those whose default action ends it
+/// (SIGINT is not one in Python: it raises KeyboardInterrupt).
+const EXIT_SIGNALS: [(&str, i32); 5] = [
+    ("SIGHUP", 1),
+    ("SIGABRT", 6),
+    ("SIGKILL", 9),
+    ("SIGSEGV", 11),
+    ("SIGTERM", 15),
+];
+
 impl Cx<'_> {
     pub(super) fn raise_step(&self, r: &RawStep, op_at: usize) -> R<StepKind> {
         let Some(e) = &r.error else {
@@ -67,6 +78,59 @@ impl Cx<'_> {
         let (exception, message) =
             parse_error(e.get_ref()).map_err(|m| self.at(e, m.to_string()))?;
         Ok(StepKind::Raise { exception, message })
+    }
+
+    pub(super) fn exit_step(&self, r: &RawStep, op_at: usize) -> R<StepKind> {
+        let end = match (&r.code, &r.signal) {
+            (Some(c), None) => match i32::try_from(*c.get_ref()) {
+                Ok(code @ 0..=255) => ProgramExit::Code {
+                    code,
+                    teardown: r.teardown.as_ref().is_none_or(|t| *t.get_ref()),
+                },
+                _ => {
+                    return Err(self.at(
+                        c,
+                        "code must be between 0 and 255 (a process's exit status)",
+                    ))
+                }
+            },
+            (None, Some(sig)) if r.teardown.is_none() => {
+                let name = sig.get_ref().as_str();
+                match EXIT_SIGNALS.iter().find(|(n, _)| *n == name) {
+                    Some((_, number)) => ProgramExit::Signal(*number),
+                    None => {
+                        let names: Vec<&str> = EXIT_SIGNALS.iter().map(|(n, _)| *n).collect();
+                        return Err(self.at(
+                            sig,
+                            format!(
+                                "signal must be one of {} (a signal whose default action ends the process), got {name:?}",
+                                names.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+            (None, Some(_)) => {
+                let t = r.teardown.as_ref().expect("checked by the arm above");
+                return Err(self.at(
+                    t,
+                    "teardown goes with `code` (os._exit is `teardown = false`): a signal's default action ends the process at once",
+                ));
+            }
+            (Some(_), Some(sig)) => {
+                return Err(self.at(
+                    sig,
+                    "exit takes `code` (sys.exit) or `signal` (a signal the rank sends itself), not both",
+                ))
+            }
+            (None, None) => {
+                return Err(self.err(
+                    op_at,
+                    "exit needs `code = 3` (sys.exit(3)) or `signal = \"SIGKILL\"` (os.kill(os.getpid(), signal.SIGKILL))",
+                ))
+            }
+        };
+        Ok(StepKind::Exit(end))
     }
 }
 

@@ -66,6 +66,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "log" => vec!["message"],
         "sleep" => vec!["ms"],
         "raise" => vec!["error"],
+        "exit" => vec!["code", "signal", "teardown"],
         other => return sglang::op_fields(other),
     })
 }
@@ -76,7 +77,8 @@ const OPS: &str = "init_process_group, new_group, destroy_process_group, set_dev
                    all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
                    gather, scatter, reduce_scatter, reduce_scatter_tensor, \
                    reduce_scatter_tensor_coalesced, all_to_all_single, all_to_all, send, recv, \
-                   isend, irecv, batch_isend_irecv, wait, log, sleep, raise, init_distributed_environment, \
+                   isend, irecv, batch_isend_irecv, wait, log, sleep, raise, exit, \
+                   init_distributed_environment, \
                    initialize_model_parallel, all_to_all_4d, usp_all_to_all, broadcast_pyobj, \
                    denoise_step";
 
@@ -384,6 +386,7 @@ impl Cx<'_> {
                 },
             },
             "raise" => self.raise_step(r, op_at)?,
+            "exit" => self.exit_step(r, op_at)?,
             other => self.sglang_step_kind(other, r, handles)?,
         })
     }
