@@ -290,6 +290,16 @@ if dist.get_rank() == 1:
 dist.all_reduce(torch.ones(4))
 "#;
 
+/// Rank 1 exits with code 3 and rank 2 SIGKILLs itself after a barrier; rank 0 completes.
+const EXITS: &str = r#"import os, signal, sys, torch.distributed as dist
+dist.init_process_group(backend="gloo")
+dist.barrier()
+if dist.get_rank() == 1:
+    sys.exit(3)
+if dist.get_rank() == 2:
+    os.kill(os.getpid(), signal.SIGKILL)
+"#;
+
 /// Rank 0's monitored_barrier names ranks 1 and 2, which sleep on in their own code.
 const MONITORED: &str = r#"import datetime, time, torch.distributed as dist
 dist.init_process_group(backend="gloo")
@@ -338,8 +348,9 @@ dist.destroy_process_group()
 /// and the recording simulates to the outcome it recorded (written without it, rank 1 was on
 /// time and everyone completed); a monitored_barrier is recorded as itself with its timeout;
 /// send/recv keep their tags (written without them, the crossed tags were a size mismatch that
-/// aborts rank 1); `work.wait(timeout=...)` keeps its timeout; an object collective is what it
-/// sends (`OBJECTS`).
+/// aborts rank 1); a rank's own sys.exit and SIGKILL are exit steps (written before as a
+/// completed rank and a sleep); `work.wait(timeout=...)` keeps its timeout; an object
+/// collective is what it sends (`OBJECTS`).
 pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
         .prefix("scen-record-timing-")
@@ -355,6 +366,12 @@ pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
             "op = \"monitored_barrier\"\non = [0]\ntimeout_s = 1.0\nwait_all_ranks = true\n",
         ),
         ("tags", TAGS, 2, "dst = 1\ntag = 1\n"),
+        (
+            "exits",
+            EXITS,
+            3,
+            "op = \"exit\"\non = [1]\ncode = 3\n\n[[step]]  # exits.py:7\nop = \"exit\"\non = [2]\nsignal = \"SIGKILL\"\n",
+        ),
         (
             "wait_timeout",
             WAIT_TIMEOUT,
