@@ -4,7 +4,7 @@
 //! `Work.wait()` a `wait` step. What the format cannot say is turned into the nearest step and
 //! noted on it (`isend` becomes a blocking `send`).
 
-use super::parse::{Call, Proc};
+use super::parse::{Call, CallEnd, Proc};
 use super::{Options, RecordError};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -332,6 +332,9 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
             ),
         ));
     }
+    if let Some(step) = local_check(c) {
+        return Ok(Some(step));
+    }
     let a = &c.args;
     let mut f: Vec<(String, String)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
@@ -380,6 +383,31 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         at: c.at.clone(),
         notes,
     }))
+}
+
+/// A call that failed ProcessGroupGloo's own argument check (`ProcessGroupGloo::<op>: ...`,
+/// raised at the call, before anything is sent) as the raise it was: the scenario format
+/// cannot always say the arguments that fail it (an all_gather_coalesced output list sized
+/// unlike the input), and the rank raises there without joining the collective either way.
+fn local_check(c: &Call) -> Option<StepDesc> {
+    let CallEnd::Error { exc, msg } = &c.end else {
+        return None;
+    };
+    let rest = msg.strip_prefix("ProcessGroupGloo::")?;
+    let (op, _) = rest.split_once(": ")?;
+    if op.is_empty() || !op.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+        return None;
+    }
+    let first = msg.lines().next().unwrap_or(msg);
+    Some(StepDesc {
+        op: "raise".into(),
+        fields: vec![("error".into(), quote(&format!("{exc}: {first}")))],
+        at: c.at.clone(),
+        notes: vec![format!(
+            "{}: gloo's own argument check raised at the call, before it sent anything",
+            c.op
+        )],
+    })
 }
 
 /// The work handles a call returned (an async call's first is its `work`).
@@ -543,6 +571,63 @@ fn batch_fields(cx: &Ctx, c: &Call, f: &mut Vec<(String, String)>) -> Result<(),
     Ok(())
 }
 
+/// A coalesced call's list `k`: tensors of one shape are `shape` and `count`. Tensors of
+/// different shapes (one dtype) on a gloo group are one tensor of their total size, as gloo
+/// flattens the list into one buffer before it sends it (ProcessGroupGloo's
+/// `AsyncAllreduceCoalescedWork`, `AsyncAllgatherCoalescedWork`); elsewhere they are refused.
+fn coalesced(
+    cx: &Ctx,
+    c: &Call,
+    (k, group): (&str, &Option<String>),
+    f: &mut Vec<(String, String)>,
+    notes: &mut Vec<String>,
+) -> Result<(), RecordError> {
+    let tensors: Vec<&Map<String, Value>> = c
+        .args
+        .get(k)
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_object).collect())
+        .unwrap_or_default();
+    let Some(head) = tensors.first() else {
+        return Ok(());
+    };
+    let dtype = |t: &Map<String, Value>| t.get("dtype").cloned();
+    if tensors
+        .iter()
+        .all(|t| dims(t) == dims(head) && dtype(t) == dtype(head))
+    {
+        cx.tensor(Some(&Value::Object((*head).clone())), group, f);
+        f.push(("count".into(), tensors.len().to_string()));
+        return Ok(());
+    }
+    // CPU tensors run on gloo, unless the recording is re-targeted and the group is not gloo's.
+    let on_cpu = head.get("device").and_then(Value::as_str).unwrap_or("cpu") == "cpu";
+    let gloo = on_cpu && (cx.o.platform.is_none() || cx.cpu_group(group));
+    if !gloo || tensors.iter().any(|t| dtype(t) != dtype(head)) {
+        return Err(cx.err(
+            c,
+            format!(
+                "{}: a list of tensors of different shapes or dtypes has no step in the scenario format (a gloo group's list of one dtype is recorded as one flat tensor); not recorded",
+                c.op
+            ),
+        ));
+    }
+    let shapes: Vec<String> = tensors.iter().map(|t| list(&dims(t))).collect();
+    let total: usize = tensors
+        .iter()
+        .map(|t| dims(t).iter().product::<usize>())
+        .sum();
+    let mut flat = (*head).clone();
+    flat.insert("shape".into(), serde_json::json!([total]));
+    cx.tensor(Some(&Value::Object(flat)), group, f);
+    f.push(("count".into(), "1".into()));
+    notes.push(format!(
+        "tensors of shapes {} as one of [{total}]: gloo flattens a coalesced list into one buffer",
+        shapes.join(", ")
+    ));
+    Ok(())
+}
+
 /// The collectives: which recorded tensor is the step's `shape`, roots, reduce op, splits.
 fn collective(
     cx: &Ctx,
@@ -561,7 +646,6 @@ fn collective(
             .and_then(Value::as_array)
             .and_then(|l| l.first().cloned())
     };
-    let count = |k: &str| a.get(k).and_then(Value::as_array).map_or(0, Vec::len);
     match op.as_str() {
         "all_gather" => cx.list_agrees(c, group, "tensor_list", Some("tensor"))?,
         "gather" => cx.list_agrees(c, group, "gather_list", Some("tensor"))?,
@@ -592,8 +676,7 @@ fn collective(
             } else {
                 "input_tensor_list"
             };
-            cx.tensor(first(k).as_ref(), group, f);
-            f.push(("count".into(), count(k).to_string()));
+            coalesced(cx, c, (k, group), f, notes)?;
         }
         "all_to_all_single" => {
             let input = a.get("input").and_then(Value::as_object);
