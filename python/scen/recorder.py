@@ -397,24 +397,60 @@ def _patch_ends():
             setattr(builtins, name, wrap(getattr(builtins, name), exit_rec))
 
 
+_ELASTIC_ERRORS = "torch.distributed.elastic.multiprocessing.errors"
+
+
+def patch_agent(errors):
+    """In torchrun's agent: each failed worker's exit status as the agent sees it (its
+    `ProcessFailure`), so a worker it stopped after its program ended is recorded as stopped,
+    not completed. Written to the agent's own file (a process without calls, which scen
+    record reads for these only)."""
+    cls = getattr(errors, "ProcessFailure", None)
+    post = getattr(cls, "__post_init__", None)
+    if post is None or getattr(post, "_scen", False):
+        return
+
+    def __post_init__(self):
+        post(self)
+        try:
+            _write(dict(ev="worker_exit", pid=int(self.pid), exitcode=int(self.exitcode),
+                        t=_now_ms()))
+        except Exception:
+            pass
+    __post_init__._scen = True
+    cls.__post_init__ = __post_init__
+
+
 class _Finder(importlib.abc.MetaPathFinder):
-    """Patches torch.distributed right after it is imported (torch imports it itself)."""
+    """Patches torch.distributed right after it is imported (torch imports it itself), and
+    torchrun's failure records in its agent."""
+
+    PATCHES = {"torch.distributed": patch, _ELASTIC_ERRORS: patch_agent}
+
+    def __init__(self):
+        self.todo = set(self.PATCHES)
 
     def find_spec(self, name, path, target=None):
-        if name != "torch.distributed":
+        if name not in self.todo:
             return None
+        self.todo.discard(name)
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if self.todo:
+                sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return spec
         orig = spec.loader.exec_module
+        fix = self.PATCHES[name]
 
         def exec_module(module):
             orig(module)
             try:
-                patch(module)
+                fix(module)
             except Exception as e:
-                print("scen record: could not patch torch.distributed: %r" % e, file=sys.stderr)
+                print("scen record: could not patch %s: %r" % (name, e), file=sys.stderr)
         spec.loader.exec_module = exec_module
         return spec
 
@@ -428,8 +464,11 @@ def install():
         _write(dict(ev="no_torch", python=sys.executable))
         return
     _patch_ends()
-    mod = sys.modules.get("torch.distributed")
-    if mod is not None:
-        patch(mod)
-    else:
-        sys.meta_path.insert(0, _Finder())
+    finder = _Finder()
+    for name, fix in _Finder.PATCHES.items():
+        mod = sys.modules.get(name)
+        if mod is not None:
+            finder.todo.discard(name)
+            fix(mod)
+    if finder.todo:
+        sys.meta_path.insert(0, finder)

@@ -43,6 +43,7 @@
 use super::pygen::{self, Kind, PyProgram};
 use super::redact;
 use scen_core::outcome::{Failure, Killer};
+use scen_core::trace::EventKind;
 use scen_core::verdict::RankVerdict;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -516,6 +517,8 @@ struct Simulated {
     ranks: Vec<RankVerdict>,
     steps: Vec<Step>,
     holds: bool,
+    /// Per rank: its program had ended (its last step done) when its process was stopped.
+    ended: Vec<bool>,
 }
 
 fn simulate(r: &Recorded) -> Result<Simulated, String> {
@@ -535,10 +538,22 @@ fn simulate(r: &Recorded) -> Result<Simulated, String> {
     let holds = scen_core::verdict::check_expectations(&s, &rep.ranks)
         .iter()
         .all(|c| c.holds);
+    let ended =
+        rep.ranks
+            .iter()
+            .enumerate()
+            .map(|(r, v)| match v {
+                RankVerdict::Failed { step, .. } => rep.trace.events.iter().any(|e| {
+                    e.rank == Some(r) && e.step == Some(*step) && e.kind == EventKind::Done
+                }),
+                _ => false,
+            })
+            .collect();
     Ok(Simulated {
         ranks: rep.ranks,
         steps: step_lines(text),
         holds,
+        ended,
     })
 }
 
@@ -550,6 +565,8 @@ fn tail(s: &str) -> String {
 struct Step {
     line: usize,
     sleep: bool,
+    /// The sleep the recorder writes for a rank a signal stopped after its last call.
+    stopped: bool,
     on: Option<Vec<usize>>,
 }
 
@@ -572,10 +589,13 @@ fn step_lines(text: &str) -> Vec<Step> {
             v.push(Step {
                 line,
                 sleep: false,
+                stopped: false,
                 on: None,
             });
         } else if let Some(last) = v.last_mut() {
-            if l.trim() == "op = \"sleep\"" {
+            if l.contains("still running when a signal stopped it") {
+                last.stopped = true;
+            } else if l.trim() == "op = \"sleep\"" {
                 last.sleep = true;
             } else if let Some(list) = l.strip_prefix("on = [") {
                 let ranks = list.trim_end_matches(']').split(',');
@@ -596,7 +616,13 @@ fn sleep_after(line: Option<usize>) -> String {
 
 impl Simulated {
     fn facts(&self) -> Vec<Facts> {
+        // After the rank's last line: stopped once its last step was done (in its teardown),
+        // or in the sleep the recorder wrote for a rank still running after its last call.
+        let last = |step: usize, r: usize| !self.steps[step + 1..].iter().any(|s| s.runs_on(r));
         let at = |step: usize, r: usize| match self.steps.get(step) {
+            Some(s) if (s.stopped || self.ended[r]) && last(step, r) => {
+                "after its last line".to_string()
+            }
             Some(s) if s.sleep => {
                 let before = self.steps[..step].iter().rev();
                 sleep_after(

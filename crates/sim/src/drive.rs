@@ -79,7 +79,9 @@ pub(crate) fn drive(
         let fault_due = probe.plan.borrow().next_ms().is_some_and(|t| t <= now_ms);
         apply_due(sim, s, probe, now_ms);
         let fired = clock.fire_due();
-        if probe.state.borrow().ends.iter().all(|e| e.is_some()) {
+        let agent = s.world.launcher == scen_core::scenario::Launcher::Torchrun;
+        if probe.state.borrow().ends.iter().all(|e| e.is_some()) && !(agent && probe.agent_to_act())
+        {
             return Ok(d.now_ns);
         }
         d.check_limits()?;

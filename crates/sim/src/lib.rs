@@ -346,6 +346,7 @@ fn start_rank(
             // The process has exited: its verdict was recorded when its program ended
             // (`Probe::ended`); torchrun's agent sees a failed worker only now.
             end = &mut run => {
+                probe.kills.borrow_mut()[rank] = None;
                 probe.ended(rank, &end, clock.now_ms());
                 if matches!(end, RankEnd::Failed { .. }) && torchrun {
                     tear_down(&probe, &clock, rank).await;
@@ -366,17 +367,19 @@ async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize) {
     let Some((_, at)) = torchrun::stop_after([(failed, clock.now_ms())]) else {
         return;
     };
+    let checks = probe.agent_checks.clone();
+    checks.set(checks.get() + 1);
     clock.sleep_until_ms(at).await;
+    checks.set(checks.get() - 1);
     let exits = probe.failed_exits.borrow().clone();
     let failed = torchrun::stop_after(exits).map_or(failed, |(root, _)| root);
+    // Every worker process still running, in its program or in its teardown after it.
     let running: Vec<usize> = {
-        let st = probe.state.borrow();
-        (0..st.ends.len())
-            .filter(|r| st.ends[*r].is_none())
-            .collect()
+        let n = probe.state.borrow().ends.len();
+        (0..n).filter(|r| probe.process_alive(*r)).collect()
     };
     for r in running {
-        probe.terminate(r, torchrun::stopped_by_agent(failed));
+        probe.stop_by_agent(r, torchrun::stopped_by_agent(failed));
     }
 }
 

@@ -30,6 +30,8 @@ pub struct SimProbe {
     pub plan: Rc<RefCell<FaultPlan>>,
     /// Ranks whose process exited failed, and when (what torchrun's agent checks).
     pub failed_exits: Rc<RefCell<Vec<(usize, u64)>>>,
+    /// torchrun agent checks still to come (each failed worker's exit schedules one).
+    pub agent_checks: Rc<std::cell::Cell<usize>>,
 }
 
 impl SimProbe {
@@ -47,6 +49,7 @@ impl SimProbe {
             clock,
             plan,
             failed_exits: Rc::default(),
+            agent_checks: Rc::default(),
         }
     }
 
@@ -85,9 +88,41 @@ impl SimProbe {
     /// Ends a rank's process now, failed with `failure`, dropping its task (sockets close). A
     /// rank whose program already ended (its process in its teardown) keeps its verdict.
     pub fn terminate(&self, rank: usize, failure: Failure) {
+        self.stop(rank, failure, false);
+    }
+
+    /// Whether `rank`'s process is still running (its program, or its teardown after it).
+    pub fn process_alive(&self, rank: usize) -> bool {
+        self.kills.borrow()[rank].is_some()
+    }
+
+    /// Whether the run must go on though every rank's verdict is known, under torchrun: the
+    /// agent has a check to come (or a failed worker's process, still in its teardown, will
+    /// exit and bring one) while a worker process is still in its teardown (the check stops it).
+    pub fn agent_to_act(&self) -> bool {
+        let kills = self.kills.borrow();
+        let alive = |r: usize| kills[r].is_some();
+        let st = self.state.borrow();
+        let failing = (0..kills.len())
+            .any(|r| alive(r) && matches!(st.ends[r], Some((RankEnd::Failed { .. }, _))));
+        (self.agent_checks.get() > 0 || failing) && (0..kills.len()).any(alive)
+    }
+
+    /// torchrun's agent stops `rank`'s process with `failure` (SIGTERM). A process still in its
+    /// teardown after its program completed fails too: its exit status is the signal's, and
+    /// torchrun reports the worker failed (real PyTorch 2.15 under torchrun: a rank SIGTERMed
+    /// after its last line). One whose program raised keeps that verdict.
+    pub fn stop_by_agent(&self, rank: usize, failure: Failure) {
+        self.stop(rank, failure, true);
+    }
+
+    fn stop(&self, rank: usize, failure: Failure, completed_too: bool) {
         let t = self.clock.now_ms();
         let mut st = self.state.borrow_mut();
-        if st.ends[rank].is_none() {
+        if completed_too && matches!(st.ends[rank], Some((RankEnd::Completed, _))) {
+            let step = st.step[rank].unwrap_or(0);
+            st.ends[rank] = Some((RankEnd::Failed { step, failure }, t));
+        } else if st.ends[rank].is_none() {
             let step = st.waits[rank]
                 .as_ref()
                 .map(|w| w.step)

@@ -639,6 +639,16 @@ fn ends_from_exits(
     let mut hanging = Vec::new();
     for (r, st) in ranks.iter_mut().enumerate() {
         let step = st.step.unwrap_or(0);
+        // A worker the agent stopped in its teardown, after its program completed, exits with
+        // the agent's SIGTERM: torchrun reports it failed, and so does the simulator.
+        let stopped_after_end = matches!(st.end, Some((RankEnd::Completed, _)))
+            && st
+                .exit
+                .as_ref()
+                .is_some_and(|x| x.by_agent && x.signal == Some(15));
+        if stopped_after_end {
+            st.end = None;
+        }
         if st.end.is_none() {
             if let Some(x) = &st.exit {
                 let failure = exit_failure(s, r, x, failed_first);

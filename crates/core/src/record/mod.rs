@@ -15,6 +15,7 @@ pub mod timing;
 pub mod write;
 
 pub use parse::{parse, Proc};
+use std::collections::BTreeMap;
 
 /// What `scen record` was asked for.
 #[derive(Debug, Clone, Default)]
@@ -112,7 +113,19 @@ pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
         ));
     }
     let no_torch = procs.iter().find_map(|p| p.no_torch.clone());
-    let ranks: Vec<Proc> = procs.into_iter().filter(|p| !p.calls.is_empty()).collect();
+    // torchrun's agent records each failed worker's exit status (by pid) in its own file.
+    let statuses: BTreeMap<u64, i32> = procs
+        .iter()
+        .flat_map(|p| p.worker_exits.iter().copied())
+        .collect();
+    let ranks: Vec<Proc> = procs
+        .into_iter()
+        .filter(|p| !p.calls.is_empty())
+        .map(|mut p| {
+            p.agent_status = statuses.get(&p.pid).copied();
+            p
+        })
+        .collect();
     if ranks.is_empty() {
         return Err(match no_torch {
             Some(python) => RecordError::NoTorch { python },

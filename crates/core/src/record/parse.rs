@@ -83,6 +83,11 @@ pub struct Proc {
     pub t_exit_ms: Option<u64>,
     /// It ended its own process after its last call.
     pub own_end: Option<OwnEnd>,
+    /// torchrun's agent process: the failed workers' exit statuses it saw, (pid, exitcode;
+    /// negative: killed by that signal).
+    pub worker_exits: Vec<(u64, i32)>,
+    /// This rank's exit status as torchrun's agent saw it, if the agent recorded it failed.
+    pub agent_status: Option<i32>,
     /// The interpreter had no torch: its path.
     pub no_torch: Option<String>,
 }
@@ -201,6 +206,17 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                 p.t_exit_ms = t_ms;
             }
             "end" => p.own_end = Some(own_end(&m, t_ms).map_err(bad)?),
+            "worker_exit" => {
+                let pid = m.get("pid").and_then(Value::as_u64);
+                let code = m
+                    .get("exitcode")
+                    .and_then(Value::as_i64)
+                    .and_then(|c| i32::try_from(c).ok());
+                match pid.zip(code) {
+                    Some(x) => p.worker_exits.push(x),
+                    None => return Err(bad("a `worker_exit` without `pid` and `exitcode`".into())),
+                }
+            }
             "no_torch" => p.no_torch = Some(text(&m, "python")),
             other => return Err(bad(format!("unknown record kind `{other}`"))),
         }

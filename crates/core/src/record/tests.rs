@@ -465,3 +465,68 @@ fn a_program_that_ends_its_own_process_is_an_exit_step() {
     let p = proc(0, &caught);
     assert!(p.own_end.is_none());
 }
+
+/// A gloo all_reduce_coalesced of tensors of different shapes is one flat tensor of their total
+/// size (gloo sends it so), and a call that failed gloo's own argument check is the raise it was.
+#[test]
+fn ragged_coalesced_lists_flatten_and_gloo_argument_checks_raise() {
+    let init = "{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}\n{\"ev\": \"done\", \"i\": 0, \"rank\": RANK, \"world_size\": 2}\n";
+    let t = |n: usize| format!("{{\"shape\": [{n}], \"dtype\": \"f32\", \"device\": \"cpu\"}}");
+    let ragged = format!(
+        "{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce_coalesced\", \"at\": \"/w/p.py:4\", \"group\": \"WORLD\", \"tensors\": [{}, {}]}}\n{{\"ev\": \"done\", \"i\": 1}}\n",
+        t(2),
+        t(3)
+    );
+    let calls =
+        |r: usize, tail: &str| format!("{}{ragged}{tail}", init.replace("RANK", &r.to_string()));
+    let r = record(
+        vec![proc(0, &calls(0, "")), proc(1, &calls(1, ""))],
+        &opts(),
+    )
+    .unwrap();
+    assert!(
+        r.text.contains("gloo flattens a coalesced list into one buffer\nop = \"all_reduce_coalesced\"\nshape = [5]\ncount = 1\n"),
+        "{}",
+        r.text
+    );
+    let checked = format!(
+        "{{\"ev\": \"call\", \"i\": 2, \"op\": \"all_gather_coalesced\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"input_tensor_list\": [{}]}}\n{{\"ev\": \"error\", \"i\": 2, \"exc\": \"RuntimeError\", \"msg\": \"ProcessGroupGloo::allgather_coalesced: invalid size of output tensor at index 0 (expected length [2], got [1])\"}}\n",
+        t(2)
+    );
+    let r = record(
+        vec![proc(0, &calls(0, &checked)), proc(1, &calls(1, ""))],
+        &opts(),
+    )
+    .unwrap();
+    assert!(
+        r.text.contains("op = \"raise\"\non = [0]\nerror = \"RuntimeError: ProcessGroupGloo::allgather_coalesced: invalid size of output tensor at index 0 (expected length [2], got [1])\"\n"),
+        "{}",
+        r.text
+    );
+    let s = crate::scenario::load::parse(&r.text, "r.toml", "r").unwrap();
+    assert_eq!(s.steps.len(), 3);
+}
+
+/// torchrun's agent records the failed workers' exit statuses in its own file: a rank that
+/// completed its program but was stopped with SIGTERM in its teardown fails at its last step.
+#[test]
+fn a_rank_the_agent_stopped_in_its_teardown_fails_with_sigterm() {
+    let agent = parse(
+        "agent.jsonl",
+        "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n{\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": -15, \"t\": 9}\n",
+    )
+    .unwrap();
+    assert_eq!(agent.worker_exits, vec![(101, -15)]);
+    let r = record(vec![proc(0, &calls(0)), proc(1, &calls(1)), agent], &opts()).unwrap();
+    assert!(
+        r.text.contains("on = [1]\noutcome = \"fails\"\nstep = 4\nerror = \"SIGTERM\"\n"),
+        "{}",
+        r.text
+    );
+    assert!(r.outcomes[1].contains("stopped by torchrun's agent in its teardown"));
+    let bad = parse(
+        "agent.jsonl",
+        "{\"ev\": \"proc\", \"pid\": 50}\n{\"ev\": \"worker_exit\", \"pid\": 101}\n",
+    );
+    assert!(bad.is_err());
+}

@@ -158,9 +158,10 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
                 of_call[r].iter().map(|s| s.map(|i| index[r][i])).collect();
             let raised_at = own_raise.get(r).map(|i| index[r][*i]);
             let stopped_at = own_stop.get(r).map(|i| index[r][*i]);
+            let final_at = index[r].last().copied();
             (
                 *r,
-                outcome(p, &steps, (raised_at, stopped_at, earliest_ms), o),
+                outcome(p, &steps, (raised_at, stopped_at, final_at), earliest_ms, o),
             )
         })
         .collect();
@@ -186,6 +187,9 @@ pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
                         format!("exited with code {code} (os._exit)")
                     }
                     Some(OwnEndKind::Signal(sig)) => format!("sent itself {}", signal_name(sig)),
+                    None if p.exited && p.agent_status == Some(-crate::outcome::SIGTERM) => {
+                        "completed, then stopped by torchrun's agent in its teardown".into()
+                    }
                     None if p.exited => "completed".into(),
                     None if o.timed_out => "still running at the time limit".into(),
                     None => "ended without exiting (a signal)".into(),
@@ -292,13 +296,14 @@ fn own_end_outcome(how: OwnEndKind, rank: usize, step: usize, at: &str) -> (Outc
 }
 
 /// How rank `p` ended; `steps[i]` is the merged step of its call i, `raised_at` the merged
-/// step of its own raise ([`raise_step`]), `stopped_at` that of the sleep it was stopped in
-/// ([`timing::until_stopped`]), `earliest_ms` the job's first call (a time limit's `after_s`
-/// counts from it). Also a comment line.
+/// step of its own raise ([`raise_step`]) or exit, `stopped_at` that of the sleep it was
+/// stopped in ([`timing::until_stopped`]), `final_at` its last step, `earliest_ms` the job's
+/// first call (a time limit's `after_s` counts from it). Also a comment line.
 fn outcome(
     p: &Proc,
     steps: &[Option<usize>],
-    (raised_at, stopped_at, earliest_ms): (Option<usize>, Option<usize>, Option<u64>),
+    (raised_at, stopped_at, final_at): (Option<usize>, Option<usize>, Option<usize>),
+    earliest_ms: Option<u64>,
     o: &Options,
 ) -> (Outcome, String) {
     let last = steps.iter().rev().find_map(|s| *s).unwrap_or(0);
@@ -346,8 +351,24 @@ fn outcome(
             note,
         );
     }
-    if let (Some(e), Some(step), None) = (&p.own_end, raised_at, failed_call) {
+    let stopped_in_teardown = p.exited && p.agent_status == Some(-crate::outcome::SIGTERM);
+    if let (Some(e), Some(step), None, false) =
+        (&p.own_end, raised_at, failed_call, stopped_in_teardown)
+    {
         return own_end_outcome(e.how, rank, step, &rel(&e.at, o));
+    }
+    if stopped_in_teardown {
+        let last = final_at.unwrap_or(last);
+        return (
+            Outcome::Fails {
+                step: last,
+                error: "SIGTERM".into(),
+            },
+            format!(
+                "rank {rank} completed its program, then torchrun's agent stopped it (SIGTERM) in its teardown, after step {}",
+                last + 1
+            ),
+        );
     }
     if p.exited {
         return (Outcome::Completes, format!("rank {rank} completed"));
