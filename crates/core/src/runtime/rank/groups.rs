@@ -162,7 +162,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     pub(super) async fn destroy(&mut self, group: &Option<String>) -> Res<String> {
         match group {
             None => {
-                self.world.take().ok_or_else(error::not_initialized)?;
+                let world = self.world.take().ok_or_else(error::not_initialized)?;
+                // A FileStore's destructor runs with its group (file.rs: the last one removes
+                // the file).
+                if let Some(f) = world.store.as_file() {
+                    f.free();
+                }
                 // The store this rank served goes with the group (its last reference): its
                 // port is free again for a later init, as real torch 2.15's is.
                 if let Some(server) = self.store_server.take() {
