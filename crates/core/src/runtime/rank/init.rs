@@ -608,7 +608,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await
                 .map_err(|e| self.store_err(e))?;
         }
-        let inner = error::store_wait_timeout(timeout_ms, &last).to_string();
+        // The barrier's `store.wait` error, in the store's words (a FileStore's is not measured
+        // here: gloo's connectFullMesh before it already waits for every rank).
+        let inner = store.wait_timeout_error(timeout_ms, &last).to_string();
         let r = self
             .store_get(
                 &last,
