@@ -15,6 +15,7 @@
 //! token: where the [`Net`] has one, a PyTorch client is let in only if the [`Net`] allows it
 //! ([`Net::store_accepts_torch_clients`]); a scen client of another job is refused either way.
 
+use crate::c10d::error::{self, C10dError};
 use crate::net::{Clock, Net};
 use crate::wire::{
     read_frame, read_frame_max, write_built_frame, write_frame, Dec, Enc, WireError,
@@ -399,18 +400,18 @@ impl<N: Net> StoreClient<N> {
     }
 
     /// What `wait([key])` past its timeout raises, in this store's words.
-    pub fn wait_timeout_error(&self, timeout_ms: u64, key: &str) -> crate::c10d::error::C10dError {
+    pub fn wait_timeout_error(&self, timeout_ms: u64, key: &str) -> C10dError {
         match &self.file {
-            Some(_) => crate::c10d::error::file_store_wait_timeout(),
-            None => crate::c10d::error::store_wait_timeout(timeout_ms, key),
+            Some(_) => error::file_store_wait_timeout(),
+            None => error::store_wait_timeout(timeout_ms, key),
         }
     }
 
     /// What `get(key)` past its timeout raises, in this store's words.
-    pub fn get_timeout_error(&self, timeout_ms: u64, key: &str) -> crate::c10d::error::C10dError {
+    pub fn get_timeout_error(&self, timeout_ms: u64, key: &str) -> C10dError {
         match &self.file {
-            Some(_) => crate::c10d::error::file_store_get_timeout(key, timeout_ms),
-            None => crate::c10d::error::store_wait_timeout(timeout_ms, key),
+            Some(_) => error::file_store_get_timeout(key, timeout_ms),
+            None => error::store_wait_timeout(timeout_ms, key),
         }
     }
 
