@@ -29,10 +29,15 @@ run() { # CASE N
 stale() {
   rm -f "$D/stale"
   echo "-- stale (a run killed -9 after its all_reduce, then case ok on the same path)"
-  for r in 0 1; do RANK=$r "$PY" filestore.py hang "$D/stale" 2 2>&1 | grep -E "^rank" & done
+  local pids=""
+  for r in 0 1; do
+    RANK=$r "$PY" filestore.py hang "$D/stale" 2 >"$D/hang$r.out" 2>&1 &
+    pids="$pids $!"
+  done
   sleep 6
-  pkill -9 -f "filestore.py hang $D/stale"
+  kill -9 $pids  # the two ranks this function started, by their ids
   wait
+  grep -h -E "^rank" "$D"/hang*.out
   for r in 0 1; do RANK=$r timeout 60 "$PY" filestore.py ok "$D/stale" 2 2>&1 | grep -E "^rank" & done
   wait
   echo "   file after: $(ls "$D/stale" 2>/dev/null || echo absent)"
