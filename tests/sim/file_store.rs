@@ -117,3 +117,27 @@ fn file_url_without_a_path_is_path_missing() {
         "{e:?}"
     );
 }
+
+/// DETAIL's monitoredBarrier is gloo's, modelled over the store: a file:// store leaves its
+/// timeout as it is over tcp:// (FileStore's whole-second give-up is its own reads').
+#[test]
+fn detail_monitored_barrier_times_out_alike_on_file_and_tcp() {
+    let at = |url: &str| {
+        let src = format!(
+            "[world]\nranks_per_node = 3\nplatform = \"cpu\"\nenv = {{ TORCH_DISTRIBUTED_DEBUG = \"DETAIL\" }}\n\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\ninit_method = \"{url}\"\nrank = \"rank\"\nworld_size = 3\ntimeout_s = 3\n\n[[step]]\non = [0, 1]\nop = \"all_reduce\"\nfill = \"1\"\n"
+        );
+        let r = run(&src, 0);
+        match &r.ranks[0] {
+            RankVerdict::Failed { t_ms, failure, .. } => (*t_ms, failure_text(failure)),
+            other => panic!("{other:?}"),
+        }
+    };
+    let (file_ms, file_text) = at("file:///tmp/scen/f");
+    let (tcp_ms, tcp_text) = at("tcp://127.0.0.1:29600");
+    assert_eq!(file_ms, 3000);
+    assert_eq!((file_ms, &file_text), (tcp_ms, &tcp_text));
+    assert!(
+        file_text.contains("failed to pass monitoredBarrier in 3000 ms"),
+        "{file_text}"
+    );
+}

@@ -513,6 +513,15 @@ impl<N: Net> StoreClient<N> {
         }
     }
 
+    /// [`Self::get`] for a wait of the model's that stands for another mechanism than the
+    /// store's own (DETAIL's monitoredBarrier): up to exactly `timeout_ms` on any store.
+    pub async fn get_exact(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
+        match &self.file {
+            Some(f) => f.get_exact(key, timeout_ms).await,
+            None => self.get(key, timeout_ms).await,
+        }
+    }
+
     /// Blocks until the counter `key` reaches `n`, up to `timeout_ms`; returns its value.
     pub async fn wait_ge(&self, key: &str, n: i64, timeout_ms: u64) -> Result<i64, StoreError> {
         if let Some(f) = &self.file {

@@ -197,8 +197,25 @@ impl FileClient {
 
     /// Blocks until `key` exists; gives up as FileStore does ([`give_up_at_ms`]).
     pub async fn get(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
-        let f = self.files.open(&self.path);
         let deadline = give_up_at_ms(self.clock.now_ms(), timeout_ms);
+        self.get_until(key, deadline, timeout_ms).await
+    }
+
+    /// Blocks until `key` exists, up to exactly `timeout_ms`: a wait of the model's that stands
+    /// for another mechanism than FileStore's own (DETAIL's monitoredBarrier, gloo's timing).
+    pub async fn get_exact(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
+        let deadline =
+            (timeout_ms != NO_TIMEOUT).then(|| self.clock.now_ms().saturating_add(timeout_ms));
+        self.get_until(key, deadline, timeout_ms).await
+    }
+
+    async fn get_until(
+        &self,
+        key: &str,
+        deadline: Option<u64>,
+        timeout_ms: u64,
+    ) -> Result<Vec<u8>, StoreError> {
+        let f = self.files.open(&self.path);
         let clock = self.clock.clone();
         match wait_for(&f.state, key, &clock, deadline, || f.state.get(key)).await {
             Some(v) => self.fresh(&f, key, v),

@@ -355,7 +355,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
-    /// Store get with a wait record naming the ranks that should have set the key.
+    /// Store get with a wait record naming the ranks that should have set the key; it gives up
+    /// as the store does ([`StoreClient::give_up_at_ms`]).
     pub(super) async fn store_get(
         &self,
         key: &str,
@@ -367,6 +368,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Result<Vec<u8>, StoreError> {
         let store = self.world.as_ref().expect("world").store.clone();
         let t = timeout_ms.unwrap_or(store::NO_TIMEOUT);
+        // DETAIL's monitoredBarrier is gloo's, modelled over the store: its timeout is exact on
+        // any store (a FileStore's own reads give up on whole seconds).
+        let exact = used_by == StoreUse::MonitoredBarrier;
         self.wait(Some(Wait {
             step: self.step,
             on: WaitOn::StoreGet {
@@ -378,10 +382,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             seq: None,
             peers,
             since_ms: self.now(),
-            deadline_ms: timeout_ms.map(|t| store.give_up_at_ms(self.now(), t)),
+            deadline_ms: timeout_ms.map(|t| match exact {
+                true => self.now().saturating_add(t),
+                false => store.give_up_at_ms(self.now(), t),
+            }),
             timeout_error: timeout_error.map(Into::into),
         }));
-        let r = store.get(key, t).await;
+        let r = match exact {
+            true => store.get_exact(key, t).await,
+            false => store.get(key, t).await,
+        };
         self.wait(None);
         r
     }
