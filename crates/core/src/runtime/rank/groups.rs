@@ -291,7 +291,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             store.set(key, &uid).await.map_err(|e| self.store_err(e))?;
             return Ok(uid);
         }
-        let inner = error::store_wait_timeout(*timeout_ms, key).to_string();
+        // The store's own get timeout (a FileStore's `Timeout waiting for key: ...`; not
+        // measured on a device backend here).
+        let inner = store.get_timeout_error(*timeout_ms, key).to_string();
         let err = error::unique_id_timeout(backend, me, local_key, &inner);
         let what = format!(
             "{backend} communicator of group {label}: store get unique id '{key}' from rank {}",
