@@ -293,6 +293,14 @@ fn simulator_only_scenarios_are_refused_with_the_reason() {
         Err(HwError::NotEligible(why)) => assert!(why.contains("--nnodes 2"), "{why}"),
         other => panic!("{other:?}"),
     }
+    let rel = "scenarios/gloo_file_init_completes.toml";
+    match scen_hw::run(&load(rel), &path(rel), &options()) {
+        Err(HwError::NotEligible(why)) => assert!(
+            why.contains("file:///tmp/scen/fstore") && why.contains("FileStore"),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Started by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set), `scen run --hw` runs

@@ -15,6 +15,7 @@ mod common;
 mod diagnosis;
 mod doc_refs;
 mod faults;
+mod file_store;
 mod fn_lengths;
 mod format_errors;
 mod fr;

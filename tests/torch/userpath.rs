@@ -56,7 +56,7 @@ use real::RealRank;
 
 /// Programs of the sample `cargo test` runs (each runs for real twice, once per launcher).
 /// Two small worlds: 1/2, where a rank's extra call times out and fails both ranks, and 1/49,
-/// a `file://` init (a known difference). Chosen so that the import stagger of a loaded
+/// a `file://` init (a known difference until scen modelled the FileStore). Chosen so that the import stagger of a loaded
 /// machine does not decide their outcome.
 const SAMPLE: [u64; 2] = [2, 49];
 /// Real runs of a differing program after its first.

@@ -137,6 +137,7 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
         device,
         // A real process: the kernel resets its peers' connections when it is killed.
         life: Default::default(),
+        files: None,
     };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -25,7 +25,7 @@ use crate::{HwError, HwOptions};
 use scen_core::outcome::RankEnd;
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
-use scen_core::scenario::{Launcher, Scenario};
+use scen_core::scenario::{Launcher, Scenario, StepKind};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -56,12 +56,29 @@ pub fn oneccl_root() -> Option<PathBuf> {
     p.join("lib/libccl.so.2").exists().then_some(p)
 }
 
+/// The first file:// init_method of the program, if any (the rank refuses it too, should one
+/// come from an expanded variable).
+fn file_init_method(s: &Scenario) -> Option<&str> {
+    s.steps.iter().find_map(|st| match &st.kind {
+        StepKind::InitProcessGroup {
+            init_method: Some(u),
+            ..
+        } if u.starts_with("file://") => Some(u.as_str()),
+        _ => None,
+    })
+}
+
 /// What a run needs from the machine, checked before any process starts.
 pub fn check_eligible(s: &Scenario, o: &HwOptions, external: bool) -> Result<(), HwError> {
     if !s.world.services.is_empty() {
         return Err(HwError::NotEligible(
             "it declares [[world.service]] (another job's TCPStore), which only the simulator provides".into(),
         ));
+    }
+    if let Some(u) = file_init_method(s) {
+        return Err(HwError::NotEligible(format!(
+            "it rendezvouses through `{u}` (a FileStore), which the simulator and torch mode model and hardware mode does not: use env:// or tcp://"
+        )));
     }
     if let Some(why) = s.sim.payloads.real_mode_refusal() {
         return Err(HwError::NotEligible(why));

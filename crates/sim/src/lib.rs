@@ -149,10 +149,12 @@ fn simulate_inner(
         };
         let (clock, probe, shared) = (clock.clone(), probe.clone(), shared.clone());
         let index = node.index;
+        // The node's store files (file:// rendezvous): its disk, kept across its reboots.
+        let files = Rc::new(store::Files::default());
         sim.host(node.name.as_str(), move || {
             boot_node(
                 index,
-                net.clone(),
+                (net.clone(), files.clone()),
                 clock.clone(),
                 probe.clone(),
                 shared.clone(),
@@ -196,7 +198,7 @@ fn over_limit(probe: &SimProbe) -> Option<String> {
 /// A node's software: its services first (they were there before the job), then its ranks.
 async fn boot_node(
     index: usize,
-    net: SimNet,
+    (net, files): (SimNet, Rc<store::Files>),
     clock: VirtualClock,
     probe: SimProbe,
     s: Rc<Scenario>,
@@ -207,7 +209,7 @@ async fn boot_node(
         serve_agent_store(&net, &clock, &probe, &s).await?;
     }
     for spec in s.world.ranks.iter().filter(|r| r.node == index) {
-        start_rank(spec.rank, &net, &clock, &probe, &s, inject_panic);
+        start_rank(spec.rank, (&net, &files), &clock, &probe, &s, inject_panic);
     }
     std::future::pending::<()>().await;
     Ok(())
@@ -284,7 +286,7 @@ fn node_info(probe: &SimProbe, clock: &VirtualClock, text: String) {
 /// (its program's end, or a kill; under torchrun a failure makes the agent stop the others).
 fn start_rank(
     rank: usize,
-    net: &SimNet,
+    (net, files): (&SimNet, &Rc<store::Files>),
     clock: &VirtualClock,
     probe: &SimProbe,
     s: &Rc<Scenario>,
@@ -298,6 +300,7 @@ fn start_rank(
         proc_rank: rank,
         device: None,
         life: Default::default(),
+        files: Some(files.clone()),
     };
     let life = env.life.clone();
     let (probe, clock) = (probe.clone(), clock.clone());

@@ -49,8 +49,6 @@ pub enum StepIneligible {
     NoBackendOnAccelerator,
     #[error("device_id `{0}` needs an accelerator")]
     DeviceId(String),
-    #[error("file:// rendezvous is not modelled")]
-    FileRendezvous,
     #[error("new_group device_id needs an accelerator")]
     NewGroupDeviceId,
     #[error("its tensor lives on `{0}`; torch mode runs CPU tensors only")]
@@ -166,11 +164,10 @@ fn cpu_device(s: &Scenario, st: &Step, d: &Option<String>) -> Result<(), StepIne
 fn step(s: &Scenario, st: &Step) -> Result<(), StepIneligible> {
     match &st.kind {
         StepKind::InitProcessGroup {
-            backend,
-            device_id,
-            init_method,
-            ..
+            backend, device_id, ..
         } => {
+            // Any init_method runs: a file:// store moves under the run's directory (the
+            // prelude's file_url).
             match backend {
                 Some(b) => backend_ok(s, b)?,
                 None if accel_device(s, st) != "cpu" => {
@@ -182,12 +179,6 @@ fn step(s: &Scenario, st: &Step) -> Result<(), StepIneligible> {
                 if !d.starts_with("cpu") {
                     return Err(StepIneligible::DeviceId(d.clone()));
                 }
-            }
-            if init_method
-                .as_deref()
-                .is_some_and(|u| u.starts_with("file://"))
-            {
-                return Err(StepIneligible::FileRendezvous);
             }
             Ok(())
         }

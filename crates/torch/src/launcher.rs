@@ -123,6 +123,13 @@ pub fn launch(s: &Scenario, source: Option<&str>, o: &TorchOptions) -> Result<Re
     result
 }
 
+/// Whether the program's init goes through a file:// store (the prelude's file_url moves it).
+fn file_rendezvous(s: &Scenario) -> bool {
+    s.steps.iter().any(|st| {
+        matches!(&st.kind, scen_core::scenario::StepKind::InitProcessGroup { init_method: Some(u), .. } if u.starts_with("file://"))
+    })
+}
+
 fn work_dir(o: &TorchOptions) -> std::io::Result<PathBuf> {
     let dir = match &o.keep_dir {
         Some(d) => d.clone(),
@@ -155,6 +162,15 @@ fn rank_env(s: &Scenario, ep: &Endpoints, dir: &Path, rank: usize) -> serde_json
         }
     }
     put("SCEN_TORCH_PROGRESS", dir.display().to_string());
+    // file:// stores live under the run's directory, a directory per node (prelude's file_url).
+    let node = s.world.ranks[rank].node;
+    put(
+        "SCEN_FILE_ROOT",
+        dir.join("files")
+            .join(format!("node{node}"))
+            .display()
+            .to_string(),
+    );
     put("OMP_NUM_THREADS", "1".into());
     if s.world.launcher == Launcher::Torchrun {
         put("TORCHELASTIC_USE_AGENT_STORE", "True".into());
@@ -387,9 +403,11 @@ impl<'a> TorchRun<'a> {
             0,
             format!(
                 "launched as {} (gloo on CPU, {})",
-                match s.world.launcher {
-                    Launcher::Torchrun => "torchrun: the agent hosts the TCPStore",
-                    Launcher::Processes => "plain processes: rank 0 hosts the TCPStore",
+                match (s.world.launcher, file_rendezvous(s)) {
+                    (Launcher::Torchrun, false) => "torchrun: the agent hosts the TCPStore",
+                    (Launcher::Processes, false) => "plain processes: rank 0 hosts the TCPStore",
+                    (Launcher::Torchrun, true) => "torchrun, file:// rendezvous: each node's FileStore file under the run's directory",
+                    (Launcher::Processes, true) => "plain processes, file:// rendezvous: each node's FileStore file under the run's directory",
                 },
                 self.py.display()
             ),

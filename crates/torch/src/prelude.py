@@ -266,6 +266,24 @@ def value(src):
     return formula(src)(**_VARS)
 
 
+def file_url(u):
+    """`file://PATH` moved under this run's directory for this rank's node (SCEN_FILE_ROOT): a
+    run never meets another run's FileStore file, and ranks of different nodes open different
+    files, as on hosts that share no filesystem (scen's model: c10d/store/file.rs). Without
+    SCEN_FILE_ROOT (an exported program) the path stays as written. The path's directories are
+    made, as the scenario's program has them."""
+    if not u.startswith("file://"):
+        return u
+    root = os.environ.get("SCEN_FILE_ROOT", "")
+    rest = u[len("file://"):]
+    cut = rest.find("/")
+    if cut < 0:
+        return u  # no path: PyTorch raises "path missing" itself
+    path = rest[cut:].split("?", 1)[0]
+    os.makedirs(os.path.dirname(root + path) or "/", exist_ok=True)
+    return "file://" + rest[:cut] + root + rest[cut:]
+
+
 def expand_env(s):
     """`${VAR}` / `${VAR:-default}` from this process's environment, as scen expands them."""
     out = ""

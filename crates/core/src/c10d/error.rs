@@ -188,6 +188,19 @@ pub fn store_wait_timeout(timeout_ms: u64, key: &str) -> C10dError {
     )
 }
 
+/// R15: a FileStore `wait` past its timeout (gloo's connectFullMesh waits so). Real torch 2.15
+/// raises it once the whole seconds elapsed exceed the timeout (`c10d::store::give_up_at_ms`).
+pub fn file_store_wait_timeout() -> C10dError {
+    runtime("Wait timeout")
+}
+
+/// R15: a FileStore `get` past its timeout (the key as the FileStore got it, prefixes joined).
+pub fn file_store_get_timeout(key: &str, timeout_ms: u64) -> C10dError {
+    runtime(format!(
+        "Timeout waiting for key: {key} after {timeout_ms} ms"
+    ))
+}
+
 /// R17: the store-based barrier.
 pub fn store_barrier_timeout(
     rank: usize,

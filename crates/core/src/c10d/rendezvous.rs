@@ -44,7 +44,11 @@ impl Url {
             query.insert(k.to_string(), v.to_string());
         }
         let (host, port, path) = if scheme == "file" {
-            (String::new(), None, loc.to_string())
+            // urlparse: the netloc runs to the first `/`, the path is the rest, so
+            // `file:///tmp/s` names /tmp/s, `file://h/tmp/s` /tmp/s too, and `file://s`
+            // has no path at all (real torch 2.15: "path missing").
+            let path = loc.find('/').map_or("", |i| &loc[i..]);
+            (String::new(), None, path.to_string())
         } else {
             let (h, p) = match loc.rsplit_once(':') {
                 Some((h, p)) => (h, Some(p.to_string())),
@@ -216,6 +220,31 @@ mod tests {
         assert_eq!(
             resolve("env://", None, None, &e2).unwrap_err().to_string(),
             "ValueError: port must have value from 0 to 65535 but was 70000"
+        );
+    }
+
+    #[test]
+    fn r15_file_path_is_urlparse_path() {
+        let e = env(&[]);
+        let r = resolve("file:///tmp/x/fstore", Some(1), Some(2), &e).unwrap();
+        assert_eq!(r.file.as_deref(), Some("/tmp/x/fstore"));
+        let r = resolve("file:///tmp/s?rank=0&world_size=2", None, None, &e).unwrap();
+        assert_eq!(
+            (r.file.as_deref(), r.rank, r.world_size),
+            (Some("/tmp/s"), 0, 2)
+        );
+        // Measured (scripts/torch-checks/filestore.sh, case `relative`).
+        assert_eq!(
+            resolve("file://fstore_rel", Some(0), Some(2), &e)
+                .unwrap_err()
+                .to_string(),
+            "ValueError: Error initializing torch.distributed using file:// rendezvous: path missing"
+        );
+        assert_eq!(
+            resolve("file:///tmp/s", None, Some(2), &e)
+                .unwrap_err()
+                .to_string(),
+            "ValueError: Error initializing torch.distributed using file:// rendezvous: rank parameter missing"
         );
     }
 

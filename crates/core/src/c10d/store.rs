@@ -15,6 +15,7 @@
 //! token: where the [`Net`] has one, a PyTorch client is let in only if the [`Net`] allows it
 //! ([`Net::store_accepts_torch_clients`]); a scen client of another job is refused either way.
 
+use crate::c10d::error::{self, C10dError};
 use crate::net::{Clock, Net};
 use crate::wire::{
     read_frame, read_frame_max, write_built_frame, write_frame, Dec, Enc, WireError,
@@ -25,11 +26,13 @@ use std::rc::Rc;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Mutex, Notify};
 
+mod file;
 mod numbered;
 mod seq;
 mod torch_client;
 mod torch_serve;
 pub mod torch_wire;
+pub use file::{give_up_at_ms, FileClient, Files};
 pub use seq::{KeySeq, Values};
 
 const OP_SET: u8 = 1;
@@ -70,6 +73,9 @@ pub enum StoreError {
     /// The connection to the store broke (the server's process died, or the network).
     #[error("{0}")]
     Wire(#[from] WireError),
+    /// A FileStore key written through a store freed since (file.rs): stale.
+    #[error("key {key} of {path} was written through a store freed since")]
+    Stale { key: String, path: String },
 }
 
 /// The server's state: keys and, per key someone waits on, a notification of its changes.
@@ -345,23 +351,74 @@ async fn wait_for<C: Clock, T>(
     }
 }
 
-/// A connection to a store server. Requests are sequential, like PyTorch's client.
+/// A connection to a store server, or a FileStore ([`StoreClient::file`]). Requests are
+/// sequential, like PyTorch's client.
 pub struct StoreClient<N: Net> {
-    conn: Mutex<N::Stream>,
+    /// `None` for a FileStore.
+    conn: Option<Mutex<N::Stream>>,
     /// `host:port`, for messages.
     pub addr: String,
     /// `Some` when the store is PyTorch's ([`StoreClient::open_torch`]): requests go as PyTorch's
     /// queries, with timeouts kept on this clock.
     torch: Option<torch_client::TorchClock>,
+    /// `Some` when the store is a file (`init_method="file://..."`): no server, no connection.
+    file: Option<FileClient>,
 }
 
 impl<N: Net> StoreClient<N> {
     pub fn new(stream: N::Stream, addr: String) -> Self {
         StoreClient {
-            conn: Mutex::new(stream),
+            conn: Some(Mutex::new(stream)),
             addr,
             torch: None,
+            file: None,
         }
+    }
+
+    /// A FileStore; `addr` is its `file://` URL, for messages.
+    pub fn file(store: FileClient) -> Self {
+        StoreClient {
+            conn: None,
+            addr: format!("file://{}", store.path()),
+            torch: None,
+            file: Some(store),
+        }
+    }
+
+    /// The FileStore this client is, if it is one.
+    pub fn as_file(&self) -> Option<&FileClient> {
+        self.file.as_ref()
+    }
+
+    /// When a blocking read of this store started at `now_ms` with `timeout_ms` gives up: a
+    /// TCPStore at the timeout, a FileStore once the whole seconds exceed it.
+    pub fn give_up_at_ms(&self, now_ms: u64, timeout_ms: u64) -> u64 {
+        match &self.file {
+            Some(_) => give_up_at_ms(now_ms, timeout_ms).unwrap_or(u64::MAX),
+            None => now_ms.saturating_add(timeout_ms),
+        }
+    }
+
+    /// What `wait([key])` past its timeout raises, in this store's words.
+    pub fn wait_timeout_error(&self, timeout_ms: u64, key: &str) -> C10dError {
+        match &self.file {
+            Some(_) => error::file_store_wait_timeout(),
+            None => error::store_wait_timeout(timeout_ms, key),
+        }
+    }
+
+    /// What `get(key)` past its timeout raises, in this store's words.
+    pub fn get_timeout_error(&self, timeout_ms: u64, key: &str) -> C10dError {
+        match &self.file {
+            Some(_) => error::file_store_get_timeout(key, timeout_ms),
+            None => error::store_wait_timeout(timeout_ms, key),
+        }
+    }
+
+    fn conn(&self) -> Result<&Mutex<N::Stream>, StoreError> {
+        self.conn
+            .as_ref()
+            .ok_or(StoreError::Wire(WireError::Closed))
     }
 
     /// A client over a connected `stream`; with a job token (`Net::store_token`), after the
@@ -379,7 +436,7 @@ impl<N: Net> StoreClient<N> {
     }
 
     async fn call(&self, req: Vec<u8>) -> Result<Vec<u8>, StoreError> {
-        let mut conn = self.conn.lock().await;
+        let mut conn = self.conn()?.lock().await;
         write_frame(&mut *conn, &req).await?;
         Ok(read_frame(&mut *conn).await?)
     }
@@ -391,6 +448,10 @@ impl<N: Net> StoreClient<N> {
     /// [`Self::set`], returning the microseconds the server spent on it (its share of the round
     /// trip; the rest is the network's).
     pub async fn set_timed(&self, key: &str, value: &[u8]) -> Result<u64, StoreError> {
+        if let Some(f) = &self.file {
+            f.set(key, value);
+            return Ok(0);
+        }
         if self.torch.is_some() {
             return self.torch_set(key, value).await;
         }
@@ -402,6 +463,9 @@ impl<N: Net> StoreClient<N> {
     }
 
     pub async fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
+        if let Some(f) = &self.file {
+            return Ok(f.add(key, delta));
+        }
         if self.torch.is_some() {
             return self.torch_add(key, delta).await;
         }
@@ -414,6 +478,9 @@ impl<N: Net> StoreClient<N> {
     }
 
     pub async fn check(&self, key: &str) -> Result<bool, StoreError> {
+        if let Some(f) = &self.file {
+            return Ok(f.check(key));
+        }
         if self.torch.is_some() {
             return self.torch_check(key).await;
         }
@@ -427,6 +494,9 @@ impl<N: Net> StoreClient<N> {
 
     /// Blocks until `key` exists, up to `timeout_ms`.
     pub async fn get(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
+        if let Some(f) = &self.file {
+            return f.get(key, timeout_ms).await;
+        }
         if self.torch.is_some() {
             return self.torch_get(key, timeout_ms).await;
         }
@@ -443,8 +513,20 @@ impl<N: Net> StoreClient<N> {
         }
     }
 
+    /// [`Self::get`] for a wait of the model's that stands for another mechanism than the
+    /// store's own (DETAIL's monitoredBarrier): up to exactly `timeout_ms` on any store.
+    pub async fn get_exact(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
+        match &self.file {
+            Some(f) => f.get_exact(key, timeout_ms).await,
+            None => self.get(key, timeout_ms).await,
+        }
+    }
+
     /// Blocks until the counter `key` reaches `n`, up to `timeout_ms`; returns its value.
     pub async fn wait_ge(&self, key: &str, n: i64, timeout_ms: u64) -> Result<i64, StoreError> {
+        if let Some(f) = &self.file {
+            return f.wait_ge(key, n, timeout_ms).await;
+        }
         if self.torch.is_some() {
             return self.torch_wait_ge(key, n, timeout_ms).await;
         }

@@ -55,6 +55,10 @@ pub struct RankEnv<N: Net, C: Clock, P: Probe> {
     pub device: Option<Rc<dyn DeviceComms>>,
     /// Set when the process is killed (fabric.rs: what arrives after stays unread).
     pub life: super::fabric::Life,
+    /// The store files of this rank's node (`init_method="file://..."`), shared with the
+    /// node's other ranks and outliving them; `None` where the runner keeps none (hardware
+    /// mode), and file:// is refused.
+    pub files: Option<Rc<crate::c10d::store::Files>>,
 }
 
 /// Who asks `new_group` for a group: a scenario step (the result text is the step's), or

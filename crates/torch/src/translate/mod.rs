@@ -480,7 +480,13 @@ fn init_process_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
         args.push(format!("backend={}", template(x, ep)));
     }
     if let Some(x) = init_method {
-        args.push(format!("init_method={}", template(x, ep)));
+        let url = template(x, ep);
+        if x.starts_with("file://") {
+            // A path of this run's own (prelude's file_url).
+            args.push(format!("init_method=file_url({url})"));
+        } else {
+            args.push(format!("init_method={url}"));
+        }
     }
     if let Some(x) = device_id {
         args.push(format!("device_id=torch.device({})", template(x, ep)));
@@ -600,10 +606,11 @@ fn sglang_init(
         None if s.time_scale.is_identity() => "None".into(),
         None => format!("{} / 1000", s.time_scale.apply(1_800_000)),
     };
-    format!(
-        "sglang_init_distributed_environment(st, {}, {timeout})",
-        template(&url, ep)
-    )
+    let mut url_py = template(&url, ep);
+    if url.starts_with("file://") {
+        url_py = format!("file_url({url_py})");
+    }
+    format!("sglang_init_distributed_environment(st, {url_py}, {timeout})")
 }
 
 /// A tensor of the step's spec, `shape` given as a Python expression (default the spec's).

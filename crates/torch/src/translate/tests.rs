@@ -20,6 +20,22 @@ fn steps_become_public_api_calls_under_their_scenario_lines() {
 }
 
 #[test]
+fn file_init_methods_move_under_the_run_directory() {
+    let src = SRC.replace(
+        "timeout_s = 60\n",
+        "init_method = \"file:///tmp/s/f\"\nrank = \"rank\"\nworld_size = 2\n",
+    );
+    let s = parse(&src, "t.toml", "t").expect("parses");
+    assert_eq!(crate::eligible::check(&s), Ok(()));
+    let p = program(&s, None, &Endpoints::default());
+    assert!(
+        p.contains("init_method=file_url(\"file:///tmp/s/f\")"),
+        "{p}"
+    );
+    assert!(p.contains("def file_url(u):"));
+}
+
+#[test]
 fn time_scale_makes_default_timeouts_explicit() {
     let src = SRC.replace("timeout_s = 60\n", "");
     let mut s = parse(&src, "t.toml", "t").expect("parses");

@@ -30,10 +30,22 @@ pub fn no_device_binding(op: &str) -> C10dError {
     ))
 }
 
-/// `init_method = "file://..."`.
-pub fn file_store_unmodelled(path: &str) -> C10dError {
+/// `init_method = "file://..."` where the runner has no node file system to hold the store
+/// (hardware mode: its ranks run on real hosts, and scen keeps no file there).
+pub fn file_store_unsupported(path: &str) -> C10dError {
     runtime(format!(
-        "file://{path}: scen does not model FileStore rendezvous yet; use env:// or tcp://"
+        "file://{path}: this mode does not model FileStore rendezvous (the simulator and torch mode do); use env:// or tcp://"
+    ))
+}
+
+/// A stale FileStore key: written through a store freed since (a destroyed group's, a failed
+/// init's) or opened by another init of its process (c10d/store/file.rs). Real ranks then dial
+/// that old gloo address and fail in ways that vary with timing
+/// (measured: `Connection refused` at once, `Connect timeout` after 15 s, `Connection closed by
+/// peer`), which scen does not model.
+pub fn file_store_stale_key(path: &str, key: &str) -> C10dError {
+    runtime(format!(
+        "file://{path}: key '{key}' was written by another process group than this init's (a FileStore's file keeps a group's keys until every rank that opened it has freed its store); real PyTorch then dials that stale gloo address and fails in ways that vary with timing, which scen does not model: give each init a fresh path"
     ))
 }
 

@@ -237,6 +237,9 @@ impl<N: Net> StoreClient<N> {
     /// request for it would have reached the server. `net_rtt_us`: the network's share of one
     /// round trip on this connection, as the caller measured it ([`StoreClient::set_timed`]).
     pub async fn check_seq(&self, keys: &KeySeq, net_rtt_us: u64) -> Result<Vec<bool>, StoreError> {
+        if let Some(f) = &self.file {
+            return Ok(f.check_seq(keys));
+        }
         if self.torch.is_some() {
             return self.torch_check_seq(keys).await;
         }
@@ -251,6 +254,9 @@ impl<N: Net> StoreClient<N> {
     /// would have reached the server: the values of the keys before it (all, if none is absent).
     /// The caller waits for the absent key with a blocking [`StoreClient::get`] of its own.
     pub async fn get_seq(&self, keys: &KeySeq, net_rtt_us: u64) -> Result<Values, StoreError> {
+        if let Some(f) = &self.file {
+            return f.get_seq(keys);
+        }
         if self.torch.is_some() {
             return Ok(Values::of(self.torch_get_seq(keys).await?));
         }

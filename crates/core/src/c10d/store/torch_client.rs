@@ -34,7 +34,7 @@ pub(super) struct TorchClock {
 }
 
 impl TorchClock {
-    fn of<C: Clock>(clock: C) -> Self {
+    pub(super) fn of<C: Clock>(clock: C) -> Self {
         let c = clock.clone();
         TorchClock {
             now_ms: Rc::new(move || c.now_ms()),
@@ -43,6 +43,16 @@ impl TorchClock {
                 Box::pin(async move { c.sleep_until_ms(t).await })
             }),
         }
+    }
+}
+
+/// The erased clock is a clock again (the file store's blocking reads wait on it).
+impl Clock for TorchClock {
+    fn now_ms(&self) -> u64 {
+        (self.now_ms)()
+    }
+    fn sleep_until_ms(&self, t_ms: u64) -> impl Future<Output = ()> {
+        (self.sleep_until_ms)(t_ms)
     }
 }
 
@@ -82,9 +92,10 @@ impl<N: Net> StoreClient<N> {
         .await;
         r.map_err(|e| peer_err(&addr, e))?;
         Ok(StoreClient {
-            conn: Mutex::new(stream),
+            conn: Some(Mutex::new(stream)),
             addr,
             torch: Some(TorchClock::of(clock)),
+            file: None,
         })
     }
 
@@ -97,7 +108,7 @@ impl<N: Net> StoreClient<N> {
     where
         F: for<'a> AsyncFnOnce(&'a mut N::Stream) -> Result<T, TorchWireError>,
     {
-        let mut conn = self.conn.lock().await;
+        let mut conn = self.conn()?.lock().await;
         let r = async {
             conn.write_all(&q.encode()).await?;
             read(&mut *conn).await
@@ -155,7 +166,7 @@ impl<N: Net> StoreClient<N> {
         let deadline =
             (timeout_ms != NO_TIMEOUT).then(|| (clock.now_ms)().saturating_add(timeout_ms));
         let stopped = {
-            let mut conn = self.conn.lock().await;
+            let mut conn = self.conn()?.lock().await;
             let r: Result<bool, TorchWireError> = async {
                 conn.write_all(&Query::Wait(vec![wire_key(key)]).encode())
                     .await?;

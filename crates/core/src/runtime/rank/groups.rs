@@ -162,7 +162,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     pub(super) async fn destroy(&mut self, group: &Option<String>) -> Res<String> {
         match group {
             None => {
-                self.world.take().ok_or_else(error::not_initialized)?;
+                let world = self.world.take().ok_or_else(error::not_initialized)?;
+                // A FileStore's destructor runs with its group (file.rs: the last one removes
+                // the file).
+                if let Some(f) = world.store.as_file() {
+                    f.free();
+                }
                 // The store this rank served goes with the group (its last reference): its
                 // port is free again for a later init, as real torch 2.15's is.
                 if let Some(server) = self.store_server.take() {
@@ -286,7 +291,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             store.set(key, &uid).await.map_err(|e| self.store_err(e))?;
             return Ok(uid);
         }
-        let inner = error::store_wait_timeout(*timeout_ms, key).to_string();
+        // The store's own get timeout (a FileStore's `Timeout waiting for key: ...`; not
+        // measured on a device backend here).
+        let inner = store.get_timeout_error(*timeout_ms, key).to_string();
         let err = error::unique_id_timeout(backend, me, local_key, &inner);
         let what = format!(
             "{backend} communicator of group {label}: store get unique id '{key}' from rank {}",

@@ -45,6 +45,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let timeout_ms =
             backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
         let rv = self.rendezvous(init_method, rank, world_size)?;
+        if let Some(path) = &rv.file {
+            // R15: a FileStore, constructed in the rendezvous; no server, no connect, no
+            // waitForWorkers. An init that raises frees it (its destructor runs).
+            let store = Rc::new(self.open_file_store(path, rv.world_size)?);
+            let r = self
+                .init_on_store(store.clone(), &rv, config, device, timeout_ms)
+                .await;
+            if let (Err(_), Some(f)) = (&r, store.as_file()) {
+                f.free();
+            }
+            return r;
+        }
         let deadline = self.now() + timeout_ms;
         // Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE): every rank
         // is a client and nobody waits for workers.
@@ -58,6 +70,36 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let store = Rc::new(store);
         self.wait_for_workers(&store, joined, &rv, timeout_ms)
             .await?;
+        self.init_on_store(store, &rv, config, device, timeout_ms)
+            .await
+    }
+
+    /// `FileStore(path, world_size)` on this rank's node (c10d/store/file.rs).
+    fn open_file_store(&self, path: &str, world_size: usize) -> Res<StoreClient<N>> {
+        let files = self
+            .env
+            .files
+            .as_ref()
+            .ok_or_else(|| error::file_store_unsupported(path))?;
+        let me = self.env.proc_rank;
+        let f = store::FileClient::open(files, path, world_size, me, self.env.clock.clone());
+        self.event(
+            EventKind::Info,
+            format!("FileStore file://{path} opened (world_size={world_size})"),
+        );
+        Ok(StoreClient::file(f))
+    }
+
+    /// init_process_group once the rendezvous gave a store: the backend, the default group,
+    /// its gloo mesh and the optional store barrier.
+    async fn init_on_store(
+        &mut self,
+        store: Rc<StoreClient<N>>,
+        rv: &rendezvous::Rendezvous,
+        config: BackendConfig,
+        device: Option<Device>,
+        timeout_ms: u64,
+    ) -> Res<String> {
         config.check_known()?;
         if rv.rank >= rv.world_size {
             // The backend is built for ranks 0..world_size: a rank outside has no place in it
@@ -95,21 +137,23 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         {
             self.store_barrier("0", rv.world_size, timeout_ms).await?;
         }
+        let store_at = match &rv.file {
+            Some(path) => format!("file://{path}"),
+            None => format!("{}:{}", rv.host, rv.port),
+        };
         Ok(format!(
-            "default group \"0\" rank {}/{} backends {} store {}:{} timeout {}ms{}",
+            "default group \"0\" rank {}/{} backends {} store {} timeout {}ms{}",
             rv.rank,
             rv.world_size,
             self.pgs["0"].config.describe(),
-            rv.host,
-            rv.port,
+            store_at,
             timeout_ms,
             device.map(|d| format!(" bound to {d}")).unwrap_or_default()
         ))
     }
 
     /// Where and as whom this rank joins: `init_method` (default `env://`) with the explicit
-    /// rank and world size, refused where scen cannot follow (a world over its limit, a file
-    /// store).
+    /// rank and world size, refused where scen cannot follow (a world over its limit).
     fn rendezvous(
         &self,
         init_method: &Option<String>,
@@ -127,9 +171,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 rv.world_size,
                 crate::scenario::limits::MAX_WORLD_SIZE
             )));
-        }
-        if let Some(path) = &rv.file {
-            return Err(error::file_store_unmodelled(path));
         }
         Ok(rv)
     }
@@ -276,8 +317,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         match e {
             StoreError::Timeout {
                 key, timeout_ms, ..
-            } => error::store_wait_timeout(timeout_ms, &key),
+            } => match self.world.as_ref() {
+                Some(w) => w.store.get_timeout_error(timeout_ms, &key),
+                None => error::store_wait_timeout(timeout_ms, &key),
+            },
             StoreError::Wire(w) => error::store_connection_failed(&w.to_string()),
+            StoreError::Stale { key, path } => error::file_store_stale_key(&path, &key),
         }
     }
 
@@ -310,7 +355,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
-    /// Store get with a wait record naming the ranks that should have set the key.
+    /// Store get with a wait record naming the ranks that should have set the key; it gives up
+    /// as the store does ([`StoreClient::give_up_at_ms`]).
     pub(super) async fn store_get(
         &self,
         key: &str,
@@ -322,6 +368,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Result<Vec<u8>, StoreError> {
         let store = self.world.as_ref().expect("world").store.clone();
         let t = timeout_ms.unwrap_or(store::NO_TIMEOUT);
+        // DETAIL's monitoredBarrier is gloo's, modelled over the store: its timeout is exact on
+        // any store (a FileStore's own reads give up on whole seconds).
+        let exact = used_by == StoreUse::MonitoredBarrier;
         self.wait(Some(Wait {
             step: self.step,
             on: WaitOn::StoreGet {
@@ -333,10 +382,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             seq: None,
             peers,
             since_ms: self.now(),
-            deadline_ms: timeout_ms.map(|t| self.now() + t),
+            deadline_ms: timeout_ms.map(|t| match exact {
+                true => self.now().saturating_add(t),
+                false => store.give_up_at_ms(self.now(), t),
+            }),
             timeout_error: timeout_error.map(Into::into),
         }));
-        let r = store.get(key, t).await;
+        let r = match exact {
+            true => store.get_exact(key, t).await,
+            false => store.get(key, t).await,
+        };
         self.wait(None);
         r
     }
@@ -498,9 +553,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         while next < peers.len() {
             let key = &keys.key(next);
             let what = format!("gloo connectFullMesh of group {label}: store get '{key}'");
-            // R24: a store timeout here reaches Python as the store's own DistStoreError, not
-            // wrapped in "Gloo connectFullMesh failed with" (real PyTorch 2.15, torch mode).
-            let timeout = error::store_wait_timeout(timeout_ms, key);
+            // R24: a store timeout here reaches Python as the store's own error (TCPStore's
+            // DistStoreError, FileStore's "Wait timeout"), not wrapped in "Gloo connectFullMesh
+            // failed with" (real PyTorch 2.15, torch mode).
+            let timeout = self.world()?.store.wait_timeout_error(timeout_ms, key);
             let got = self
                 .store_get_from(
                     &keys,
@@ -562,7 +618,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await
                 .map_err(|e| self.store_err(e))?;
         }
-        let inner = error::store_wait_timeout(timeout_ms, &last).to_string();
+        // The barrier's `store.wait` error, in the store's words (a FileStore's is not measured
+        // here: gloo's connectFullMesh before it already waits for every rank).
+        let inner = store.wait_timeout_error(timeout_ms, &last).to_string();
         let r = self
             .store_get(
                 &last,
