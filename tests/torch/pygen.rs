@@ -24,12 +24,14 @@ pub enum Kind {
 }
 
 /// One line of the program: the ranks that run it and what it is.
+#[derive(Clone)]
 pub struct Line {
     pub ranks: Vec<usize>,
     pub kind: Kind,
 }
 
 /// A generated program and what the harness needs to run and judge it.
+#[derive(Clone)]
 pub struct PyProgram {
     pub text: String,
     pub world: usize,
@@ -49,6 +51,9 @@ pub struct PyProgram {
 /// The uses of docs/api-coverage.md's second table, as its first cells spell them.
 pub const USE_SLEEP: &str = "time between calls";
 pub const USE_RAISE: &str = "a rank's own exception";
+pub const USE_EXIT: &str = "a rank's own exit (sys.exit, exit, os._exit)";
+pub const USE_KILL: &str =
+    "a rank's signal to itself (os.kill(os.getpid(), sig), signal.raise_signal, os.abort)";
 pub const USE_AGENT: &str = "a rank stopped by torchrun's agent";
 pub const USE_WAIT: &str = "work.wait(timeout=)";
 pub const USE_PORT: &str = "each rank's MASTER_PORT";
@@ -315,11 +320,13 @@ fn event(rng: &mut Rng, b: &mut B) -> String {
         }
         4 => {
             b.line(&[a], "sys.exit(3)", Kind::End);
+            b.row(USE_EXIT);
             b.ended.push(a);
             format!("rank {a} exits 3")
         }
         _ => {
             b.line(&[a], "os.kill(os.getpid(), signal.SIGKILL)", Kind::End);
+            b.row(USE_KILL);
             b.ended.push(a);
             format!("rank {a} kills itself")
         }

@@ -36,9 +36,11 @@
 //! `cargo test --test torch -- userpath`: the sample (the SAMPLE programs of seed 1, both
 //! launchers); it fails on a differing (program, launcher) not in userpath_known.txt and on a
 //! listed one that agrees now. The long run: `SCEN_USERPATH_PROGRAMS=2000 SCEN_USERPATH_SEED=7
-//! cargo test --test torch -- userpath` (figures only). `SCEN_USERPATH_ONLY=3,9` runs those
+//! cargo test --test torch -- userpath` (figures only). With `SCEN_USERPATH_ONLY`,
+//! `SCEN_USERPATH_MINIMISE=1` also cuts each program that differs in outcome down to the lines
+//! that make it differ and prints it. `SCEN_USERPATH_ONLY=3,9` runs those
 //! programs of the seed. Differing programs are kept in target/userpath/ (the program with both
-//! sides in its header, and its recording). Not done: minimising a differing program.
+//! sides in its header, and its recording).
 
 use super::pygen::{self, Kind, PyProgram};
 use super::redact;
@@ -135,6 +137,7 @@ pub fn run(root: &Path, python: &Path) -> Result<(), String> {
         return Ok(());
     }
     let cx = Ctx { root, python, seed };
+    let minimising = std::env::var("SCEN_USERPATH_MINIMISE").is_ok_and(|v| v == "1");
     let mut tallies: BTreeMap<&str, Tally> = BTreeMap::new();
     let mut rows: BTreeMap<String, usize> = BTreeMap::new();
     for k in picked {
@@ -148,6 +151,13 @@ pub fn run(root: &Path, python: &Path) -> Result<(), String> {
         for l in LAUNCHERS {
             let j = judge(&cx, &p, k, l);
             print_done(seed, k, l, &j);
+            if only.is_some() && minimising && differs_in_outcome(&j) {
+                let m = minimise(&cx, &p, k, l);
+                println!(
+                    "userpath: program {seed}/{k} under {l}, minimised:\n{}",
+                    m.text
+                );
+            }
             add(tallies.entry(l).or_default(), k, j);
         }
     }
@@ -429,6 +439,37 @@ fn judge(cx: &Ctx, p: &PyProgram, k: u64, l: &str) -> Judged {
         j.header = Some(keep(cx, p, k, l, &want, &runs, &first));
     }
     j
+}
+
+/// Whether a judged (program, launcher) has a rank whose outcome differs from the real run's.
+fn differs_in_outcome(j: &Judged) -> bool {
+    j.refused.is_none() && j.internal.is_none() && j.best.iter().any(|x| !x.0)
+}
+
+/// A program that differs in outcome under launcher `l`, cut down (issue 30 item 5): from the
+/// last line up, each call, sleep or end line that names nothing later lines use (no `=`, no
+/// init) becomes `pass`, so line numbers stay, and stays out while the program still differs.
+/// Each try runs the program for real and simulates its recording again.
+fn minimise(cx: &Ctx, p: &PyProgram, k: u64, l: &str) -> PyProgram {
+    let mut cur = p.clone();
+    for i in (0..cur.lines.len()).rev() {
+        let text = cur.text.lines().nth(i).unwrap_or("");
+        if cur.lines[i].kind == Kind::Other
+            || text.contains(" = ")
+            || text.contains("init_process_group")
+        {
+            continue;
+        }
+        let mut lines: Vec<&str> = cur.text.lines().collect();
+        lines[i] = "pass";
+        let mut cand = cur.clone();
+        cand.text = format!("{}\n", lines.join("\n"));
+        cand.lines[i].kind = Kind::Other;
+        if differs_in_outcome(&judge(cx, &cand, k, l)) {
+            cur = cand;
+        }
+    }
+    cur
 }
 
 /// Per rank (outcome agrees, text agrees).

@@ -151,13 +151,17 @@ pub fn run_child(mut scenario: Scenario, id: &RankIdentity, probe_addr: &str, ep
     };
     let local = tokio::task::LocalSet::new();
     // The probe told the launcher of the rank's end when its program ended (`Probe::ended`).
-    let end = local.block_on(&rt, run_rank(env));
+    exit_status(&local.block_on(&rt, run_rank(env)))
+}
+
+/// The rank process's exit status: its program's own `sys.exit(code)` (an exit step), else 1
+/// for a failure and 0 for a completed program.
+fn exit_status(end: &RankEnd) -> i32 {
     match end {
-        // The program's own `sys.exit(code)` (an exit step): the process exits with it.
         RankEnd::Failed {
             failure: scen_core::outcome::Failure::Exited { code: Some(c) },
             ..
-        } => c,
+        } => *c,
         RankEnd::Failed { .. } => 1,
         RankEnd::Completed => 0,
     }

@@ -206,22 +206,23 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                 p.t_exit_ms = t_ms;
             }
             "end" => p.own_end = Some(own_end(&m, t_ms).map_err(bad)?),
-            "worker_exit" => {
-                let pid = m.get("pid").and_then(Value::as_u64);
-                let code = m
-                    .get("exitcode")
-                    .and_then(Value::as_i64)
-                    .and_then(|c| i32::try_from(c).ok());
-                match pid.zip(code) {
-                    Some(x) => p.worker_exits.push(x),
-                    None => return Err(bad("a `worker_exit` without `pid` and `exitcode`".into())),
-                }
-            }
+            "worker_exit" => p.worker_exits.push(worker_exit(&m).map_err(bad)?),
             "no_torch" => p.no_torch = Some(text(&m, "python")),
             other => return Err(bad(format!("unknown record kind `{other}`"))),
         }
     }
     Ok(p)
+}
+
+/// A `worker_exit` record of torchrun's agent: (pid, exitcode).
+fn worker_exit(m: &Map<String, Value>) -> Result<(u64, i32), String> {
+    let pid = m.get("pid").and_then(Value::as_u64);
+    let code = m
+        .get("exitcode")
+        .and_then(Value::as_i64)
+        .and_then(|c| i32::try_from(c).ok());
+    pid.zip(code)
+        .ok_or_else(|| "a `worker_exit` without `pid` and `exitcode`".to_string())
 }
 
 /// An `end` record: `how` is exit, os._exit or signal.

@@ -519,7 +519,8 @@ fn a_rank_the_agent_stopped_in_its_teardown_fails_with_sigterm() {
     assert_eq!(agent.worker_exits, vec![(101, -15)]);
     let r = record(vec![proc(0, &calls(0)), proc(1, &calls(1)), agent], &opts()).unwrap();
     assert!(
-        r.text.contains("on = [1]\noutcome = \"fails\"\nstep = 4\nerror = \"SIGTERM\"\n"),
+        r.text
+            .contains("on = [1]\noutcome = \"fails\"\nstep = 4\nerror = \"SIGTERM\"\n"),
         "{}",
         r.text
     );

@@ -63,14 +63,18 @@ fn recorded_device(ranks: &[Proc]) -> String {
 /// address, number or line break (`RuntimeError: Connection closed by peer`).
 pub fn error_substring(exc: &str, msg: &str) -> String {
     let mut m = msg.trim();
-    if m.starts_with('[') {
-        if let Some(end) = m.find("] ") {
-            m = &m[end + 2..];
+    // Only a leading source location: `[Rank 0]: ...` (monitored_barrier) is the text itself,
+    // and a location further in (its original exception's) is not the start.
+    if let Some((loc, rest)) = m.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        let source = loc.contains(".cc:") || loc.contains(".cpp:") || loc.contains(".h:");
+        if source && !loc.contains(']') && !loc.contains('\n') {
+            m = rest;
         }
     }
     let cut = m
-        .find(|c: char| c == '[' || c == '\n' || c == '(' || c.is_ascii_digit())
-        .unwrap_or(m.len());
+        .char_indices()
+        .find(|&(i, c)| (c == '[' && i > 0) || c == '\n' || c == '(' || c.is_ascii_digit())
+        .map_or(m.len(), |(i, _)| i);
     let head: String = m[..cut].chars().take(120).collect();
     let head = head.trim_end_matches(|c: char| c.is_whitespace() || ":,;'\"".contains(c));
     if head.is_empty() {
@@ -192,7 +196,10 @@ pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
                     }
                     None if p.exited => "completed".into(),
                     None if o.timed_out => "still running at the time limit".into(),
-                    None => "ended without exiting (a signal)".into(),
+                    None => match p.agent_status {
+                        Some(st) if st < 0 => format!("killed by {}", signal_name(-st)),
+                        _ => "ended without exiting (a signal)".into(),
+                    },
                 },
             };
             (p.rank(), format!("rank {}: {what}", p.rank()))
@@ -217,17 +224,19 @@ fn first_line(m: &str) -> String {
     }
 }
 
+/// Whether one of the rank's calls raised (even one the program caught): the rank is recorded
+/// as failing in that call.
+fn a_call_raised(p: &Proc) -> bool {
+    p.calls
+        .iter()
+        .any(|c| matches!(c.end, CallEnd::Error { .. }))
+}
+
 /// The program's own exception (no torch.distributed call raised it) as a `raise` step after
 /// the rank's last call, at the file:line of the raise. A rank whose call raised fails in that
 /// call instead (the simulator raises it there too, so its later code never runs).
 fn raise_step(p: &Proc) -> Option<StepDesc> {
-    let e = p.raised.as_ref()?;
-    if p.calls
-        .iter()
-        .any(|c| matches!(c.end, CallEnd::Error { .. }))
-    {
-        return None;
-    }
+    let e = p.raised.as_ref().filter(|_| !a_call_raised(p))?;
     let msg = e.msg.trim();
     let error = if msg.is_empty() {
         e.exc.clone()
@@ -245,13 +254,7 @@ fn raise_step(p: &Proc) -> Option<StepDesc> {
 /// The program ending its own process after its last call (sys.exit, os._exit, a signal to
 /// itself) as an `exit` step at its file:line. A rank whose call raised fails there instead.
 fn exit_step(p: &Proc) -> Option<StepDesc> {
-    let e = p.own_end.as_ref()?;
-    if p.calls
-        .iter()
-        .any(|c| matches!(c.end, CallEnd::Error { .. }))
-    {
-        return None;
-    }
+    let e = p.own_end.as_ref().filter(|_| !a_call_raised(p))?;
     let fields = match e.how {
         OwnEndKind::Exit { code } => vec![("code".into(), code.to_string())],
         OwnEndKind::ExitNow { code } => vec![
@@ -295,6 +298,35 @@ fn own_end_outcome(how: OwnEndKind, rank: usize, step: usize, at: &str) -> (Outc
     )
 }
 
+/// What an `[[expect]]` of a rank that raised pins (in `step`, `inside` a call of it or as
+/// the program's own raise step), and its comment.
+fn raised_outcome(
+    e: &super::parse::Raised,
+    rank: usize,
+    (step, inside): (usize, bool),
+    at: &str,
+) -> (Outcome, String) {
+    let where_ = if inside {
+        format!("in step {} at {at}", step + 1)
+    } else {
+        format!(
+            "at {at}, in step {} (the program's own exception, not a torch.distributed call: a raise step)",
+            step + 1
+        )
+    };
+    (
+        Outcome::Fails {
+            step,
+            error: error_substring(&e.exc, &e.msg),
+        },
+        format!(
+            "rank {rank} raised {} {where_}: {}",
+            e.exc,
+            first_line(&e.msg)
+        ),
+    )
+}
+
 /// How rank `p` ended; `steps[i]` is the merged step of its call i, `raised_at` the merged
 /// step of its own raise ([`raise_step`]) or exit, `stopped_at` that of the sleep it was
 /// stopped in ([`timing::until_stopped`]), `final_at` its last step, `earliest_ms` the job's
@@ -327,29 +359,7 @@ fn outcome(
             (_, Some(s)) => (s, false),
             _ => (last, false),
         };
-        let at = rel(&e.at, o);
-        let note = if inside {
-            format!(
-                "rank {rank} raised {} in step {} at {at}: {}",
-                e.exc,
-                step + 1,
-                first_line(&e.msg)
-            )
-        } else {
-            format!(
-                "rank {rank} raised {} at {at}, in step {} (the program's own exception, not a torch.distributed call: a raise step): {}",
-                e.exc,
-                step + 1,
-                first_line(&e.msg)
-            )
-        };
-        return (
-            Outcome::Fails {
-                step,
-                error: error_substring(&e.exc, &e.msg),
-            },
-            note,
-        );
+        return raised_outcome(e, rank, (step, inside), &rel(&e.at, o));
     }
     let stopped_in_teardown = p.exited && p.agent_status == Some(-crate::outcome::SIGTERM);
     if let (Some(e), Some(step), None, false) =
@@ -390,21 +400,26 @@ fn outcome(
         );
     }
     let torchrun = p.env.contains_key("TORCHELASTIC_RUN_ID");
-    let error = if torchrun { "SIGTERM" } else { "" };
-    (
-        Outcome::Fails {
-            step,
-            error: error.into(),
-        },
-        format!(
-            "rank {rank} ended by a signal in step {}{}",
-            step + 1,
-            if torchrun {
-                " (torchrun stops every worker when one fails)"
-            } else {
-                ""
-            }
+    // The signal, when torchrun's agent recorded it: one of its own (an abort) is not the
+    // agent's SIGTERM.
+    let own_signal = p
+        .agent_status
+        .filter(|&s| s < 0 && s != -crate::outcome::SIGTERM)
+        .map(|s| -s);
+    let (error, why) = match own_signal {
+        Some(sig) => (
+            format!("killed by signal {sig}"),
+            format!(" ({}, as torchrun's agent saw it)", signal_name(sig)),
         ),
+        None if torchrun => (
+            "SIGTERM".to_string(),
+            " (torchrun stops every worker when one fails)".to_string(),
+        ),
+        None => (String::new(), String::new()),
+    };
+    (
+        Outcome::Fails { step, error },
+        format!("rank {rank} ended by a signal in step {}{why}", step + 1),
     )
 }
 
@@ -604,5 +619,14 @@ mod tests {
             "ValueError: boom on"
         );
         assert_eq!(error_substring("KeyError", "3"), "KeyError");
+        // monitored_barrier's own text opens with `[Rank 0]`; its original exception's
+        // location further in is not where it starts (it was, and matched no simulated text).
+        assert_eq!(
+            error_substring(
+                "RuntimeError",
+                "[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms\n Original exception: \n[/x/pair.cc:561] Connection closed by peer [127.0.0.1]:1"
+            ),
+            "RuntimeError: [Rank"
+        );
     }
 }
