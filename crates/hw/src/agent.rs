@@ -159,7 +159,9 @@ pub(crate) struct Agent {
 impl Agent {
     /// The agent's check at `t`: once the earliest failed worker's exit (`exits`: rank, exit
     /// time) is a monitor interval old, every worker whose process is `running` and whose end
-    /// is not known is stopped, failed with the agent's reason. Returns the ranks to SIGTERM.
+    /// is not known, or whose program completed and who is still in its teardown, is stopped,
+    /// failed with the agent's reason (as the simulator's agent does). Returns the ranks to
+    /// SIGTERM.
     pub(crate) fn check(
         &mut self,
         st: &mut State,
@@ -176,7 +178,7 @@ impl Agent {
         let stop: Vec<usize> = running
             .iter()
             .copied()
-            .filter(|r| st.obs.ends[*r].is_none())
+            .filter(|r| matches!(st.obs.ends[*r], None | Some((RankEnd::Completed, _))))
             .collect();
         for &r in &stop {
             st.process_died(r, torchrun::stopped_by_agent(failed), t);

@@ -313,6 +313,22 @@ impl<'a> HwRun<'a> {
         }
     }
 
+    /// Under torchrun, every verdict known is not the end yet while the agent has not acted on
+    /// a failed worker and a worker process still runs (in its teardown: the check stops it,
+    /// as the simulator's agent does).
+    fn agent_to_act(&self) -> bool {
+        let Some(agent) = self.agent.as_ref() else {
+            return false;
+        };
+        let ends = &self.st.obs.ends;
+        let failed = self
+            .place
+            .local
+            .iter()
+            .any(|r| matches!(ends[*r], Some((RankEnd::Failed { .. }, _))));
+        agent.stopped.is_empty() && failed && self.procs.iter().any(|p| p.exit.is_none())
+    }
+
     /// A signal ends the run: every unfinished rank ends failed where it was (its open call
     /// too), saying so.
     fn interrupt(&mut self, sig: i32, t: u64) {
@@ -530,6 +546,7 @@ impl RankRun for HwRun<'_> {
             .local
             .iter()
             .all(|r| self.st.obs.ends[*r].is_some())
+            && !self.agent_to_act()
     }
 
     fn hopeless(&mut self, clock: &Watch, t_ms: u64) -> bool {
