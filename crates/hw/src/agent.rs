@@ -178,7 +178,7 @@ impl Agent {
         let stop: Vec<usize> = running
             .iter()
             .copied()
-            .filter(|r| matches!(st.obs.ends[*r], None | Some((RankEnd::Completed, _))))
+            .filter(|r| torchrun::stop_decides(st.obs.ends[*r].as_ref().map(|(e, _)| e)))
             .collect();
         for &r in &stop {
             st.process_died(r, torchrun::stopped_by_agent(failed), t);

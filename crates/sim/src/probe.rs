@@ -12,6 +12,7 @@ use scen_core::net::Clock;
 use scen_core::observe::Observed;
 use scen_core::outcome::{Failure, RankEnd};
 use scen_core::probe::{Fact, Probe};
+use scen_core::runtime::torchrun;
 use scen_core::trace::{Event, EventKind, Wait};
 use std::cell::RefCell;
 use std::future::Future;
@@ -119,7 +120,8 @@ impl SimProbe {
     fn stop(&self, rank: usize, failure: Failure, completed_too: bool) {
         let t = self.clock.now_ms();
         let mut st = self.state.borrow_mut();
-        if completed_too && matches!(st.ends[rank], Some((RankEnd::Completed, _))) {
+        let end = st.ends[rank].as_ref().map(|(e, _)| e);
+        if completed_too && end.is_some() && torchrun::stop_decides(end) {
             let step = st.step[rank].unwrap_or(0);
             st.ends[rank] = Some((RankEnd::Failed { step, failure }, t));
         } else if st.ends[rank].is_none() {

@@ -13,6 +13,7 @@ use scen_core::observe::Observed;
 use scen_core::outcome::{Failure, Killer, RankEnd, ScenLauncher};
 use scen_core::report::Report;
 use scen_core::report::{Mode, RunFacts};
+use scen_core::runtime::torchrun;
 use scen_core::scenario::fault::{apply_env, crash, ranks_of};
 use scen_core::scenario::{FaultKind, Launcher, Scenario, StepKind};
 use scen_core::trace::{Event, EventKind, Trace};
@@ -659,7 +660,8 @@ fn ends_from_exits(
         let step = st.step.unwrap_or(0);
         // A worker the agent stopped in its teardown, after its program completed, exits with
         // the agent's SIGTERM: torchrun reports it failed, and so does the simulator.
-        let stopped_after_end = matches!(st.end, Some((RankEnd::Completed, _)))
+        let stopped_after_end = st.end.is_some()
+            && torchrun::stop_decides(st.end.as_ref().map(|(e, _)| e))
             && st
                 .exit
                 .as_ref()

@@ -7,7 +7,7 @@
 //! once one has exited failed, stops every worker still running (SIGTERM) and ends the job
 //! (max_restarts = 0, torchrun's default).
 
-use crate::outcome::{Failure, Killer, SIGTERM};
+use crate::outcome::{Failure, Killer, RankEnd, SIGTERM};
 use crate::scenario::Scenario;
 
 /// The agent's `monitor_interval`: how often it looks at its workers' exits.
@@ -29,6 +29,14 @@ pub fn stopped_by_agent(failed: usize) -> Failure {
         signal: SIGTERM,
         by: Killer::Agent { after_rank: failed },
     }
+}
+
+/// Whether the agent's stop decides a running worker's verdict, given how its program ended
+/// so far: one still in its program, and one that completed and is still in its teardown (its
+/// exit status is the SIGTERM, and torchrun lists it failed). One that raised keeps its
+/// exception.
+pub fn stop_decides(end: Option<&RankEnd>) -> bool {
+    matches!(end, None | Some(RankEnd::Completed))
 }
 
 /// When the agent stops the others: at its first check after the earliest failed worker's
@@ -57,6 +65,9 @@ mod tests {
     fn the_earliest_failed_exit_decides_and_the_check_names_the_lowest_rank() {
         assert_eq!(stop_after([]), None);
         assert_eq!(stop_after([(3, 500), (1, 400), (2, 400)]), Some((1, 500)));
+        // Running, or completed and in its teardown: the stop decides; raised: it keeps that.
+        assert!(stop_decides(None) && stop_decides(Some(&RankEnd::Completed)));
+        assert!(!stop_decides(Some(&RankEnd::raised(2, "ValueError", "x"))));
         // A lower rank that fails after the earliest, before the check, is the one named.
         assert_eq!(stop_after([(2, 10), (1, 60), (0, 200)]), Some((1, 110)));
         assert_eq!(

@@ -31,7 +31,7 @@ use super::{torch_client::TorchClock, KeySeq};
 use super::{wait_for, StoreError, StoreState, Values, NO_TIMEOUT};
 use crate::net::Clock;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// One node's store files, by path: shared by the node's ranks, outliving each of them.
@@ -52,7 +52,7 @@ pub struct Files {
 struct File {
     state: StoreState,
     /// Per key, the id of the store that last wrote it (looked up only: no order reaches output).
-    writer: RefCell<HashMap<String, u64>>,
+    writer: RefCell<BTreeMap<String, u64>>,
     refcount: Cell<i64>,
     cleanup: Cell<i64>,
 }
@@ -78,8 +78,7 @@ impl Files {
         let Some(f) = files.get(path) else {
             return vec![];
         };
-        let mut keys: Vec<String> = f.writer.borrow().keys().cloned().collect();
-        keys.sort();
+        let keys: Vec<String> = f.writer.borrow().keys().cloned().collect();
         keys
     }
 }
