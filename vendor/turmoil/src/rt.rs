@@ -75,6 +75,10 @@ pub struct Rt<'a> {
 
     /// scen patch: the waker the host's tick polls its `LocalSet` with (kept across ticks).
     wake_flag: Option<Arc<WakeFlag>>,
+
+    /// scen patch (idle hosts): the ticks skipped since the last one run ([`Rt::skip`]); the
+    /// runtime's clock is moved over them before it next runs.
+    lag: Duration,
 }
 
 impl<'a> Rt<'a> {
@@ -94,6 +98,7 @@ impl<'a> Rt<'a> {
             handle: Some(handle),
             config,
             wake_flag: None,
+            lag: Duration::ZERO,
         }
     }
 
@@ -115,6 +120,7 @@ impl<'a> Rt<'a> {
             handle: Some(handle),
             config,
             wake_flag: None,
+            lag: Duration::ZERO,
         }
     }
 
@@ -130,6 +136,7 @@ impl<'a> Rt<'a> {
             handle: None,
             config,
             wake_flag: None,
+            lag: Duration::ZERO,
         }
     }
 
@@ -143,6 +150,37 @@ impl<'a> Rt<'a> {
 
     pub(crate) fn is_software_running(&self) -> bool {
         self.handle.is_some()
+    }
+
+    /// scen patch (idle hosts): whether a tick would run nothing. With the loopback queue,
+    /// a host's tick ends only once its `LocalSet` has run every task it had ready and the
+    /// tick's sleep fired (time moves on only when nothing is ready), so afterwards the host
+    /// has work again only when something wakes its `LocalSet` (which sets the wake flag), a
+    /// loopback message or a network message is queued for it (the caller's to check), or a
+    /// timer of its runtime is due: scen's hosts set none (their timers are the simulator's
+    /// clock), and upstream's per-message timers are what the loopback queue replaces.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.config.loopback_queue
+            && self.is_host()
+            && self
+                .wake_flag
+                .as_ref()
+                .is_some_and(|f| !f.woken.load(Ordering::Relaxed))
+    }
+
+    /// scen patch (idle hosts): a tick not run: nothing would have happened in it but the
+    /// clock, which [`Rt::catch_up`] moves later.
+    pub(crate) fn skip(&mut self, duration: Duration) {
+        self.lag += duration;
+    }
+
+    /// scen patch (idle hosts): moves the runtime's clock over the skipped ticks, so the host
+    /// runs its next tick at the time it would have without skipping.
+    pub(crate) fn catch_up(&mut self) {
+        let lag = mem::take(&mut self.lag);
+        if !lag.is_zero() {
+            self.tokio.block_on(tokio::time::advance(lag));
+        }
     }
 
     pub(crate) fn now(&self) -> Instant {
@@ -246,6 +284,9 @@ impl<'a> Rt<'a> {
 
         _ = mem::replace(&mut self.tokio, tokio);
         drop(mem::replace(&mut self.local, local));
+        // scen patch (idle hosts): a new runtime, polled at its next tick.
+        self.wake_flag = None;
+        self.lag = Duration::ZERO;
         // scen patch: the loopback messages were (upstream) tasks of the dropped runtime.
         crate::World::current_if_set(|world| {
             if let Some(host) = world.current.and_then(|addr| world.hosts.get_mut(&addr)) {

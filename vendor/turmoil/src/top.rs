@@ -312,6 +312,11 @@ impl Topology {
     }
 
     // Move messages from any network links to the `dst` host.
+    /// scen patch (idle hosts): whether a message is ready for host `dst`.
+    pub(crate) fn has_ready(&self, dst: IpAddr) -> bool {
+        self.ready.get(&dst).is_some_and(|r| !r.is_empty())
+    }
+
     pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) {
         // scen patch: only the links with messages ready for `dst`, in index order (as the
         // loop over every link visited them); a message the host refuses goes back on its link

@@ -274,6 +274,12 @@ impl World {
             .enqueue_message(&mut self.rng, src, dst, message)
     }
 
+    /// scen patch (idle hosts): whether the host at `addr` has a loopback or network message
+    /// to receive in this step.
+    pub(crate) fn has_work(&self, addr: IpAddr) -> bool {
+        self.hosts.get(&addr).is_some_and(|h| !h.loopback.is_empty()) || self.topology.has_ready(addr)
+    }
+
     /// Tick the host at `addr` by `duration`.
     pub(crate) fn tick(&mut self, addr: IpAddr, duration: Duration) {
         self.hosts
