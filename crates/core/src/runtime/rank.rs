@@ -86,6 +86,13 @@ struct Pg {
     timeout_ms: u64,
     prefixes: Vec<String>,
     seq: u64,
+    /// gloo sends and receives this rank posted on the group so far: the program's and
+    /// `monitored_barrier`'s own. gloo's sequence number, which DETAIL's fingerprint carries,
+    /// counts them with the collectives (R32).
+    gloo_p2p: u64,
+    /// DETAIL's checks this rank ran on the group so far: how its helper group's messages
+    /// (here store keys) match across ranks.
+    detail_checks: u64,
     /// p2p calls so far per (src, dst): their sequence numbers in reports.
     p2p_seq: BTreeMap<(usize, usize), u64>,
     /// p2p calls so far per (src, dst, tag): how gloo matches a send with its recv.
@@ -97,6 +104,18 @@ struct Pg {
 }
 
 impl Pg {
+    /// The backend's `getSequenceNumberForGroup()`, which DETAIL's fingerprint carries (R32):
+    /// gloo's counts every collective, send and receive posted on the group (so
+    /// `monitored_barrier`'s own, too: rank 0 posts 2 per other member, the others 2); the
+    /// other backends' count the collectives only [inf: ProcessGroupNCCL's `seqCollective_`;
+    /// not measured].
+    fn backend_seq(&self, backend: &str) -> u64 {
+        match backend {
+            "gloo" => self.seq + self.gloo_p2p,
+            _ => self.seq,
+        }
+    }
+
     fn group_rank(&self, global: usize) -> Option<usize> {
         self.ranks.iter().position(|r| *r == global)
     }

@@ -157,7 +157,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let reuse = self.reuse.clone();
         let (t, coll, lent) = coll::build::<D>(c, &call, &|v| self.var(v), reuse.as_deref())?;
         if detail::enabled(&self.spec.env, backend) {
-            if let Some(fp) = detail::FingerPrint::of(c, &t, dev, self.pgs[name].seq) {
+            let seq = self.pgs[name].backend_seq(backend);
+            if let Some(fp) = detail::FingerPrint::of(c, &t, dev, seq) {
                 self.detail_checks(name, fp).await?;
             }
         }

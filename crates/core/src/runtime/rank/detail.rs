@@ -9,8 +9,14 @@
 //! compared by length first, so the other rank prints as `OpType=<the op whose number is that
 //! length>` (e.g. barrier vs all_reduce: `OpType=GATHER` / `OpType=REDUCE`).
 //!
+//! The fingerprint's sequence number is the wrapped backend's (`Pg::backend_seq`): gloo's counts
+//! the group's sends and receives too, `monitored_barrier`'s among them, so members that all
+//! call the same collective still differ by it after a monitored barrier on 3 or more members
+//! (`Sequence number: 4vs 2`, measured) or a send/recv some members took no part in.
+//!
 //! The exchange goes through the world's store (the real wrapper uses a helper gloo group on
-//! the same store), so a member that never arrives is a real wait with the group's timeout.
+//! the same store), so a member that never arrives is a real wait with the group's timeout. Its
+//! keys count the checks on the group, as the helper group's messages meet in that order.
 
 use super::{error, Clock, Net, Probe, Proc, Res};
 use crate::c10d::collective::CollOp;
@@ -100,8 +106,13 @@ impl FingerPrint {
                 ("ALLGATHER_COALESCED", vec![])
             }
             CollOp::ReduceScatterTensorCoalesced => ("REDUCE_SCATTER_TENSOR_COALESCED", vec![]),
-            // Two tensors (input, output): their printed form was not measured; not modelled.
-            CollOp::ReduceScatterTensor => return None,
+            // Two tensors, input then output (`{inputBuffer, outputBuffer}`); the text prints
+            // the input's shape and both dtypes and devices (measured).
+            CollOp::ReduceScatterTensor => {
+                let mut ts = t(&input.shape);
+                ts.extend(t(&c.tensor.shape));
+                ("_REDUCE_SCATTER_BASE", ts)
+            }
         };
         Some(FingerPrint {
             op: op_code(op),
@@ -253,15 +264,22 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// The wrapper's checks before collective `fp` on group `name`: a monitored barrier
     /// (every member checks in with the group's rank 0, which answers once all did), then
     /// every member's fingerprint compared with this rank's.
-    pub(super) async fn detail_checks(&self, name: &str, fp: FingerPrint) -> Res<()> {
+    pub(super) async fn detail_checks(&mut self, name: &str, fp: FingerPrint) -> Res<()> {
         let pg = &self.pgs[name];
         let (ranks, timeout_ms) = (pg.ranks.clone(), pg.timeout_ms);
         let me = pg
             .group_rank(self.world()?.rank)
             .ok_or_else(|| error::internal("DETAIL checks on a group this rank is not in"))?;
         let store = self.world()?.store.clone();
-        let key = |g: usize| format!("pg_wrapper:{name}/detail/{}/{g}", fp.seq);
-        let ack = format!("pg_wrapper:{name}/detail/{}/ack", fp.seq);
+        // The helper group's messages meet in the order of the checks, whatever the members'
+        // sequence numbers (which may differ: that is what the check reports).
+        let (n, nth) = {
+            let pg = self.pgs.get_mut(name).expect("pg");
+            pg.detail_checks += 1;
+            (pg.detail_checks, pg.seq + 1)
+        };
+        let key = |g: usize| format!("pg_wrapper:{name}/detail/{n}/{g}");
+        let ack = format!("pg_wrapper:{name}/detail/{n}/ack");
         store
             .set(&key(me), fp.encode().as_bytes())
             .await
@@ -278,8 +296,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                         (
                             StoreUse::MonitoredBarrier,
                             format!(
-                                "DETAIL monitoredBarrier before collective #{} on group {name}",
-                                fp.seq + 1
+                                "DETAIL monitoredBarrier before collective #{nth} on group {name}"
                             ),
                         ),
                         Some(name.to_string()),
@@ -309,10 +326,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     vec![ranks[0]],
                     (
                         StoreUse::MonitoredBarrier,
-                        format!(
-                            "DETAIL monitoredBarrier before collective #{} on group {name}",
-                            fp.seq + 1
-                        ),
+                        format!("DETAIL monitoredBarrier before collective #{nth} on group {name}"),
                     ),
                     Some(name.to_string()),
                     None,
@@ -380,6 +394,25 @@ mod tests {
             format!("Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, TensorDeviceTypes={CPU}), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE).Collectives differ in the following aspects:   Op type: ALLREDUCEvs REDUCE  Tensor Tensor shapes: 4vs   Tensor Tensor dtypes: Floatvs   Tensor Tensor devices: {CPU}vs ")
         );
         assert!(ar.verify(0, &[ar.clone(), ar.clone()]).is_none());
+        // reduce_scatter_tensor: input then output checked, the input's shape printed (2 ranks,
+        // outputs of 3 and 2 floats, processes).
+        let rs = |seq, n: usize| FingerPrint {
+            op: op_code("_REDUCE_SCATTER_BASE"),
+            seq,
+            tensors: vec![
+                ("Float".into(), "cpu".into(), vec![2 * n]),
+                ("Float".into(), "cpu".into(), vec![n]),
+            ],
+        };
+        assert_eq!(
+            rs(1, 3).verify(0, &[rs(1, 3), rs(1, 2)]).unwrap(),
+            format!("Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=_REDUCE_SCATTER_BASE, TensorShape=[6], TensorDtypes=Float Float, TensorDeviceTypes={CPU} {CPU}), but Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=_REDUCE_SCATTER_BASE, TensorShape=[4], TensorDtypes=Float Float, TensorDeviceTypes={CPU} {CPU}).Collectives differ in the following aspects:   Tensor Tensor shapes: 6vs 4")
+        );
+        // The same all_reduce after a monitored barrier on 3 ranks: gloo's numbers 4 and 2.
+        assert_eq!(
+            fp("ALLREDUCE", 2, &[4]).verify(2, &[fp("ALLREDUCE", 4, &[4]), fp("ALLREDUCE", 2, &[4]), fp("ALLREDUCE", 2, &[4])]).unwrap(),
+            format!("Detected mismatch between collectives on ranks. Rank 2 is running collective: CollectiveFingerPrint(SequenceNumber=2, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, TensorDeviceTypes={CPU}), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=4, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, TensorDeviceTypes={CPU}).Collectives differ in the following aspects: \t Sequence number: 2vs 4")
+        );
         assert_eq!(FingerPrint::decode(&a.encode()), Some(a));
     }
 }

@@ -347,6 +347,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             timeout_ms,
             prefixes,
             seq: 0,
+            gloo_p2p: 0,
+            detail_checks: 0,
             p2p_seq: BTreeMap::new(),
             p2p_match: BTreeMap::new(),
             monitored: 0,

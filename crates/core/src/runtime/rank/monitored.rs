@@ -8,7 +8,10 @@
 //! waits have the group's timeout; with `wait_all_ranks=False` each wait on rank 0 gets what is
 //! left of the barrier's time, with `True` each gets all of it, and gloo's timeout closes the
 //! group's pairs (so after one missing member the others fail at once). The messages go over
-//! gloo's pairs with tags of their own, so they never match the program's sends and receives.
+//! gloo's pairs with tags of their own, so they never match the program's sends and receives,
+//! but they count in the group's gloo sequence number as the program's do (rank 0: a receive
+//! per other member, then a send each if all came; the others: one send, one receive), which
+//! DETAIL's fingerprint carries (R32).
 
 use super::*;
 use crate::c10d::backend;
@@ -71,8 +74,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let g = pg.group_rank(me).expect("a member");
         if g == 0 {
-            self.monitor(&b, wait_all_ranks).await?;
+            self.monitor(&name, &b, wait_all_ranks).await?;
         } else {
+            // gloo posts its send and its receive (each counted in its sequence number) before
+            // it waits on either.
+            self.count_gloo_p2p(&name, 2);
             self.check_in(&b, g)
                 .await
                 .map_err(|e| error::monitored_barrier_peer_errors(g, &e))?;
@@ -94,8 +100,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
     /// Rank 0: every check-in's receive posted, then awaited in rank order; then every answer
     /// sent, awaited the same way.
-    async fn monitor(&mut self, b: &Barrier, wait_all: bool) -> Res<()> {
+    /// Each receive and send counts in gloo's sequence number as it is posted.
+    async fn monitor(&mut self, name: &str, b: &Barrier, wait_all: bool) -> Res<()> {
         let members: Vec<usize> = (1..b.ranks.len()).collect();
+        self.count_gloo_p2p(name, members.len() as u64);
         for &g in &members {
             self.post_recv(b.ranks[g], &b.tag(g, true)).await?;
         }
@@ -113,6 +121,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if !failed.is_empty() {
             return Err(error::monitored_barrier_missing(&failed, b.timeout_ms));
         }
+        self.count_gloo_p2p(name, members.len() as u64);
         for &g in &members {
             self.send_notice(b.ranks[g], &b.tag(g, false)).await?;
         }
@@ -127,6 +136,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return Err(error::monitored_barrier_missing(&failed, b.timeout_ms));
         }
         Ok(())
+    }
+
+    /// `n` more gloo sends or receives posted on group `name` (R32: gloo's sequence number).
+    fn count_gloo_p2p(&mut self, name: &str, n: u64) {
+        if let Some(pg) = self.pgs.get_mut(name) {
+            pg.gloo_p2p += n;
+        }
     }
 
     /// What rank 0's next wait gets: all of the barrier's time with `wait_all_ranks`, else

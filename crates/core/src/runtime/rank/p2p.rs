@@ -155,6 +155,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         // gloo matches a send and a recv by their tag too; NCCL and XCCL ignore it.
         let user_tag = if backend == "gloo" { user_tag } else { 0 };
         let pg = self.pgs.get_mut(name).expect("pg");
+        if backend == "gloo" {
+            pg.gloo_p2p += 1;
+        }
         let n = pg.p2p_seq.entry((src, dst)).or_insert(0);
         *n += 1;
         let seq = *n;
