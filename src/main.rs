@@ -4,7 +4,8 @@
 //! Exit codes: 0 when the scenario's expectations hold, 1 when they do not, 2 on invalid input
 //! (a bad scenario file or argument) or when the requested mode cannot run.
 
-#![forbid(unsafe_code)]
+// One allowed exception: src/alloc.rs sets an allocator option through mimalloc's C API.
+#![deny(unsafe_code)]
 
 /// `println!` and `print!` for the whole binary: a closed stdout (`scen run FILE | head`) drops
 /// the rest of the output instead of panicking (src/stdout.rs). Defined before the modules so
@@ -21,11 +22,7 @@ mod cli;
 mod cmd;
 mod stdout;
 
-/// mimalloc instead of glibc's malloc: a simulated world allocates and frees small buffers for
-/// every message and store request, and glibc's malloc/free were ~20 % of a 1024-rank run
-/// (docs/scale.md).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod alloc;
 
 use clap::Parser;
 use cli::{Cli, Cmd};
@@ -33,6 +30,7 @@ use scen::exit_code::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    alloc::keep_freed_memory();
     let cli = Cli::parse();
     ExitCode::from(dispatch(cli))
 }

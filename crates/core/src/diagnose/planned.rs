@@ -36,6 +36,23 @@ pub struct PlannedRecord<'a> {
     pub line: usize,
 }
 
+/// The backend slots calls `calls` of `source` pass, each once, in increasing order. A rank
+/// reports thousands of planned calls at once in a large sglang world and the slots are a few
+/// small numbers: a bit mask, not a set of every call's slot.
+fn distinct_slots(source: &dyn PlannedCalls, calls: std::ops::Range<usize>) -> Vec<usize> {
+    let (mut mask, mut wide) = (0u64, std::collections::BTreeSet::new());
+    for c in calls {
+        match source.backend_slot(c) {
+            s if s < 64 => mask |= 1 << s,
+            s => {
+                wide.insert(s);
+            }
+        }
+    }
+    let low = (0..64).filter(|s| mask & (1 << s) != 0);
+    low.chain(wide).collect()
+}
+
 impl PlannedRecord<'_> {
     /// The per-call record this stands for.
     pub fn record(&self) -> GroupRecord {
@@ -148,8 +165,7 @@ impl Runs {
         }
         self.push(r);
         let rest = r.call + 1..r.call + count;
-        let slots: std::collections::BTreeSet<usize> =
-            rest.clone().map(|c| r.source.backend_slot(c)).collect();
+        let slots = distinct_slots(&**r.source, rest.clone());
         let run = &mut self.runs[self.open[r.rank]].key;
         let agrees = slots.iter().all(|s| {
             let passed = backends[*s].as_deref();

@@ -263,45 +263,55 @@ impl<N: Net> StoreClient<N> {
         let reply = self.call(request(SEQ_GET, keys, net_rtt_us)).await?;
         let mut d = Dec::new(&reply);
         d.u8()?;
-        let n = d.u64()?;
-        let mut spans = Vec::with_capacity((n as usize).min(reply.len() / 4));
+        let n = d.u64()? as usize;
+        let at = d.pos();
+        // Every value is checked here, so that reading them later cannot fail.
         for _ in 0..n {
-            let len = d.bytes_ref()?.len();
-            spans.push(d.pos() - len..d.pos());
+            d.bytes_ref()?;
         }
-        Ok(Values { buf: reply, spans })
+        Ok(Values { buf: reply, at, n })
     }
 }
 
-/// The values a loop of gets returned, in order, kept in the reply they came in: one
-/// allocation for a loop's W values, not one each (W^2 in a W-rank world's start-up).
+/// The values a loop of gets returned, in order, kept in the reply they came in (each as its
+/// length and bytes): one allocation for a loop's W values, not one each, nor a table of
+/// where each is (W^2 in a W-rank world's start-up). The reply's buffer goes back to this
+/// thread's spares when the values are dropped.
 #[derive(Debug, Default)]
 pub struct Values {
     buf: Vec<u8>,
-    spans: Vec<std::ops::Range<usize>>,
+    /// Where the first value's length starts.
+    at: usize,
+    n: usize,
 }
 
 impl Values {
     /// Values got one by one.
     pub fn of(values: Vec<Vec<u8>>) -> Values {
-        let mut all = Values::default();
-        for v in values {
-            all.spans.push(all.buf.len()..all.buf.len() + v.len());
-            all.buf.extend_from_slice(&v);
-        }
-        all
+        let n = values.len();
+        let buf = values.iter().fold(Enc::default(), |e, v| e.bytes(v)).done();
+        Values { buf, at: 0, n }
     }
 
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.n
     }
 
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.n == 0
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.spans.iter().map(|r| &self.buf[r.clone()])
+        let mut d = Dec::new(&self.buf[self.at..]);
+        (0..self.n).map(move |_| d.bytes_ref().expect("checked when received"))
+    }
+}
+
+impl Drop for Values {
+    fn drop(&mut self) {
+        if self.buf.capacity() > 0 {
+            recycle(std::mem::take(&mut self.buf));
+        }
     }
 }
 
