@@ -94,7 +94,7 @@ USES = [
     ("each rank's MASTER_PORT", STEP, "a [[world.rank]] env per rank where ranks differ"),
     ("TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK", STEP, "world env where every rank agrees"),
     ("tensor values", GAP, "each tensor is filled with its rank: a program whose control flow depends on a reduced value takes the recorded path"),
-    ("direct Store use (TCPStore / FileStore / HashStore / PrefixStore set, get, add, compare_set, wait)", GAP, "a program's own store traffic is not recorded; init_process_group's is simulated"),
+    ("direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; set, get, add, compare_set, wait, ... on any store, the default one included)", REFUSED, "no step in the format: the program's own call is refused with its file:line (init_process_group's and torch's own store traffic is simulated)"),
 ]
 
 

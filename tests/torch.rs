@@ -494,7 +494,7 @@ fn main() {
         }
         (name, o)
     });
-    let checks: [(&str, &str, &Check); 12] = [
+    let checks: [(&str, &str, &Check); 13] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -554,6 +554,11 @@ fn main() {
             "record_timing",
             "scen record: a late rank stays late, a rank lives until its process ends, monitored_barrier, p2p tags, its own exit and SIGKILL, wait(timeout)",
             &|| record::timing_is_recorded(&python),
+        ),
+        (
+            "record_refusals",
+            "scen record: a program's own Store use (the default store's methods, its own TCPStore) is refused naming the call and its line",
+            &|| record::own_store_use_is_refused(&python),
         ),
     ];
     for (name, what, check) in checks {

@@ -198,6 +198,47 @@ def _wrap(op, fn):
     return wrapper
 
 
+# A program's own c10d Store: making one, and each method that reads, writes or waits on it.
+# No step in the scenario format: recorded so that `scen record` refuses them by name
+# (crates/core/src/record/steps.rs) rather than run the program without them. torch's own use
+# (its rendezvous, _store_based_barrier, its C++ backends) is not the program's and passes.
+STORE_CLASSES = ("TCPStore", "FileStore", "HashStore", "PrefixStore")
+STORE_METHODS = ("set", "get", "add", "append", "check", "compare_set", "delete_key", "wait",
+                 "num_keys", "list_keys", "multi_get", "multi_set", "queue_push", "queue_pop",
+                 "queue_len", "barrier")
+
+
+def _wrap_store(op, fn):
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        caller = os.path.abspath(sys._getframe(1).f_code.co_filename)
+        if getattr(_state, "inside", False) or caller == _HERE \
+                or (_TORCH_DIR and caller.startswith(_TORCH_DIR)):
+            return fn(*a, **kw)
+        i = next(_next)
+        _write(dict(ev="call", i=i, op=op, at=_where(), t=_now_ms(), args={}))
+        try:
+            ret = fn(*a, **kw)
+        except BaseException as e:
+            _write(dict(ev="error", i=i, t=_now_ms(), exc=type(e).__name__, msg=_message(e)))
+            raise
+        _write(dict(ev="done", i=i, t=_now_ms()))
+        return ret
+    return wrapper
+
+
+def _patch_stores(c10d_ext):
+    store = getattr(c10d_ext, "Store", None)
+    for m in STORE_METHODS:
+        fn = getattr(store, m, None)
+        if fn is not None:
+            setattr(store, m, _wrap_store("Store." + m, fn))
+    for name in STORE_CLASSES:
+        cls = getattr(c10d_ext, name, None)
+        if cls is not None:
+            cls.__init__ = _wrap_store(name, cls.__init__)
+
+
 def _result(op, ret, a, kw):
     import torch.distributed as dist
     out = {}
@@ -301,6 +342,11 @@ def patch(dist):
     try:
         from torch._C._distributed_c10d import Work
         Work.wait = _wrap_wait(Work.wait)
+    except Exception:
+        pass
+    try:
+        import torch._C._distributed_c10d as c10d_ext
+        _patch_stores(c10d_ext)
     except Exception:
         pass
     dist._scen_recorded = True

@@ -300,6 +300,50 @@ if dist.get_rank() == 2:
     os.kill(os.getpid(), signal.SIGKILL)
 "#;
 
+/// A program's own use of the default store, after init.
+const OWN_STORE_USE: &str = r#"import torch.distributed as dist
+dist.init_process_group(backend="gloo")
+store = dist.distributed_c10d._get_default_store()
+store.set("mine", "1")
+dist.barrier()
+"#;
+
+/// A program that makes its own TCPStore and rendezvouses through it.
+const OWN_STORE: &str = r#"import datetime, os, torch.distributed as dist
+rank, port = int(os.environ["RANK"]), int(os.environ["MASTER_PORT"])
+s = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=datetime.timedelta(seconds=20))
+dist.init_process_group(backend="gloo", store=s, rank=rank, world_size=2)
+dist.barrier()
+"#;
+
+/// A program's own store use has no step: `scen record` exits 2 naming the call and its line,
+/// and torch's own store traffic (the rendezvous, the barriers) is not counted as the program's.
+pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("scen-record-store-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    for (name, program, want) in [
+        (
+            "own_store_use",
+            OWN_STORE_USE,
+            "own_store_use.py:4: Store.set: a program's own use of a c10d Store",
+        ),
+        (
+            "own_store",
+            OWN_STORE,
+            "own_store.py:3: TCPStore: a program's own use of a c10d Store",
+        ),
+    ] {
+        match record_program(dir.path(), python, name, program, 2, &[]) {
+            Ok(text) => return Err(format!("{name}: recorded, not refused:\n{text}")),
+            Err(e) if e.contains("exited Some(2)") && e.contains(want) => {}
+            Err(e) => return Err(format!("{name}: not refused as `{want}`: {e}")),
+        }
+    }
+    Ok(())
+}
+
 /// Rank 0's monitored_barrier names ranks 1 and 2, which sleep on in their own code.
 const MONITORED: &str = r#"import datetime, time, torch.distributed as dist
 dist.init_process_group(backend="gloo")

@@ -325,8 +325,23 @@ const NO_STEP: [(&str, &str); 5] = [
     ("shrink_group", "a group shrunk from another"),
 ];
 
+/// A program's own c10d Store: the recorder's names for making one (`TCPStore`, ...) and for
+/// its methods (`Store.set`, ...; python/scen/recorder.py, STORE_CLASSES and STORE_METHODS).
+/// No step in the format either: refused like [`NO_STEP`].
+const STORES: [&str; 4] = ["TCPStore", "FileStore", "HashStore", "PrefixStore"];
+
+/// What a call with no step in the scenario format is, if `op` names one.
+fn no_step(op: &str) -> Option<&'static str> {
+    if let Some((_, what)) = NO_STEP.iter().find(|(o, _)| *o == op) {
+        return Some(what);
+    }
+    (STORES.contains(&op) || op.starts_with("Store.")).then_some(
+        "a program's own use of a c10d Store (TCPStore, FileStore, HashStore, PrefixStore)",
+    )
+}
+
 fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
-    if let Some((_, what)) = NO_STEP.iter().find(|(op, _)| *op == c.op) {
+    if let Some(what) = no_step(&c.op) {
         return Err(cx.err(
             c,
             format!(
