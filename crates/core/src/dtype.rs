@@ -116,6 +116,14 @@ impl DType {
         }
     }
 
+    /// `v` as an element of this dtype holds it (encoded, then read back), without a tensor.
+    pub fn stored(self, v: f64) -> f64 {
+        let mut b = [0u8; 8];
+        let b = &mut b[..self.size_bytes()];
+        self.encode(v, b);
+        self.decode(b)
+    }
+
     /// Reads one element.
     pub fn decode(self, b: &[u8]) -> f64 {
         match self {

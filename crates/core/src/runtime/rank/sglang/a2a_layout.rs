@@ -99,7 +99,7 @@ impl Layout {
         for i in 0..out.numel() {
             let want_coords = self.expected_coords(i);
             let want = self.value(fill, want_coords, lookup);
-            let want = Tensor::from_fn(out.dtype, vec![1], |_| want).get_f64(0);
+            let want = out.dtype.stored(want);
             let got = out.get_f64(i);
             if got != want {
                 return Err(format!(
