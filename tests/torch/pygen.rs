@@ -57,6 +57,7 @@ pub const USE_KILL: &str =
 pub const USE_AGENT: &str = "a rank stopped by torchrun's agent";
 pub const USE_WAIT: &str = "work.wait(timeout=)";
 pub const USE_PORT: &str = "each rank's MASTER_PORT";
+pub const USE_STORE: &str = "direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; set, get, add, compare_set, wait, ... on any store, the default one included)";
 pub const USE_DEBUG: &str =
     "TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK";
 
@@ -588,18 +589,21 @@ fn p2p_pair(rng: &mut Rng, b: &mut B, g: &Group, m: &[usize], n: usize, i: usize
     )
 }
 
-/// A call `scen record` refuses (docs/api-coverage.md: refused), by every live rank.
+/// A call `scen record` refuses (docs/api-coverage.md: refused), by every live rank: its name
+/// (as the refusal names it), the coverage row it stands for and its line.
 fn refused_call(rng: &mut Rng, b: &mut B) -> &'static str {
-    let (name, body) = *rng.pick(&[
-        ("gather_into_tensor", "dist.gather_into_tensor(X(2 * dist.get_world_size()) if r == 0 else None, X(2), dst=0)"),
-        ("gather_single", "dist.gather_single(X(2), X(2 * dist.get_world_size()) if r == 0 else None, dst=0)"),
-        ("set_timeout", "dist.set_timeout(T(5), group=GA)"),
-        ("split_group", "dist.split_group(GA, [list(range(dist.get_world_size()))], timeout=T(3))"),
-        ("shrink_group", "dist.shrink_group([0], group=GA)"),
+    let (name, row, body) = *rng.pick(&[
+        ("gather_into_tensor", "gather_into_tensor", "dist.gather_into_tensor(X(2 * dist.get_world_size()) if r == 0 else None, X(2), dst=0)"),
+        ("gather_single", "gather_single", "dist.gather_single(X(2), X(2 * dist.get_world_size()) if r == 0 else None, dst=0)"),
+        ("set_timeout", "set_timeout", "dist.set_timeout(T(5), group=GA)"),
+        ("split_group", "split_group", "dist.split_group(GA, [list(range(dist.get_world_size()))], timeout=T(3))"),
+        ("shrink_group", "shrink_group", "dist.shrink_group([0], group=GA)"),
+        ("HashStore", USE_STORE, "_hs = dist.HashStore()"),
+        ("Store.set", USE_STORE, "dist.Store.set(dist.distributed_c10d._get_default_store(), \"k%d\" % r, \"1\")"),
     ]);
     let live = b.all();
     b.line(&live, body, Kind::Call);
-    b.row(name);
+    b.row(row);
     name
 }
 
