@@ -542,7 +542,7 @@ fn main() {
         ),
         (
             "record_outcomes",
-            "scen record: a raising rank's exception and step, a hanging rank at --timeout-s",
+            "scen record: a raising rank's exception and step (a batch work's wait too), a hanging rank at --timeout-s",
             &|| record::raising_and_hanging_ranks(&python),
         ),
         (

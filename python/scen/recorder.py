@@ -32,7 +32,8 @@ _lock = threading.Lock()
 _out = {"fd": None}
 _next = itertools.count()  # call numbers; next() is atomic under the GIL
 _groups = {}  # id(ProcessGroup) -> (handle, the object, kept so its id stays unique)
-_works = {}  # id(Work) -> (work name, the object)
+_works = {}  # id(Work) -> (work name, the object, its batch_isend_irecv call's number or None)
+_failed_batches = set()  # batch_isend_irecv calls whose wait raised (recorded once)
 _counts = {"group": 0, "work": 0}
 _TORCH_DIR = None
 
@@ -191,7 +192,7 @@ def _wrap(op, fn):
             except BaseException as e:
                 _write(dict(ev="error", i=i, t=_now_ms(), exc=type(e).__name__, msg=_message(e)))
                 raise
-            _write(dict(ev="done", i=i, t=_now_ms(), **_result(op, ret, a, kw)))
+            _write(dict(ev="done", i=i, t=_now_ms(), **_result(op, ret, a, kw, i)))
             return ret
         finally:
             _state.inside = False
@@ -239,7 +240,7 @@ def _patch_stores(c10d_ext):
             cls.__init__ = _wrap_store(name, cls.__init__)
 
 
-def _result(op, ret, a, kw):
+def _result(op, ret, a, kw, i):
     import torch.distributed as dist
     out = {}
     if op == "init_process_group":
@@ -262,7 +263,9 @@ def _result(op, ret, a, kw):
             if hasattr(w, "wait") and not isinstance(w, int):
                 _counts["work"] += 1
                 name = "w%d" % _counts["work"]
-                _works[id(w)] = (name, w, op == "batch_isend_irecv")
+                # A batch's works carry the batch call's number: the scenario's
+                # batch_isend_irecv step waits for its operations itself.
+                _works[id(w)] = (name, w, i if op == "batch_isend_irecv" else None)
                 names.append(name)
         if names:
             out["works"] = names
@@ -279,8 +282,20 @@ def _wrap_wait(orig):
     @functools.wraps(orig)
     def wait(self, *a, **kw):
         entry = _works.get(id(self))
-        if entry is None or entry[2] or getattr(_state, "inside", False):
+        if entry is None or getattr(_state, "inside", False):
             return orig(self, *a, **kw)
+        if entry[2] is not None:
+            # A batch_isend_irecv work's wait is the batch call's own (not a call of its own):
+            # what it raises is that call's error, so the rank fails in the batch's step (as
+            # the simulator's does) rather than in a raise of the program after it.
+            try:
+                return orig(self, *a, **kw)
+            except BaseException as e:
+                if entry[2] not in _failed_batches:
+                    _failed_batches.add(entry[2])
+                    _write(dict(ev="error", i=entry[2], t=_now_ms(), exc=type(e).__name__,
+                                msg=_message(e)))
+                raise
         _state.inside = True
         try:
             i = next(_next)

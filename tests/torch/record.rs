@@ -274,6 +274,16 @@ if dist.get_rank() == 1:
 dist.barrier()
 "#;
 
+/// Rank 0's batch_isend_irecv sends to rank 1, which never receives (it sleeps past the
+/// group's 1 s timeout): the batch's work raises in its `wait()`.
+const BATCH_WAIT: &str = r#"import datetime, time, torch, torch.distributed as dist
+dist.init_process_group(backend="gloo", timeout=datetime.timedelta(seconds=1))
+if dist.get_rank() == 0:
+    [w.wait() for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(4), 1)])]
+else:
+    time.sleep(3)
+"#;
+
 /// A program whose rank 0 waits for a message rank 1 never sends (rank 1 sleeps).
 const HANGS: &str = r#"import time, torch, torch.distributed as dist
 dist.init_process_group(backend="gloo")
@@ -567,6 +577,14 @@ pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
             if *step == 3 + late && failure.text() == "ValueError: rank one gives up"))
     {
         return Err(format!("simulated: {:?}", outcomes(&r)));
+    }
+    // What a batch_isend_irecv's work raises in its `wait()` is the batch call's own failure:
+    // the rank fails in the batch's step (as simulated), not in a raise of its code after it
+    // (userpath 7/151). record_program checks that the recording holds its own expectations.
+    let text = record_program(dir.path(), python, "batch", BATCH_WAIT, 2, &[])?;
+    let want = "# rank 0 raised RuntimeError in step 2 at batch.py:4: Timed out waiting 1000ms for send operation to complete";
+    if !text.contains(want) || text.contains("op = \"raise\"") {
+        return Err(format!("the recording lacks\n{want}\n--- it is:\n{text}"));
     }
     let text = record_program(
         dir.path(),

@@ -25,9 +25,12 @@
 //! - The simulated rank's position is the `# prog.py:N` comment of the recorded step it ended
 //!   in. Positions compare as lines; a sleep compares as "sleep after" the rank's previous call
 //!   (the recorder heads a sleep between calls with the next call's line, and a sleep a signal
-//!   ended with the previous call's).
+//!   ended with the previous call's: that one is "after its last line" unless the program's
+//!   next line on that rank is a sleep, where the signal found it).
 //! - Text: `RankVerdict::facts`'s text and the real one, both through tests/torch.rs `redact`.
-//! - Also counted: whether the recording simulates to its own recorded expectations, internal
+//! - Also counted: whether the recording simulates to its own recorded expectations (one that
+//!   does not is kept in target/userpath/ as `prog_S_K_LAUNCHER.self.rec.toml`, headed by the
+//!   expectations it breaks, which are printed too), internal
 //!   errors (scen record exit 3, or a recording that does not load or simulate), refusals (exit
 //!   2 must name the call and `prog.py:LINE`), how often each row of docs/api-coverage.md was
 //!   drawn.
@@ -413,8 +416,11 @@ fn judge(cx: &Ctx, p: &PyProgram, k: u64, l: &str) -> Judged {
             return j;
         }
     };
-    j.self_holds = Some(sim.holds);
-    let want = sim.facts();
+    j.self_holds = Some(sim.broken.is_empty());
+    if !sim.broken.is_empty() {
+        keep_self(cx, k, l, &sim.broken, &first);
+    }
+    let want = sim.facts(p);
     let mut runs = vec![first
         .real
         .iter()
@@ -522,6 +528,28 @@ fn keep(
     h
 }
 
+/// Keeps a recording that does not simulate to its own expectations in target/userpath/
+/// (`prog_S_K_LAUNCHER.self.rec.toml`, headed by the expectations it breaks), and prints them.
+fn keep_self(cx: &Ctx, k: u64, l: &str, broken: &[String], first: &Recorded) {
+    let mut h = format!(
+        "# program {}/{k} under {l}: the recording's own expectations it does not meet\n",
+        cx.seed
+    );
+    for b in broken {
+        let _ = writeln!(h, "#   {b}");
+        println!("userpath: self {}/{k} {l}: {b}", cx.seed);
+    }
+    let dir = cx.root.join("target/userpath");
+    let _ = std::fs::create_dir_all(&dir);
+    let stem = format!("prog_{}_{k}_{l}", cx.seed);
+    if let Some(rec) = &first.recording {
+        let _ = std::fs::write(
+            dir.join(format!("{stem}.self.rec.toml")),
+            format!("{h}{rec}"),
+        );
+    }
+}
+
 /// A refused program: scen record must exit 2 and name `prog.py:LINE` and the call made on
 /// that line (the generator's refused call, or any other the recorder refuses).
 fn refusal(p: &PyProgram, r: &Recorded) -> Result<String, String> {
@@ -557,7 +585,9 @@ fn refusal(p: &PyProgram, r: &Recorded) -> Result<String, String> {
 struct Simulated {
     ranks: Vec<RankVerdict>,
     steps: Vec<Step>,
-    holds: bool,
+    /// The recording's own `[[expect]]`s the simulation does not meet: `rank R: expected
+    /// ..., simulated ...` (empty: the recording holds its own expectations).
+    broken: Vec<String>,
     /// Per rank: its program had ended (its last step done) when its process was stopped.
     ended: Vec<bool>,
 }
@@ -576,9 +606,16 @@ fn simulate(r: &Recorded) -> Result<Simulated, String> {
     let s = scen_core::scenario::parse(text, "rec.toml", "rec")
         .map_err(|e| format!("the recording does not load: {e}"))?;
     let rep = scen_sim::simulate(&s, None).map_err(|e| format!("simulating the recording: {e}"))?;
-    let holds = scen_core::verdict::check_expectations(&s, &rep.ranks)
-        .iter()
-        .all(|c| c.holds);
+    let broken = scen_core::verdict::check_expectations(&s, &rep.ranks)
+        .into_iter()
+        .filter(|c| !c.holds)
+        .map(|c| {
+            format!(
+                "rank {}: expected {}, simulated {}",
+                c.rank, c.expected, c.actual
+            )
+        })
+        .collect();
     let ended =
         rep.ranks
             .iter()
@@ -593,7 +630,7 @@ fn simulate(r: &Recorded) -> Result<Simulated, String> {
     Ok(Simulated {
         ranks: rep.ranks,
         steps: step_lines(text),
-        holds,
+        broken,
         ended,
     })
 }
@@ -656,11 +693,27 @@ fn sleep_after(line: Option<usize>) -> String {
 }
 
 impl Simulated {
-    fn facts(&self) -> Vec<Facts> {
+    fn facts(&self, p: &PyProgram) -> Vec<Facts> {
         // After the rank's last line: stopped once its last step was done (in its teardown),
-        // or in the sleep the recorder wrote for a rank still running after its last call.
+        // or in the sleep the recorder wrote for a rank still running after its last call,
+        // unless the program's next line on that rank is a sleep: then it was stopped in that
+        // sleep (the recorder heads its stopped sleep with the last call's line).
         let last = |step: usize, r: usize| !self.steps[step + 1..].iter().any(|s| s.runs_on(r));
+        let next_sleep = |line: usize, r: usize| {
+            let next =
+                p.lines.iter().enumerate().skip(line).find(|(_, l)| {
+                    l.ranks.contains(&r) && matches!(l.kind, Kind::Call | Kind::Sleep)
+                });
+            match next {
+                Some((i, l)) if l.kind == Kind::Sleep => Some(i + 1),
+                _ => None,
+            }
+        };
         let at = |step: usize, r: usize| match self.steps.get(step) {
+            Some(s) if s.stopped && last(step, r) && next_sleep(s.line, r).is_some() => {
+                let n = next_sleep(s.line, r).expect("a sleep line");
+                sleep_after(previous_call(p, r, n))
+            }
             Some(s) if (s.stopped || self.ended[r]) && last(step, r) => {
                 "after its last line".to_string()
             }

@@ -32,11 +32,18 @@ pub fn stopped_by_agent(failed: usize) -> Failure {
 }
 
 /// Whether the agent's stop decides a running worker's verdict, given how its program ended
-/// so far: one still in its program, and one that completed and is still in its teardown (its
-/// exit status is the SIGTERM, and torchrun lists it failed). One that raised keeps its
-/// exception.
+/// so far: one still in its program, and one that completed or called `sys.exit(code)` and is
+/// still in its teardown (its exit status is the SIGTERM, and torchrun lists it failed so:
+/// real PyTorch 2.15, userpath 7/224). One that raised keeps its exception.
 pub fn stop_decides(end: Option<&RankEnd>) -> bool {
-    matches!(end, None | Some(RankEnd::Completed))
+    matches!(
+        end,
+        None | Some(RankEnd::Completed)
+            | Some(RankEnd::Failed {
+                failure: crate::outcome::Failure::Exited { .. },
+                ..
+            })
+    )
 }
 
 /// When the agent stops the others: at its first check after the earliest failed worker's
@@ -68,6 +75,12 @@ mod tests {
         // Running, or completed and in its teardown: the stop decides; raised: it keeps that.
         assert!(stop_decides(None) && stop_decides(Some(&RankEnd::Completed)));
         assert!(!stop_decides(Some(&RankEnd::raised(2, "ValueError", "x"))));
+        // sys.exit(3), still in its teardown: the stop's SIGTERM is its exit status.
+        let exited = RankEnd::Failed {
+            step: 2,
+            failure: crate::outcome::Failure::Exited { code: Some(3) },
+        };
+        assert!(stop_decides(Some(&exited)));
         // A lower rank that fails after the earliest, before the check, is the one named.
         assert_eq!(stop_after([(2, 10), (1, 60), (0, 200)]), Some((1, 110)));
         assert_eq!(
