@@ -48,8 +48,6 @@
 use super::pygen::{self, Kind, PyProgram};
 use super::redact;
 use scen_core::outcome::{Failure, Killer};
-use scen_core::trace::EventKind;
-use scen_core::verdict::RankVerdict;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -57,7 +55,10 @@ use std::process::Command;
 
 #[path = "userpath_real.rs"]
 mod real;
+#[path = "userpath_sim.rs"]
+mod sim;
 use real::RealRank;
+use sim::simulate;
 
 /// Programs of the sample `cargo test` runs (each runs for real twice, once per launcher).
 /// Two small worlds: 1/2, where a rank's extra call times out and fails both ranks, and 1/49,
@@ -579,197 +580,6 @@ fn refusal(p: &PyProgram, r: &Recorded) -> Result<String, String> {
             r.stderr.lines().rev().take(3).collect::<Vec<_>>()
         )),
     }
-}
-
-/// The recording simulated under its own launcher.
-struct Simulated {
-    ranks: Vec<RankVerdict>,
-    steps: Vec<Step>,
-    /// The recording's own `[[expect]]`s the simulation does not meet: `rank R: expected
-    /// ..., simulated ...` (empty: the recording holds its own expectations).
-    broken: Vec<String>,
-    /// Per rank: its program had ended (its last step done) when its process was stopped.
-    ended: Vec<bool>,
-}
-
-fn simulate(r: &Recorded) -> Result<Simulated, String> {
-    let Some(text) = &r.recording else {
-        return Err(format!(
-            "scen record exited {:?} without a recording: {}",
-            r.code,
-            tail(&r.stderr)
-        ));
-    };
-    if r.code == Some(3) {
-        return Err(format!("scen record exited 3: {}", tail(&r.stderr)));
-    }
-    let s = scen_core::scenario::parse(text, "rec.toml", "rec")
-        .map_err(|e| format!("the recording does not load: {e}"))?;
-    let rep = scen_sim::simulate(&s, None).map_err(|e| format!("simulating the recording: {e}"))?;
-    let broken = scen_core::verdict::check_expectations(&s, &rep.ranks)
-        .into_iter()
-        .filter(|c| !c.holds)
-        .map(|c| {
-            format!(
-                "rank {}: expected {}, simulated {}",
-                c.rank, c.expected, c.actual
-            )
-        })
-        .collect();
-    let ended =
-        rep.ranks
-            .iter()
-            .enumerate()
-            .map(|(r, v)| match v {
-                RankVerdict::Failed { step, .. } => rep.trace.events.iter().any(|e| {
-                    e.rank == Some(r) && e.step == Some(*step) && e.kind == EventKind::Done
-                }),
-                _ => false,
-            })
-            .collect();
-    Ok(Simulated {
-        ranks: rep.ranks,
-        steps: step_lines(text),
-        broken,
-        ended,
-    })
-}
-
-fn tail(s: &str) -> String {
-    s.lines().rev().take(4).collect::<Vec<_>>().join(" | ")
-}
-
-/// A recorded step: its `# prog.py:N`, whether it is a sleep, and its `on` (None: every rank).
-struct Step {
-    line: usize,
-    sleep: bool,
-    /// The sleep the recorder writes for a rank a signal stopped after its last call.
-    stopped: bool,
-    on: Option<Vec<usize>>,
-}
-
-impl Step {
-    fn runs_on(&self, r: usize) -> bool {
-        self.on.as_ref().is_none_or(|o| o.contains(&r))
-    }
-}
-
-/// Each `[[step]]  # prog.py:N` of a recording in order.
-fn step_lines(text: &str) -> Vec<Step> {
-    let mut v: Vec<Step> = Vec::new();
-    for l in text.lines() {
-        if let Some(c) = l.strip_prefix("[[step]]") {
-            let line = c
-                .rsplit(':')
-                .next()
-                .and_then(|x| x.trim().parse().ok())
-                .unwrap_or(0);
-            v.push(Step {
-                line,
-                sleep: false,
-                stopped: false,
-                on: None,
-            });
-        } else if let Some(last) = v.last_mut() {
-            if l.contains("still running when a signal stopped it") {
-                last.stopped = true;
-            } else if l.trim() == "op = \"sleep\"" {
-                last.sleep = true;
-            } else if let Some(list) = l.strip_prefix("on = [") {
-                let ranks = list.trim_end_matches(']').split(',');
-                last.on = Some(ranks.filter_map(|x| x.trim().parse().ok()).collect());
-            }
-        }
-    }
-    v
-}
-
-/// A sleep's position: after the rank's previous call (the recorder heads a sleep between
-/// calls with the next call's line, and one a signal ended with the previous call's).
-fn sleep_after(line: Option<usize>) -> String {
-    line.map_or("sleep at its start".into(), |l| {
-        format!("sleep after line {l}")
-    })
-}
-
-impl Simulated {
-    fn facts(&self, p: &PyProgram) -> Vec<Facts> {
-        // After the rank's last line: stopped once its last step was done (in its teardown),
-        // or in the sleep the recorder wrote for a rank still running after its last call,
-        // unless the program's next line on that rank is a sleep: then it was stopped in that
-        // sleep (the recorder heads its stopped sleep with the last call's line).
-        let last = |step: usize, r: usize| !self.steps[step + 1..].iter().any(|s| s.runs_on(r));
-        let next_sleep = |line: usize, r: usize| {
-            let next =
-                p.lines.iter().enumerate().skip(line).find(|(_, l)| {
-                    l.ranks.contains(&r) && matches!(l.kind, Kind::Call | Kind::Sleep)
-                });
-            match next {
-                Some((i, l)) if l.kind == Kind::Sleep => Some(i + 1),
-                _ => None,
-            }
-        };
-        let at = |step: usize, r: usize| match self.steps.get(step) {
-            Some(s) if s.stopped && last(step, r) && next_sleep(s.line, r).is_some() => {
-                let n = next_sleep(s.line, r).expect("a sleep line");
-                sleep_after(previous_call(p, r, n))
-            }
-            Some(s) if (s.stopped || self.ended[r]) && last(step, r) => {
-                "after its last line".to_string()
-            }
-            Some(s) if s.sleep => {
-                let before = self.steps[..step].iter().rev();
-                sleep_after(
-                    before
-                        .filter(|s| !s.sleep && s.runs_on(r))
-                        .map(|s| s.line)
-                        .next(),
-                )
-            }
-            Some(s) => format!("line {}", s.line),
-            None => format!("step {}", step + 1),
-        };
-        let fact = |(r, v): (usize, &RankVerdict)| match v {
-            RankVerdict::Completed { .. } => ("completes".into(), String::new()),
-            RankVerdict::Failed { step, failure, .. } => (
-                format!("fails ({}) at {}", failure.kind(), at(*step, r)),
-                redact(&failure.text()),
-            ),
-            RankVerdict::Hung { .. } => ("hangs".into(), String::new()),
-            RankVerdict::Elsewhere => ("elsewhere".into(), String::new()),
-        };
-        self.ranks.iter().enumerate().map(fact).collect()
-    }
-}
-
-impl RealRank {
-    /// The rank's facts as the simulated ones are worded.
-    fn facts(&self, p: &PyProgram) -> Facts {
-        let at = |line: Option<usize>| match line {
-            None if self.after_end => "after its last line".to_string(),
-            None => "an unknown line".to_string(),
-            Some(n) => match p.lines.get(n - 1) {
-                Some(l) if l.kind == Kind::Sleep => sleep_after(previous_call(p, self.rank, n)),
-                _ => format!("line {n}"),
-            },
-        };
-        match &self.end {
-            real::End::Completed => ("completes".into(), String::new()),
-            real::End::Hung => ("hangs".into(), String::new()),
-            real::End::Failed(f) => (
-                format!("fails ({}) at {}", f.kind(), at(self.line)),
-                redact(&f.text()),
-            ),
-        }
-    }
-}
-
-/// The last line before `n` that rank `r` runs and that is a call.
-fn previous_call(p: &PyProgram, r: usize, n: usize) -> Option<usize> {
-    p.lines[..n - 1]
-        .iter()
-        .rposition(|l| l.kind == Kind::Call && l.ranks.contains(&r))
-        .map(|i| i + 1)
 }
 
 /// The failure the model names for torchrun's SIGTERM after `after_rank` failed.

@@ -40,7 +40,7 @@ pub fn stop_decides(end: Option<&RankEnd>) -> bool {
         end,
         None | Some(RankEnd::Completed)
             | Some(RankEnd::Failed {
-                failure: crate::outcome::Failure::Exited { .. },
+                failure: Failure::Exited { .. },
                 ..
             })
     )
