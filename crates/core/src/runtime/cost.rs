@@ -3,9 +3,12 @@
 //! --pattern` agree for any model. The prediction charges the algorithm the real library runs
 //! at that size (oneCCL's selection for xccl, with the rank's `CCL_ALLREDUCE`; scen's own, the
 //! gloo ones, for gloo and nccl), its rounds as bench counts them, and a calibrated model's
-//! per-op `[[ops]]` costs. Each member spends it when it enters the call; the call's messages
-//! then move at no further cost. Calls bench has no op for (gather, scatter, barrier, uneven
-//! all-to-all) are charged per message instead (`Clock::charge`).
+//! per-op `[[ops]]` costs. The call's messages move at no cost from the moment a member enters
+//! it, and the member spends the cost once they are through, before the call returns: a call
+//! that completes ends as it would with the cost spent first, while its messages reach peers
+//! when real gloo's first ones do (at once), which decides whether a peer killed meanwhile had
+//! read them (runtime/fabric.rs: closed or reset). Calls bench has no op for (gather, scatter,
+//! barrier, uneven all-to-all) are charged per message instead (`Clock::charge`).
 
 use super::coll::{Algo, Coll};
 use crate::perf::model::{LinkClass, ModelRef};

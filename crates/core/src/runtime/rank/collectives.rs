@@ -411,9 +411,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 calls::end_record(&probe, &clock, call, r.is_ok());
                 return r.map(|out| (t, out.map(D::from_values)));
             }
-            if let Some(us) = cost_us {
-                clock.spend_us(us).await;
-            }
             let link = FabricLink {
                 fabric: &fabric,
                 clock: &clock,
@@ -443,6 +440,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 }
                 r => r,
             };
+            if let (Some(us), true) = (cost_us, r.is_ok()) {
+                clock.spend_us(us).await;
+            }
             calls::end_record(&probe, &clock, call, r.is_ok());
             match r {
                 Ok(out) => Ok((t, out)),
