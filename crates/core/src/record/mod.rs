@@ -10,6 +10,7 @@
 
 pub mod merge;
 pub mod parse;
+pub mod race;
 pub mod steps;
 pub mod timing;
 pub mod write;
@@ -79,8 +80,9 @@ pub struct Recording {
     /// One line per rank: its outcome as recorded.
     pub outcomes: Vec<String>,
     /// Each step written as an approximation of the call (`# recorded APPROXIMATED: ...` in the
-    /// text), with the call's file:line: the command prints them, so a recording never runs
-    /// another program unsaid.
+    /// text), with the call's file:line, and each expectation that keeps less than the run's
+    /// text ([`race`]): the command prints them, so a recording never runs another program, or
+    /// expects another outcome, unsaid.
     pub approximations: Vec<String>,
 }
 
@@ -139,7 +141,10 @@ pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
         world: s.world.size(),
         steps: s.steps.len(),
         outcomes: write::outcome_lines(&ranks, o),
-        approximations: approximations(&text),
+        approximations: approximations(&text)
+            .into_iter()
+            .chain(race::loosened(&ranks))
+            .collect(),
         text,
     })
 }

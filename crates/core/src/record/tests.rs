@@ -531,3 +531,63 @@ fn a_rank_the_agent_stopped_in_its_teardown_fails_with_sigterm() {
     );
     assert!(bad.is_err());
 }
+
+/// A peer-loss text whose call began close to a peer's self-kill keeps only what "closed" and
+/// "reset" share, says why, and is listed; one far from it keeps its own text.
+#[test]
+fn a_peer_loss_that_raced_a_kill_expects_either_text() {
+    let head = |r: usize| {
+        format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n",
+            100 + r
+        )
+    };
+    let failing = |r: usize, t: u64, msg: &str| {
+        let p = format!(
+            "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t}}}\n\
+             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"t\": {}}}\n\
+             {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\", \"t\": {}}}\n\
+             {{\"ev\": \"exit\", \"t\": {}}}\n",
+            head(r),
+            t + 20,
+            t + 21,
+            t + 30
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let closed = "[/x/pair.cc:534] Connection closed by peer [127.0.0.1]:5353. This is typically caused by a remote worker crashing.";
+    let reset = "[/x/pair.cc:545] Read error [127.0.0.1]:5353: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application.";
+    let killed = parse(
+        "proc2.jsonl",
+        &format!(
+            "{}{{\"ev\": \"end\", \"how\": \"signal\", \"signal\": 9, \"at\": \"/w/p.py:4\", \"t\": 100}}\n",
+            head(2)
+        ),
+    )
+    .unwrap();
+    let r = record(
+        vec![failing(0, 99, closed), failing(1, 300, reset), killed],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("on = [0]\noutcome = \"fails\"\nstep = 3\nerror = \"by peer\"\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("# (closed or reset by peer: its failing call began 1 ms before rank 2 sent itself SIGKILL"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "on = [1]\noutcome = \"fails\"\nstep = 3\nerror = \"RuntimeError: Read error\"\n"
+        ),
+        "{t}"
+    );
+    assert_eq!(r.approximations.len(), 1, "{:?}", r.approximations);
+    assert!(r.approximations[0].starts_with("rank 0's expectation: closed or reset by peer"));
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+}

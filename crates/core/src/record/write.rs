@@ -5,7 +5,7 @@
 use super::merge::{merge, Merged};
 use super::parse::{CallEnd, OwnEndKind, Proc};
 use super::steps::{quote, rank_steps, StepDesc};
-use super::timing;
+use super::{race, timing};
 use super::{Options, RecordError};
 use crate::outcome::signal_name;
 use serde_json::Value;
@@ -155,6 +155,7 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
         .max()
         .unwrap_or(1)
         .max(procs.keys().last().map_or(1, |r| r + 1));
+    let deaths = race::deaths(ranks);
     let outcomes: BTreeMap<usize, (Outcome, String)> = procs
         .iter()
         .map(|(r, p)| {
@@ -163,10 +164,8 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
             let raised_at = own_raise.get(r).map(|i| index[r][*i]);
             let stopped_at = own_stop.get(r).map(|i| index[r][*i]);
             let final_at = index[r].last().copied();
-            (
-                *r,
-                outcome(p, &steps, (raised_at, stopped_at, final_at), earliest_ms, o),
-            )
+            let found = outcome(p, &steps, (raised_at, stopped_at, final_at), earliest_ms, o);
+            (*r, either_peer_loss(found, p, &deaths))
         })
         .collect();
     let mut s = header(ranks, &procs, world, &recorded, o);
@@ -296,6 +295,25 @@ fn own_end_outcome(how: OwnEndKind, rank: usize, step: usize, at: &str) -> (Outc
         Outcome::Fails { step, error },
         format!("rank {rank} {what} at {at}, in step {}", step + 1),
     )
+}
+
+/// A peer-loss failure that raced another rank's death ([`race::why_either`]) expects either
+/// text, and its comment says why.
+fn either_peer_loss(
+    found: (Outcome, String),
+    p: &Proc,
+    deaths: &[race::Death],
+) -> (Outcome, String) {
+    match (found, race::why_either(p, deaths)) {
+        ((Outcome::Fails { step, .. }, note), Some(why)) => (
+            Outcome::Fails {
+                step,
+                error: race::EITHER.into(),
+            },
+            format!("{note}\n# ({why})"),
+        ),
+        (found, _) => found,
+    }
 }
 
 /// What an `[[expect]]` of a rank that raised pins (in `step`, `inside` a call of it or as
