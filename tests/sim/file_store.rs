@@ -119,12 +119,13 @@ fn file_url_without_a_path_is_path_missing() {
 }
 
 /// DETAIL's monitoredBarrier is gloo's, modelled over the store: a file:// store leaves its
-/// timeout as it is over tcp:// (FileStore's whole-second give-up is its own reads').
+/// timeout as it is over tcp:// (FileStore's whole-second give-up is its own reads'). Rank 2
+/// stays alive past the timeout (a rank that exits fails the barrier as its pairs close).
 #[test]
 fn detail_monitored_barrier_times_out_alike_on_file_and_tcp() {
     let at = |url: &str| {
         let src = format!(
-            "[world]\nranks_per_node = 3\nplatform = \"cpu\"\nenv = {{ TORCH_DISTRIBUTED_DEBUG = \"DETAIL\" }}\n\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\ninit_method = \"{url}\"\nrank = \"rank\"\nworld_size = 3\ntimeout_s = 3\n\n[[step]]\non = [0, 1]\nop = \"all_reduce\"\nfill = \"1\"\n"
+            "[world]\nranks_per_node = 3\nplatform = \"cpu\"\nenv = {{ TORCH_DISTRIBUTED_DEBUG = \"DETAIL\" }}\n\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\ninit_method = \"{url}\"\nrank = \"rank\"\nworld_size = 3\ntimeout_s = 3\n\n[[step]]\non = [0, 1]\nop = \"all_reduce\"\nfill = \"1\"\n\n[[step]]\non = [2]\nop = \"sleep\"\nms = 10000\n"
         );
         let r = run(&src, 0);
         match &r.ranks[0] {

@@ -390,6 +390,11 @@ impl<N: Net> StoreClient<N> {
         self.file.as_ref()
     }
 
+    /// Whether this client speaks PyTorch's own store protocol ([`StoreClient::open_torch`]).
+    pub fn is_torch(&self) -> bool {
+        self.torch.is_some()
+    }
+
     /// When a blocking read of this store started at `now_ms` with `timeout_ms` gives up: a
     /// TCPStore at the timeout, a FileStore once the whole seconds exceed it.
     pub fn give_up_at_ms(&self, now_ms: u64, timeout_ms: u64) -> u64 {

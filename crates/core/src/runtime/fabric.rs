@@ -229,6 +229,31 @@ impl<N: Net> Fabric<N> {
         }
     }
 
+    /// Completes once `peer`'s process has ended (its connection closed or reset), as a gloo
+    /// pair with it learns; how it ended comes back, for the error that names it. A rank with
+    /// no connection to `peer` opens one first ([`Fabric::watch`]).
+    pub async fn peer_ended(&self, peer: usize) -> FabricError {
+        self.watch(peer).await;
+        loop {
+            let changed = self.inbox.changed.notified();
+            match self.inbox.closed.borrow().get(&peer) {
+                Some(true) => return FabricError::PeerReset(self.peer(peer)),
+                Some(false) => return FabricError::PeerClosed(self.peer(peer)),
+                None => {}
+            }
+            changed.await;
+        }
+    }
+
+    /// How `peer`'s process ended, if this rank has learned it has.
+    pub fn has_peer_ended(&self, peer: usize) -> Option<FabricError> {
+        match self.inbox.closed.borrow().get(&peer) {
+            Some(true) => Some(FabricError::PeerReset(self.peer(peer))),
+            Some(false) => Some(FabricError::PeerClosed(self.peer(peer))),
+            None => None,
+        }
+    }
+
     /// `[ip]:port` of `peer`, as gloo names a pair's peer in its errors.
     pub fn peer_address(&self, peer: usize) -> String {
         let addr = self.peers.borrow().get(peer).copied().flatten();

@@ -20,10 +20,12 @@
 
 use super::{error, Clock, Net, Probe, Proc, Res};
 use crate::c10d::collective::CollOp;
-use crate::c10d::store::StoreError;
+use crate::c10d::store::{StoreClient, StoreError};
+use crate::runtime::fabric::FabricError;
 use crate::scenario::CollStep;
 use crate::tensor::Tensor;
 use crate::trace::StoreUse;
+use std::rc::Rc;
 
 /// One rank's `CollectiveFingerPrint`: op type, the wrapper's sequence number, and each
 /// checked tensor's dtype, device type and shape.
@@ -254,6 +256,14 @@ impl FingerPrint {
     }
 }
 
+/// How a wait of the wrapper's monitored barrier ended without a timeout.
+enum Waited {
+    /// The key was set: the member checked in (or rank 0 answered).
+    Key,
+    /// The peer's process ended first: the helper group's pair with it closed (or reset).
+    PeerEnded(FabricError),
+}
+
 /// Whether the wrapper is on for this rank and backend (R32: gloo, nccl, xccl, ucc).
 pub(super) fn enabled(env: &std::collections::BTreeMap<String, String>, backend: &str) -> bool {
     env.get("TORCH_DISTRIBUTED_DEBUG").map(|s| s.as_str()) == Some("DETAIL")
@@ -261,6 +271,89 @@ pub(super) fn enabled(env: &std::collections::BTreeMap<String, String>, backend:
 }
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    /// One wait of the wrapper's monitored barrier: `key` within `timeout_ms`, or the end of
+    /// `peer`'s process. The barrier runs on a helper gloo group whose pairs all exist, so a
+    /// member that died fails the wait on it at once (`Ranks 2 failed to pass
+    /// monitoredBarrier`, and its members then read rank 0's close: real torch 2.15, user-path
+    /// 7/271), unless its message came first: its key was set before it ended. The store is
+    /// this model's carrier only: when it goes (rank 0 hosted it and exited), the wait goes on
+    /// on the pair.
+    async fn detail_wait(
+        &self,
+        key: &str,
+        timeout_ms: u64,
+        peer: usize,
+        (what, name): (&str, &str),
+    ) -> Result<Waited, StoreError> {
+        let used = || (StoreUse::MonitoredBarrier, what.to_string());
+        let group = || Some(name.to_string());
+        let world = self.world.as_ref().expect("world").store.clone();
+        if let Some(e) = self.fabric.has_peer_ended(peer) {
+            // Ended before this wait: its key says whether it checked in first.
+            return Ok(match world.check(key).await? {
+                true => Waited::Key,
+                false => Waited::PeerEnded(e),
+            });
+        }
+        let Some(side) = self.abandonable_store(&world).await else {
+            let r = self.store_get_on(
+                &world,
+                key,
+                Some(timeout_ms),
+                vec![peer],
+                used(),
+                group(),
+                None,
+            );
+            return r.await.map(|_| Waited::Key);
+        };
+        let deadline_ms = self.now() + timeout_ms;
+        let lost = tokio::select! {
+            biased;
+            r = self.store_get_on(&side, key, Some(timeout_ms), vec![peer], used(), group(), None) => {
+                match r {
+                    Ok(_) => return Ok(Waited::Key),
+                    Err(e @ StoreError::Wire(_)) => e,
+                    Err(e) => return Err(e),
+                }
+            }
+            e = self.fabric.peer_ended(peer) => {
+                self.wait(None);
+                return Ok(Waited::PeerEnded(e));
+            }
+        };
+        tokio::select! {
+            e = self.fabric.peer_ended(peer) => Ok(Waited::PeerEnded(e)),
+            _ = self.env.clock.sleep_until_ms(deadline_ms) => Err(match lost {
+                StoreError::Wire(_) => StoreError::Timeout {
+                    key: key.to_string(),
+                    timeout_ms,
+                    value: 0,
+                },
+                e => e,
+            }),
+        }
+    }
+
+    /// A store client whose blocking read may be given up half-way: a FileStore's (no
+    /// connection), else a connection of its own to the same TCPStore, closed with it, so the
+    /// world's connection never carries an answer nobody reads. `None` for PyTorch's own store
+    /// protocol (torch mode's agent store): its wait is then not raced.
+    async fn abandonable_store(&self, world: &Rc<StoreClient<N>>) -> Option<Rc<StoreClient<N>>> {
+        if world.as_file().is_some() {
+            return Some(world.clone());
+        }
+        if world.is_torch() {
+            return None;
+        }
+        let (host, port) = world.addr.rsplit_once(':')?;
+        let s = self.env.net.connect(host, port.parse().ok()?).await.ok()?;
+        let c = StoreClient::open(&self.env.net, s, world.addr.clone())
+            .await
+            .ok()?;
+        Some(Rc::new(c))
+    }
+
     /// The wrapper's checks before collective `fp` on group `name`: a monitored barrier
     /// (every member checks in with the group's rank 0, which answers once all did), then
     /// every member's fingerprint compared with this rank's.
@@ -285,26 +378,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .await
             .map_err(|e| self.store_err(e))?;
         let deadline = self.now() + timeout_ms;
+        let what = format!("DETAIL monitoredBarrier before collective #{nth} on group {name}");
         if me == 0 {
+            // wait_all_ranks: a member whose process ended fails to pass, the others are still
+            // waited for (in rank order, within the barrier's time).
+            let mut ended = Vec::new();
             for g in 1..ranks.len() {
                 let left = deadline.saturating_sub(self.now()).max(1);
-                let r = self
-                    .store_get(
-                        &key(g),
-                        Some(left),
-                        vec![ranks[g]],
-                        (
-                            StoreUse::MonitoredBarrier,
-                            format!(
-                                "DETAIL monitoredBarrier before collective #{nth} on group {name}"
-                            ),
-                        ),
-                        Some(name.to_string()),
-                        None,
-                    )
-                    .await;
-                match r {
-                    Ok(_) => {}
+                match self
+                    .detail_wait(&key(g), left, ranks[g], (&what, name))
+                    .await
+                {
+                    Ok(Waited::Key) => {}
+                    Ok(Waited::PeerEnded(_)) => ended.push(g),
                     Err(StoreError::Timeout { .. }) => {
                         let mut missing = Vec::new();
                         for g in 1..ranks.len() {
@@ -317,23 +403,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     Err(e) => return Err(self.store_err(e)),
                 }
             }
+            if !ended.is_empty() {
+                return Err(error::monitored_barrier_missing(&ended, timeout_ms));
+            }
             store.set(&ack, b"1").await.map_err(|e| self.store_err(e))?;
         } else {
-            let r = self
-                .store_get(
-                    &ack,
-                    Some(timeout_ms),
-                    vec![ranks[0]],
-                    (
-                        StoreUse::MonitoredBarrier,
-                        format!("DETAIL monitoredBarrier before collective #{nth} on group {name}"),
-                    ),
-                    Some(name.to_string()),
-                    None,
-                )
-                .await;
-            match r {
-                Ok(_) => {}
+            match self
+                .detail_wait(&ack, timeout_ms, ranks[0], (&what, name))
+                .await
+            {
+                Ok(Waited::Key) => {}
+                Ok(Waited::PeerEnded(e)) => {
+                    return Err(error::monitored_barrier_peer_errors(me, &e.into_c10d(None)))
+                }
                 Err(StoreError::Timeout { .. }) => {
                     return Err(error::monitored_barrier_no_answer(me, timeout_ms))
                 }

@@ -369,6 +369,23 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         timeout_error: Option<C10dError>,
     ) -> Result<Vec<u8>, StoreError> {
         let store = self.world.as_ref().expect("world").store.clone();
+        let used = (used_by, what);
+        self.store_get_on(&store, key, timeout_ms, peers, used, group, timeout_error)
+            .await
+    }
+
+    /// [`Proc::store_get`] on `store` (the world's, or a connection of its own).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn store_get_on(
+        &self,
+        store: &StoreClient<N>,
+        key: &str,
+        timeout_ms: Option<u64>,
+        peers: Vec<usize>,
+        (used_by, what): (StoreUse, String),
+        group: Option<String>,
+        timeout_error: Option<C10dError>,
+    ) -> Result<Vec<u8>, StoreError> {
         let t = timeout_ms.unwrap_or(store::NO_TIMEOUT);
         // DETAIL's monitoredBarrier is gloo's, modelled over the store: its timeout is exact on
         // any store (a FileStore's own reads give up on whole seconds).
