@@ -299,11 +299,19 @@ pub fn peer_closed(addr: &str) -> C10dError {
     ))
 }
 
+/// Whether `msg` is gloo's text for a lost peer: its close or its reset.
+pub fn is_peer_loss(msg: &str) -> bool {
+    msg.contains(CONNECTION_CLOSED) || msg.contains(CONNECTION_RESET)
+}
+
+/// gloo's words for a peer's reset connection (ECONNRESET).
+const CONNECTION_RESET: &str = "Connection reset by peer";
+
 /// A peer's process reset its connection (it died with this rank's data unread): gloo's read
 /// error for ECONNRESET.
 pub fn peer_reset(addr: &str) -> C10dError {
     runtime(format!(
-        "Read error {addr}: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application. {GLOO_CHECK_LOGS}"
+        "Read error {addr}: {CONNECTION_RESET}. This is typically caused by a remote worker hanging or bugs in the application. {GLOO_CHECK_LOGS}"
     ))
 }
 

@@ -50,7 +50,7 @@ pub fn deaths(ranks: &[Proc]) -> Vec<Death> {
 /// call began close to another rank's death. `None` for any other failure.
 pub fn why_either(p: &Proc, deaths: &[Death]) -> Option<String> {
     let msg = p.raised.as_ref()?.msg.as_str();
-    if !msg.contains("Connection closed by peer") && !msg.contains("Connection reset by peer") {
+    if !crate::c10d::error::is_peer_loss(msg) {
         return None;
     }
     let call = p
