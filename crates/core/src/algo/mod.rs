@@ -47,6 +47,9 @@ pub trait Link {
     fn takes_short_broadcast(&self) -> bool {
         false
     }
+    /// The call goes on as the group's next call (its own tag): gloo's list reduce_scatter
+    /// is one all-reduce per member, each under a tag of its own. Links without tags ignore it.
+    fn next_call(&self) {}
     /// gloo's unbound buffers (gloo/transport/tcp/pair.cc): a receive is posted before it is
     /// waited for, and posting tells the sender (NOTIFY_RECV_READY). Links without that
     /// protocol have nothing to do.

@@ -44,7 +44,10 @@ pub struct FabricLink<'a, N: Net, C: Clock, P: Probe> {
     /// Global ranks of the group, in group-rank order.
     pub members: &'a [usize],
     pub me: usize,
-    pub tag: String,
+    /// The call's message tag; [`Link::next_call`] moves it to the next of `next_tags`.
+    pub tag: RefCell<String>,
+    /// The tags of the calls this one goes on as (gloo's list reduce_scatter), in order.
+    pub next_tags: RefCell<Vec<String>>,
     pub info: CallInfo,
     /// The c10d error behind the last failure (LinkError only carries text).
     pub error: RefCell<Option<C10dError>>,
@@ -108,6 +111,12 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
 }
 
 impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
+    fn next_call(&self) {
+        let mut next = self.next_tags.borrow_mut();
+        if !next.is_empty() {
+            *self.tag.borrow_mut() = next.remove(0);
+        }
+    }
     fn rank(&self) -> usize {
         self.me
     }
@@ -126,7 +135,8 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         if self.info.per_message_cost {
             self.clock.charge(me, peer, device, bytes).await;
         }
-        match self.fabric.send(peer, &self.tag, &data).await {
+        let tag = self.tag.borrow().clone();
+        match self.fabric.send(peer, &tag, &data).await {
             Err(
                 FabricError::PeerClosed(_)
                 | FabricError::PeerReset(_)
@@ -156,7 +166,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         let ms = self.info.wait_ms.unwrap_or(0);
         let timeout = error::gloo_send_timeout(ms);
         let tag = self.ready_tag();
-        let watch = self.pending(recvs, &self.tag);
+        let watch = self.pending(recvs, &self.tag.borrow());
         self.wait_any((to, &tag), &watch, Dir::Send, "waits for its recv", timeout)
             .await
             .map(|(i, _)| i)
@@ -172,8 +182,9 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         }
         let timeout = error::gloo_recv_timeout(self.info.wait_ms.unwrap_or(0));
         let watch = self.pending(sends, &self.ready_tag());
+        let tag = self.tag.borrow().clone();
         self.wait_any(
-            (from, &self.tag),
+            (from, &tag),
             &watch,
             Dir::Recv,
             "waits for its message",
@@ -185,7 +196,8 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
         let peer = self.members[from];
         // Already here: the rank does not block, so there is no wait to record.
-        if let Some(m) = self.fabric.try_recv(peer, &self.tag) {
+        let tag = self.tag.borrow().clone();
+        if let Some(m) = self.fabric.try_recv(peer, &tag) {
             return Ok(m);
         }
         self.probe
@@ -194,11 +206,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
             self.fabric.watch(peer).await;
         }
         let deadline = self.info.timeout.as_ref().map(|(d, _)| *d);
-        let r = match self
-            .fabric
-            .recv(self.clock, peer, &self.tag, deadline)
-            .await
-        {
+        let r = match self.fabric.recv(self.clock, peer, &tag, deadline).await {
             Err(FabricError::PeerClosed(_) | FabricError::PeerReset(_))
                 if !self.info.peer_exit_is_error =>
             {
@@ -214,7 +222,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
     /// The tag of the notices a gloo receiver sends when it posts a receive.
     fn ready_tag(&self) -> String {
-        format!("{}/ready", self.tag)
+        format!("{}/ready", self.tag.borrow())
     }
 
     /// gloo's wait for one of a call's pending operations with the members `on` (in posting

@@ -71,6 +71,34 @@ impl<L: Link, D: Payload> Exec<D> for OnGloo<'_, L> {
             data: all.data.slice((self.0.rank() * bytes).min(end)..end),
         })
     }
+    /// ProcessGroupGloo::reduce_scatter (the list form): each member's input all-reduced as a
+    /// call of its own, in member order; this member keeps its own.
+    async fn reduce_scatter_per_member(
+        &self,
+        input: &Tensor<D>,
+        op: ReduceOp,
+        out_shape: &[usize],
+    ) -> Result<Tensor<D>, CollectiveError> {
+        let (n, me) = (self.0.size(), self.0.rank());
+        let bytes = out_shape.iter().product::<usize>() * input.dtype.size_bytes();
+        let mut mine = None;
+        for k in 0..n {
+            if k > 0 {
+                self.0.next_call();
+            }
+            let at = (k * bytes).min(input.data.len())..((k + 1) * bytes).min(input.data.len());
+            let mut part = Tensor {
+                dtype: input.dtype,
+                shape: out_shape.to_vec(),
+                data: input.data.slice(at),
+            };
+            algo::gloo::all_reduce(self.0, &mut part, op).await?;
+            if k == me {
+                mine = Some(part);
+            }
+        }
+        Ok(mine.expect("a member keeps its part"))
+    }
     async fn all_to_all(
         &self,
         _dtype: DType,

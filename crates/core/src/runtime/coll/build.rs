@@ -180,11 +180,13 @@ fn algo_for<D: Payload>(c: &CollStep, call: &CallShape, t: &Tensor<D>) -> Res<Al
             op: c.reduce_op,
             count: 1,
             out_shape: c.tensor.shape.clone(),
+            per_member: c.op == CollOp::ReduceScatter,
         },
         CollOp::ReduceScatterTensorCoalesced => Algo::ReduceScatter {
             op: c.reduce_op,
             count: c.count,
             out_shape: c.tensor.shape.clone(),
+            per_member: false,
         },
         CollOp::AllToAllSingle | CollOp::AllToAll => match &call.splits {
             Some((send_rows, recv_rows)) => Algo::AllToAll {

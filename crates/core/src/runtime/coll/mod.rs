@@ -40,10 +40,14 @@ pub(crate) enum Algo {
         out_shape: Vec<usize>,
     },
     /// `count` inputs of `members x out` elements each; output the `count` reduced chunks.
+    /// `per_member`: the list form (`dist.reduce_scatter`), which ProcessGroupGloo runs as one
+    /// all-reduce per member's input, each a call of its own (real torch 2.15: one
+    /// reduce_scatter of 3 inputs moves the group's sequence number by 3).
     ReduceScatter {
         op: ReduceOp,
         count: usize,
         out_shape: Vec<usize>,
+        per_member: bool,
     },
     /// Rows (of `row_elems` elements) sent to and received from each member.
     AllToAll {
@@ -99,6 +103,17 @@ impl Coll {
         }
     }
 
+    /// How many of gloo's calls (sequence numbers and tags) the call is on `members` members:
+    /// the list form of reduce_scatter is one all-reduce per member, anything else one.
+    pub fn gloo_calls(&self, members: usize) -> u64 {
+        match &self.algo {
+            Algo::ReduceScatter {
+                per_member: true, ..
+            } => members.max(1) as u64,
+            _ => 1,
+        }
+    }
+
     /// Runs the call on `x`; `t` is the input (updated in place by in-place ops); returns the
     /// output when it is another tensor (`None` for in-place ops and non-roots of gather).
     pub async fn run<D: Payload, X: Exec<D>>(
@@ -121,8 +136,18 @@ impl Coll {
             Algo::Scatter { root, out_shape } => scatter(x, t, *root, out_shape).await.map(Some),
             Algo::ReduceScatter {
                 op,
+                out_shape,
+                per_member: true,
+                ..
+            } => x
+                .reduce_scatter_per_member(t, *op, out_shape)
+                .await
+                .map(Some),
+            Algo::ReduceScatter {
+                op,
                 count,
                 out_shape,
+                ..
             } => reduce_scatter(x, t, *op, *count, out_shape).await.map(Some),
             Algo::AllToAll {
                 send_rows,
@@ -246,6 +271,16 @@ pub(crate) trait Exec<D: Payload = Vec<u8>> {
         op: ReduceOp,
         out_shape: &[usize],
     ) -> Result<Tensor<D>, Self::Error>;
+    /// The list form's reduce-scatter: as [`Exec::reduce_scatter`], except where the backend
+    /// runs it otherwise (gloo: an all-reduce per member's input, `OnGloo`).
+    async fn reduce_scatter_per_member(
+        &self,
+        input: &Tensor<D>,
+        op: ReduceOp,
+        out_shape: &[usize],
+    ) -> Result<Tensor<D>, Self::Error> {
+        self.reduce_scatter(input, op, out_shape).await
+    }
     /// `sends[k]` to member k; returns `recv_lens[k]` bytes from each member k.
     async fn all_to_all(
         &self,

@@ -375,9 +375,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Res<impl std::future::Future<Output = Res<(Tensor<D>, Option<Tensor<D>>)>> + 'static> {
         let me = self.world()?.rank;
         let all_reduce = self.all_reduce_algo(name, backend, coll, t.data.len())?;
-        let pg = self.pgs.get_mut(name).expect("pg");
-        pg.seq += 1;
-        let seq = pg.seq;
+        let (first, seq) = self.take_seqs(name, backend, coll);
         let pg = &self.pgs[name];
         let call = self.call_begin(calls::spec_of(coll, name, backend, seq, &t, &pg.ranks));
         let cost_us = self.call_cost(name, backend, coll, t.numel() * t.dtype.size_bytes());
@@ -388,7 +386,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let clock = self.env.clock.clone();
         let members = pg.ranks.clone();
         let me_g = pg.group_rank(me).expect("member");
-        let tag = call_tag(&pg.name, backend, seq, coll);
+        let mut tags: Vec<String> = (first..=seq)
+            .map(|s| call_tag(&pg.name, backend, s, coll))
+            .collect();
         let coll = coll.clone();
         let device = self.env.device.clone().filter(|_| backend != "gloo");
         let reuse = self.reuse.clone();
@@ -417,7 +417,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 probe: &probe,
                 members: &members,
                 me: me_g,
-                tag,
+                tag: std::cell::RefCell::new(tags.remove(0)),
+                next_tags: std::cell::RefCell::new(tags),
                 info,
                 error: Default::default(),
                 recv_waits: Default::default(),
@@ -462,6 +463,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
         };
         Ok(tracing::Instrument::instrument(fut, span))
+    }
+
+    /// The group's sequence numbers the call takes, first and last: one, or one per member
+    /// for gloo's list reduce_scatter ([`Coll::gloo_calls`]).
+    fn take_seqs(&mut self, name: &str, backend: &str, coll: &Coll) -> (u64, u64) {
+        let pg = self.pgs.get_mut(name).expect("pg");
+        let calls = match backend {
+            "gloo" => coll.gloo_calls(pg.ranks.len()),
+            _ => 1,
+        };
+        let first = pg.seq + 1;
+        pg.seq += calls;
+        (first, pg.seq)
     }
 
     /// What a call on group `name` with `in_bytes` of input costs each member in the timing
