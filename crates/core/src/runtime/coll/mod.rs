@@ -96,7 +96,8 @@ impl Coll {
             Algo::AllGather { .. } => "allgather",
             Algo::Gather(_) => "gather",
             Algo::Scatter { .. } => "scatter",
-            // ProcessGroupGloo's reduce_scatter is an all-reduce of a copy, then the chunk.
+            // ProcessGroupGloo's reduce_scatter is all-reduces (of a copy, then the chunk; the
+            // list form one per member: `gloo_calls`).
             Algo::ReduceScatter { .. } => "allreduce",
             Algo::AllToAll { .. } => "alltoall",
             Algo::Barrier => "barrier",
