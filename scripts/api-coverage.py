@@ -72,14 +72,15 @@ LOCAL_NAMES = (
     "get_process_group_ranks", "get_rank", "get_world_size", "is_backend_available",
     "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available",
     "is_torchelastic_launched", "is_ucc_available", "is_xccl_available", "supports_complex",
-    "is_available", "breakpoint",
+    "is_available",
 )
 for n in LOCAL_NAMES:
     TABLE.setdefault(n, (LOCAL, "a query"))
 TABLE.update({
     "init_device_mesh": (WIRE, "the new_group calls it makes; a 1-D mesh is the world group (a mesh made by splitting is refused on use)"),
-    "rendezvous": (GAP, "a rendezvous a program drives itself (init_process_group's own is simulated)"),
-    "register_rendezvous_handler": (GAP, "a custom init_method scheme"),
+    "breakpoint": (REFUSED, "torch 2.15 sets every group's timeout to 3600 s, stops one rank in pdb and then runs a barrier: what follows is the debugging session's"),
+    "rendezvous": (REFUSED, "a rendezvous a program drives itself: its store is the program's own (init_process_group's own is simulated)"),
+    "register_rendezvous_handler": (REFUSED, "a custom init_method scheme: its store is the program's own code"),
 })
 
 # Arguments and uses that decide outcomes, beyond the functions (issue 30's list).

@@ -557,7 +557,7 @@ fn main() {
         ),
         (
             "record_refusals",
-            "scen record: a program's own Store use (the default store's methods, its own TCPStore) is refused naming the call and its line",
+            "scen record: a program's own Store use (the default store's methods, its own TCPStore) and dist.breakpoint are refused naming the call and its line",
             &|| record::own_store_use_is_refused(&python),
         ),
     ];

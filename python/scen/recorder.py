@@ -327,7 +327,8 @@ OPS = ("init_process_group", "new_group", "destroy_process_group", "all_reduce",
        "all_gather_coalesced", "all_gather_single", "reduce_scatter_single",
        # No step in the scenario format: recorded so that `scen record` refuses them by name
        # rather than leave them out (crates/core/src/record/steps.rs, NO_STEP).
-       "gather_single", "gather_into_tensor", "set_timeout", "split_group", "shrink_group")
+       "gather_single", "gather_into_tensor", "set_timeout", "split_group", "shrink_group",
+       "breakpoint", "rendezvous", "register_rendezvous_handler")
 
 # torch 2.15's own names for the `*_tensor` collectives (those are now aliases of these, which
 # take the same arguments). Object collectives (all_gather_object, gather_object) call them

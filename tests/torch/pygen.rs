@@ -46,6 +46,9 @@ pub struct PyProgram {
     pub detail: bool,
     /// The program makes a call `scen record` refuses (exit 2 naming it and its line).
     pub refused: Option<&'static str>,
+    /// The job is cut by `scen record --timeout-s` this many seconds after its start (a rank
+    /// sleeps past it while the others wait in a barrier).
+    pub cut_s: Option<u64>,
 }
 
 /// The uses of docs/api-coverage.md's second table, as its first cells spell them.
@@ -57,6 +60,8 @@ pub const USE_KILL: &str =
 pub const USE_AGENT: &str = "a rank stopped by torchrun's agent";
 pub const USE_WAIT: &str = "work.wait(timeout=)";
 pub const USE_PORT: &str = "each rank's MASTER_PORT";
+pub const USE_CUT: &str = "a job cut by --timeout-s";
+pub const USE_VALUES: &str = "tensor values";
 pub const USE_STORE: &str = "direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; set, get, add, compare_set, wait, ... on any store, the default one included)";
 pub const USE_DEBUG: &str =
     "TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK";
@@ -151,7 +156,15 @@ pub fn program(seed: u64, k: u64) -> PyProgram {
         let name = call(&mut rng, &mut b, &g, i);
         summary.push(name);
     }
-    let refused = rng.chance(8).then(|| refused_call(&mut rng, &mut b));
+    // Rows added after the slices measured so far draw from a stream of their own, so a
+    // program that draws none of them is the same text as before (program numbers in
+    // docs/torch.md and userpath_known.txt keep naming the same programs).
+    let mut more = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x6d6f_7265);
+    let cut_s = late_rows(&mut more, &mut b);
+    let mut refused = rng.chance(8).then(|| refused_call(&mut rng, &mut b));
+    if refused.is_none() && more.chance(14) {
+        refused = Some(refused_more(&mut more, &mut b));
+    }
     if rng.chance(50) {
         let q = query(&mut rng, &mut b);
         summary.push(q);
@@ -185,7 +198,67 @@ pub fn program(seed: u64, k: u64) -> PyProgram {
         port_off,
         detail,
         refused,
+        cut_s,
     }
+}
+
+/// The rows a first 2,000-program run drew under 20 times or never: a query, a value the
+/// program's control flow reads, a job cut by `--timeout-s`. Returns the cut, if drawn.
+fn late_rows(more: &mut Rng, b: &mut B) -> Option<u64> {
+    if b.all().is_empty() {
+        return None;
+    }
+    if more.chance(3) {
+        let live = b.all();
+        b.line(&live, "_ = dist.get_backend_impl(GA)", Kind::Other);
+        b.row("get_backend_impl");
+    }
+    if more.chance(3) {
+        // Every rank's X is r + 1: the sum over the world. A recording fills each tensor with
+        // its rank and takes the path the real run took (the row's approximation).
+        let sum = b.w * (b.w + 1) / 2;
+        let live = b.all();
+        b.line(
+            &live,
+            &format!("_v = X(1); dist.all_reduce(_v); assert float(_v[0]) == {sum}, \"sum\""),
+            Kind::Call,
+        );
+        b.row("all_reduce");
+        b.row(USE_VALUES);
+    }
+    if !more.chance(3) {
+        return None;
+    }
+    // One rank sleeps past the cut while the others wait in the world's barrier (60 s).
+    let live = b.all();
+    let a = *more.pick(&live);
+    b.line(&[a], "time.sleep(60)", Kind::Sleep);
+    b.line(&live, "dist.barrier()", Kind::Call);
+    b.row(USE_SLEEP);
+    b.row("barrier");
+    b.row(USE_CUT);
+    Some(25)
+}
+
+/// A call `scen record` refuses, from the rows a first 2,000-program run drew least.
+fn refused_more(more: &mut Rng, b: &mut B) -> &'static str {
+    let (name, body) = *more.pick(&[
+        ("breakpoint", "dist.breakpoint()"),
+        ("rendezvous", "_rv = dist.rendezvous(\"env://\")"),
+        (
+            "register_rendezvous_handler",
+            "dist.register_rendezvous_handler(\"mine\", lambda url, **kw: iter(()))",
+        ),
+        ("gather_into_tensor", "dist.gather_into_tensor(X(2 * dist.get_world_size()) if r == 0 else None, X(2), dst=0)"),
+        ("shrink_group", "dist.shrink_group([0], group=GA)"),
+        ("set_timeout", "dist.set_timeout(T(5), group=GA)"),
+        ("gather_single", "dist.gather_single(X(2), X(2 * dist.get_world_size()) if r == 0 else None, dst=0)"),
+        ("split_group", "dist.split_group(GA, [list(range(dist.get_world_size()))], timeout=T(3))"),
+    ]);
+    let live = b.all();
+    b.line(&live, body, Kind::Call);
+    b.row(name);
+    name
 }
 
 /// `dist.init_process_group(...)`: env:// implicit or explicit, tcp:// (three hosts), file://.

@@ -344,6 +344,11 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
             OWN_STORE,
             "own_store.py:3: TCPStore: a program's own use of a c10d Store",
         ),
+        (
+            "debugger_stop",
+            DEBUGGER_STOP,
+            "debugger_stop.py:3: breakpoint: a debugger stop",
+        ),
     ] {
         match record_program(dir.path(), python, name, program, 2, &[]) {
             Ok(text) => return Err(format!("{name}: recorded, not refused:\n{text}")),
@@ -353,6 +358,14 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `dist.breakpoint()`: torch 2.15 sets every group's timeout, stops rank 0 in pdb (here with no
+/// terminal: it reads end of input and raises BdbQuit) and runs a barrier.
+const DEBUGGER_STOP: &str = r#"import torch.distributed as dist
+dist.init_process_group(backend="gloo")
+dist.breakpoint()
+dist.barrier()
+"#;
 
 /// Rank 0's monitored_barrier names ranks 1 and 2, which sleep on in their own code.
 const MONITORED: &str = r#"import datetime, time, torch.distributed as dist
@@ -495,6 +508,8 @@ fn record_program(
         .arg(&out)
         .args(["--", "sh", "-c", &sh])
         .current_dir(dir)
+        // No terminal for a program's pdb (`dist.breakpoint`): it reads end of input.
+        .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| e.to_string())?;
     if !run.status.success() {

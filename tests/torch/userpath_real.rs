@@ -67,21 +67,35 @@ pub fn torchrun_command(p: &PyProgram, port: u16) -> Vec<String> {
 }
 
 /// Every rank's end, from the run directory (and, under torchrun, its failure summary in
-/// `scen record`'s stderr).
-pub fn read_ranks(dir: &Path, p: &PyProgram, launcher: &str, record_stderr: &str) -> Vec<RealRank> {
+/// `scen record`'s stderr). `cut`: the job ran to `scen record --timeout-s`, which ended it
+/// (SIGKILL to every process; torchrun then reports nothing): a rank with no end of its own
+/// was still running.
+pub fn read_ranks(
+    dir: &Path,
+    p: &PyProgram,
+    launcher: &str,
+    record_stderr: &str,
+    cut: bool,
+) -> Vec<RealRank> {
     let summary = torchrun_summary(record_stderr);
     (0..p.world)
         .map(|r| {
             let (err, status) = if launcher == "torchrun" {
+                let status = summary.0.get(&r).copied();
                 (
                     find_log(&dir.join("logs"), r),
-                    Some(summary.0.get(&r).copied().unwrap_or(0)),
+                    if cut {
+                        status
+                    } else {
+                        Some(status.unwrap_or(0))
+                    },
                 )
             } else {
                 let rc = std::fs::read_to_string(dir.join(format!("r{r}.rc"))).ok();
                 let rc = rc.and_then(|s| s.trim().parse::<i32>().ok());
                 // sh reports a signal as 128 + it.
                 let rc = rc.map(|c| if c > 128 { -(c - 128) } else { c });
+                let rc = rc.filter(|c| !(cut && *c == -9));
                 (
                     std::fs::read_to_string(dir.join(format!("r{r}.err"))).unwrap_or_default(),
                     rc,

@@ -5,6 +5,7 @@
 use super::pygen::{Kind, PyProgram};
 use super::real::{self, RealRank};
 use super::{redact, Facts, Recorded};
+use scen_core::scenario::ExpectedOutcome;
 use scen_core::trace::EventKind;
 use scen_core::verdict::RankVerdict;
 
@@ -17,6 +18,9 @@ pub(super) struct Simulated {
     pub(super) broken: Vec<String>,
     /// Per rank: its program had ended (its last step done) when its process was stopped.
     ended: Vec<bool>,
+    /// Per rank: the time its recording says it was still running at (`running`, `after_s`:
+    /// a job `scen record --timeout-s` cut).
+    running_ms: Vec<Option<u64>>,
 }
 
 pub(super) fn simulate(r: &Recorded) -> Result<Simulated, String> {
@@ -54,11 +58,28 @@ pub(super) fn simulate(r: &Recorded) -> Result<Simulated, String> {
                 _ => false,
             })
             .collect();
+    let running_ms = s
+        .world
+        .ranks
+        .iter()
+        .map(|spec| {
+            let e = s
+                .expect
+                .iter()
+                .rev()
+                .find(|e| e.on.matches(spec, &s.world))?;
+            match e.outcome {
+                ExpectedOutcome::Running { after_ms } => Some(after_ms),
+                _ => None,
+            }
+        })
+        .collect();
     Ok(Simulated {
         ranks: rep.ranks,
         steps: step_lines(text),
         broken,
         ended,
+        running_ms,
     })
 }
 
@@ -156,7 +177,15 @@ impl Simulated {
             Some(s) => format!("line {}", s.line),
             None => format!("step {}", step + 1),
         };
+        // A job `scen record --timeout-s` cut: a rank still running at the cut shows as the
+        // real one does, whatever it did after it.
+        let cut = |r: usize| self.running_ms[r].unwrap_or(u64::MAX);
         let fact = |(r, v): (usize, &RankVerdict)| match v {
+            RankVerdict::Completed { t_ms } | RankVerdict::Failed { t_ms, .. }
+                if *t_ms >= cut(r) =>
+            {
+                ("hangs".into(), String::new())
+            }
             RankVerdict::Completed { .. } => ("completes".into(), String::new()),
             RankVerdict::Failed { step, failure, .. } => (
                 format!("fails ({}) at {}", failure.kind(), at(*step, r)),

@@ -317,12 +317,26 @@ pub fn rank_steps(p: &Proc, o: &Options, recorded: &str) -> Result<RankSteps, Re
 /// for: the recorder wraps them so that a recording never drops them silently; each is refused,
 /// naming the call (docs/api-coverage.md).
 /// (new_subgroups and new_subgroups_by_enumeration are recorded as the new_group calls they make.)
-const NO_STEP: [(&str, &str); 5] = [
+const NO_STEP: [(&str, &str); 8] = [
     ("gather_single", "a gather into one tensor"),
     ("gather_into_tensor", "a gather into one tensor"),
     ("set_timeout", "a group's timeout changed after it was made"),
     ("split_group", "a group split from another"),
     ("shrink_group", "a group shrunk from another"),
+    // torch 2.15: every group's timeout set to timeout_s (3600 s), the debugger on one rank
+    // (what the program does next is the debugging session's), then a barrier of the world.
+    (
+        "breakpoint",
+        "a debugger stop (every group's timeout set to 3600 s, pdb on one rank, then a barrier)",
+    ),
+    (
+        "rendezvous",
+        "a rendezvous the program drives itself (its store is the program's own)",
+    ),
+    (
+        "register_rendezvous_handler",
+        "a custom init_method scheme (its store is the program's own code)",
+    ),
 ];
 
 /// A program's own c10d Store: the recorder's names for making one (`TCPStore`, ...) and for
