@@ -106,6 +106,9 @@ fn cases() -> Vec<Case> {
         case("latency over 30 days (was 65 s of ticks)", format!("{W2}[sim]\nlatency_ms = [9223372036854775807, 9223372036854775807]\n"), "5:14", "scen's limit for a duration"),
         case("unknown outcome", format!("{W2}[[expect]]\noutcome = \"crashes\"\n"), "5:11", "unknown outcome `crashes`"),
         case("error without fails", format!("{W2}[[expect]]\noutcome = \"hangs\"\nerror = \"x\"\n"), "6:9", "`error` goes with outcome = \"fails\""),
+        case("error listing no text", format!("{W2}[[expect]]\noutcome = \"fails\"\nerror = []\n"), "6:9", "`error = []` lists no text"),
+        case("error list of a number", format!("{W2}[[expect]]\noutcome = \"fails\"\nerror = [1]\n"), "6:10", "expected a string"),
+        case("error of a number", format!("{W2}[[expect]]\noutcome = \"fails\"\nerror = 1\n"), "6:9", "expected a text or a list of texts"),
         case("expect on a missing step", format!("{W2}[[expect]]\noutcome = \"fails\"\nstep = 3\n"), "6:8", "step 3 does not exist"),
         case("expect on an unknown step id", format!("{W2}[[expect]]\noutcome = \"fails\"\nstep = \"nope\"\n"), "6:8", "no step has id \"nope\""),
     ]

@@ -184,14 +184,15 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
                 .find(|e| e.on.matches(spec, world));
             let (outcome, error, step) = match e {
                 Some(e) => (e.outcome, e.error.clone(), e.step),
-                None => (ExpectedOutcome::Completes, None, None),
+                None => (ExpectedOutcome::Completes, Vec::new(), None),
             };
             let mut expected = outcome.name().to_string();
             if let Some(s) = step {
                 let _ = write!(expected, " in {}", scenario.steps[s].label());
             }
-            if let Some(err) = &error {
-                let _ = write!(expected, " with \"{err}\"");
+            let quoted: Vec<String> = error.iter().map(|e| format!("\"{e}\"")).collect();
+            if !quoted.is_empty() {
+                let _ = write!(expected, " with {}", quoted.join(" or "));
             }
             if let ExpectedOutcome::Running { after_ms } = outcome {
                 let _ = write!(expected, " at {}", format_ms(after_ms).trim());
@@ -207,10 +208,9 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
                     RankVerdict::Failed {
                         step: s, failure, ..
                     } => {
+                        let text = failure.text();
                         step.is_none_or(|x| x == *s)
-                            && error
-                                .as_ref()
-                                .is_none_or(|want| failure.text().contains(want.as_str()))
+                            && (error.is_empty() || error.iter().any(|w| text.contains(w.as_str())))
                     }
                     RankVerdict::Hung { step: s, .. } => step.is_none_or(|x| x == *s),
                     RankVerdict::Completed { .. } => true,

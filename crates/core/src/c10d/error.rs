@@ -246,6 +246,19 @@ pub fn gloo_recv_timeout(timeout_ms: u64) -> C10dError {
     ))
 }
 
+/// What gloo's own send and recv timeouts begin with.
+pub const OWN_TIMEOUT: &str = "Timed out waiting ";
+
+/// The timeout, when `msg` is gloo's own send or recv timeout (`Timed out waiting 3000ms for
+/// send operation to complete`).
+pub fn own_timeout_ms(msg: &str) -> Option<u64> {
+    let rest = &msg[msg.find(OWN_TIMEOUT)? + OWN_TIMEOUT.len()..];
+    let (n, tail) = rest.split_once("ms for ")?;
+    (tail.starts_with("send operation") || tail.starts_with("recv operation"))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
 /// R29: a gloo send whose receiver never posted the matching recv (gloo's unbound buffer).
 pub fn gloo_send_timeout(timeout_ms: u64) -> C10dError {
     runtime(format!(

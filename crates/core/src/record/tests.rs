@@ -591,3 +591,110 @@ fn a_peer_loss_that_raced_a_kill_expects_either_text() {
     assert!(r.approximations[0].starts_with("rank 0's expectation: closed or reset by peer"));
     crate::scenario::load::parse(t, "r.toml", "r").unwrap();
 }
+
+/// Ranks whose gloo calls reach the same 3000 ms timeout within 2 ms: the one that read a
+/// close also takes its own timeout's text, and those that timed out also take the close. A
+/// rank whose own timeout was far off keeps its own text.
+#[test]
+fn failures_that_raced_a_timeout_take_either_text() {
+    let proc_ = |r: usize, t_call: u64, t_err: u64, msg: &str| {
+        let p = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"4\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 4, \"t\": 10}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t_call}}}\n\
+             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"t\": {t_err}}}\n\
+             {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\", \"t\": {}}}\n\
+             {{\"ev\": \"exit\", \"t\": {}}}\n",
+            100 + r,
+            t_err + 1,
+            t_err + 10
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let timed_out =
+        "[/x/unbound_buffer.cc:81] Timed out waiting 3000ms for send operation to complete";
+    let closed = "[/x/pair.cc:534] Connection closed by peer [127.0.0.1]:5353. This is typically caused by a remote worker crashing.";
+    let r = record(
+        vec![
+            proc_(0, 20, 3021, closed),
+            proc_(1, 19, 3020, timed_out),
+            proc_(2, 22, 3022, timed_out),
+            proc_(3, 2000, 3022, closed),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("on = [0]\noutcome = \"fails\"\nstep = 3\nerror = [\"RuntimeError: Connection closed by peer\", \"Timed out waiting\"]\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [1, 2]\noutcome = \"fails\"\nstep = 3\nerror = [\"RuntimeError: Timed out waiting\", \"by peer\"]\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [3]\noutcome = \"fails\"\nstep = 3\nerror = \"RuntimeError: Connection closed by peer\"\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "# (timed out or closed by peer: rank 1 timed out 1 ms from this rank's failure"
+        ),
+        "{t}"
+    );
+    assert_eq!(r.approximations.len(), 3, "{:?}", r.approximations);
+    let s = crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+    assert_eq!(s.expect.iter().filter(|e| e.error.len() == 2).count(), 2);
+}
+
+/// Under torchrun, a rank the agent stopped while blocked in a call with a rank whose process
+/// had ended also takes that close's text; one whose call began well after keeps SIGTERM.
+#[test]
+fn a_rank_the_agent_stopped_as_a_peer_ended_takes_either_text() {
+    let head = |r: usize| {
+        format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n",
+            100 + r
+        )
+    };
+    let raising = format!(
+        "{}{{\"ev\": \"raise\", \"exc\": \"ValueError\", \"msg\": \"gives up\", \"at\": \"/w/p.py:4\", \"t\": 500}}\n\
+         {{\"ev\": \"exit\", \"t\": 520}}\n",
+        head(0)
+    );
+    let blocked = |r: usize, t: u64| {
+        format!(
+            "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t}}}\n",
+            head(r)
+        )
+    };
+    let r = record(
+        vec![
+            parse("proc0.jsonl", &raising).unwrap(),
+            parse("proc1.jsonl", &blocked(1, 100)).unwrap(),
+            parse("proc2.jsonl", &blocked(2, 900)).unwrap(),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("on = [1]\noutcome = \"fails\"\nstep = 5\nerror = [\"SIGTERM\", \"by peer\"]\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [2]\noutcome = \"fails\"\nstep = 5\nerror = \"SIGTERM\"\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "# (stopped by torchrun's agent or closed by peer: rank 0's process ended 400 ms after"
+        ),
+        "{t}"
+    );
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+}

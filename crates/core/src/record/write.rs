@@ -24,10 +24,12 @@ const MODEL_ENV: [&str; 4] = [
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Outcome {
     Completes,
-    /// Raised: `error` is the part of the message that does not vary between runs.
+    /// Raised: `error` is the part of the message that does not vary between runs; `or`, a
+    /// text other real runs of the program read instead ([`race`]).
     Fails {
         step: usize,
         error: String,
+        or: Option<String>,
     },
     /// Still running at scen record's time limit, `after_ms` after the first call.
     Running {
@@ -155,7 +157,11 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
         .max()
         .unwrap_or(1)
         .max(procs.keys().last().map_or(1, |r| r + 1));
-    let deaths = race::deaths(ranks);
+    let races = (
+        race::deaths(ranks),
+        race::expiries(ranks),
+        race::own_ends(ranks),
+    );
     let outcomes: BTreeMap<usize, (Outcome, String)> = procs
         .iter()
         .map(|(r, p)| {
@@ -165,7 +171,7 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
             let stopped_at = own_stop.get(r).map(|i| index[r][*i]);
             let final_at = index[r].last().copied();
             let found = outcome(p, &steps, (raised_at, stopped_at, final_at), earliest_ms, o);
-            (*r, either_peer_loss(found, p, &deaths))
+            (*r, either_text(found, p, &races))
         })
         .collect();
     let mut s = header(ranks, &procs, world, &recorded, o);
@@ -292,29 +298,52 @@ fn own_end_outcome(how: OwnEndKind, rank: usize, step: usize, at: &str) -> (Outc
         ),
     };
     (
-        Outcome::Fails { step, error },
+        Outcome::Fails {
+            step,
+            error,
+            or: None,
+        },
         format!("rank {rank} {what} at {at}, in step {}", step + 1),
     )
 }
 
 /// A peer-loss failure that raced another rank's death ([`race::why_either`]) expects either
-/// text, and its comment says why.
-fn either_peer_loss(
-    found: (Outcome, String),
-    p: &Proc,
-    deaths: &[race::Death],
-) -> (Outcome, String) {
-    match (found, race::why_either(p, deaths)) {
-        ((Outcome::Fails { step, .. }, note), Some(why)) => (
+/// text; a failure that raced another rank's timeout ([`race::why_timeout_either`]), or a
+/// rank torchrun's agent stopped as a peer's close reached it ([`race::why_agent_either`]),
+/// takes the other text too. The comment says why.
+fn either_text(found: (Outcome, String), p: &Proc, races: &Races) -> (Outcome, String) {
+    let (Outcome::Fails { step, error, .. }, note) = &found else {
+        return found;
+    };
+    if let Some(why) = race::why_either(p, &races.0) {
+        let error = race::EITHER.into();
+        return (
             Outcome::Fails {
-                step,
-                error: race::EITHER.into(),
+                step: *step,
+                error,
+                or: None,
+            },
+            format!("{note}\n# ({why})"),
+        );
+    }
+    let other =
+        race::why_timeout_either(p, &races.1).or_else(|| race::why_agent_either(p, &races.2));
+    match other {
+        Some((or, why)) => (
+            Outcome::Fails {
+                step: *step,
+                error: error.clone(),
+                or: Some(or.into()),
             },
             format!("{note}\n# ({why})"),
         ),
-        (found, _) => found,
+        None => found,
     }
 }
+
+/// What [`either_text`] looks at: the ranks that killed themselves, those that timed out, and
+/// when each rank's process ended of its own accord.
+type Races = (Vec<race::Death>, Vec<race::Expiry>, Vec<(usize, u64)>);
 
 /// What an `[[expect]]` of a rank that raised pins (in `step`, `inside` a call of it or as
 /// the program's own raise step), and its comment.
@@ -336,6 +365,7 @@ fn raised_outcome(
         Outcome::Fails {
             step,
             error: error_substring(&e.exc, &e.msg),
+            or: None,
         },
         format!(
             "rank {rank} raised {} {where_}: {}",
@@ -391,6 +421,7 @@ fn outcome(
             Outcome::Fails {
                 step: last,
                 error: "SIGTERM".into(),
+                or: None,
             },
             format!(
                 "rank {rank} completed its program, then torchrun's agent stopped it (SIGTERM) in its teardown, after step {}",
@@ -436,7 +467,11 @@ fn outcome(
         None => (String::new(), String::new()),
     };
     (
-        Outcome::Fails { step, error },
+        Outcome::Fails {
+            step,
+            error,
+            or: None,
+        },
         format!("rank {rank} ended by a signal in step {}{why}", step + 1),
     )
 }
@@ -609,10 +644,16 @@ fn expectations(s: &mut String, outcomes: &BTreeMap<usize, (Outcome, String)>) {
                     step + 1
                 );
             }
-            Outcome::Fails { step, error } => {
+            Outcome::Fails { step, error, or } => {
                 let _ = writeln!(s, "outcome = \"fails\"\nstep = {}", step + 1);
-                if !error.is_empty() {
-                    let _ = writeln!(s, "error = {}", quote(error));
+                match or {
+                    Some(other) => {
+                        let _ = writeln!(s, "error = [{}, {}]", quote(error), quote(other));
+                    }
+                    None if !error.is_empty() => {
+                        let _ = writeln!(s, "error = {}", quote(error));
+                    }
+                    None => {}
                 }
             }
         }

@@ -354,11 +354,21 @@ impl Cx<'_> {
             None => None,
             Some(sr) => Some(self.step_ref(sr, steps)?),
         };
+        let error = match e.error {
+            None => Vec::new(),
+            Some(x) => match x.get_ref() {
+                RawErrors::One(t) => vec![t.clone()],
+                RawErrors::Any(ts) if !ts.is_empty() => ts.clone(),
+                RawErrors::Any(_) => {
+                    return Err(self.at(&x, "`error = []` lists no text: give one or more"))
+                }
+            },
+        };
         Ok(Expectation {
             loc,
             on,
             outcome,
-            error: e.error.map(|x| x.into_inner()),
+            error,
             step,
         })
     }

@@ -569,8 +569,9 @@ pub struct Expectation {
     pub loc: Loc,
     pub on: Selector,
     pub outcome: ExpectedOutcome,
-    /// A substring of the error text (for `fails`).
-    pub error: Option<String>,
+    /// Substrings of the error text (for `fails`): the failure's text must contain one of
+    /// them (a recording lists two where real runs of the program read either; none: any).
+    pub error: Vec<String>,
     /// The step (0-based index) where the rank fails or hangs (`running`: where it was).
     pub step: Option<usize>,
 }

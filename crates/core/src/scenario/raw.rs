@@ -139,6 +139,41 @@ pub enum RawStepRef {
     Id(String),
 }
 
+/// `error = "text"` or `error = ["text", "other text"]` (any one of them).
+#[derive(Debug, Clone)]
+pub enum RawErrors {
+    One(String),
+    Any(Vec<String>),
+}
+
+/// By hand, not `untagged`: a wrong value is named ("expected a text or a list of texts"),
+/// not "did not match any variant".
+impl<'de> Deserialize<'de> for RawErrors {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Texts;
+        impl<'de> serde::de::Visitor<'de> for Texts {
+            type Value = RawErrors;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a text or a list of texts (the error contains one of them)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawErrors, E> {
+                Ok(RawErrors::One(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<RawErrors, A::Error> {
+                let mut texts = Vec::new();
+                while let Some(t) = a.next_element::<String>()? {
+                    texts.push(t);
+                }
+                Ok(RawErrors::Any(texts))
+            }
+        }
+        d.deserialize_any(Texts)
+    }
+}
+
 /// `input_split_sizes = [1, 2]` or `= "rank + j + 1"` (a formula over the rank and `j`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -231,7 +266,7 @@ pub struct RawStep {
 pub struct RawExpect {
     pub on: Option<Spanned<RawSelector>>,
     pub outcome: Spanned<String>,
-    pub error: Option<Spanned<String>>,
+    pub error: Option<Spanned<RawErrors>>,
     pub step: Option<Spanned<RawStepRef>>,
     /// `running`: the rank had not ended this many seconds after the run started.
     pub after_s: Option<Spanned<f64>>,
