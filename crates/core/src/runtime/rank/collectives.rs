@@ -445,22 +445,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 clock.spend_us(us).await;
             }
             calls::end_record(&probe, &clock, call, r.is_ok());
-            match r {
-                Ok(out) => Ok((t, out)),
-                // gloo aborts the process with the message unread: its peer's connection resets.
-                Err(crate::algo::CollectiveError::TooLarge { from, got, posted }) => {
-                    fabric.abort_reading(members[from]);
-                    Err(error::gloo_enforce_abort(got, posted))
-                }
-                Err(crate::algo::CollectiveError::SelfLength { .. }) => {
-                    Err(error::gloo_alltoallv_self_length())
-                }
-                Err(e) => Err(link
-                    .error
-                    .borrow()
-                    .clone()
-                    .unwrap_or_else(|| error::transport(&e.to_string()))),
-            }
+            r.map(|out| (t, out)).map_err(|e| {
+                let raised = link.error.borrow().clone();
+                collective_error(e, raised, |from| fabric.abort_reading(members[from]))
+            })
         };
         Ok(tracing::Instrument::instrument(fut, span))
     }
@@ -701,5 +689,23 @@ fn call_tag(group: &str, backend: &str, seq: u64, coll: &Coll) -> String {
     match backend {
         "gloo" => format!("{group}/{backend}/{seq}/{}", coll.gloo_slot()),
         _ => format!("{group}/{backend}/{seq}"),
+    }
+}
+
+/// A failed collective's error as c10d raises it: what the link raised (a peer's close, a
+/// timeout), else the algorithm's own check. gloo aborts the process on a message larger than
+/// the posted buffer, with the message unread (`abort_reading`: its peer's connection resets).
+fn collective_error(
+    e: crate::algo::CollectiveError,
+    raised: Option<C10dError>,
+    abort_reading: impl FnOnce(usize),
+) -> C10dError {
+    match e {
+        crate::algo::CollectiveError::TooLarge { from, got, posted } => {
+            abort_reading(from);
+            error::gloo_enforce_abort(got, posted)
+        }
+        crate::algo::CollectiveError::SelfLength { .. } => error::gloo_alltoallv_self_length(),
+        e => raised.unwrap_or_else(|| error::transport(&e.to_string())),
     }
 }
