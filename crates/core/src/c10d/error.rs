@@ -269,8 +269,11 @@ pub fn gloo_send_timeout(timeout_ms: u64) -> C10dError {
 /// R29: a gloo operation on a group whose pairs this rank's own earlier timeout closed
 /// (gloo/transport/tcp/unbound_buffer.cc signals it to every pair of the context).
 pub fn gloo_pairs_closed() -> C10dError {
-    runtime("Application timeout caused pair closure")
+    runtime(PAIRS_CLOSED)
 }
+
+/// gloo's words for a pair its own process's timeout closed.
+pub const PAIRS_CLOSED: &str = "Application timeout caused pair closure";
 
 /// `Work::wait(timeout)` past its timeout, the work not completed (c10d's Work.cpp; real
 /// torch 2.15, scenarios/gloo_work_wait_timeout.toml).

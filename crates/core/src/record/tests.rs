@@ -655,9 +655,9 @@ fn failures_that_raced_a_timeout_take_either_text() {
 fn a_rank_the_agent_stopped_as_a_peer_ended_takes_either_text() {
     let head = |r: usize| {
         format!(
-            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"4\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
              {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
-             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n",
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 4, \"t\": 10}}\n",
             100 + r
         )
     };
@@ -672,18 +672,28 @@ fn a_rank_the_agent_stopped_as_a_peer_ended_takes_either_text() {
             head(r)
         )
     };
+    let closed = "[/x/pair.cc:534] Connection closed by peer [127.0.0.1]:5353. This";
+    let raised = format!(
+        "{}{{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{closed}\", \"t\": 530}}\n\
+         {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{closed}\", \"at\": \"/w/p.py:5\", \"t\": 531}}\n\
+         {{\"ev\": \"exit\", \"t\": 540}}\n",
+        blocked(3, 100)
+    );
     let r = record(
         vec![
             parse("proc0.jsonl", &raising).unwrap(),
             parse("proc1.jsonl", &blocked(1, 100)).unwrap(),
             parse("proc2.jsonl", &blocked(2, 900)).unwrap(),
+            parse("proc3.jsonl", &raised).unwrap(),
         ],
         &opts(),
     )
     .unwrap();
     let t = &r.text;
     assert!(
-        t.contains("on = [1]\noutcome = \"fails\"\nstep = 5\nerror = [\"SIGTERM\", \"by peer\"]\n"),
+        t.contains(
+            "on = [1]\noutcome = \"fails\"\nstep = 5\nerror = [\"SIGTERM\", \"RuntimeError\"]\n"
+        ),
         "{t}"
     );
     assert!(
@@ -691,9 +701,11 @@ fn a_rank_the_agent_stopped_as_a_peer_ended_takes_either_text() {
         "{t}"
     );
     assert!(
-        t.contains(
-            "# (stopped by torchrun's agent or closed by peer: rank 0's process ended 400 ms after"
-        ),
+        t.contains("# (stopped by torchrun's agent or raised: rank 0's process ended 400 ms after"),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [3]\noutcome = \"fails\"\nstep = 5\nerror = [\"RuntimeError: Connection closed by peer\", \"SIGTERM\"]\n"),
         "{t}"
     );
     crate::scenario::load::parse(t, "r.toml", "r").unwrap();
