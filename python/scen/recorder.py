@@ -23,6 +23,7 @@ import time
 import traceback
 
 ENV_DIR = "SCEN_RECORD_DIR"
+ENV_LIFE = "SCEN_RECORD_LIFE"  # the socket of scen record's lifelines (a process's real end)
 _ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_PORT",
              "TORCHELASTIC_RUN_ID", "TORCH_DIST_INIT_BARRIER", "TORCH_DISTRIBUTED_DEBUG",
              "TORCH_XCCL_BLOCKING_WAIT", "ZE_AFFINITY_MASK")
@@ -38,6 +39,34 @@ _counts = {"group": 0, "work": 0}
 _TORCH_DIR = None
 
 
+def _lifeline():
+    """A connection to `scen record` that the kernel closes when this process has ended, its
+    interpreter's teardown done: scen notes the time (`gone`), how long the process lived on
+    after its program (its peers still reach its sockets meanwhile)."""
+    path = os.environ.get(ENV_LIFE)
+    if not path:
+        return None
+    try:
+        import socket
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        s.sendall(b"%d\n" % os.getpid())
+        return s
+    except OSError:
+        return None  # never let the recorder break the program
+
+
+def _drop_lifeline():
+    """A forked child must not hold its parent's lifeline open."""
+    s = _out.pop("life", None)
+    if s is not None:
+        s.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_lifeline)
+
+
 def _write(rec):
     """One record, one line, written at once (O_APPEND) so a killed rank keeps what it wrote."""
     with _lock:
@@ -45,6 +74,7 @@ def _write(rec):
             _out["fd"] = None  # a forked child records to a file of its own
         if _out["fd"] is None:
             _out["pid"] = os.getpid()
+            _out["life"] = _lifeline()
             path = os.path.join(os.environ[ENV_DIR], "proc%d.jsonl" % os.getpid())
             _out["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             env = {k: os.environ[k] for k in _ENV_KEYS if k in os.environ}

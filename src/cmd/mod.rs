@@ -5,6 +5,7 @@ pub mod bench;
 pub mod check;
 pub mod explore;
 pub mod fr;
+mod lifeline;
 pub mod record;
 mod records;
 pub mod run;

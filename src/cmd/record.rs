@@ -176,10 +176,17 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
         py_path.push(":");
         py_path.push(old);
     }
+    // Without it a recording keeps the default teardown (exit_ms): said, not fatal.
+    let life = super::lifeline::Lifelines::listen(&dir.0.join("life.sock"))
+        .inspect_err(|e| eprintln!("scen record: processes' ends not timed ({e})"))
+        .ok();
     let mut cmd = Command::new(&launcher);
     cmd.args(&a.command[1..])
         .env("PYTHONPATH", py_path)
         .env("SCEN_RECORD_DIR", &records);
+    if let Some(l) = &life {
+        cmd.env("SCEN_RECORD_LIFE", l.path());
+    }
     // Ctrl-C reaches the program (same process group); scen waits and records what it did.
     let guard = scen_procs::signals::Guard::arm().map_err(|e| bad(e.to_string()))?;
     let mut child = cmd
@@ -221,6 +228,9 @@ fn record_inner(a: &RecordArgs) -> Result<Exit, RecordError> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.wait();
+    if let Some(l) = life {
+        l.finish(&records);
+    }
     let procs = read_records(&records)?;
     end_leftovers(&procs, &records);
     let meta = super::records::Meta {

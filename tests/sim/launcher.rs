@@ -276,3 +276,36 @@ fn launcher_changes_generated_verdicts() {
         "no generated program's verdict depends on the launcher: is [world] launcher ignored?"
     );
 }
+
+/// A rank's own `exit_ms` (`[[world.rank]]`, as `scen record` writes the teardown it measured)
+/// decides when torchrun's agent sees its failure: rank 1 raises at once, rank 0 sleeps 1 s
+/// and then joins an all_reduce. With the default 450 ms teardown the agent stops rank 0 in
+/// its sleep; with rank 1 living 2 s after its raise, rank 0 reaches the all_reduce and reads
+/// rank 1's close first (program 7/358 of the user-path oracle, under load).
+#[test]
+fn a_ranks_own_teardown_decides_the_agents_race() {
+    let text = |exit: &str| {
+        format!(
+            "[world]\nranks_per_node = 2\nplatform = \"cpu\"\nlauncher = \"torchrun\"\n{exit}\n\
+             [[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\n\n\
+             [[step]]\nop = \"raise\"\non = [1]\nerror = \"ValueError: gives up\"\n\n\
+             [[step]]\nop = \"sleep\"\non = [0]\nms = 1000\n\n\
+             [[step]]\nop = \"all_reduce\"\non = [0]\nshape = [4]\n"
+        )
+    };
+    let rank0 = |exit: &str| {
+        let s = parse(&text(exit), "t.toml", "t").expect("loads");
+        let r = scen_sim::simulate(&s, None).expect("runs");
+        match &r.ranks[0] {
+            RankVerdict::Failed { failure, .. } => failure.text(),
+            other => panic!("rank 0: {other:?}"),
+        }
+    };
+    assert!(rank0("").contains("SIGTERM"), "{}", rank0(""));
+    let late = "\n[[world.rank]]\non = [1]\nexit_ms = 2000\n";
+    assert!(
+        rank0(late).contains("Connection closed by peer"),
+        "{}",
+        rank0(late)
+    );
+}

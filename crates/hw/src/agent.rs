@@ -226,10 +226,16 @@ impl Agent {
 
     /// The watchdog found the run hopeless and raised the waits' timeouts for the ranks: a
     /// rank whose end comes after the agent's stop (or that has none) is stopped instead, when
-    /// the agent would have stopped it (each failed rank's process exits `exit_ms` after its end).
-    pub(crate) fn after_stall(&mut self, st: &mut State, local: &[usize], exit_ms: u64) {
-        let failed_at = |e: &Option<(RankEnd, u64)>| match e {
-            Some((RankEnd::Failed { .. }, t)) => Some(*t + exit_ms),
+    /// the agent would have stopped it (each failed rank's process exits its `exit_ms` after
+    /// its end: `exit_ms(rank)`).
+    pub(crate) fn after_stall(
+        &mut self,
+        st: &mut State,
+        local: &[usize],
+        exit_ms: impl Fn(usize) -> u64,
+    ) {
+        let failed_at = |r: usize, e: &Option<(RankEnd, u64)>| match e {
+            Some((RankEnd::Failed { .. }, t)) => Some(*t + exit_ms(r)),
             _ => None,
         };
         let exits = st
@@ -237,7 +243,7 @@ impl Agent {
             .ends
             .iter()
             .enumerate()
-            .filter_map(|(r, e)| Some((r, failed_at(e)?)));
+            .filter_map(|(r, e)| Some((r, failed_at(r, e)?)));
         let Some((failed, at)) = torchrun::stop_after(exits) else {
             return;
         };
@@ -335,7 +341,7 @@ mod tests {
         st.obs.ends[1] = Some((failed(2), 5_000));
         st.forced = vec![0, 1];
         let mut a = agent();
-        a.after_stall(&mut st, &[0, 1, 2], 50);
+        a.after_stall(&mut st, &[0, 1, 2], |_| 50);
         assert_eq!(st.obs.ends[0].as_ref().map(|e| e.1), Some(1_000));
         for r in [1, 2] {
             let Some((RankEnd::Failed { failure, .. }, t)) = &st.obs.ends[r] else {

@@ -294,7 +294,9 @@ impl<'a> HwRun<'a> {
             (0..ends.len())
                 .filter(|r| !self.place.local.contains(r))
                 .filter_map(|r| match &ends[r] {
-                    Some((RankEnd::Failed { .. }, at)) => Some((r, at + self.s.world.exit_ms)),
+                    Some((RankEnd::Failed { .. }, at)) => {
+                        Some((r, at + self.s.world.exit_ms_of(r)))
+                    }
                     _ => None,
                 }),
         );
@@ -560,7 +562,8 @@ impl RankRun for HwRun<'_> {
         }
         let stalled = quiet && watchdog::stalled(self.s, &mut self.st, &self.place.local, t_ms);
         if let Some(a) = self.agent.as_mut().filter(|_| stalled) {
-            a.after_stall(&mut self.st, &self.place.local, self.s.world.exit_ms);
+            let world = &self.s.world;
+            a.after_stall(&mut self.st, &self.place.local, |r| world.exit_ms_of(r));
         }
         stalled
     }

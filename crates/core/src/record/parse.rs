@@ -81,6 +81,9 @@ pub struct Proc {
     pub exited: bool,
     /// Wall-clock ms of its atexit handlers.
     pub t_exit_ms: Option<u64>,
+    /// Wall-clock ms when its process was gone, its teardown done (`scen record` saw its
+    /// lifeline close: src/cmd/lifeline.rs).
+    pub t_gone_ms: Option<u64>,
     /// It ended its own process after its last call.
     pub own_end: Option<OwnEnd>,
     /// torchrun's agent process: the failed workers' exit statuses it saw, (pid, exitcode;
@@ -206,6 +209,7 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                 p.t_exit_ms = t_ms;
             }
             "end" => p.own_end = Some(own_end(&m, t_ms).map_err(bad)?),
+            "gone" => p.t_gone_ms = t_ms,
             "worker_exit" => p.worker_exits.push(worker_exit(&m).map_err(bad)?),
             "no_torch" => p.no_torch = Some(text(&m, "python")),
             other => return Err(bad(format!("unknown record kind `{other}`"))),

@@ -710,3 +710,35 @@ fn a_rank_the_agent_stopped_as_a_peer_ended_takes_either_text() {
     );
     crate::scenario::load::parse(t, "r.toml", "r").unwrap();
 }
+
+/// A process's measured teardown (its atexit handlers to its `gone` line, from scen record's
+/// lifeline) is that rank's `exit_ms`; a rank whose end was not seen keeps the default.
+#[test]
+fn a_measured_teardown_is_the_ranks_exit_ms() {
+    let rank = |r: usize, gone: &str| {
+        let p = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"2\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 2, \"t\": 10}}\n\
+             {{\"ev\": \"exit\", \"t\": 20}}\n{gone}",
+            100 + r
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let r = record(
+        vec![rank(0, "{\"ev\": \"gone\", \"t\": 1254}\n"), rank(1, "")],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains(
+            "lived 1234 ms after its program (its teardown)\non = \"rank == 0\"\nexit_ms = 1234\n"
+        ),
+        "{t}"
+    );
+    assert!(!t.contains("rank == 1"), "{t}");
+    let s = crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+    assert_eq!(s.world.exit_ms_of(0), 1234);
+    assert_eq!(s.world.exit_ms_of(1), crate::scenario::DEFAULT_EXIT_MS);
+}

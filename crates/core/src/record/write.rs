@@ -560,6 +560,36 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
         let _ = writeln!(s, "env = {{ {} }}", env.join(", "));
     }
     ports(s, ranks);
+    teardowns(s, ranks);
+}
+
+/// Each rank's measured teardown, when its process's end was seen: from its program's end (its
+/// raise, its own exit, else its atexit handlers) to its process's. A rank torchrun's agent
+/// stopped in its teardown, or that a signal ended, keeps the default.
+fn teardowns(s: &mut String, ranks: &[Proc]) {
+    let mut by_rank: Vec<(usize, u64)> = ranks
+        .iter()
+        .filter(|p| p.exited && p.agent_status.is_none_or(|st| st >= 0))
+        .filter_map(|p| {
+            let end = match (&p.raised, &p.own_end) {
+                (Some(e), _) => e.t_ms,
+                (None, Some(e)) => e.t_ms,
+                (None, None) => p.t_exit_ms,
+            }?;
+            let ms = p
+                .t_gone_ms?
+                .checked_sub(end)?
+                .min(crate::scenario::MAX_EXIT_MS);
+            Some((p.rank(), ms))
+        })
+        .collect();
+    by_rank.sort();
+    for (r, ms) in by_rank {
+        let _ = writeln!(
+            s,
+            "\n[[world.rank]]  # recorded: this rank's process lived {ms} ms after its program (its teardown)\non = \"rank == {r}\"\nexit_ms = {ms}"
+        );
+    }
 }
 
 /// The `MASTER_PORT` every rank had, when an `init_method` names it (`tcp://host:PORT`, e.g.

@@ -261,7 +261,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         p.env.probe.fact(p.env.proc_rank, &fact);
     }
     p.env.probe.ended(p.env.proc_rank, &end, now);
-    let exit_ms = p.env.scenario.world.exit_ms;
+    let exit_ms = p.env.scenario.world.exit_ms_of(p.env.proc_rank);
     // An aborted process (gloo's size check, a signal to itself) or one that called os._exit
     // dies at once: no interpreter teardown.
     let aborted = p.ended_at_once

@@ -191,11 +191,24 @@ pub struct World {
     /// TCPStore server still serve peers. Default [`DEFAULT_EXIT_MS`]; never time-scaled (the
     /// teardown is real time in every mode).
     pub exit_ms: u64,
+    /// `[[world.rank]] exit_ms`: ranks whose teardown is their own (a recording's, measured).
+    pub rank_exit_ms: BTreeMap<usize, u64>,
+}
+
+impl World {
+    /// How long rank `r`'s process lives after its program ends ([`World::exit_ms`], or its
+    /// own from `[[world.rank]]`).
+    pub fn exit_ms_of(&self, r: usize) -> u64 {
+        self.rank_exit_ms.get(&r).copied().unwrap_or(self.exit_ms)
+    }
 }
 
 /// A Python rank's teardown after its last line: about 0.45 s for a gloo rank on this project's
 /// 2-core machine (scripts/bench-torch-exit.py; docs/torch.md), up to 1 s under load.
 pub const DEFAULT_EXIT_MS: u64 = 450;
+
+/// The longest `exit_ms` a scenario may give (a process's teardown, ms).
+pub const MAX_EXIT_MS: u64 = 60_000;
 
 /// `[world] launcher`: plain processes (rank 0 hosts the TCPStore; the default) or torchrun
 /// (its agent hosts the store, TORCHELASTIC_USE_AGENT_STORE, and stops every worker when one

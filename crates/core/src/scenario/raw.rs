@@ -98,6 +98,8 @@ pub struct RawRankEnv {
     pub on: Spanned<RawSelector>,
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,
+    /// These ranks' own teardown (`[world] exit_ms` for them; a recording's measured one).
+    pub exit_ms: Option<Spanned<i64>>,
 }
 
 /// A TCP store left running by another job (for port-reuse scenarios).

@@ -45,7 +45,7 @@ impl Cx<'_> {
             Some(l) => self.link_costs(l.get_ref())?,
             None => Default::default(),
         };
-        Ok(World {
+        let mut world = World {
             nodes,
             ranks_per_node: per_node,
             ranks,
@@ -53,8 +53,25 @@ impl Cx<'_> {
             launcher,
             links,
             op_costs,
-            exit_ms: self.exit_ms(&w)?,
-        })
+            exit_ms: self.exit_ms(w.exit_ms.as_ref())?,
+            rank_exit_ms: BTreeMap::new(),
+        };
+        for re in &w.rank {
+            let re = re.get_ref();
+            if re.exit_ms.is_none() {
+                continue;
+            }
+            let ms = self.exit_ms(re.exit_ms.as_ref())?;
+            let on = self.selector(&re.on, world_size)?;
+            let hit: Vec<usize> = world
+                .ranks
+                .iter()
+                .filter(|spec| on.matches(spec, &world))
+                .map(|spec| spec.rank)
+                .collect();
+            world.rank_exit_ms.extend(hit.into_iter().map(|r| (r, ms)));
+        }
+        Ok(world)
     }
 
     /// The nodes (the world's platform and devices, then each `[[world.node]]`'s own) and each
@@ -170,10 +187,10 @@ impl Cx<'_> {
     }
 
     /// `exit_ms`: a process's teardown, 0 to 60000 ms.
-    fn exit_ms(&self, w: &RawWorld) -> R<u64> {
-        match &w.exit_ms {
+    fn exit_ms(&self, v: Option<&Spanned<i64>>) -> R<u64> {
+        match v {
             None => Ok(crate::scenario::model::DEFAULT_EXIT_MS),
-            Some(v) if (0..=60_000).contains(v.get_ref()) => Ok(*v.get_ref() as u64),
+            Some(v) if (0..=MAX_EXIT_MS as i64).contains(v.get_ref()) => Ok(*v.get_ref() as u64),
             Some(v) => Err(self.at(
                 v,
                 "exit_ms must be between 0 and 60000 (a process's teardown, in ms)",
