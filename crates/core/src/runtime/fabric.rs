@@ -384,6 +384,11 @@ impl<N: Net> Fabric<N> {
         }
     }
 
+    /// Whether a timeout in gloo context `scope` closed this rank's pairs there.
+    pub fn pairs_closed(&self, scope: &str) -> bool {
+        self.closed_scopes.borrow().contains(scope)
+    }
+
     /// Takes the next message with `tag` from the first of `peers` that has one (its index in
     /// `peers` comes back), waiting up to `deadline_ms` (None: forever). While none has, a
     /// peer whose connection ended fails the wait: gloo signals a pair's error to every
