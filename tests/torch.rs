@@ -552,7 +552,7 @@ fn main() {
         ),
         (
             "record_timing",
-            "scen record: a late rank stays late, a rank lives until its process ends, monitored_barrier, p2p tags, its own exit and SIGKILL, wait(timeout)",
+            "scen record: a late rank stays late, a rank lives until its process ends (its teardown measured), monitored_barrier, p2p tags, its own exit and SIGKILL, wait(timeout)",
             &|| record::timing_is_recorded(&python),
         ),
         (

@@ -464,6 +464,13 @@ pub fn timing_is_recorded(python: &Path) -> Result<(), String> {
             ));
         }
         let s = scen_core::scenario::parse(&text, "t.toml", name).map_err(|e| e.to_string())?;
+        // Every rank of "late" completes: each one's teardown is measured (scen record's
+        // lifeline), a real Python process's: more than 50 ms.
+        let measured = |r: usize| s.world.rank_exit_ms.get(&r).is_some_and(|ms| *ms > 50);
+        if name == "late" && !(measured(0) && measured(1)) {
+            return Err(format!("late: each rank's teardown is not in the recording:
+{text}"));
+        }
         let r = scen_sim::simulate(&s, None).map_err(|e| e.to_string())?;
         let checks = scen_core::verdict::check_expectations(&s, &r.ranks);
         if let Some(c) = checks.iter().find(|c| !c.holds) {
