@@ -72,7 +72,8 @@ fn the_recorded_skip_simulates_to_the_recorded_failure() {
 /// re-targeted without running the job again.
 #[test]
 fn kept_records_translate_again_and_retarget_without_the_job() {
-    let d = scratch("from");
+    let tmp = scratch("from");
+    let d = tmp.path();
     let records = "examples/five_ops/records";
     for (out, extra, want) in [
         ("plain.toml", vec![], RECORDED),
@@ -103,16 +104,18 @@ fn kept_records_translate_again_and_retarget_without_the_job() {
     assert!(!d.join("x.toml").exists());
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("scen-record-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory, removed when the test ends (no file left behind in /tmp).
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("scen-record-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
 fn nothing_recorded_is_a_clear_error_and_writes_nothing() {
-    let d = scratch("errors");
+    let tmp = scratch("errors");
+    let d = tmp.path();
     let out = d.join("job.toml").display().to_string();
     let (code, _, err) = scen(&[
         "record",
