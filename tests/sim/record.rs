@@ -173,7 +173,7 @@ fn nothing_recorded_is_a_clear_error_and_writes_nothing() {
     assert_eq!(code, 2, "{err}");
     assert!(!std::path::Path::new(&out).exists());
     assert_eq!(
-        std::fs::read_dir(&d).unwrap().count(),
+        std::fs::read_dir(d).unwrap().count(),
         0,
         "nothing left in {}",
         d.display()
