@@ -178,5 +178,4 @@ fn nothing_recorded_is_a_clear_error_and_writes_nothing() {
         "nothing left in {}",
         d.display()
     );
-    std::fs::remove_dir_all(&d).unwrap();
 }
