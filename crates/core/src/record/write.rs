@@ -38,6 +38,15 @@ enum Outcome {
     },
 }
 
+/// A failure in `step` expecting `error` (one text).
+fn fails(step: usize, error: String) -> Outcome {
+    Outcome::Fails {
+        step,
+        error,
+        or: None,
+    }
+}
+
 /// The recorded platform: the device of the first tensor not on the CPU, else cpu.
 fn recorded_device(ranks: &[Proc]) -> String {
     fn walk(v: &Value) -> Option<String> {
@@ -298,11 +307,7 @@ fn own_end_outcome(how: OwnEndKind, rank: usize, step: usize, at: &str) -> (Outc
         ),
     };
     (
-        Outcome::Fails {
-            step,
-            error,
-            or: None,
-        },
+        fails(step, error),
         format!("rank {rank} {what} at {at}, in step {}", step + 1),
     )
 }
@@ -317,14 +322,7 @@ fn either_text(found: (Outcome, String), p: &Proc, races: &Races) -> (Outcome, S
     };
     if let Some(why) = race::why_either(p, &races.0) {
         let error = race::EITHER.into();
-        return (
-            Outcome::Fails {
-                step: *step,
-                error,
-                or: None,
-            },
-            format!("{note}\n# ({why})"),
-        );
+        return (fails(*step, error), format!("{note}\n# ({why})"));
     }
     let other =
         race::why_timeout_either(p, &races.1).or_else(|| race::why_agent_either(p, &races.2));
@@ -362,11 +360,7 @@ fn raised_outcome(
         )
     };
     (
-        Outcome::Fails {
-            step,
-            error: error_substring(&e.exc, &e.msg),
-            or: None,
-        },
+        fails(step, error_substring(&e.exc, &e.msg)),
         format!(
             "rank {rank} raised {} {where_}: {}",
             e.exc,
@@ -418,11 +412,7 @@ fn outcome(
     if stopped_in_teardown {
         let last = final_at.unwrap_or(last);
         return (
-            Outcome::Fails {
-                step: last,
-                error: "SIGTERM".into(),
-                or: None,
-            },
+            fails(last, "SIGTERM".into()),
             format!(
                 "rank {rank} completed its program, then torchrun's agent stopped it (SIGTERM) in its teardown, after step {}",
                 last + 1
@@ -467,11 +457,7 @@ fn outcome(
         None => (String::new(), String::new()),
     };
     (
-        Outcome::Fails {
-            step,
-            error,
-            or: None,
-        },
+        fails(step, error),
         format!("rank {rank} ended by a signal in step {}{why}", step + 1),
     )
 }
