@@ -162,7 +162,8 @@ pub fn why_timeout_either(p: &Proc, expiries: &[Expiry]) -> Option<(&'static str
 /// torchrun's agent stops the rank (the agent's 0.1 s check, at most).
 const AGENT_RACE_MS: u64 = 100;
 
-/// When each rank's process ended of its own accord (an exception, its own exit or signal).
+/// When each rank's process ended of its own accord (an exception, its own exit or signal):
+/// its measured end (`gone`, after its teardown) where scen record saw it, else its program's.
 pub fn own_ends(ranks: &[Proc]) -> Vec<(usize, u64)> {
     ranks
         .iter()
@@ -172,7 +173,7 @@ pub fn own_ends(ranks: &[Proc]) -> Vec<(usize, u64)> {
                 (None, Some(e)) => e.t_ms?,
                 _ => return None,
             };
-            Some((p.rank(), t))
+            Some((p.rank(), p.t_gone_ms.unwrap_or(t).max(t)))
         })
         .collect()
 }
