@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,9 @@ const SETTLE: Duration = Duration::from_millis(300);
 pub struct Lifelines {
     path: PathBuf,
     stop: Arc<AtomicBool>,
+    /// The accept loop's passes: `finish` waits for one whole pass, so a connection made just
+    /// before the launcher ended is taken.
+    rounds: Arc<AtomicU64>,
     open: Arc<Mutex<usize>>,
     gone: Arc<Mutex<BTreeMap<u64, u64>>>,
 }
@@ -39,15 +42,20 @@ impl Lifelines {
         let l = Lifelines {
             path: path.to_path_buf(),
             stop: Arc::new(AtomicBool::new(false)),
+            rounds: Arc::new(AtomicU64::new(0)),
             open: Arc::new(Mutex::new(0)),
             gone: Arc::new(Mutex::new(BTreeMap::new())),
         };
-        let (stop, open, gone) = (l.stop.clone(), l.open.clone(), l.gone.clone());
+        let (stop, rounds) = (l.stop.clone(), l.rounds.clone());
+        let (open, gone) = (l.open.clone(), l.gone.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((s, _)) => watch(s, open.clone(), gone.clone()),
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                    Err(_) => {
+                        rounds.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
                 }
             }
         });
@@ -63,6 +71,10 @@ impl Lifelines {
     /// process's `gone` line to its record (`proc<pid>.jsonl` in `records`).
     pub fn finish(self, records: &Path) {
         let t = Instant::now();
+        let seen = self.rounds.load(Ordering::Relaxed);
+        while self.rounds.load(Ordering::Relaxed) < seen + 2 && t.elapsed() < SETTLE {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         while *self.open.lock().expect("lifelines") > 0 && t.elapsed() < SETTLE {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -100,4 +112,40 @@ fn watch(s: UnixStream, open: Arc<Mutex<usize>>, gone: Arc<Mutex<BTreeMap<u64, u
         }
         *open.lock().expect("lifelines") -= 1;
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection's end is its process's: the time lands in that pid's record, as its last
+    /// line; a pid with no record gets nothing, and the socket file goes.
+    #[test]
+    fn a_closed_lifeline_is_its_process_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = dir.path().join("records");
+        std::fs::create_dir(&records).unwrap();
+        std::fs::write(
+            records.join("proc41.jsonl"),
+            "{\"ev\": \"proc\", \"pid\": 41}\n",
+        )
+        .unwrap();
+        let l = Lifelines::listen(&dir.path().join("life.sock")).unwrap();
+        let before = now_ms();
+        for pid in [41, 42] {
+            let mut s = UnixStream::connect(l.path()).unwrap();
+            writeln!(s, "{pid}").unwrap();
+        }
+        l.finish(&records);
+        let text = std::fs::read_to_string(records.join("proc41.jsonl")).unwrap();
+        let last = text.lines().last().unwrap();
+        let t: u64 = last
+            .strip_prefix("{\"ev\": \"gone\", \"t\": ")
+            .and_then(|x| x.strip_suffix('}'))
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(t >= before, "{t} < {before}");
+        assert!(!records.join("proc42.jsonl").exists());
+        assert!(!dir.path().join("life.sock").exists());
+    }
 }
