@@ -669,6 +669,11 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             "cpu".to_string()
         };
         let backend = pg.config.backend_for(&dev)?.to_string();
+        if detail::enabled(&self.spec.env, &backend) {
+            let seq = self.pgs[&name].backend_seq(&backend);
+            self.detail_checks(&name, detail::FingerPrint::barrier(seq))
+                .await?;
+        }
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }

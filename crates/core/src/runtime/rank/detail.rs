@@ -82,6 +82,17 @@ fn device_text(dev: &str) -> String {
 }
 
 impl FingerPrint {
+    /// A barrier's: no tensors (`runCollectiveChecks(OpType::BARRIER, {})`; real torch 2.15
+    /// fails a `dist.barrier()` whose member never arrives with the wrapper's monitored
+    /// barrier text, user-path 7/410).
+    pub fn barrier(seq: u64) -> FingerPrint {
+        FingerPrint {
+            op: op_code("BARRIER"),
+            seq,
+            tensors: vec![],
+        }
+    }
+
     /// What the wrapper checks for `c` (ProcessGroupWrapper.cpp): the op type and which
     /// tensors; all_to_all and the coalesced ops pass none ("alltoall supports uneven split").
     pub fn of<D>(c: &CollStep, input: &Tensor<D>, dev: &str, seq: u64) -> Option<FingerPrint> {
