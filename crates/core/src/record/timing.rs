@@ -88,8 +88,11 @@ pub fn late_start(p: &Proc, earliest_ms: Option<u64>) -> Option<StepDesc> {
 /// A rank whose process a signal ended while it ran its own code (its last call had returned;
 /// torchrun's agent stops every worker when one fails): it was still running when the job
 /// ended, so it sleeps until then and a little past, and the launcher's stop reaches it in the
-/// simulation too (written as finished, it would complete before the failure).
-pub fn until_stopped(p: &Proc, job_end_ms: Option<u64>) -> Option<StepDesc> {
+/// simulation too (written as finished, it would complete before the failure). `cut_ms`: the
+/// job ran to scen record's time limit, that long after its first call; the rank sleeps that
+/// much longer, so it is still asleep at the limit however much of the job's real time (the
+/// ranks' start, their calls) the simulation does not spend (7/399: 1 s short otherwise).
+pub fn until_stopped(p: &Proc, job_end_ms: Option<u64>, cut_ms: Option<u64>) -> Option<StepDesc> {
     if p.exited || p.raised.is_some() || p.own_end.is_some() {
         return None;
     }
@@ -97,12 +100,12 @@ pub fn until_stopped(p: &Proc, job_end_ms: Option<u64>) -> Option<StepDesc> {
     if last.end != super::parse::CallEnd::Done {
         return None;
     }
-    let gap = job_end_ms?.checked_sub(last.t_end_ms?)? + STOP_MARGIN_MS;
-    Some(sleep(
-        gap,
-        &last.at,
-        "after its last call until the job ended, still running when a signal stopped it",
-    ))
+    let gap = job_end_ms?.checked_sub(last.t_end_ms?)? + STOP_MARGIN_MS + cut_ms.unwrap_or(0);
+    let why = match cut_ms {
+        Some(_) => "after its last call, still running when a signal stopped it at scen record's time limit: until the limit and as long again (the simulation need not spend all of the job's real time before it)",
+        None => "after its last call until the job ended, still running when a signal stopped it",
+    };
+    Some(sleep(gap, &last.at, why))
 }
 
 /// How far past the job's last recorded event a stopped rank's sleep reaches.

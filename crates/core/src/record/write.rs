@@ -149,7 +149,11 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
             rs.steps.push(step);
         }
         rs.steps.extend(timing::before_exit(p));
-        if let Some(step) = timing::until_stopped(p, job_end_ms) {
+        let cut_ms = o
+            .timed_out
+            .then(|| o.cut_ms.zip(earliest_ms).map(|(c, e)| c.saturating_sub(e)))
+            .flatten();
+        if let Some(step) = timing::until_stopped(p, job_end_ms, cut_ms) {
             own_stop.insert(*r, rs.steps.len());
             rs.steps.push(step);
         }
