@@ -579,12 +579,33 @@ pub fn raising_and_hanging_ranks(python: &Path) -> Result<(), String> {
         "[[step]]  # raises.py:6\nop = \"raise\"\non = [1]\nerror = \"ValueError: rank one gives up\"\n".into(),
         format!("# rank 1 raised ValueError at raises.py:6, in step {}", 4 + late),
         format!("[[expect]]\non = [1]\noutcome = \"fails\"\nstep = {}\nerror = \"ValueError: rank one gives up\"\n", 4 + late),
-        format!("[[expect]]\non = [0, 2]\noutcome = \"fails\"\nstep = {}\nerror = \"RuntimeError: Connection closed by peer\"\n", 3 + late),
     ];
     for w in &want {
         if !text.contains(w.as_str()) {
             return Err(format!("the recording lacks\n{w}\n--- it is:\n{text}"));
         }
+    }
+    // Ranks 0 and 2 fail in the barrier on rank 1's end: its close, or, when their messages
+    // reached its process during its teardown (a loaded machine), its reset (real runs read
+    // either; docs/record.md).
+    let peer_loss = |r: usize| {
+        let close = format!(
+            "step = {}\nerror = \"RuntimeError: Connection closed by peer\"\n",
+            3 + late
+        );
+        let reset = format!(
+            "step = {}\nerror = \"RuntimeError: Read error\"\n",
+            3 + late
+        );
+        text.split("[[expect]]").any(|e| {
+            let on = e.lines().find(|l| l.starts_with("on = ")).unwrap_or("");
+            on.contains(&r.to_string()) && (e.contains(&close) || e.contains(&reset))
+        })
+    };
+    if !(peer_loss(0) && peer_loss(2)) {
+        return Err(format!(
+            "ranks 0 and 2 are not expected to fail on rank 1's end in the barrier:\n{text}"
+        ));
     }
     // The simulator fails the peers in the barrier too (rank 0's gloo barrier may be waiting
     // on rank 2 rather than on rank 1 when it fails; the model then says so), and rank 1
