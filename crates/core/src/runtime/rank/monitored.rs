@@ -11,7 +11,8 @@
 //! gloo's pairs with tags of their own, so they never match the program's sends and receives,
 //! but they count in the group's gloo sequence number as the program's do (rank 0: a receive
 //! per other member, then a send each if all came; the others: one send, one receive), which
-//! DETAIL's fingerprint carries (R32).
+//! DETAIL's fingerprint carries (R32). A member that comes after rank 0's process ended fails at
+//! once with gloo's own `Connection closed by peer` (its send throws), not the barrier's words.
 
 use super::*;
 use crate::c10d::backend;
@@ -76,6 +77,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if g == 0 {
             self.monitor(&name, &b, wait_all_ranks).await?;
         } else {
+            // gloo's send throws at once, outside the barrier's own wording, on a pair that has
+            // already read its peer's close: rank 0's process ended before this member came
+            // (user-path 7/414: `Connection closed by peer` alone, real torch 2.15).
+            // (gloo's pairs all exist from the group's creation: `watch` makes this rank's.)
+            self.fabric.watch(b.ranks[0]).await;
+            if let Some(e) = self.fabric.has_peer_ended(b.ranks[0]) {
+                return Err(e.into_c10d(None));
+            }
             // gloo posts its send and its receive (each counted in its sequence number) before
             // it waits on either.
             self.count_gloo_p2p(&name, 2);
