@@ -34,14 +34,14 @@ pub const EITHER: &str = "by peer";
 
 /// A process that ended at once by a signal it sent itself, and when (its sockets close after
 /// the kernel's teardown; one that exited closed them itself, with nothing unread).
-pub struct Death {
-    pub rank: usize,
-    pub t_ms: u64,
+struct Death {
+    rank: usize,
+    t_ms: u64,
     what: String,
 }
 
 /// Every process the recording saw killed by its own signal, with the time of the signal.
-pub fn deaths(ranks: &[Proc]) -> Vec<Death> {
+fn deaths(ranks: &[Proc]) -> Vec<Death> {
     ranks
         .iter()
         .filter_map(|p| {
@@ -60,7 +60,7 @@ pub fn deaths(ranks: &[Proc]) -> Vec<Death> {
 
 /// Why rank `p`'s recorded peer-loss text may read the other way in another run: its failing
 /// call began close to another rank's death. `None` for any other failure.
-pub fn why_either(p: &Proc, deaths: &[Death]) -> Option<String> {
+fn why_either(p: &Proc, deaths: &[Death]) -> Option<String> {
     let msg = p.raised.as_ref()?.msg.as_str();
     if !is_peer_loss(msg) {
         return None;
@@ -98,14 +98,14 @@ fn failing_call(p: &Proc) -> Option<&super::parse::Call> {
 const TIMEOUT_RACE_MS: u64 = 50;
 
 /// A gloo call that failed at its own timeout: the rank, when, and the timeout.
-pub struct Expiry {
+struct Expiry {
     rank: usize,
     t_ms: u64,
     timeout_ms: u64,
 }
 
 /// Every rank whose failing call ended at its own gloo timeout.
-pub fn expiries(ranks: &[Proc]) -> Vec<Expiry> {
+fn expiries(ranks: &[Proc]) -> Vec<Expiry> {
     ranks
         .iter()
         .filter_map(|p| {
@@ -122,7 +122,7 @@ pub fn expiries(ranks: &[Proc]) -> Vec<Expiry> {
 /// The other text rank `p` could have read, and why: its gloo call failed (a peer's close or
 /// its own timeout) within [`TIMEOUT_RACE_MS`] of another rank's own timeout, when its own
 /// timeout, counted from its call as the other's, was as close.
-pub fn why_timeout_either(p: &Proc, expiries: &[Expiry]) -> Option<(&'static str, String)> {
+fn why_timeout_either(p: &Proc, expiries: &[Expiry]) -> Option<(&'static str, String)> {
     let msg = p.raised.as_ref()?.msg.as_str();
     // Its own timeout, in either of gloo's words (7/330 read each in real runs).
     let closure = msg.contains(PAIRS_CLOSED);
@@ -164,7 +164,7 @@ const AGENT_RACE_MS: u64 = 100;
 
 /// When each rank's process ended of its own accord (an exception, its own exit or signal):
 /// its measured end (`gone`, after its teardown) where scen record saw it, else its program's.
-pub fn own_ends(ranks: &[Proc]) -> Vec<(usize, u64)> {
+fn own_ends(ranks: &[Proc]) -> Vec<(usize, u64)> {
     ranks
         .iter()
         .filter_map(|p| {
@@ -182,7 +182,7 @@ pub fn own_ends(ranks: &[Proc]) -> Vec<(usize, u64)> {
 /// (SIGTERM) in a call with a rank whose process had ended by then, at most [`AGENT_RACE_MS`]
 /// before the call began (the other end: the call's own error, a `RuntimeError`); or its call
 /// raised on a peer's close as that peer's process ended (the other end: the agent's SIGTERM).
-pub fn why_agent_either(p: &Proc, ends: &[(usize, u64)]) -> Option<(&'static str, String)> {
+fn why_agent_either(p: &Proc, ends: &[(usize, u64)]) -> Option<(&'static str, String)> {
     let by_agent = matches!(p.agent_status, None | Some(-15));
     if !(by_agent && p.env.contains_key("TORCHELASTIC_RUN_ID") && p.own_end.is_none()) {
         return None;
@@ -235,20 +235,50 @@ fn group_members(p: &Proc, call: &super::parse::Call) -> Option<Vec<usize>> {
     )
 }
 
+/// How a rank's expectation is loosened: its text replaced by what both readings share, or a
+/// second text taken beside its own.
+pub enum Loosening {
+    Shared(&'static str),
+    Or(&'static str),
+}
+
+/// What the race rules look at, from every recorded rank: who killed themselves, who timed
+/// out, and when each process ended of its own accord. One order of the rules, for the
+/// expectations and the command's summary alike.
+pub struct Races {
+    deaths: Vec<Death>,
+    expiries: Vec<Expiry>,
+    ends: Vec<(usize, u64)>,
+}
+
+impl Races {
+    pub fn of(ranks: &[Proc]) -> Races {
+        Races {
+            deaths: deaths(ranks),
+            expiries: expiries(ranks),
+            ends: own_ends(ranks),
+        }
+    }
+
+    /// Rank `p`'s loosening and why, if a rule applies: a death first, then a timeout, then
+    /// torchrun's agent.
+    pub fn loosening(&self, p: &Proc) -> Option<(Loosening, String)> {
+        if let Some(why) = why_either(p, &self.deaths) {
+            return Some((Loosening::Shared(EITHER), why));
+        }
+        why_timeout_either(p, &self.expiries)
+            .or_else(|| why_agent_either(p, &self.ends))
+            .map(|(or, why)| (Loosening::Or(or), why))
+    }
+}
+
 /// A line per rank whose expectation keeps only [`EITHER`] or takes a second text, for the
 /// command's summary.
 pub fn loosened(ranks: &[Proc]) -> Vec<String> {
-    let deaths = deaths(ranks);
-    let expiries = expiries(ranks);
-    let ends = own_ends(ranks);
+    let races = Races::of(ranks);
     let mut v: Vec<(usize, String)> = ranks
         .iter()
-        .filter_map(|p| {
-            let why = why_either(p, &deaths)
-                .or_else(|| why_timeout_either(p, &expiries).map(|(_, why)| why))
-                .or_else(|| why_agent_either(p, &ends).map(|(_, why)| why))?;
-            Some((p.rank(), why))
-        })
+        .filter_map(|p| Some((p.rank(), races.loosening(p)?.1)))
         .collect();
     v.sort();
     v.into_iter()

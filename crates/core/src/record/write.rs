@@ -170,11 +170,7 @@ pub fn scenario(ranks: &[Proc], o: &Options) -> Result<String, RecordError> {
         .max()
         .unwrap_or(1)
         .max(procs.keys().last().map_or(1, |r| r + 1));
-    let races = (
-        race::deaths(ranks),
-        race::expiries(ranks),
-        race::own_ends(ranks),
-    );
+    let races = race::Races::of(ranks);
     let outcomes: BTreeMap<usize, (Outcome, String)> = procs
         .iter()
         .map(|(r, p)| {
@@ -316,36 +312,25 @@ fn own_end_outcome(how: OwnEndKind, rank: usize, step: usize, at: &str) -> (Outc
     )
 }
 
-/// A peer-loss failure that raced another rank's death ([`race::why_either`]) expects either
-/// text; a failure that raced another rank's timeout ([`race::why_timeout_either`]), or a
-/// rank torchrun's agent stopped as a peer's close reached it ([`race::why_agent_either`]),
-/// takes the other text too. The comment says why.
-fn either_text(found: (Outcome, String), p: &Proc, races: &Races) -> (Outcome, String) {
+/// A failure that raced another rank's death, timeout or torchrun's stop ([`race::Races`])
+/// expects what both readings share, or either text; the comment says why.
+fn either_text(found: (Outcome, String), p: &Proc, races: &race::Races) -> (Outcome, String) {
     let (Outcome::Fails { step, error, .. }, note) = &found else {
         return found;
     };
-    if let Some(why) = race::why_either(p, &races.0) {
-        let error = race::EITHER.into();
-        return (fails(*step, error), format!("{note}\n# ({why})"));
-    }
-    let other =
-        race::why_timeout_either(p, &races.1).or_else(|| race::why_agent_either(p, &races.2));
-    match other {
-        Some((or, why)) => (
-            Outcome::Fails {
-                step: *step,
-                error: error.clone(),
-                or: Some(or.into()),
-            },
-            format!("{note}\n# ({why})"),
-        ),
-        None => found,
-    }
+    let Some((how, why)) = races.loosening(p) else {
+        return found;
+    };
+    let outcome = match how {
+        race::Loosening::Shared(shared) => fails(*step, shared.into()),
+        race::Loosening::Or(or) => Outcome::Fails {
+            step: *step,
+            error: error.clone(),
+            or: Some(or.into()),
+        },
+    };
+    (outcome, format!("{note}\n# ({why})"))
 }
-
-/// What [`either_text`] looks at: the ranks that killed themselves, those that timed out, and
-/// when each rank's process ended of its own accord.
-type Races = (Vec<race::Death>, Vec<race::Expiry>, Vec<(usize, u64)>);
 
 /// What an `[[expect]]` of a rank that raised pins (in `step`, `inside` a call of it or as
 /// the program's own raise step), and its comment.
