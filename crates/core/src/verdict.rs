@@ -169,19 +169,25 @@ pub fn expect_notes(scenario: &Scenario, facts: &[(usize, Fact)]) -> Vec<String>
         .collect()
 }
 
+/// The `[[expect]]` that applies to rank `r`: the last entry whose `on` matches it (none: the
+/// rank is expected to complete).
+pub fn expectation_for(scenario: &Scenario, r: usize) -> Option<&crate::scenario::Expectation> {
+    let world = &scenario.world;
+    let spec = &world.ranks[r];
+    scenario
+        .expect
+        .iter()
+        .rev()
+        .find(|e| e.on.matches(spec, world))
+}
+
 /// Checks every rank against the scenario's `[[expect]]` (last matching entry wins; none = completes).
 pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<ExpectationCheck> {
-    let world = &scenario.world;
     ranks
         .iter()
         .enumerate()
         .map(|(r, v)| {
-            let spec = &world.ranks[r];
-            let e = scenario
-                .expect
-                .iter()
-                .rev()
-                .find(|e| e.on.matches(spec, world));
+            let e = expectation_for(scenario, r);
             let (outcome, error, step) = match e {
                 Some(e) => (e.outcome, e.error.clone(), e.step),
                 None => (ExpectedOutcome::Completes, Vec::new(), None),
