@@ -58,21 +58,13 @@ pub(super) fn simulate(r: &Recorded) -> Result<Simulated, String> {
                 _ => false,
             })
             .collect();
-    let running_ms = s
-        .world
-        .ranks
-        .iter()
-        .map(|spec| {
-            let e = s
-                .expect
-                .iter()
-                .rev()
-                .find(|e| e.on.matches(spec, &s.world))?;
-            match e.outcome {
+    let running_ms = (0..s.world.ranks.len())
+        .map(
+            |r| match scen_core::verdict::expectation_for(&s, r)?.outcome {
                 ExpectedOutcome::Running { after_ms } => Some(after_ms),
                 _ => None,
-            }
-        })
+            },
+        )
         .collect();
     Ok(Simulated {
         ranks: rep.ranks,
