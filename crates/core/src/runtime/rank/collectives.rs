@@ -156,12 +156,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Res<String> {
         let reuse = self.reuse.clone();
         let (t, coll, lent) = coll::build::<D>(c, &call, &|v| self.var(v), reuse.as_deref())?;
-        if detail::enabled(&self.spec.env, backend) {
-            let seq = self.pgs[name].backend_seq(backend);
-            if let Some(fp) = detail::FingerPrint::of(c, &t, dev, seq) {
-                self.detail_checks(name, fp).await?;
-            }
-        }
+        self.wrapper_checks(name, backend, |seq| {
+            detail::FingerPrint::of(c, &t, dev, seq)
+        })
+        .await?;
         if backend != "gloo" {
             self.ensure_comm(name, dev, backend, None).await?;
         }
@@ -669,11 +667,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             "cpu".to_string()
         };
         let backend = pg.config.backend_for(&dev)?.to_string();
-        if detail::enabled(&self.spec.env, &backend) {
-            let seq = self.pgs[&name].backend_seq(&backend);
-            self.detail_checks(&name, detail::FingerPrint::barrier(seq))
-                .await?;
-        }
+        self.wrapper_checks(&name, &backend, |seq| {
+            Some(detail::FingerPrint::barrier(seq))
+        })
+        .await?;
         if backend != "gloo" {
             self.ensure_comm(&name, &dev, &backend, None).await?;
         }

@@ -276,7 +276,7 @@ enum Waited {
 }
 
 /// Whether the wrapper is on for this rank and backend (R32: gloo, nccl, xccl, ucc).
-pub(super) fn enabled(env: &std::collections::BTreeMap<String, String>, backend: &str) -> bool {
+fn enabled(env: &std::collections::BTreeMap<String, String>, backend: &str) -> bool {
     env.get("TORCH_DISTRIBUTED_DEBUG").map(|s| s.as_str()) == Some("DETAIL")
         && matches!(backend, "gloo" | "nccl" | "xccl" | "ucc")
 }
@@ -363,6 +363,23 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .await
             .ok()?;
         Some(Rc::new(c))
+    }
+
+    /// The wrapper's checks when DETAIL wraps `backend`: `fp` makes the call's fingerprint
+    /// from the group's sequence number (None: a call the wrapper does not check).
+    pub(super) async fn wrapper_checks(
+        &mut self,
+        name: &str,
+        backend: &str,
+        fp: impl FnOnce(u64) -> Option<FingerPrint>,
+    ) -> Res<()> {
+        if !enabled(&self.spec.env, backend) {
+            return Ok(());
+        }
+        match fp(self.pgs[name].backend_seq(backend)) {
+            Some(fp) => self.detail_checks(name, fp).await,
+            None => Ok(()),
+        }
     }
 
     /// The wrapper's checks before collective `fp` on group `name`: a monitored barrier
