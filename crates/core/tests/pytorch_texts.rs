@@ -3,7 +3,7 @@
 //! fixed parts of 24 characters or more, scen's own texts in `error/own.rs` aside) and fails
 //! when one of them is spelt in any other source file of the workspace, so a copy (a warning
 //! written twice, a text a diagnosis searches for) cannot creep back. Comments and test code
-//! (`#[cfg(test)]` onwards, `tests.rs`, `tests/`) may quote the texts.
+//! (`#[cfg(test)]` onwards, `tests.rs` and `*_tests.rs`, `tests/`) may quote the texts.
 
 use std::path::{Path, PathBuf};
 
@@ -99,7 +99,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if p.is_dir() && name != "tests" && name != "target" {
             rust_files(&p, out);
-        } else if name.ends_with(".rs") && name != "tests.rs" {
+        } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
             out.push(p);
         }
     }

@@ -76,3 +76,36 @@ fn after_s_goes_with_running_and_running_needs_it() {
     assert!(e.contains("needs `after_s`"), "{e}");
     assert!(e.starts_with("r.toml:"), "{e}");
 }
+
+/// `error = [a, b]`: the failure's text contains one of them (a recording's two readings of a
+/// race); containing neither breaks it, and the expected text names both.
+#[test]
+fn an_error_list_holds_for_either_text() {
+    let s =
+        scenario("[[expect]]\noutcome = \"fails\"\nerror = [\"Timed out waiting\", \"by peer\"]\n")
+            .unwrap();
+    let other = RankVerdict::Failed {
+        step: 1,
+        failure: Failure::Raised {
+            exception: "RuntimeError".into(),
+            message: "Timed out waiting 3000ms for send operation to complete".into(),
+        },
+        t_ms: 3000,
+    };
+    let neither = RankVerdict::Failed {
+        step: 1,
+        failure: Failure::Raised {
+            exception: "ValueError".into(),
+            message: "gives up".into(),
+        },
+        t_ms: 3000,
+    };
+    let c = check_expectations(&s, &[failed_at(10, 1), other]);
+    assert!(c.iter().all(|c| c.holds), "{c:?}");
+    assert_eq!(
+        c[0].expected,
+        "fails with \"Timed out waiting\" or \"by peer\""
+    );
+    let c = check_expectations(&s, &[neither, failed_at(10, 1)]);
+    assert!(!c[0].holds && c[1].holds, "{c:?}");
+}

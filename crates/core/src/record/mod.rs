@@ -151,3 +151,5 @@ pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timing_tests;

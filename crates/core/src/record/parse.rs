@@ -96,6 +96,16 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// When its program ended by itself: its exception reached the top, or it ended its own
+    /// process (`sys.exit`, a signal to itself).
+    pub fn own_end_ms(&self) -> Option<u64> {
+        match (&self.raised, &self.own_end) {
+            (Some(e), _) => e.t_ms,
+            (None, Some(e)) => e.t_ms,
+            (None, None) => None,
+        }
+    }
+
     /// The global rank: what init_process_group returned, else $RANK, else 0.
     pub fn rank(&self) -> usize {
         self.calls

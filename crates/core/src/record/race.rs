@@ -168,11 +168,7 @@ fn own_ends(ranks: &[Proc]) -> Vec<(usize, u64)> {
     ranks
         .iter()
         .filter_map(|p| {
-            let t = match (&p.raised, &p.own_end) {
-                (Some(e), _) => e.t_ms?,
-                (None, Some(e)) => e.t_ms?,
-                _ => return None,
-            };
+            let t = p.own_end_ms()?;
             Some((p.rank(), p.t_gone_ms.unwrap_or(t).max(t)))
         })
         .collect()

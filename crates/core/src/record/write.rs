@@ -546,11 +546,7 @@ fn teardowns(s: &mut String, ranks: &[Proc]) {
         .iter()
         .filter(|p| p.exited && p.agent_status.is_none_or(|st| st >= 0))
         .filter_map(|p| {
-            let end = match (&p.raised, &p.own_end) {
-                (Some(e), _) => e.t_ms,
-                (None, Some(e)) => e.t_ms,
-                (None, None) => p.t_exit_ms,
-            }?;
+            let end = p.own_end_ms().or(p.t_exit_ms)?;
             let ms = p
                 .t_gone_ms?
                 .checked_sub(end)?

@@ -1,0 +1,256 @@
+//! The recording's timing end to end on records written by hand: each rank's measured
+//! teardown, a rank still running at the time limit, and the race rules (record/race.rs) that
+//! let an expectation take what real runs read either way.
+
+use super::tests::{opts, T};
+use super::*;
+
+/// A peer-loss text whose call began close to a peer's self-kill keeps only what "closed" and
+/// "reset" share, says why, and is listed; one far from it keeps its own text.
+#[test]
+fn a_peer_loss_that_raced_a_kill_expects_either_text() {
+    let head = |r: usize| {
+        format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n",
+            100 + r
+        )
+    };
+    let failing = |r: usize, t: u64, msg: &str| {
+        let p = format!(
+            "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t}}}\n\
+             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"t\": {}}}\n\
+             {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\", \"t\": {}}}\n\
+             {{\"ev\": \"exit\", \"t\": {}}}\n",
+            head(r),
+            t + 20,
+            t + 21,
+            t + 30
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let closed = "[/x/pair.cc:534] Connection closed by peer [127.0.0.1]:5353. This is typically caused by a remote worker crashing.";
+    let reset = "[/x/pair.cc:545] Read error [127.0.0.1]:5353: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application.";
+    let killed = parse(
+        "proc2.jsonl",
+        &format!(
+            "{}{{\"ev\": \"end\", \"how\": \"signal\", \"signal\": 9, \"at\": \"/w/p.py:4\", \"t\": 100}}\n",
+            head(2)
+        ),
+    )
+    .unwrap();
+    let r = record(
+        vec![failing(0, 99, closed), failing(1, 300, reset), killed],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("on = [0]\noutcome = \"fails\"\nstep = 3\nerror = \"by peer\"\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("# (closed or reset by peer: its failing call began 1 ms before rank 2 sent itself SIGKILL"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "on = [1]\noutcome = \"fails\"\nstep = 3\nerror = \"RuntimeError: Read error\"\n"
+        ),
+        "{t}"
+    );
+    assert_eq!(r.approximations.len(), 1, "{:?}", r.approximations);
+    assert!(r.approximations[0].starts_with("rank 0's expectation: closed or reset by peer"));
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+}
+
+/// Ranks whose gloo calls reach the same 3000 ms timeout within 2 ms: the one that read a
+/// close also takes its own timeout's text, and those that timed out also take the close. A
+/// rank whose own timeout was far off keeps its own text.
+#[test]
+fn failures_that_raced_a_timeout_take_either_text() {
+    let proc_ = |r: usize, t_call: u64, t_err: u64, msg: &str| {
+        let p = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"4\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 4, \"t\": 10}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t_call}}}\n\
+             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"t\": {t_err}}}\n\
+             {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\", \"t\": {}}}\n\
+             {{\"ev\": \"exit\", \"t\": {}}}\n",
+            100 + r,
+            t_err + 1,
+            t_err + 10
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let timed_out =
+        "[/x/unbound_buffer.cc:81] Timed out waiting 3000ms for send operation to complete";
+    let closed = "[/x/pair.cc:534] Connection closed by peer [127.0.0.1]:5353. This is typically caused by a remote worker crashing.";
+    let r = record(
+        vec![
+            proc_(0, 20, 3021, closed),
+            proc_(1, 19, 3020, timed_out),
+            proc_(2, 22, 3022, timed_out),
+            proc_(3, 2000, 3022, closed),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("on = [0]\noutcome = \"fails\"\nstep = 3\nerror = [\"RuntimeError: Connection closed by peer\", \"Timed out waiting\"]\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [1, 2]\noutcome = \"fails\"\nstep = 3\nerror = [\"RuntimeError: Timed out waiting\", \"by peer\"]\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [3]\noutcome = \"fails\"\nstep = 3\nerror = \"RuntimeError: Connection closed by peer\"\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "# (timed out or closed by peer: rank 1 timed out 1 ms from this rank's failure"
+        ),
+        "{t}"
+    );
+    assert_eq!(r.approximations.len(), 3, "{:?}", r.approximations);
+    let s = crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+    assert_eq!(s.expect.iter().filter(|e| e.error.len() == 2).count(), 2);
+}
+
+/// Under torchrun, a rank the agent stopped while blocked in a call with a rank whose process
+/// had ended also takes that close's text; one whose call began well after keeps SIGTERM.
+#[test]
+fn a_rank_the_agent_stopped_as_a_peer_ended_takes_either_text() {
+    let head = |r: usize| {
+        format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"4\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 4, \"t\": 10}}\n",
+            100 + r
+        )
+    };
+    let raising = format!(
+        "{}{{\"ev\": \"raise\", \"exc\": \"ValueError\", \"msg\": \"gives up\", \"at\": \"/w/p.py:4\", \"t\": 500}}\n\
+         {{\"ev\": \"exit\", \"t\": 520}}\n",
+        head(0)
+    );
+    let blocked = |r: usize, t: u64| {
+        format!(
+            "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t}}}\n",
+            head(r)
+        )
+    };
+    let closed = "[/x/pair.cc:534] Connection closed by peer [127.0.0.1]:5353. This";
+    let raised = format!(
+        "{}{{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{closed}\", \"t\": 530}}\n\
+         {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{closed}\", \"at\": \"/w/p.py:5\", \"t\": 531}}\n\
+         {{\"ev\": \"exit\", \"t\": 540}}\n",
+        blocked(3, 100)
+    );
+    let r = record(
+        vec![
+            parse("proc0.jsonl", &raising).unwrap(),
+            parse("proc1.jsonl", &blocked(1, 100)).unwrap(),
+            parse("proc2.jsonl", &blocked(2, 900)).unwrap(),
+            parse("proc3.jsonl", &raised).unwrap(),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains(
+            "on = [1]\noutcome = \"fails\"\nstep = 5\nerror = [\"SIGTERM\", \"RuntimeError\"]\n"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [2]\noutcome = \"fails\"\nstep = 5\nerror = \"SIGTERM\"\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("# (stopped by torchrun's agent or raised: rank 0's process ended 400 ms after"),
+        "{t}"
+    );
+    assert!(
+        t.contains("on = [3]\noutcome = \"fails\"\nstep = 5\nerror = [\"RuntimeError: Connection closed by peer\", \"SIGTERM\"]\n"),
+        "{t}"
+    );
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+}
+
+/// A process's measured teardown (its atexit handlers to its `gone` line, from scen record's
+/// lifeline) is that rank's `exit_ms`; a rank whose end was not seen keeps the default.
+#[test]
+fn a_measured_teardown_is_the_ranks_exit_ms() {
+    let rank = |r: usize, gone: &str| {
+        let p = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"2\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 2, \"t\": 10}}\n\
+             {{\"ev\": \"exit\", \"t\": 20}}\n{gone}",
+            100 + r
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let r = record(
+        vec![rank(0, "{\"ev\": \"gone\", \"t\": 1254}\n"), rank(1, "")],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains(
+            "lived 1234 ms after its program (its teardown)\non = \"rank == 0\"\nexit_ms = 1234\n"
+        ),
+        "{t}"
+    );
+    assert!(!t.contains("rank == 1"), "{t}");
+    let s = crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+    assert_eq!(s.world.exit_ms_of(0), 1234);
+    assert_eq!(s.world.exit_ms_of(1), crate::scenario::DEFAULT_EXIT_MS);
+}
+
+/// A rank in its own code at scen record's time limit sleeps until the limit and as long again,
+/// so its simulation is still asleep at `after_s` however much of the job's real time the
+/// simulator does not spend (7/399: a sleep that ended at the limit completed it 7 ms early).
+#[test]
+fn a_rank_in_its_own_code_at_the_time_limit_sleeps_past_it() {
+    let rank = |r: usize, tail: &str| {
+        let p = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"2\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 2, \"t\": 2000}}\n{tail}",
+            100 + r
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let waiting = "{\"ev\": \"call\", \"i\": 1, \"op\": \"barrier\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"t\": 2001}\n";
+    let o = Options {
+        timed_out: true,
+        cut_ms: Some(20_000),
+        ..opts()
+    };
+    let r = record(vec![rank(0, waiting), rank(1, "")], &o).unwrap();
+    let s = crate::scenario::load::parse(&r.text, "r.toml", "r").unwrap();
+    let sleep_ms: u64 = r
+        .text
+        .split("op = \"sleep\"\non = [1]\nms = ")
+        .nth(1)
+        .and_then(|t| t.lines().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{}", r.text));
+    // 20 s from the first call: the limit (18 s after rank 1's last call), 1 s, and 20 s again.
+    assert!(sleep_ms >= 38_000, "{sleep_ms}\n{}", r.text);
+    let running = |r: usize| {
+        matches!(
+            crate::verdict::expectation_for(&s, r).map(|e| e.outcome),
+            Some(crate::scenario::ExpectedOutcome::Running { after_ms: 20_000 })
+        )
+    };
+    assert!(running(0) && running(1), "{}", r.text);
+}
