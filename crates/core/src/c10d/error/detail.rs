@@ -13,14 +13,17 @@ pub fn monitored_barrier_missing(missing: &[usize], timeout_ms: u64) -> C10dErro
     ))
 }
 
-/// R32: a member whose rank 0 never answered (gloo's send timeout inside the barrier).
-pub fn monitored_barrier_no_answer(me: usize, timeout_ms: u64) -> C10dError {
+/// R32: a member whose rank 0 did not take its check-in in time (gloo's send timeout inside
+/// the barrier), or, with `answer`, took it and did not answer in time (the receive's timeout;
+/// user-path 7/465, real torch 2.15).
+pub fn monitored_barrier_no_answer(me: usize, timeout_ms: u64, answer: bool) -> C10dError {
+    let (line, op) = if answer { (78, "recv") } else { (129, "send") };
     runtime(format!(
         "Rank {me} successfully reached monitoredBarrier, but received errors while \
          waiting for send/recv from rank 0. Please check rank 0 logs for faulty \
          rank.\n Original exception: \n[/__w/pytorch/pytorch/third_party/gloo/gloo/\
-         transport/tcp/unbound_buffer.cc:129] Timed out waiting {timeout_ms}ms for \
-         send operation to complete"
+         transport/tcp/unbound_buffer.cc:{line}] Timed out waiting {timeout_ms}ms for \
+         {op} operation to complete"
     ))
 }
 

@@ -16,7 +16,9 @@
 //!
 //! The exchange goes through the world's store (the real wrapper uses a helper gloo group on
 //! the same store), so a member that never arrives is a real wait with the group's timeout. Its
-//! keys count the checks on the group, as the helper group's messages meet in that order.
+//! keys count the checks on the group, as the helper group's messages meet in that order. The
+//! notices gloo writes on the helper group's pairs when a send or receive is posted go over
+//! the fabric, so a peer that dies around them resets the pair as the real one does.
 
 use super::{error, Clock, Net, Probe, Proc, Res};
 use crate::c10d::collective::CollOp;
@@ -408,6 +410,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let deadline = self.now() + timeout_ms;
         let what = format!("DETAIL monitoredBarrier before collective #{nth} on group {name}");
         if me == 0 {
+            // gloo's rank 0 posts a receive for every member at once (a notice on each pair).
+            for g in 1..ranks.len() {
+                self.detail_notice(ranks[g], &key(g)).await;
+            }
             // wait_all_ranks: a member whose process ended fails to pass, the others are still
             // waited for (in rank order, within the barrier's time).
             let mut ended = Vec::new();
@@ -434,21 +440,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             if !ended.is_empty() {
                 return Err(error::monitored_barrier_missing(&ended, timeout_ms));
             }
+            for &r in &ranks[1..] {
+                let _ = self.fabric.try_recv(r, &format!("{ack}/notice"));
+            }
             store.set(&ack, b"1").await.map_err(|e| self.store_err(e))?;
         } else {
-            match self
-                .detail_wait(&ack, timeout_ms, ranks[0], (&what, name))
-                .await
-            {
-                Ok(Waited::Key) => {}
-                Ok(Waited::PeerEnded(e)) => {
-                    return Err(error::monitored_barrier_peer_errors(me, &e.into_c10d(None)))
-                }
-                Err(StoreError::Timeout { .. }) => {
-                    return Err(error::monitored_barrier_no_answer(me, timeout_ms))
-                }
-                Err(e) => return Err(self.store_err(e)),
-            }
+            let keys = (key(0), key(me), ack.clone());
+            self.detail_check_in(me, ranks[0], keys, timeout_ms, (&what, name))
+                .await?;
         }
         let mut all = Vec::with_capacity(ranks.len());
         for g in 0..ranks.len() {
@@ -463,6 +462,46 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             Some(msg) => Err(error::detail_error(msg)),
             None => Ok(()),
         }
+    }
+
+    /// A member's side of the wrapper's monitored barrier (gloo's `monitoredBarrier`): its
+    /// check-in's send and its answer's receive posted at once (notices on the pair with rank
+    /// 0); the send completes once rank 0 came and posted its receive (`came`, rank 0's own
+    /// key), then the receive waits for rank 0's answer (`ack`), each within the group's
+    /// timeout. A member whose rank 0 came late times out in the receive, its timeout counted
+    /// from rank 0's coming (user-path 7/465, real torch 2.15).
+    async fn detail_check_in(
+        &self,
+        me: usize,
+        root: usize,
+        (came, mine, ack): (String, String, String),
+        timeout_ms: u64,
+        at: (&str, &str),
+    ) -> Res<()> {
+        self.detail_notice(root, &ack).await;
+        for (key, answer) in [(&came, false), (&ack, true)] {
+            match self.detail_wait(key, timeout_ms, root, at).await {
+                Ok(Waited::Key) => {}
+                Ok(Waited::PeerEnded(e)) => {
+                    return Err(error::monitored_barrier_peer_errors(me, &e.into_c10d(None)))
+                }
+                Err(StoreError::Timeout { .. }) => {
+                    return Err(error::monitored_barrier_no_answer(me, timeout_ms, answer))
+                }
+                Err(e) => return Err(self.store_err(e)),
+            }
+        }
+        // Rank 0's notice for this member's check-in, done with.
+        let _ = self.fabric.try_recv(root, &format!("{mine}/notice"));
+        Ok(())
+    }
+
+    /// A notice of the helper group's gloo pair with `peer` (a posted send or receive: gloo
+    /// writes one at once), so a peer that dies around it resets this rank's pair as the
+    /// real one does (user-path 7/468). The barrier's own messages go through the store.
+    /// A peer already gone shows in the wait that follows.
+    async fn detail_notice(&self, peer: usize, key: &str) {
+        let _ = self.fabric.send(peer, &format!("{key}/notice"), &[]).await;
     }
 }
 
