@@ -43,7 +43,8 @@
 //! `SCEN_USERPATH_MINIMISE=1` also cuts each program that differs in outcome down to the lines
 //! that make it differ and prints it. `SCEN_USERPATH_ONLY=3,9` runs those
 //! programs of the seed. Differing programs are kept in target/userpath/ (the program with both
-//! sides in its header, and its recording).
+//! sides in its header, its recording, and the recorder's raw records of the first run in
+//! `prog_S_K_LAUNCHER.raw/`, which `scen record --from` translates again).
 
 use super::pygen::{self, Kind, PyProgram};
 use super::redact;
@@ -321,7 +322,7 @@ struct Recorded {
     code: Option<i32>,
     stderr: String,
     recording: Option<String>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 /// Records `p` under launcher `l` in a fresh directory.
@@ -368,6 +369,8 @@ fn record(cx: &Ctx, p: &PyProgram, l: &str) -> Result<Recorded, String> {
             &p.cut_s.unwrap_or(150).to_string(),
             "-o",
             "rec.toml",
+            "--keep",
+            "raw",
             "--",
         ])
         .args(&launch)
@@ -391,7 +394,7 @@ fn record(cx: &Ctx, p: &PyProgram, l: &str) -> Result<Recorded, String> {
         code: out.status.code(),
         stderr,
         recording,
-        _dir: dir,
+        dir,
     })
 }
 
@@ -540,7 +543,21 @@ fn keep(
     for r in &first.real {
         let _ = std::fs::write(dir.join(format!("{stem}.rank{}.err", r.rank)), &r.stderr);
     }
+    keep_raw(first, &dir.join(format!("{stem}.raw")));
     h
+}
+
+/// Copies the recorder's raw records (`scen record --keep raw`) of the first run to `to`, so
+/// a miss can be replayed: `scen record --from DIR`, or read record by record.
+fn keep_raw(first: &Recorded, to: &Path) {
+    let Ok(files) = std::fs::read_dir(first.dir.path().join("raw")) else {
+        return;
+    };
+    let _ = std::fs::remove_dir_all(to);
+    let _ = std::fs::create_dir_all(to);
+    for f in files.flatten() {
+        let _ = std::fs::copy(f.path(), to.join(f.file_name()));
+    }
 }
 
 /// Keeps a recording that does not simulate to its own expectations in target/userpath/
@@ -563,6 +580,7 @@ fn keep_self(cx: &Ctx, k: u64, l: &str, broken: &[String], first: &Recorded) {
             format!("{h}{rec}"),
         );
     }
+    keep_raw(first, &dir.join(format!("{stem}.self.raw")));
 }
 
 /// A refused program: scen record must exit 2 and name `prog.py:LINE` and the call made on
