@@ -299,7 +299,10 @@ fn start_rank(
         scenario: s.clone(),
         proc_rank: rank,
         device: None,
-        life: Default::default(),
+        life: {
+            let clock = clock.clone();
+            scen_core::runtime::fabric::Life::on_clock(move || clock.now_ms())
+        },
         files: Some(files.clone()),
     };
     let life = env.life.clone();

@@ -14,8 +14,10 @@
 //! A process that exits closes its connections with a FIN. One that is killed (a crash fault's
 //! SIGKILL, gloo's size check aborting it) stops reading at once but its sockets close only
 //! when the kernel has torn the process down ([`KILL_TEARDOWN_MS`]); whatever a peer sent it
-//! that it never read (the message it died reading, what arrived after its death) makes TCP
-//! reset that peer's connection: the peer reads "Connection reset by peer", the others a close.
+//! that it never read (the message it died reading, what arrived after its death, and, in the
+//! simulator, what arrived in the millisecond of its death and was never taken: see
+//! [`Life::unread_at_death`]) makes TCP reset that peer's connection: the peer reads
+//! "Connection reset by peer", the others a close.
 
 use super::duplex::Duplex;
 use super::peer_addrs::{self, PeerAddr};
@@ -84,23 +86,58 @@ pub const KILL_TEARDOWN_MS: u64 = 10;
 /// Whether a rank's process still runs, shared by whoever kills it (the simulator's crash
 /// faults, the rank's own abort) and its fabric: once killed, nothing reads what arrives.
 #[derive(Clone, Default)]
-pub struct Life(Rc<Cell<bool>>);
+pub struct Life(Rc<LifeState>);
+
+#[derive(Default)]
+struct LifeState {
+    /// When the process was killed, in ms of its clock (0 without one).
+    killed_at_ms: Cell<Option<u64>>,
+    /// The clock the process runs on (the simulator's); none in real modes, where the kernel
+    /// decides what stays unread.
+    now_ms: Option<Box<dyn Fn() -> u64>>,
+}
 
 impl Life {
+    /// A process on a virtual clock: a message that arrived in the millisecond of its death
+    /// and was not taken counts as unread ([`Life::unread_at_death`]).
+    pub fn on_clock(now_ms: impl Fn() -> u64 + 'static) -> Life {
+        Life(Rc::new(LifeState {
+            killed_at_ms: Cell::new(None),
+            now_ms: Some(Box::new(now_ms)),
+        }))
+    }
+
     /// The process is killed: from now on what arrives stays unread.
     pub fn kill(&self) {
-        self.0.set(true);
+        self.0.killed_at_ms.set(Some(self.now_ms()));
     }
 
     pub fn killed(&self) -> bool {
-        self.0.get()
+        self.0.killed_at_ms.get().is_some()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.0.now_ms.as_ref().map_or(0, |f| f())
+    }
+
+    /// Whether a message that arrived at `t_ms` and that the process never took was still in
+    /// its socket when it died: it came in the millisecond of the death. A PyTorch process's
+    /// gloo loop thread reads what arrives, but not at once: a notice that came 1 ms before
+    /// the process sent itself SIGKILL stayed unread and reset its sender (user-path 7/457,
+    /// real torch 2.15, 2 of 2 runs), and the simulator runs what happened in that ms as one
+    /// instant. Never without a clock.
+    fn unread_at_death(&self, t_ms: u64) -> bool {
+        self.0.now_ms.is_some() && self.0.killed_at_ms.get().is_some_and(|k| t_ms >= k)
     }
 }
 
 /// Messages waiting to be received, per source rank and tag, in arrival order. Keyed in two
 /// levels so a lookup by `&str` needs no key of its own; a queue is dropped once emptied, so
 /// a long run does not keep one per call it ever made.
-type Queues = BTreeMap<usize, BTreeMap<String, VecDeque<Vec<u8>>>>;
+type Queues = BTreeMap<usize, BTreeMap<String, VecDeque<Arrived>>>;
+
+/// A message and when it arrived (ms of the process's clock; 0 without one).
+type Arrived = (u64, Vec<u8>);
 
 #[derive(Default)]
 struct Inbox {
@@ -199,6 +236,7 @@ impl<N: Net> Fabric<N> {
         let accepted = std::mem::take(&mut *self.accepted.borrow_mut());
         let mut resets = self.resets.borrow().clone();
         resets.extend(self.inbox.unread.borrow().iter().copied());
+        resets.extend(self.inbox.unread_at_death());
         for (peer, c) in out {
             if resets.contains(&peer) {
                 if let Ok(m) = c.try_lock() {
@@ -502,7 +540,23 @@ impl Inbox {
                 queues.remove(&peer);
             }
         }
-        m
+        m.map(|(_, data)| data)
+    }
+
+    /// Peers with a message still here that counts as unread at the process's death
+    /// ([`Life::unread_at_death`]).
+    fn unread_at_death(&self) -> Vec<usize> {
+        let queues = self.queues.borrow();
+        queues
+            .iter()
+            .filter(|(_, by_tag)| {
+                by_tag
+                    .values()
+                    .flatten()
+                    .any(|(t, _)| self.life.unread_at_death(*t))
+            })
+            .map(|(peer, _)| *peer)
+            .collect()
     }
 
     /// Files a message that arrived from `peer` and wakes the receivers (a killed process's
@@ -512,12 +566,13 @@ impl Inbox {
             self.unread.borrow_mut().insert(peer);
             return;
         }
+        let m = (self.life.now_ms(), data);
         let mut queues = self.queues.borrow_mut();
         let by_tag = queues.entry(peer).or_default();
         match by_tag.get_mut(tag) {
-            Some(q) => q.push_back(data),
+            Some(q) => q.push_back(m),
             None => {
-                by_tag.insert(tag.to_string(), VecDeque::from([data]));
+                by_tag.insert(tag.to_string(), VecDeque::from([m]));
             }
         }
         drop(queues);
@@ -652,6 +707,28 @@ mod tests {
         assert_eq!(inbox.take(1, "a"), Some(vec![3]));
         assert_eq!(inbox.take(2, "a"), Some(vec![2]));
         assert!(inbox.queues.borrow().is_empty());
+    }
+
+    #[test]
+    fn what_arrived_in_the_ms_of_a_death_and_was_not_taken_counts_as_unread() {
+        let now = Rc::new(Cell::new(5u64));
+        let clock = now.clone();
+        let inbox = Inbox {
+            life: Life::on_clock(move || clock.get()),
+            ..Inbox::default()
+        };
+        inbox.put(1, "a", vec![1]); // at 5 ms: read before the death
+        now.set(7);
+        inbox.put(2, "a", vec![2]); // in the ms of the death, never taken
+        inbox.put(3, "a", vec![3]); // in the ms of the death, but taken
+        assert_eq!(inbox.take(3, "a"), Some(vec![3]));
+        inbox.life.kill();
+        assert_eq!(inbox.unread_at_death(), vec![2]);
+        // Without a clock (real modes) the kernel decides: nothing counts.
+        let real = Inbox::default();
+        real.put(2, "a", vec![2]);
+        real.life.kill();
+        assert!(real.unread_at_death().is_empty());
     }
 
     #[test]
