@@ -215,6 +215,7 @@ pub fn check_expectations(scenario: &Scenario, ranks: &[RankVerdict]) -> Vec<Exp
                         step: s, failure, ..
                     } => {
                         let text = failure.text();
+                        let text = crate::c10d::error::without_source_locations(&text);
                         step.is_none_or(|x| x == *s)
                             && (error.is_empty() || error.iter().any(|w| text.contains(w.as_str())))
                     }

@@ -76,11 +76,8 @@ pub fn error_substring(exc: &str, msg: &str) -> String {
     let mut m = msg.trim();
     // Only a leading source location: `[Rank 0]: ...` (monitored_barrier) is the text itself,
     // and a location further in (its original exception's) is not the start.
-    if let Some((loc, rest)) = m.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-        let source = loc.contains(".cc:") || loc.contains(".cpp:") || loc.contains(".h:");
-        if source && !loc.contains(']') && !loc.contains('\n') {
-            m = rest;
-        }
+    if let Some(rest) = crate::c10d::error::after_source_location(m) {
+        m = rest;
     }
     let cut = m
         .char_indices()
@@ -226,10 +223,7 @@ pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
 /// The message's first line, gloo's `[file.cc:N] ` location dropped, at most 160 characters.
 fn first_line(m: &str) -> String {
     let l = m.lines().next().unwrap_or("");
-    let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-        Some((loc, rest)) if loc.contains(".cc:") || loc.contains(".cpp:") => rest,
-        _ => l,
-    };
+    let l = crate::c10d::error::after_source_location(l).unwrap_or(l);
     let short: String = l.chars().take(160).collect();
     if short.len() < l.len() {
         format!("{short}...")

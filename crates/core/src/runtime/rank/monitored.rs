@@ -12,7 +12,8 @@
 //! but they count in the group's gloo sequence number as the program's do (rank 0: a receive
 //! per other member, then a send each if all came; the others: one send, one receive), which
 //! DETAIL's fingerprint carries (R32). A member that comes after rank 0's process ended fails at
-//! once with gloo's own `Connection closed by peer` (its send throws), not the barrier's words.
+//! once with gloo's own `Connection closed by peer` (its send throws), not the barrier's words,
+//! and so does rank 0 when it comes after a member's process ended (its receive throws).
 
 use super::*;
 use crate::c10d::backend;
@@ -114,6 +115,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let members: Vec<usize> = (1..b.ranks.len()).collect();
         self.count_gloo_p2p(name, members.len() as u64);
         for &g in &members {
+            // A member whose process ended before rank 0 came: posting its receive throws at
+            // once on a pair that read the close, outside the barrier's words (user-path
+            // 7/515: bare `Connection closed by peer`, real torch 2.15).
+            self.fabric.watch(b.ranks[g]).await;
+            if let Some(e) = self.fabric.has_peer_ended(b.ranks[g]) {
+                return Err(e.into_c10d(None));
+            }
             self.post_recv(b.ranks[g], &b.tag(g, true)).await?;
         }
         // gloo takes its start before posting, which costs it no time; the model's notices
