@@ -217,6 +217,40 @@ fn a_measured_teardown_is_the_ranks_exit_ms() {
     assert_eq!(s.world.exit_ms_of(1), crate::scenario::DEFAULT_EXIT_MS);
 }
 
+/// A rank torchrun's agent stopped in its teardown lived at least until then: that is its
+/// `exit_ms`, said so, so the simulated agent names the rank real torchrun named (7/523).
+#[test]
+fn a_rank_the_agent_stopped_in_its_teardown_keeps_the_time_it_lived() {
+    let rank = |r: usize, gone: u64| {
+        let p = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"2\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 2, \"t\": 10}}\n\
+             {{\"ev\": \"exit\", \"t\": 20}}\n{{\"ev\": \"gone\", \"t\": {gone}}}\n",
+            100 + r
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    // torchrun's agent, in its own process, notes rank 1's (pid 101) status: SIGTERM.
+    let agent = parse(
+        "proc50.jsonl",
+        "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n{\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": -15, \"t\": 800}\n",
+    )
+    .unwrap();
+    let r = record(vec![rank(0, 684), rank(1, 820), agent], &opts()).unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains(
+            "lived 664 ms after its program (its teardown)\non = \"rank == 0\"\nexit_ms = 664\n"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("lived 800 ms after its program until torchrun's agent stopped it in its teardown (its own was longer)\non = \"rank == 1\"\nexit_ms = 800\n"),
+        "{t}"
+    );
+}
+
 /// A rank in its own code at scen record's time limit sleeps until the limit and as long again,
 /// so its simulation is still asleep at `after_s` however much of the job's real time the
 /// simulator does not spend (7/399: a sleep that ended at the limit completed it 7 ms early).
