@@ -234,11 +234,13 @@ fn group_members(p: &Proc, call: &super::parse::Call) -> Option<Vec<usize>> {
     )
 }
 
-/// How a rank's expectation is loosened: its text replaced by what both readings share, or a
-/// second text taken beside its own.
-pub enum Loosening {
-    Shared(&'static str),
-    Or(&'static str),
+/// How a rank's expectation is loosened: its text replaced by what both readings share (a
+/// death race), and a second text taken beside it (a timeout or torchrun's stop). A failure
+/// can race both: 7/361's rank 0 began its call near a peer's SIGKILL and reached its
+/// timeout with another rank's, and its real runs read a reset and its own timeout.
+pub struct Loosening {
+    pub shared: Option<&'static str>,
+    pub or: Option<&'static str>,
 }
 
 /// What the race rules look at, from every recorded rank: who killed themselves, who timed
@@ -259,15 +261,20 @@ impl Races {
         }
     }
 
-    /// Rank `p`'s loosening and why, if a rule applies: a death first, then a timeout, then
-    /// torchrun's agent.
-    pub fn loosening(&self, p: &Proc) -> Option<(Loosening, String)> {
-        if let Some(why) = why_either(p, &self.deaths) {
-            return Some((Loosening::Shared(EITHER), why));
+    /// Rank `p`'s loosening and why (one reason a line), if a rule applies: a death, and a
+    /// timeout or else torchrun's agent.
+    pub fn loosening(&self, p: &Proc) -> Option<(Loosening, Vec<String>)> {
+        let death = why_either(p, &self.deaths);
+        let other =
+            why_timeout_either(p, &self.expiries).or_else(|| why_agent_either(p, &self.ends));
+        if death.is_none() && other.is_none() {
+            return None;
         }
-        why_timeout_either(p, &self.expiries)
-            .or_else(|| why_agent_either(p, &self.ends))
-            .map(|(or, why)| (Loosening::Or(or), why))
+        let how = Loosening {
+            shared: death.as_ref().map(|_| EITHER),
+            or: other.as_ref().map(|(or, _)| *or),
+        };
+        Some((how, death.into_iter().chain(other.map(|o| o.1)).collect()))
     }
 }
 
@@ -277,7 +284,7 @@ pub fn loosened(ranks: &[Proc]) -> Vec<String> {
     let races = Races::of(ranks);
     let mut v: Vec<(usize, String)> = ranks
         .iter()
-        .filter_map(|p| Some((p.rank(), races.loosening(p)?.1)))
+        .filter_map(|p| Some((p.rank(), races.loosening(p)?.1.join("; "))))
         .collect();
     v.sort();
     v.into_iter()

@@ -123,6 +123,59 @@ fn failures_that_raced_a_timeout_take_either_text() {
     assert_eq!(s.expect.iter().filter(|e| e.error.len() == 2).count(), 2);
 }
 
+/// A failure that raced a death and a timeout at once takes both loosenings: what closed and
+/// reset share, or the other rank's timeout (7/361, whose real runs read a peer loss and the
+/// timeout).
+#[test]
+fn a_failure_that_raced_a_death_and_a_timeout_takes_both() {
+    let proc_ = |r: usize, tail: &str| {
+        let p = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n{tail}",
+            100 + r
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let failing = |t_call: u64, t_err: u64, msg: &str| {
+        format!(
+            "{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t_call}}}\n\
+             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"t\": {t_err}}}\n\
+             {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\", \"t\": {}}}\n\
+             {{\"ev\": \"exit\", \"t\": {}}}\n",
+            t_err + 1,
+            t_err + 10
+        )
+    };
+    let timed_out =
+        "[/x/unbound_buffer.cc:81] Timed out waiting 3000ms for send operation to complete";
+    let reset = "[/x/pair.cc:545] Read error [127.0.0.1]:5353: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application.";
+    let killed =
+        "{\"ev\": \"end\", \"how\": \"signal\", \"signal\": 9, \"at\": \"/w/p.py:4\", \"t\": 25}\n";
+    let r = record(
+        vec![
+            proc_(0, &failing(20, 3021, reset)),
+            proc_(1, &failing(19, 3020, timed_out)),
+            proc_(2, killed),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("on = [0]\noutcome = \"fails\"\nstep = 2\nerror = [\"by peer\", \"Timed out waiting\"]\n"),
+        "{t}"
+    );
+    assert!(t.contains("# (closed or reset by peer: its failing call began 5 ms before rank 2 sent itself SIGKILL"), "{t}");
+    assert!(
+        t.contains(
+            "# (timed out or closed by peer: rank 1 timed out 1 ms from this rank's failure"
+        ),
+        "{t}"
+    );
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+}
+
 /// Under torchrun, a rank the agent stopped while blocked in a call with a rank whose process
 /// had ended also takes that close's text; one whose call began well after keeps SIGTERM.
 #[test]

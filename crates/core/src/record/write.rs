@@ -315,15 +315,13 @@ fn either_text(found: (Outcome, String), p: &Proc, races: &race::Races) -> (Outc
     let Some((how, why)) = races.loosening(p) else {
         return found;
     };
-    let outcome = match how {
-        race::Loosening::Shared(shared) => fails(*step, shared.into()),
-        race::Loosening::Or(or) => Outcome::Fails {
-            step: *step,
-            error: error.clone(),
-            or: Some(or.into()),
-        },
+    let outcome = Outcome::Fails {
+        step: *step,
+        error: how.shared.map_or_else(|| error.clone(), String::from),
+        or: how.or.map(String::from),
     };
-    (outcome, format!("{note}\n# ({why})"))
+    let why: Vec<String> = why.iter().map(|w| format!("\n# ({w})")).collect();
+    (outcome, format!("{note}{}", why.concat()))
 }
 
 /// What an `[[expect]]` of a rank that raised pins (in `step`, `inside` a call of it or as
