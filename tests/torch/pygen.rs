@@ -158,7 +158,7 @@ pub fn program(seed: u64, k: u64) -> PyProgram {
     }
     // Rows added after the slices measured so far draw from a stream of their own, so a
     // program that draws none of them is the same text as before (program numbers in
-    // docs/torch.md and userpath_known.txt keep naming the same programs).
+    // docs/userpath.md and userpath_known.txt keep naming the same programs).
     let mut more = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x6d6f_7265);
     let cut_s = late_rows(&mut more, &mut b);
     let mut refused = rng.chance(8).then(|| refused_call(&mut rng, &mut b));
