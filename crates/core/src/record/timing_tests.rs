@@ -123,6 +123,31 @@ fn failures_that_raced_a_timeout_take_either_text() {
     assert_eq!(s.expect.iter().filter(|e| e.error.len() == 2).count(), 2);
 }
 
+/// A call that failed with "Application timeout caused pair closure" at its group's own
+/// timeout also takes the timeout's text: its own timeout in gloo's other words (7/330).
+#[test]
+fn a_pairs_closure_at_its_own_timeout_also_takes_the_timeout_text() {
+    let p = "{\"ev\": \"proc\", \"pid\": 101, \"env\": {\"RANK\": \"0\", \"WORLD_SIZE\": \"1\"}}\n\
+             {\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"timeout_ms\": 3000, \"t\": 0}\n\
+             {\"ev\": \"done\", \"i\": 0, \"rank\": 0, \"world_size\": 1, \"t\": 10}\n\
+             {\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": TENSOR, \"t\": 20}\n\
+             {\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"Application timeout caused pair closure\", \"t\": 3027}\n\
+             {\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"Application timeout caused pair closure\", \"at\": \"/w/p.py:5\", \"t\": 3028}\n\
+             {\"ev\": \"exit\", \"t\": 3040}\n"
+        .replace("TENSOR", T);
+    let r = record(vec![parse("proc0.jsonl", &p).unwrap()], &opts()).unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("error = [\"RuntimeError: Application timeout caused pair closure\", \"Timed out waiting\"]\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("# (its own timeout, in gloo's other words"),
+        "{t}"
+    );
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+}
+
 /// A failure that raced a death and a timeout at once takes both loosenings: what closed and
 /// reset share, or the other rank's timeout (7/361, whose real runs read a peer loss and the
 /// timeout).
