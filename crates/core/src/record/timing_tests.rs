@@ -315,7 +315,7 @@ fn a_rank_the_agent_stopped_in_its_teardown_keeps_the_time_it_lived() {
         "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n{\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": -15, \"t\": 800}\n",
     )
     .unwrap();
-    let r = record(vec![rank(0, 684), rank(1, 820), agent], &opts()).unwrap();
+    let r = record(vec![rank(0, 684), rank(1, 820), agent.clone()], &opts()).unwrap();
     let t = &r.text;
     assert!(
         t.contains(
@@ -326,6 +326,14 @@ fn a_rank_the_agent_stopped_in_its_teardown_keeps_the_time_it_lived() {
     assert!(
         t.contains("lived 800 ms after its program until torchrun's agent stopped it in its teardown (its own was longer)\non = \"rank == 1\"\nexit_ms = 800\n"),
         "{t}"
+    );
+    // Stopped 0.1 s into its teardown: at least the default, so the simulated stop finds it
+    // still there (7/342).
+    let r = record(vec![rank(0, 684), rank(1, 120), agent], &opts()).unwrap();
+    assert!(
+        r.text.contains("lived 100 ms after its program until torchrun's agent stopped it in its teardown (its own was longer)\non = \"rank == 1\"\nexit_ms = 450\n"),
+        "{}",
+        r.text
     );
 }
 

@@ -532,33 +532,36 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
 
 /// Each rank's measured teardown, when its process's end was seen: from its program's end (its
 /// raise, its own exit, else its atexit handlers) to its process's. A rank torchrun's agent
-/// stopped in its teardown lived at least that long: that is written, so the simulated agent
-/// stops it in its teardown too and names the rank whose exit it saw first (7/523: two ranks
-/// with the default 450 ms ended before the measured 664 ms of the rank real torchrun named).
-/// A rank a signal of its own ended keeps the default.
+/// stopped in its teardown would have lived longer: it gets that time or the default, the
+/// longer, so the simulated agent stops it in its teardown too and names the rank whose exit it
+/// saw first (7/523: two ranks with the default 450 ms ended before the measured 664 ms of the
+/// rank real torchrun named; they lived 800 ms until the stop). A rank a signal of its own
+/// ended keeps the default.
 fn teardowns(s: &mut String, ranks: &[Proc]) {
     let mut by_rank: Vec<(usize, u64, bool)> = ranks
         .iter()
         .filter(|p| p.exited)
         .filter_map(|p| {
             let end = p.own_end_ms().or(p.t_exit_ms)?;
-            let ms = p
-                .t_gone_ms?
-                .checked_sub(end)?
-                .min(crate::scenario::MAX_EXIT_MS);
-            Some((p.rank(), ms, p.agent_status.is_some_and(|st| st < 0)))
+            let lived = p.t_gone_ms?.checked_sub(end)?;
+            Some((p.rank(), lived, p.agent_status.is_some_and(|st| st < 0)))
         })
         .collect();
     by_rank.sort();
-    for (r, ms, stopped) in by_rank {
-        let how = if stopped {
-            "until torchrun's agent stopped it in its teardown (its own was longer)"
-        } else {
-            "(its teardown)"
+    for (r, lived, stopped) in by_rank {
+        // Stopped in its teardown: it would have lived longer, at least the usual teardown (a
+        // rank the agent stopped 0.1 s into it must not end before the simulated stop).
+        let (ms, how) = match stopped {
+            true => (
+                lived.max(crate::scenario::DEFAULT_EXIT_MS),
+                " until torchrun's agent stopped it in its teardown (its own was longer)",
+            ),
+            false => (lived, " (its teardown)"),
         };
+        let ms = ms.min(crate::scenario::MAX_EXIT_MS);
         let _ = writeln!(
             s,
-            "\n[[world.rank]]  # recorded: this rank's process lived {ms} ms after its program {how}\non = \"rank == {r}\"\nexit_ms = {ms}"
+            "\n[[world.rank]]  # recorded: this rank's process lived {lived} ms after its program{how}\non = \"rank == {r}\"\nexit_ms = {ms}"
         );
     }
 }
