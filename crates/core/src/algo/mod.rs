@@ -75,6 +75,19 @@ pub trait Link {
     ) -> Result<(usize, Vec<u8>), LinkError> {
         Ok((0, self.recv(from[0]).await?))
     }
+    /// gloo's pair checks a message against the receive it was sent for as it arrives, in
+    /// its device's loop thread, whatever the rank is waiting for then (pair.cc). Completes
+    /// once a message has arrived for one of the posted receives `from` (members, in posting
+    /// order: a member's k-th message not yet taken is for its k-th receive here) that
+    /// `misfit` (with that receive's index in `from`) has something to say about: that index
+    /// and what it said. Links without gloo's protocol never complete it.
+    async fn misfit_arrival<T>(
+        &self,
+        _from: &[usize],
+        _misfit: &dyn Fn(usize, &[u8]) -> Option<T>,
+    ) -> (usize, T) {
+        std::future::pending().await
+    }
 }
 
 /// The transport's error text, passed through unchanged.

@@ -386,6 +386,26 @@ impl<N: Net> Fabric<N> {
         self.inbox.take(peer, tag)
     }
 
+    /// The first of the messages from `peer` with `tag` that have arrived and not been taken,
+    /// in arrival order, for which `f` (with its position in that order) says something; they
+    /// stay.
+    pub fn find_queued<T>(
+        &self,
+        peer: usize,
+        tag: &str,
+        mut f: impl FnMut(usize, &[u8]) -> Option<T>,
+    ) -> Option<T> {
+        let queues = self.inbox.queues.borrow();
+        let q = queues.get(&peer)?.get(tag)?;
+        q.iter().enumerate().find_map(|(k, (_, m))| f(k, m))
+    }
+
+    /// Completes at the next change of this rank's inbox (a message, a peer's end) after the
+    /// call: look, then await it, and nothing is missed in between.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.inbox.changed.notified()
+    }
+
     /// Takes the next message from `peer` with `tag`, waiting up to `deadline_ms` (None: forever).
     pub async fn recv<C: Clock>(
         &self,

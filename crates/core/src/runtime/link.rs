@@ -193,6 +193,24 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         .await
     }
 
+    async fn misfit_arrival<T>(
+        &self,
+        from: &[usize],
+        misfit: &dyn Fn(usize, &[u8]) -> Option<T>,
+    ) -> (usize, T) {
+        if self.info.device {
+            return std::future::pending().await;
+        }
+        let tag = self.tag.borrow().clone();
+        loop {
+            let changed = self.fabric.changed();
+            if let Some(found) = self.first_misfit(from, &tag, misfit) {
+                return found;
+            }
+            changed.await;
+        }
+    }
+
     async fn recv(&self, from: usize) -> Result<Vec<u8>, LinkError> {
         let peer = self.members[from];
         // Already here: the rank does not block, so there is no wait to record.
@@ -220,6 +238,32 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 }
 
 impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
+    /// [`Link::misfit_arrival`]'s look at the messages already here: a member's k-th one is
+    /// for its k-th receive in `from`.
+    fn first_misfit<T>(
+        &self,
+        from: &[usize],
+        tag: &str,
+        misfit: &dyn Fn(usize, &[u8]) -> Option<T>,
+    ) -> Option<(usize, T)> {
+        let mut seen: Vec<usize> = Vec::new();
+        for &m in from {
+            if seen.contains(&m) {
+                continue;
+            }
+            seen.push(m);
+            let posted: Vec<usize> = (0..from.len()).filter(|&i| from[i] == m).collect();
+            let found = self.fabric.find_queued(self.members[m], tag, |k, msg| {
+                let i = *posted.get(k)?;
+                misfit(i, msg).map(|t| (i, t))
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+
     /// The tag of the notices a gloo receiver sends when it posts a receive.
     fn ready_tag(&self) -> String {
         format!("{}/ready", self.tag.borrow())

@@ -73,13 +73,29 @@ impl<'a, L: Link> Posted<'a, L> {
         Ok(())
     }
 
-    /// gloo's `waitSend`: one pending send completes.
+    /// gloo's `waitSend`: one pending send completes. Meanwhile a message longer than the
+    /// receive posted for it aborts the process as it arrives (7/572: rank 0's mis-sized
+    /// reduce aborted while it waited for a send, on the root-gather message its third ring
+    /// receive got).
     pub(super) async fn wait_send(&mut self) -> R<()> {
-        let recvs: Vec<usize> = match self.shared {
-            true => self.recvs.iter().map(|r| r.0).collect(),
-            false => Vec::new(),
+        let from: Vec<usize> = self.recvs.iter().map(|r| r.0).collect();
+        let recvs: &[usize] = if self.shared { &from } else { &[] };
+        let (kind, posted) = (self.kind, &self.recvs);
+        let too_large = |i: usize, m: &[u8]| match header(m) {
+            Some((k, n)) if k == kind && n > posted[i].1 => Some(n),
+            _ => None,
         };
-        let i = self.l.wait_sent(&self.sends, &recvs).await?;
+        let i = tokio::select! {
+            biased;
+            sent = self.l.wait_sent(&self.sends, recvs) => sent?,
+            (i, got) = self.l.misfit_arrival(&from, &too_large), if !from.is_empty() => {
+                return Err(CollectiveError::TooLarge {
+                    from: self.l.group_rank(from[i]),
+                    got,
+                    posted: posted[i].1,
+                });
+            }
+        };
         self.sends.remove(i);
         Ok(())
     }
@@ -94,12 +110,19 @@ impl<'a, L: Link> Posted<'a, L> {
     }
 }
 
+/// A message's kind and its length in bytes, from its header.
+fn header(m: &[u8]) -> Option<(u8, usize)> {
+    let n = m.get(1..9)?;
+    Some((
+        m[0],
+        u64::from_le_bytes(n.try_into().expect("8 bytes")) as usize,
+    ))
+}
+
 /// A message received into `posted` bytes: shorter is fine, longer aborts (pair.cc's
 /// `GLOO_ENFORCE_LE(op.preamble.length, op.nbytes)`).
 fn take<L: Link, D: Payload>(l: &L, from: usize, kind: u8, posted: usize, m: &[u8]) -> R<D> {
-    let got = m
-        .get(1..9)
-        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize);
+    let got = header(m).map(|(_, n)| n);
     let mismatch = || {
         CollectiveError::Mismatch(format!(
             "group rank {} sent a malformed or foreign message",
