@@ -295,8 +295,10 @@ fn a_measured_teardown_is_the_ranks_exit_ms() {
     assert_eq!(s.world.exit_ms_of(1), crate::scenario::DEFAULT_EXIT_MS);
 }
 
-/// A rank torchrun's agent stopped in its teardown lived at least until then: that is its
-/// `exit_ms`, said so, so the simulated agent names the rank real torchrun named (7/523).
+/// A rank torchrun's agent stopped in its teardown lived at least until then, and its
+/// `exit_ms` says so, so the simulated agent names the rank real torchrun named (7/523); it
+/// lives a monitor interval longer, as the simulated stop may come that much later than the
+/// real one (7/533).
 #[test]
 fn a_rank_the_agent_stopped_in_its_teardown_keeps_the_time_it_lived() {
     let rank = |r: usize, gone: u64| {
@@ -324,7 +326,7 @@ fn a_rank_the_agent_stopped_in_its_teardown_keeps_the_time_it_lived() {
         "{t}"
     );
     assert!(
-        t.contains("lived 800 ms after its program until torchrun's agent stopped it in its teardown (its own was longer)\non = \"rank == 1\"\nexit_ms = 800\n"),
+        t.contains("lived 800 ms after its program until torchrun's agent stopped it in its teardown (its own was longer)\non = \"rank == 1\"\nexit_ms = 900\n"),
         "{t}"
     );
     // Stopped 0.1 s into its teardown: at least the default, so the simulated stop finds it
