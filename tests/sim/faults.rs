@@ -359,3 +359,58 @@ error = "successfully reached monitoredBarrier, but received errors while waitin
     let r = scen_sim::simulate(&sc, None).expect("simulation runs");
     assert!(r.expectations_hold(), "{:?}", r.ranks);
 }
+
+/// gloo's all-reduce receives its all-gather segments into the buffer it sends them from, so
+/// the reset of the pair it sends on fails the wait for a receive from another peer (gloo
+/// allreduce.cc; user-path 7/569). Rank 0 all-reduces 8 floats, ranks 1 and 2 seven: rank 2
+/// aborts on rank 0's longer segment, rank 1 still sends rank 0 its reduce-scatter segments
+/// and fails on rank 2's death, and rank 0, in the all-gather, waits for rank 1 while its
+/// send to rank 2 is pending: it reads rank 2's reset. (Real torch 2.15 read this in 2 of 4
+/// torchrun runs; in the other 2 rank 1 failed before its last segment and torchrun's agent
+/// stopped rank 0.) With separate buffers rank 0 waited for rank 1 until its timeout.
+#[test]
+fn an_all_reduce_send_pair_reset_fails_the_all_gather_receive() {
+    let text = r#"
+[world]
+ranks_per_node = 3
+platform = "cpu"
+
+[[step]]
+op = "init_process_group"
+backend = "gloo"
+timeout_s = 60
+
+[[step]]
+id = "longer"
+op = "all_reduce"
+on = [0]
+shape = [8]
+
+[[step]]
+id = "shorter"
+op = "all_reduce"
+on = [1, 2]
+shape = [7]
+
+[[expect]]
+on = [0]
+outcome = "fails"
+step = "longer"
+error = "Read error"
+
+[[expect]]
+on = [1]
+outcome = "fails"
+step = "shorter"
+error = "by peer"
+
+[[expect]]
+on = [2]
+outcome = "fails"
+step = "shorter"
+error = "killed by signal 6"
+"#;
+    let sc = scen_core::scenario::parse(text, "ag_reset.toml", "ag_reset").unwrap();
+    let r = scen_sim::simulate(&sc, None).expect("simulation runs");
+    assert!(r.expectations_hold(), "{:?}", r.ranks);
+}

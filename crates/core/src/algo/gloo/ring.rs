@@ -98,6 +98,8 @@ pub async fn all_reduce<L: Link, D: Payload>(l: &L, t: &mut Tensor<D>, op: Reduc
             plan.segs - plan.per_rank,
         )
         .await?;
+        // The all-gather loop receives into `out`, which it also sends from: one buffer.
+        let mut p = Posted::shared(l, K_RS);
         all_gather_segments(&mut p, &plan, &mut t.data).await?;
     }
     if op == ReduceOp::Avg {
@@ -126,7 +128,9 @@ async fn reduce_scatter<L: Link, D: Payload>(
     ring_pass(p, plan, data, issued, Plan::rs, fold).await
 }
 
-/// allreduce.cc's second loop: the reduced segments go round the ring into `data`.
+/// allreduce.cc's second loop: the reduced segments go round the ring into `data`, received
+/// into the buffer they are sent from (so a pair's error on a send fails a receive's wait:
+/// 7/569, rank 0 read the reset of the rank it was sending to).
 async fn all_gather_segments<L: Link, D: Payload>(
     p: &mut Posted<'_, L>,
     plan: &Plan,
