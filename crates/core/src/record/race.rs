@@ -35,30 +35,65 @@ const AFTER_MS: u64 = 50;
 /// What both peer-loss texts contain, as an `[[expect]]` error substring.
 pub const EITHER: &str = "by peer";
 
-/// A process that ended at once by a signal it sent itself, and when (its sockets close after
-/// the kernel's teardown; one that exited closed them itself, with nothing unread).
+/// A process that died: by a signal it sent itself, at once, or in a call of its own by a
+/// signal it did not send (gloo's abort on a message larger than its receive, 7/569), some
+/// time between that call's start and the end of its teardown. Its sockets close after the
+/// kernel's teardown; one that exited closed them itself, with nothing unread.
 struct Death {
     rank: usize,
-    t_ms: u64,
+    /// When it sent the signal, or began the call it died in.
+    at_ms: u64,
+    /// The first and last ms a call of another rank may begin and still race the death.
+    from_ms: u64,
+    to_ms: u64,
     what: String,
 }
 
-/// Every process the recording saw killed by its own signal, with the time of the signal.
+/// Every process the recording saw killed by its own signal, or in one of its calls.
 fn deaths(ranks: &[Proc]) -> Vec<Death> {
     ranks
         .iter()
-        .filter_map(|p| {
-            let e = p.own_end.as_ref()?;
-            let OwnEndKind::Signal(sig) = e.how else {
-                return None;
-            };
-            Some(Death {
-                rank: p.rank(),
-                t_ms: e.t_ms?,
-                what: format!("sent itself {}", crate::outcome::signal_name(sig)),
-            })
-        })
+        .filter_map(|p| own_signal(p).or_else(|| died_in_call(p)))
         .collect()
+}
+
+/// A process that sent itself a signal whose default action ends it.
+fn own_signal(p: &Proc) -> Option<Death> {
+    let e = p.own_end.as_ref()?;
+    let OwnEndKind::Signal(sig) = e.how else {
+        return None;
+    };
+    let t = e.t_ms?;
+    Some(Death {
+        rank: p.rank(),
+        at_ms: t,
+        from_ms: t.saturating_sub(BEFORE_MS),
+        to_ms: t + AFTER_MS,
+        what: format!("sent itself {}", crate::outcome::signal_name(sig)),
+    })
+}
+
+/// A process that died inside a call by a signal torchrun's agent did not send (an abort).
+fn died_in_call(p: &Proc) -> Option<Death> {
+    let under_agent = p.env.contains_key("TORCHELASTIC_RUN_ID");
+    let not_agent = !under_agent || p.agent_status.is_some_and(|s| s < 0 && s != -15);
+    if p.exited || p.raised.is_some() || p.own_end.is_some() || !not_agent {
+        return None;
+    }
+    let call = p.calls.last().filter(|c| c.end == CallEnd::Open)?;
+    let (t0, gone) = (call.t_call_ms?, p.t_gone_ms?);
+    Some(Death {
+        rank: p.rank(),
+        at_ms: t0,
+        from_ms: t0.saturating_sub(BEFORE_MS),
+        to_ms: gone,
+        what: format!(
+            "began the {} it died in by a signal it did not send itself (gloo's abort), its \
+             process gone {} ms later",
+            call.op,
+            gone.saturating_sub(t0)
+        ),
+    })
 }
 
 /// Why rank `p`'s recorded peer-loss text may read the other way in another run: its failing
@@ -73,12 +108,12 @@ fn why_either(p: &Proc, deaths: &[Death]) -> Option<String> {
     let d = deaths
         .iter()
         .filter(|d| d.rank != p.rank())
-        .filter(|d| t + BEFORE_MS >= d.t_ms && t <= d.t_ms + AFTER_MS)
-        .min_by_key(|d| d.t_ms.abs_diff(t))?;
-    let when = match t.cmp(&d.t_ms) {
-        std::cmp::Ordering::Less => format!("{} ms before", d.t_ms - t),
+        .filter(|d| (d.from_ms..=d.to_ms).contains(&t))
+        .min_by_key(|d| d.at_ms.abs_diff(t))?;
+    let when = match t.cmp(&d.at_ms) {
+        std::cmp::Ordering::Less => format!("{} ms before", d.at_ms - t),
         std::cmp::Ordering::Equal => "in the same ms as".into(),
-        std::cmp::Ordering::Greater => format!("{} ms after", t - d.t_ms),
+        std::cmp::Ordering::Greater => format!("{} ms after", t - d.at_ms),
     };
     Some(format!(
         "closed or reset by peer: its failing call began {when} rank {} {}, and whether its \
