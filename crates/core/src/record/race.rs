@@ -215,12 +215,16 @@ fn why_timeout_either(p: &Proc, expiries: &[Expiry]) -> Option<(&'static str, St
 /// torchrun's agent stops the rank (the agent's 0.1 s check, at most).
 const AGENT_RACE_MS: u64 = 100;
 
-/// When each rank's process ended of its own accord (an exception, its own exit or signal):
-/// its measured end (`gone`, after its teardown) where scen record saw it, else its program's.
+/// When each rank's process ended of its own accord (an exception, its own exit or signal)
+/// or died in a call (gloo's abort, 7/569): its measured end (`gone`, after its teardown)
+/// where scen record saw it, else its program's.
 fn own_ends(ranks: &[Proc]) -> Vec<(usize, u64)> {
     ranks
         .iter()
         .filter_map(|p| {
+            if died_in_call(p).is_some() {
+                return Some((p.rank(), p.t_gone_ms?));
+            }
             let t = p.own_end_ms()?;
             Some((p.rank(), p.t_gone_ms.unwrap_or(t).max(t)))
         })

@@ -321,6 +321,45 @@ fn a_rank_the_agent_stopped_as_a_peer_ended_takes_either_text() {
     crate::scenario::load::parse(t, "r.toml", "r").unwrap();
 }
 
+/// Under torchrun, a rank the agent stopped in a call with a rank that aborted in a call of
+/// its own (gloo's SIGABRT) could have raised on its close first: it takes either end (7/569,
+/// whose rank 0 read the reset in 2 of 4 real runs and SIGTERM in the other 2).
+#[test]
+fn a_rank_the_agent_stopped_as_a_peer_aborted_takes_either_text() {
+    let head = |r: usize| {
+        format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"2\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 2, \"t\": 10}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": 100}}\n",
+            100 + r
+        )
+    };
+    let aborted = format!("{}{{\"ev\": \"gone\", \"t\": 140}}\n", head(0));
+    let agent = "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n{\"ev\": \"worker_exit\", \"pid\": 100, \"exitcode\": -6, \"t\": 200}\n";
+    let r = record(
+        vec![
+            parse("proc0.jsonl", &aborted).unwrap(),
+            parse("proc1.jsonl", &head(1)).unwrap(),
+            parse("proc50.jsonl", agent).unwrap(),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains(
+            "on = [1]\noutcome = \"fails\"\nstep = 2\nerror = [\"SIGTERM\", \"RuntimeError\"]\n"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("# (stopped by torchrun's agent or raised: rank 0's process ended 40 ms after"),
+        "{t}"
+    );
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+}
+
 /// A process's measured teardown (its atexit handlers to its `gone` line, from scen record's
 /// lifeline) is that rank's `exit_ms`; a rank whose end was not seen keeps the default.
 #[test]
