@@ -243,7 +243,13 @@ fn why_agent_either(p: &Proc, ends: &[(usize, u64)]) -> Option<(&'static str, St
     let stopped = p.raised.is_none() && !p.exited;
     let (call, or, read) = match &p.raised {
         None if stopped => {
-            let call = p.calls.iter().rev().find(|c| c.end == CallEnd::Open)?;
+            // Its last call still running, or raising on the close when the SIGTERM came,
+            // before the exception reached the program's top (7/587).
+            let call = p.calls.last().filter(|c| match &c.end {
+                CallEnd::Open => true,
+                CallEnd::Error { msg, .. } => is_peer_loss(msg),
+                CallEnd::Done => false,
+            })?;
             (call, "RuntimeError", "its close (the call raises)")
         }
         Some(e) if is_peer_loss(&e.msg) => (failing_call(p)?, "SIGTERM", "the agent's SIGTERM"),

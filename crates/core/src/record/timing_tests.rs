@@ -360,6 +360,49 @@ fn a_rank_the_agent_stopped_as_a_peer_aborted_takes_either_text() {
     crate::scenario::load::parse(t, "r.toml", "r").unwrap();
 }
 
+/// A rank whose call raised on a peer's close, stopped by torchrun's agent before the
+/// exception reached its program's top (no `raise`: 7/587), takes either end as one the agent
+/// stopped while the call still ran.
+#[test]
+fn a_rank_the_agent_stopped_while_its_call_raised_takes_either_text() {
+    let head = |r: usize| {
+        format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"2\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 2, \"t\": 10}}\n",
+            100 + r
+        )
+    };
+    let exiting = format!(
+        "{}{{\"how\": \"exit\", \"code\": 3, \"ev\": \"end\", \"at\": \"/w/p.py:4\", \"t\": 20}}\n{{\"ev\": \"exit\", \"t\": 25}}\n{{\"ev\": \"gone\", \"t\": 490}}\n",
+        head(0)
+    );
+    let closed = "[/x/pair.cc:561] Connection closed by peer [127.0.0.1]:5353. This";
+    let stopped = format!(
+        "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": 20}}\n\
+         {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{closed}\", \"t\": 494}}\n{{\"ev\": \"gone\", \"t\": 560}}\n",
+        head(1)
+    );
+    let agent = "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n{\"ev\": \"worker_exit\", \"pid\": 100, \"exitcode\": 3, \"t\": 550}\n";
+    let r = record(
+        vec![
+            parse("proc0.jsonl", &exiting).unwrap(),
+            parse("proc1.jsonl", &stopped).unwrap(),
+            parse("proc50.jsonl", agent).unwrap(),
+        ],
+        &opts(),
+    )
+    .unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains(
+            "on = [1]\noutcome = \"fails\"\nstep = 3\nerror = [\"SIGTERM\", \"RuntimeError\"]\n"
+        ),
+        "{t}"
+    );
+    crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+}
+
 /// A process's measured teardown (its atexit handlers to its `gone` line, from scen record's
 /// lifeline) is that rank's `exit_ms`; a rank whose end was not seen keeps the default.
 #[test]
