@@ -80,7 +80,8 @@ pub trait Link {
     /// once a message has arrived for one of the posted receives `from` (members, in posting
     /// order: a member's k-th message not yet taken is for its k-th receive here) that
     /// `misfit` (with that receive's index in `from`) has something to say about: that index
-    /// and what it said. Links without gloo's protocol never complete it.
+    /// and what it said; the message is taken (the loop thread read it). Links without gloo's
+    /// protocol never complete it.
     async fn misfit_arrival<T>(
         &self,
         _from: &[usize],

@@ -14,8 +14,8 @@
 //! A process that exits closes its connections with a FIN. One that is killed (a crash fault's
 //! SIGKILL, gloo's size check aborting it) stops reading at once but its sockets close only
 //! when the kernel has torn the process down ([`KILL_TEARDOWN_MS`]); whatever a peer sent it
-//! that it never read (the message it died reading, what arrived after its death, and, in the
-//! simulator, what arrived in the millisecond of its death and was never taken: see
+//! that it never read (what arrived after its death, and, in the simulator, what arrived in
+//! the millisecond of its death and was never taken: see
 //! [`Life::unread_at_death`]) makes TCP reset that peer's connection: the peer reads
 //! "Connection reset by peer", the others a close.
 
@@ -171,8 +171,6 @@ pub struct Fabric<N: Net> {
     watchers: RefCell<Vec<tokio::task::JoinHandle<()>>>,
     inbox: Rc<Inbox>,
     acceptor: RefCell<Option<tokio::task::JoinHandle<()>>>,
-    /// Peers whose connection this process resets when it ends (see [`Fabric::abort_reading`]).
-    resets: RefCell<BTreeSet<usize>>,
     /// gloo contexts (process groups, by name) whose pairs this rank closed when one of its
     /// waits there timed out ([`Fabric::close_pairs`]).
     closed_scopes: RefCell<BTreeSet<String>>,
@@ -207,24 +205,18 @@ impl<N: Net> Fabric<N> {
             out: RefCell::new(BTreeMap::new()),
             accepted,
             inbox,
-            resets: RefCell::default(),
             closed_scopes: RefCell::default(),
             watchers: RefCell::default(),
         }))
     }
 
-    /// The process dies reading a message from `peer` that it left unread (gloo's size check
-    /// aborting it): when it ends, `peer`'s connection is reset.
-    pub fn abort_reading(&self, peer: usize) {
-        self.resets.borrow_mut().insert(peer);
-    }
-
     /// The process exits: stop accepting, close every connection (peers see EOF), resetting
-    /// both directions of those with a peer's data unread: the message it died reading, and,
-    /// once killed, whatever arrived since. A message already in the inbox before does not
-    /// count: gloo's loop reads every message as it arrives (notices, and data for a posted
-    /// buffer: gloo sends only then), so an exiting process leaves nothing unread
-    /// (scenarios/mismatch_count_gloo.toml).
+    /// both directions of those with a peer's data unread: once killed, whatever arrived since
+    /// (and, in the simulator, in the millisecond of the death: [`Life::unread_at_death`]). A
+    /// message already in the inbox before does not count: gloo's loop reads every message as
+    /// it arrives (notices, and data for a posted buffer: gloo sends only then; the one gloo's
+    /// size check aborts on too), so an exiting process leaves nothing unread
+    /// (scenarios/mismatch_count_gloo.toml, reduce_longer_on_root_aborts_gloo.toml).
     pub fn shutdown(&self) {
         if let Some(a) = self.acceptor.borrow_mut().take() {
             a.abort();
@@ -234,8 +226,7 @@ impl<N: Net> Fabric<N> {
         }
         let out = std::mem::take(&mut *self.out.borrow_mut());
         let accepted = std::mem::take(&mut *self.accepted.borrow_mut());
-        let mut resets = self.resets.borrow().clone();
-        resets.extend(self.inbox.unread.borrow().iter().copied());
+        let mut resets = self.inbox.unread.borrow().clone();
         resets.extend(self.inbox.unread_at_death());
         for (peer, c) in out {
             if resets.contains(&peer) {
@@ -398,6 +389,15 @@ impl<N: Net> Fabric<N> {
         let queues = self.inbox.queues.borrow();
         let q = queues.get(&peer)?.get(tag)?;
         q.iter().enumerate().find_map(|(k, (_, m))| f(k, m))
+    }
+
+    /// Takes the `k`-th message from `peer` with `tag` out of the inbox, read (gloo's loop
+    /// thread read a message for a posted receive as it arrived, the one it aborted on too).
+    pub fn drop_queued(&self, peer: usize, tag: &str, k: usize) {
+        let mut queues = self.inbox.queues.borrow_mut();
+        if let Some(q) = queues.get_mut(&peer).and_then(|by_tag| by_tag.get_mut(tag)) {
+            q.remove(k);
+        }
     }
 
     /// Completes at the next change of this rank's inbox (a message, a peer's end) after the

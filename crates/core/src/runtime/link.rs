@@ -255,10 +255,11 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
             let posted: Vec<usize> = (0..from.len()).filter(|&i| from[i] == m).collect();
             let found = self.fabric.find_queued(self.members[m], tag, |k, msg| {
                 let i = *posted.get(k)?;
-                misfit(i, msg).map(|t| (i, t))
+                misfit(i, msg).map(|t| (k, i, t))
             });
-            if found.is_some() {
-                return found;
+            if let Some((k, i, t)) = found {
+                self.fabric.drop_queued(self.members[m], tag, k);
+                return Some((i, t));
             }
         }
         None

@@ -315,9 +315,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let data = r.map_err(|e| e.into_c10d(timeout.clone().map(|(_, e)| e)))?;
         if data.len() != t.data.len() {
             // Only gloo gets here (a device backend's recv of another size waits on,
-            // p2p_size_rule), with a longer message: it aborts the process with the message
-            // unread, and its sender's connection resets (the rule of gloo's collectives too).
-            self.fabric.abort_reading(peer);
+            // p2p_size_rule), with a longer message: it aborts the process. The message is
+            // read; what its sender sends next, unread, resets its connection (the rule of
+            // gloo's collectives too).
             return Err(error::gloo_enforce_abort(data.len(), t.data.len()));
         }
         Ok(Tensor {
