@@ -6,6 +6,7 @@ mod cost;
 pub mod device;
 mod duplex;
 pub mod fabric;
+mod inbox;
 pub mod link;
 mod on_gloo;
 mod peer_addrs;

@@ -445,7 +445,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             calls::end_record(&probe, &clock, call, r.is_ok());
             r.map(|out| (t, out)).map_err(|e| {
                 let raised = link.error.borrow().clone();
-                collective_error(e, raised)
+                collective_error(e, raised, || fabric.died_reading())
             })
         };
         Ok(tracing::Instrument::instrument(fut, span))
@@ -696,12 +696,18 @@ fn call_tag(group: &str, backend: &str, seq: u64, coll: &Coll) -> String {
 
 /// A failed collective's error as c10d raises it: what the link raised (a peer's close, a
 /// timeout), else the algorithm's own check. gloo aborts the process on a message larger than
-/// the posted buffer. Its loop thread has read that message: the sender's pair is reset only
-/// by what else it sent that the dying process left unread (`Fabric::shutdown`), so a sender
-/// that sent nothing more reads a close (scenarios/reduce_longer_on_root_aborts_gloo.toml).
-fn collective_error(e: crate::algo::CollectiveError, raised: Option<C10dError>) -> C10dError {
+/// the posted buffer, in its loop thread, which has read that message and what came before
+/// (`died_reading`): a pair is reset only by what its peer sent after, unread at the death
+/// (`Fabric::shutdown`), so a sender that sent nothing more reads a close
+/// (scenarios/reduce_longer_on_root_aborts_gloo.toml).
+fn collective_error(
+    e: crate::algo::CollectiveError,
+    raised: Option<C10dError>,
+    died_reading: impl FnOnce(),
+) -> C10dError {
     match e {
         crate::algo::CollectiveError::TooLarge { got, posted, .. } => {
+            died_reading();
             error::gloo_enforce_abort(got, posted)
         }
         crate::algo::CollectiveError::SelfLength { .. } => error::gloo_alltoallv_self_length(),

@@ -318,6 +318,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             // p2p_size_rule), with a longer message: it aborts the process. The message is
             // read; what its sender sends next, unread, resets its connection (the rule of
             // gloo's collectives too).
+            self.fabric.died_reading();
             return Err(error::gloo_enforce_abort(data.len(), t.data.len()));
         }
         Ok(Tensor {
