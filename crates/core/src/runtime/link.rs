@@ -238,8 +238,9 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
 }
 
 impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
-    /// [`Link::misfit_arrival`]'s look at the messages already here: a member's k-th one is
-    /// for its k-th receive in `from`.
+    /// [`Link::misfit_arrival`]'s look at the messages already here (a member's k-th one is
+    /// for its k-th receive in `from`); the misfit found is taken, read by the loop thread
+    /// that aborts on it.
     fn first_misfit<T>(
         &self,
         from: &[usize],
