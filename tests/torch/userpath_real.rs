@@ -137,7 +137,10 @@ fn rank_end(
     let own_end = own_end_line(p, r);
     let dumped = dumped_frame(err);
     // A stack dumped with no frame of prog.py: the signal came after the program's last line.
-    let after_end = dumped.is_none() && err.lines().any(|l| is_dump_header(unprefixed(l)));
+    // So did a SIGTERM that dumped nothing: the program registers faulthandler for it, and
+    // Python uninstalls faulthandler only as it finalizes, after the last line (7/630).
+    let dump = err.lines().any(|l| is_dump_header(unprefixed(l)));
+    let after_end = dumped.is_none() && (dump || status == Some(-15));
     let line = dumped.or(own_end);
     match status {
         None => at(End::Hung, line),
