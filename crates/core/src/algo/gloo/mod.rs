@@ -78,6 +78,21 @@ impl<'a, L: Link> Posted<'a, L> {
     /// reduce aborted while it waited for a send, on the root-gather message its third ring
     /// receive got).
     pub(super) async fn wait_send(&mut self) -> R<()> {
+        self.wait_send_among(None).await
+    }
+
+    /// gloo's `waitSend` on a buffer of its own for member `to` (scatter.cc's `in[i]`): that
+    /// send completes; another peer's error does not fail it.
+    pub(super) async fn wait_send_to(&mut self, to: usize) -> R<()> {
+        self.wait_send_among(Some(to)).await
+    }
+
+    /// One of the pending sends completes (`only`: the one to that member).
+    async fn wait_send_among(&mut self, only: Option<usize>) -> R<()> {
+        let sends: Vec<usize> = match only {
+            Some(to) => vec![to],
+            None => self.sends.clone(),
+        };
         let from: Vec<usize> = self.recvs.iter().map(|r| r.0).collect();
         let recvs: &[usize] = if self.shared { &from } else { &[] };
         let (kind, posted) = (self.kind, &self.recvs);
@@ -87,7 +102,7 @@ impl<'a, L: Link> Posted<'a, L> {
         };
         let i = tokio::select! {
             biased;
-            sent = self.l.wait_sent(&self.sends, recvs) => sent?,
+            sent = self.l.wait_sent(&sends, recvs) => sent?,
             (i, got) = self.l.misfit_arrival(&from, &too_large), if !from.is_empty() => {
                 return Err(CollectiveError::TooLarge {
                     from: self.l.group_rank(from[i]),
@@ -96,7 +111,10 @@ impl<'a, L: Link> Posted<'a, L> {
                 });
             }
         };
-        self.sends.remove(i);
+        let done = sends[i];
+        if let Some(k) = self.sends.iter().position(|&m| m == done) {
+            self.sends.remove(k);
+        }
         Ok(())
     }
 
@@ -246,8 +264,11 @@ pub async fn scatter<L: Link, D: Payload>(
         p.send(to, &part.data, 0..part.data.len()).await?;
     }
     out.data = parts[me].data.clone();
-    for _ in 1..n {
-        p.wait_send().await?;
+    // scatter.cc sends each part from a buffer of its own and waits for them in rank order: a
+    // rank waiting for an earlier member is not failed by a later one's end (7/690: the root
+    // waited for rank 1, stuck behind a dead rank 3, until torchrun's agent stopped it).
+    for to in (0..n).filter(|&k| k != me) {
+        p.wait_send_to(to).await?;
     }
     Ok(out)
 }
