@@ -5,44 +5,52 @@
 use super::tests::{opts, T};
 use super::*;
 
+/// The records of rank `r` of a 3-rank gloo world up to its init (pid 100 + r).
+fn head3(r: usize) -> String {
+    format!(
+        "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\"}}}}\n\
+         {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+         {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n",
+        100 + r
+    )
+}
+
+/// Rank `r` of [`head3`] whose all_reduce began at `t` and raised `msg` `after` ms later.
+fn failing3(r: usize, t: u64, after: u64, msg: &str) -> super::parse::Proc {
+    let p = format!(
+        "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t}}}\n\
+         {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"t\": {}}}\n\
+         {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\", \"t\": {}}}\n\
+         {{\"ev\": \"exit\", \"t\": {}}}\n",
+        head3(r),
+        t + after,
+        t + after + 1,
+        t + after + 10
+    );
+    parse(&format!("proc{r}.jsonl"), &p).unwrap()
+}
+
 /// A peer-loss text whose call began close to a peer's self-kill (6 ms before it, as in 7/487,
 /// whose real runs read both) keeps only what "closed" and "reset" share, says why, and is
 /// listed; one far from it keeps its own text.
 #[test]
 fn a_peer_loss_that_raced_a_kill_expects_either_text() {
-    let head = |r: usize| {
-        format!(
-            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\"}}}}\n\
-             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
-             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n",
-            100 + r
-        )
-    };
-    let failing = |r: usize, t: u64, msg: &str| {
-        let p = format!(
-            "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t}}}\n\
-             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"t\": {}}}\n\
-             {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\", \"t\": {}}}\n\
-             {{\"ev\": \"exit\", \"t\": {}}}\n",
-            head(r),
-            t + 20,
-            t + 21,
-            t + 30
-        );
-        parse(&format!("proc{r}.jsonl"), &p).unwrap()
-    };
     let closed = "[/x/pair.cc:534] Connection closed by peer [127.0.0.1]:5353. This is typically caused by a remote worker crashing.";
     let reset = "[/x/pair.cc:545] Read error [127.0.0.1]:5353: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application.";
     let killed = parse(
         "proc2.jsonl",
         &format!(
             "{}{{\"ev\": \"end\", \"how\": \"signal\", \"signal\": 9, \"at\": \"/w/p.py:4\", \"t\": 100}}\n",
-            head(2)
+            head3(2)
         ),
     )
     .unwrap();
     let r = record(
-        vec![failing(0, 94, closed), failing(1, 300, reset), killed],
+        vec![
+            failing3(0, 94, 20, closed),
+            failing3(1, 300, 20, reset),
+            killed,
+        ],
         &opts(),
     )
     .unwrap();
@@ -71,39 +79,22 @@ fn a_peer_loss_that_raced_a_kill_expects_either_text() {
 /// in 3) keeps what both share; one that began after that peer was gone keeps its own text.
 #[test]
 fn a_peer_loss_that_raced_an_abort_in_a_call_expects_either_text() {
-    let head = |r: usize| {
-        format!(
-            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\"}}}}\n\
-             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
-             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n",
-            100 + r
-        )
-    };
-    let failing = |r: usize, t: u64, msg: &str| {
-        let p = format!(
-            "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": {t}}}\n\
-             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"t\": {}}}\n\
-             {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\", \"t\": {}}}\n\
-             {{\"ev\": \"exit\", \"t\": {}}}\n",
-            head(r),
-            t + 40,
-            t + 41,
-            t + 50
-        );
-        parse(&format!("proc{r}.jsonl"), &p).unwrap()
-    };
     let closed = "[/x/pair.cc:561] Connection closed by peer [127.0.0.1]:5353. This is typically caused by a remote worker crashing.";
     // Rank 2 began its all_reduce at 101 and was gone at 142, without an end of its own.
     let aborted = parse(
         "proc2.jsonl",
         &format!(
             "{}{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": 101}}\n{{\"ev\": \"gone\", \"t\": 142}}\n",
-            head(2)
+            head3(2)
         ),
     )
     .unwrap();
     let r = record(
-        vec![failing(0, 100, closed), failing(1, 200, closed), aborted],
+        vec![
+            failing3(0, 100, 40, closed),
+            failing3(1, 200, 40, closed),
+            aborted,
+        ],
         &opts(),
     )
     .unwrap();
