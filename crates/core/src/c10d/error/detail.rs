@@ -91,6 +91,18 @@ pub fn detail_error(text: String) -> C10dError {
     runtime(text)
 }
 
+/// The wrapper's monitored barrier raised a `std::runtime_error` (a gloo pair's I/O error, not
+/// its own timeout, which is a `c10::Error` and passes unwrapped): ProcessGroupWrapper.cpp
+/// `runCollectiveChecks` wraps it with the collective's fingerprint (real torch 2.15,
+/// user-path 7/777).
+pub fn detail_barrier_error(fingerprint: &str, inner: &C10dError) -> C10dError {
+    runtime(format!(
+        "ProcessGroupWrapper: Monitored Barrier encountered error running collective: \
+         {fingerprint}. Error: \n{}",
+        inner.message
+    ))
+}
+
 /// scen's own: a fingerprint in the store that does not decode (another program wrote it).
 pub fn malformed_fingerprint(group_rank: usize) -> C10dError {
     runtime(format!(

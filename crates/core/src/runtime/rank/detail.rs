@@ -410,6 +410,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let deadline = self.now() + timeout_ms;
         let what = format!("DETAIL monitoredBarrier before collective #{nth} on group {name}");
         if me == 0 {
+            // Posting a receive on a pair that has read its member's close throws at once: a
+            // member whose process ended before rank 0 came never sent its check-in (gloo
+            // sends once the receive is posted), and the wrapper wraps the pair's error
+            // (user-path 7/777, real torch 2.15; monitored.rs has the bare one, 7/515).
+            for &r in &ranks[1..] {
+                self.fabric.watch(r).await;
+                if let Some(e) = self.fabric.has_peer_ended(r) {
+                    return Err(error::detail_barrier_error(&fp.text(), &e.into_c10d(None)));
+                }
+            }
             // gloo's rank 0 posts a receive for every member at once (a notice on each pair).
             for g in 1..ranks.len() {
                 self.detail_notice(ranks[g], &key(g)).await;
