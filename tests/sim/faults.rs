@@ -355,9 +355,7 @@ outcome = "fails"
 step = "reduce"
 error = "successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n Original exception: \nRead error"
 "#;
-    let sc = scen_core::scenario::parse(text, "detail_reset.toml", "detail_reset").unwrap();
-    let r = scen_sim::simulate(&sc, None).expect("simulation runs");
-    assert!(r.expectations_hold(), "{:?}", r.ranks);
+    assert_expectations_hold(text, "detail_reset");
 }
 
 /// gloo's all-reduce receives its all-gather segments into the buffer it sends them from, so
@@ -410,7 +408,12 @@ outcome = "fails"
 step = "shorter"
 error = "killed by signal 6"
 "#;
-    let sc = scen_core::scenario::parse(text, "ag_reset.toml", "ag_reset").unwrap();
+    assert_expectations_hold(text, "ag_reset");
+}
+
+/// Simulates scenario `text` (named `name`) and asserts that its expectations hold.
+fn assert_expectations_hold(text: &str, name: &str) {
+    let sc = scen_core::scenario::parse(text, &format!("{name}.toml"), name).unwrap();
     let r = scen_sim::simulate(&sc, None).expect("simulation runs");
-    assert!(r.expectations_hold(), "{:?}", r.ranks);
+    assert!(r.expectations_hold(), "{name}: {:?}", r.ranks);
 }
