@@ -253,6 +253,14 @@ impl<N: Net> Fabric<N> {
         peers[peer] = Some(addr);
     }
 
+    /// The rank this rank learned listens at `address`, if any: whose value a group's store
+    /// key holds when another rank than the expected member wrote it (a group name two
+    /// different groups share, R25).
+    pub fn rank_at(&self, address: &[u8]) -> Option<usize> {
+        let addr = peer_addrs::parse(address)?;
+        self.peers.borrow().iter().position(|a| *a == Some(addr))
+    }
+
     async fn conn(&self, peer: usize) -> Result<Conn<N>, FabricError> {
         if let Some(c) = self.out.borrow().get(&peer) {
             return Ok(c.clone());

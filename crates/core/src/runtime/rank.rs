@@ -85,6 +85,11 @@ struct Pg {
     config: BackendConfig,
     timeout_ms: u64,
     prefixes: Vec<String>,
+    /// The rank behind each group rank's gloo pair, where another rank than the member wrote
+    /// that member's address under the group's keys: two different groups that share a name
+    /// (R25) connect whoever wrote the keys, as real gloo does (user-path 7/849: ranks 1 and 2
+    /// formed a pair and completed their all_reduce on it). `None`: the members themselves.
+    wired: Option<Ranks>,
     seq: u64,
     /// gloo sends and receives this rank posted on the group so far: the program's and
     /// `monitored_barrier`'s own. gloo's sequence number, which DETAIL's fingerprint carries,
@@ -118,6 +123,14 @@ impl Pg {
 
     fn group_rank(&self, global: usize) -> Option<usize> {
         self.ranks.iter().position(|r| *r == global)
+    }
+
+    /// The ranks a call on `backend` exchanges messages with, in group-rank order.
+    fn peers_on(&self, backend: &str) -> Ranks {
+        match (&self.wired, backend) {
+            (Some(w), "gloo") => w.clone(),
+            _ => self.ranks.clone(),
+        }
     }
 }
 

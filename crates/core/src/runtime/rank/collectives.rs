@@ -382,7 +382,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let pg = &self.pgs[name];
         let fabric = self.fabric.clone();
         let clock = self.env.clock.clone();
-        let members = pg.ranks.clone();
+        let members = pg.peers_on(backend);
         let me_g = pg.group_rank(me).expect("member");
         let mut tags: Vec<String> = (first..=seq)
             .map(|s| call_tag(&pg.name, backend, s, coll))

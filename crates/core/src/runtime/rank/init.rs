@@ -346,6 +346,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             config,
             timeout_ms,
             prefixes,
+            wired: None,
             seq: 0,
             gloo_p2p: 0,
             detail_checks: 0,
@@ -556,42 +557,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             end: ranks.len(),
             skip: Some(grank),
         };
-        // One check per peer, then one get per peer; each loop goes as one request and is
-        // charged as the loop (c10d::store::seq).
-        let present = self
-            .store_check_all(&keys, net_rtt_us)
-            .await
-            .map_err(|e| self.store_err(e))?;
-        // Peers absent at the check, in peer order: values arrive in that order too, so the
-        // ones still missing are always `missing[gone..]`.
-        let missing: Vec<usize> = (peers.iter().zip(&present))
-            .filter(|(_, p)| !**p)
-            .map(|(r, _)| *r)
-            .collect();
-        let (mut next, mut gone) = (0, 0);
-        while next < peers.len() {
-            let key = &keys.key(next);
-            let what = format!("gloo connectFullMesh of group {label}: store get '{key}'");
-            // R24: a store timeout here reaches Python as the store's own error (TCPStore's
-            // DistStoreError, FileStore's "Wait timeout"), not wrapped in "Gloo connectFullMesh
-            // failed with" (real PyTorch 2.15, torch mode).
-            let timeout = self.world()?.store.wait_timeout_error(timeout_ms, key);
-            let got = self
-                .store_get_from(
-                    &keys,
-                    next,
-                    net_rtt_us,
-                    &missing[gone..],
-                    (StoreUse::GlooMesh, what),
-                    &label,
-                    Some((timeout_ms, timeout)),
-                )
-                .await?;
-            for v in got.iter() {
-                gone += (missing.get(gone) == Some(&peers[next])) as usize;
-                self.fabric.learn(peers[next], v);
-                next += 1;
-            }
+        let wired = self
+            .read_mesh_addresses(&keys, &peers, net_rtt_us, (timeout_ms, &label))
+            .await?;
+        if !wired.is_empty() {
+            let to = |r: usize| wired.iter().find(|(m, _)| *m == r).map_or(r, |w| w.1);
+            let pg = self.pgs.get_mut(name).expect("group");
+            pg.wired = Some(pg.ranks.iter().map(|&r| to(r)).collect());
         }
         self.event(
             EventKind::Info,
@@ -601,6 +573,61 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             ),
         );
         Ok(())
+    }
+
+    /// connectFullMesh's reads: every peer's address under `keys`, learned as that peer's,
+    /// unless another rank this rank knows wrote it (two groups sharing a name, R25): those
+    /// come back as (member, the rank that wrote its key).
+    async fn read_mesh_addresses(
+        &self,
+        keys: &KeySeq,
+        peers: &[usize],
+        net_rtt_us: u64,
+        (timeout_ms, label): (u64, &str),
+    ) -> Res<Vec<(usize, usize)>> {
+        // One check per peer, then one get per peer; each loop goes as one request and is
+        // charged as the loop (c10d::store::seq).
+        let present = self
+            .store_check_all(keys, net_rtt_us)
+            .await
+            .map_err(|e| self.store_err(e))?;
+        // Peers absent at the check, in peer order: values arrive in that order too, so the
+        // ones still missing are always `missing[gone..]`.
+        let missing: Vec<usize> = (peers.iter().zip(&present))
+            .filter(|(_, p)| !**p)
+            .map(|(r, _)| *r)
+            .collect();
+        let (mut next, mut gone) = (0, 0);
+        // (member, the rank that wrote its key instead), where they differ.
+        let mut wired: Vec<(usize, usize)> = Vec::new();
+        while next < peers.len() {
+            let key = &keys.key(next);
+            let what = format!("gloo connectFullMesh of group {label}: store get '{key}'");
+            // R24: a store timeout here reaches Python as the store's own error (TCPStore's
+            // DistStoreError, FileStore's "Wait timeout"), not wrapped in "Gloo connectFullMesh
+            // failed with" (real PyTorch 2.15, torch mode).
+            let timeout = self.world()?.store.wait_timeout_error(timeout_ms, key);
+            let got = self
+                .store_get_from(
+                    keys,
+                    next,
+                    net_rtt_us,
+                    &missing[gone..],
+                    (StoreUse::GlooMesh, what),
+                    label,
+                    Some((timeout_ms, timeout)),
+                )
+                .await?;
+            for v in got.iter() {
+                gone += (missing.get(gone) == Some(&peers[next])) as usize;
+                match self.fabric.rank_at(v) {
+                    Some(r) if r != peers[next] => wired.push((peers[next], r)),
+                    _ => self.fabric.learn(peers[next], v),
+                }
+                next += 1;
+            }
+        }
+        Ok(wired)
     }
 
     /// R11/R22.4: `if device_id and pg._get_backend(device_id).supports_splitting: eager connect`.
