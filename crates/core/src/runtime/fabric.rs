@@ -253,12 +253,26 @@ impl<N: Net> Fabric<N> {
         peers[peer] = Some(addr);
     }
 
-    /// The rank this rank learned listens at `address`, if any: whose value a group's store
-    /// key holds when another rank than the expected member wrote it (a group name two
-    /// different groups share, R25).
-    pub fn rank_at(&self, address: &[u8]) -> Option<usize> {
+    /// Records where `peer` listens, as a group's store key says, unless this rank knows `peer`
+    /// listens elsewhere and another rank it knows listens at `address`: then that rank wrote
+    /// the key (two different groups sharing a name, R25) and is returned, and nothing is
+    /// learned. A peer first learned here is taken as the key's writer (the default group's
+    /// mesh, whose name no other group has), so the check costs nothing in the common case.
+    pub fn learn_unless_other(&self, peer: usize, address: &[u8]) -> Option<usize> {
         let addr = peer_addrs::parse(address)?;
-        self.peers.borrow().iter().position(|a| *a == Some(addr))
+        let mut peers = self.peers.borrow_mut();
+        match peers.get(peer).copied().flatten() {
+            Some(known) if known == addr => return None,
+            Some(_) => {
+                if let Some(r) = peers.iter().position(|a| *a == Some(addr)) {
+                    return Some(r);
+                }
+            }
+            None if peers.len() <= peer => peers.resize(peer + 1, None),
+            None => {}
+        }
+        peers[peer] = Some(addr);
+        None
     }
 
     async fn conn(&self, peer: usize) -> Result<Conn<N>, FabricError> {

@@ -620,9 +620,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await?;
             for v in got.iter() {
                 gone += (missing.get(gone) == Some(&peers[next])) as usize;
-                match self.fabric.rank_at(v) {
-                    Some(r) if r != peers[next] => wired.push((peers[next], r)),
-                    _ => self.fabric.learn(peers[next], v),
+                if let Some(r) = self.fabric.learn_unless_other(peers[next], v) {
+                    wired.push((peers[next], r));
                 }
                 next += 1;
             }
