@@ -75,6 +75,19 @@ pub trait Link {
     ) -> Result<(usize, Vec<u8>), LinkError> {
         Ok((0, self.recv(from[0]).await?))
     }
+    /// gloo's unbound send (`Posted`): the data goes out once the receiver's ready notice for
+    /// it has come (NOTIFY_RECV_READY, gloo/transport/tcp/pair.cc); until then the sender only
+    /// holds it, so a sender that dies first has sent nothing (user-path 7/834: a reduce's
+    /// root waits for a chunk its aborted peer never sent and reads the reset). Links without
+    /// that protocol send at once.
+    async fn send_when_ready(
+        &self,
+        to: usize,
+        data: Vec<u8>,
+        bytes: usize,
+    ) -> Result<(), LinkError> {
+        self.send(to, data, bytes).await
+    }
     /// gloo's pair checks a message against the receive it was sent for as it arrives, in
     /// its device's loop thread, whatever the rank is waiting for then (pair.cc). Completes
     /// once a message has arrived for one of the posted receives `from` (members, in posting
@@ -161,12 +174,18 @@ pub(crate) async fn send<L: Link, D: Payload>(
     body: &D,
     r: Range<usize>,
 ) -> R<()> {
+    let (m, bytes) = frame(kind, body, r);
+    Ok(l.send(to, m, bytes).await?)
+}
+
+/// The message of bytes `r` of `body`, and its logical length.
+pub(crate) fn frame<D: Payload>(kind: u8, body: &D, r: Range<usize>) -> (Vec<u8>, usize) {
     let len = r.len();
     let mut m = Vec::with_capacity(body.encoded_len_hint(&r).min(1 << 20) + 9);
     m.push(kind);
     m.extend_from_slice(&(len as u64).to_le_bytes());
     body.encode(r, &mut m);
-    Ok(l.send(to, m, 9 + len).await?)
+    (m, 9 + len)
 }
 
 /// Sends all of `body`.

@@ -346,6 +346,15 @@ impl<N: Net> Fabric<N> {
         q.iter().enumerate().find_map(|(k, (_, _, m))| f(k, m))
     }
 
+    /// How many messages from `peer` with `tag` wait in the inbox.
+    pub fn queued(&self, peer: usize, tag: &str) -> usize {
+        let queues = self.inbox.queues.borrow();
+        queues
+            .get(&peer)
+            .and_then(|q| q.get(tag))
+            .map_or(0, |q| q.len())
+    }
+
     /// Takes the `k`-th message from `peer` with `tag` out of the inbox, read (gloo's loop
     /// thread read a message for a posted receive as it arrived, the one it aborted on too).
     pub fn drop_queued(&self, peer: usize, tag: &str, k: usize) {

@@ -11,6 +11,8 @@ use crate::net::{Clock, Net};
 use crate::probe::Probe;
 use crate::trace::{Dir, Wait, WaitOn};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::rc::Rc;
 
 /// What a collective call is, for wait records and errors.
@@ -53,6 +55,19 @@ pub struct FabricLink<'a, N: Net, C: Clock, P: Probe> {
     pub error: RefCell<Option<C10dError>>,
     /// Receive wait records already built, by peer (see `recv_wait`).
     pub recv_waits: RefCell<Vec<(usize, Wait)>>,
+    /// gloo's unbound sends whose receiver's ready notice has not come yet
+    /// ([`Link::send_when_ready`]).
+    pub held: RefCell<Held>,
+}
+
+/// A gloo call's sends held until their receivers post (pair.cc's `localPendingSend_`), and
+/// per member how many went out and how many ready notices the call's waits took.
+#[derive(Default)]
+pub struct Held {
+    /// (member, message, logical bytes), in posting order.
+    sends: Vec<(usize, Vec<u8>, usize)>,
+    sent: BTreeMap<usize, usize>,
+    notices_taken: BTreeMap<usize, usize>,
 }
 
 /// How many peers' receive wait records one call keeps (a ring has one peer per direction;
@@ -115,6 +130,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         let mut next = self.next_tags.borrow_mut();
         if !next.is_empty() {
             *self.tag.borrow_mut() = next.remove(0);
+            *self.held.borrow_mut() = Held::default();
         }
     }
     fn rank(&self) -> usize {
@@ -148,6 +164,30 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         }
     }
 
+    async fn send_when_ready(
+        &self,
+        to: usize,
+        data: Vec<u8>,
+        bytes: usize,
+    ) -> Result<(), LinkError> {
+        if self.info.device {
+            return self.send(to, data, bytes).await;
+        }
+        self.held.borrow_mut().sends.push((to, data, bytes));
+        self.release().await?;
+        let held = self.held.borrow().sends.iter().any(|(m, _, _)| *m == to);
+        if !held {
+            return Ok(());
+        }
+        // gloo's send, finding no ready notice, tells the receiver it has one
+        // (NOTIFY_SEND_READY): a receiver that died leaves it unread and resets this pair.
+        let r = self
+            .fabric
+            .send(self.members[to], &self.send_ready_tag(), &[])
+            .await;
+        r.map_err(|e| self.map(e))
+    }
+
     async fn post_recv(&self, from: usize) -> Result<(), LinkError> {
         if !self.info.device {
             // The notice rides the pair; a dead peer shows in the wait that follows.
@@ -167,9 +207,16 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         let timeout = error::gloo_send_timeout(ms);
         let tag = self.ready_tag();
         let watch = self.pending(recvs, &self.tag.borrow());
-        self.wait_any((to, &tag), &watch, Dir::Send, "waits for its recv", timeout)
-            .await
-            .map(|(i, _)| i)
+        let wait = self.wait_any((to, &tag), &watch, Dir::Send, "waits for its recv", timeout);
+        let (i, _) = self.releasing(wait).await?;
+        *self
+            .held
+            .borrow_mut()
+            .notices_taken
+            .entry(to[i])
+            .or_default() += 1;
+        self.release().await?;
+        Ok(i)
     }
 
     async fn recv_any(
@@ -183,14 +230,19 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         let timeout = error::gloo_recv_timeout(self.info.wait_ms.unwrap_or(0));
         let watch = self.pending(sends, &self.ready_tag());
         let tag = self.tag.borrow().clone();
-        self.wait_any(
+        let wait = self.wait_any(
             (from, &tag),
             &watch,
             Dir::Recv,
             "waits for its message",
             timeout,
-        )
-        .await
+        );
+        let (i, m) = self.releasing(wait).await?;
+        // The sender's notice of this message, if it held it: read with it.
+        let _ = self
+            .fabric
+            .try_recv(self.members[from[i]], &self.send_ready_tag());
+        Ok((i, m))
     }
 
     async fn misfit_arrival<T>(
@@ -266,9 +318,77 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
         None
     }
 
+    /// Sends every held message whose receiver's ready notice has come, in posting order per
+    /// member (gloo's loop thread does it as the notice arrives).
+    async fn release(&self) -> Result<(), LinkError> {
+        let tag = self.ready_tag();
+        loop {
+            let next = {
+                let h = self.held.borrow();
+                h.sends.iter().position(|(to, _, _)| {
+                    let taken = h.notices_taken.get(to).copied().unwrap_or(0);
+                    let came = taken + self.fabric.queued(self.members[*to], &tag);
+                    came > h.sent.get(to).copied().unwrap_or(0)
+                })
+            };
+            let Some(i) = next else { return Ok(()) };
+            let (to, data, bytes) = {
+                let mut h = self.held.borrow_mut();
+                let m = h.sends.remove(i);
+                *h.sent.entry(m.0).or_default() += 1;
+                m
+            };
+            self.send(to, data, bytes).await?;
+        }
+    }
+
+    /// `wait`, while held sends go out as their notices come. Neither is cut short: a send
+    /// under way finishes even when the wait ends meanwhile, and the wait goes on while a
+    /// send is under way (its own timeout may be writing to the same connection).
+    async fn releasing<T>(
+        &self,
+        wait: impl Future<Output = Result<T, LinkError>>,
+    ) -> Result<T, LinkError> {
+        tokio::pin!(wait);
+        let mut done: Option<Result<T, LinkError>> = None;
+        loop {
+            let changed = self.fabric.changed();
+            {
+                let release = self.release();
+                tokio::pin!(release);
+                loop {
+                    tokio::select! {
+                        biased;
+                        r = &mut release => match r {
+                            Ok(()) => break,
+                            Err(e) => return done.unwrap_or(Err(e)),
+                        },
+                        r = &mut wait, if done.is_none() => done = Some(r),
+                    }
+                }
+            }
+            if let Some(r) = done {
+                return r;
+            }
+            if self.held.borrow().sends.is_empty() {
+                return wait.await;
+            }
+            tokio::select! {
+                biased;
+                r = &mut wait => return r,
+                _ = changed => {}
+            }
+        }
+    }
+
     /// The tag of the notices a gloo receiver sends when it posts a receive.
     fn ready_tag(&self) -> String {
         format!("{}/ready", self.tag.borrow())
+    }
+
+    /// The tag of the notices a gloo sender sends when its receiver has not posted yet.
+    fn send_ready_tag(&self) -> String {
+        format!("{}/send-ready", self.tag.borrow())
     }
 
     /// gloo's wait for one of a call's pending operations with the members `on` (in posting

@@ -17,7 +17,7 @@ mod ring;
 
 pub use ring::{all_gather, all_reduce, reduce};
 
-use super::{send, CollectiveError, Link, K_A2A, K_BARRIER, K_BCAST, K_ROOTGATHER, K_SCATTER, R};
+use super::{frame, CollectiveError, Link, K_A2A, K_BARRIER, K_BCAST, K_ROOTGATHER, K_SCATTER, R};
 use crate::payload::Payload;
 use crate::tensor::Tensor;
 use std::ops::Range;
@@ -59,9 +59,11 @@ impl<'a, L: Link> Posted<'a, L> {
         }
     }
 
-    /// Posts a send of bytes `r` of `body` to member `to`.
+    /// Posts a send of bytes `r` of `body` to member `to`: it goes out once `to` has posted
+    /// its receive ([`Link::send_when_ready`]).
     pub(super) async fn send<D: Payload>(&mut self, to: usize, body: &D, r: Range<usize>) -> R<()> {
-        send(self.l, to, self.kind, body, r).await?;
+        let (m, bytes) = frame(self.kind, body, r);
+        self.l.send_when_ready(to, m, bytes).await?;
         self.sends.push(to);
         Ok(())
     }

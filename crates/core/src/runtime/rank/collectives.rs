@@ -420,6 +420,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 info,
                 error: Default::default(),
                 recv_waits: Default::default(),
+                held: Default::default(),
             };
             let r = if backend_is_gloo {
                 coll.run(&crate::runtime::on_gloo::OnGloo(&link), &mut t)
