@@ -2,7 +2,9 @@
 //!
 //! It maps group ranks to global ranks, tags messages with the call, applies the backend's
 //! timeout rule (gloo: per-op timeout; xccl: none unless blocking wait; nccl: the watchdog) and
-//! tells the probe what the rank is waiting for, so a hang can name the missing peer.
+//! tells the probe what the rank is waiting for, so a hang can name the missing peer. On gloo
+//! it also keeps gloo's rendezvous: a collective's send goes out only once its receiver has
+//! posted ([`Held`]), so a sender that dies first has sent nothing.
 
 use super::fabric::{Fabric, FabricError};
 use crate::algo::{CollectiveError, Link, LinkError};
