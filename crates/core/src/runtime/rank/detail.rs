@@ -403,6 +403,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let key = |g: usize| format!("pg_wrapper:{name}/detail/{n}/{g}");
         let ack = format!("pg_wrapper:{name}/detail/{n}/ack");
+        if me != 0 {
+            // A member posts its check-in's send first (user-path 7/910).
+            self.detail_peers_gone(&ranks[..1], &fp).await?;
+        }
         store
             .set(&key(me), fp.encode().as_bytes())
             .await
@@ -410,16 +414,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let deadline = self.now() + timeout_ms;
         let what = format!("DETAIL monitoredBarrier before collective #{nth} on group {name}");
         if me == 0 {
-            // Posting a receive on a pair that has read its member's close throws at once: a
-            // member whose process ended before rank 0 came never sent its check-in (gloo
-            // sends once the receive is posted), and the wrapper wraps the pair's error
-            // (user-path 7/777, real torch 2.15; monitored.rs has the bare one, 7/515).
-            for &r in &ranks[1..] {
-                self.fabric.watch(r).await;
-                if let Some(e) = self.fabric.has_peer_ended(r) {
-                    return Err(error::detail_barrier_error(&fp.text(), &e.into_c10d(None)));
-                }
-            }
+            // A member whose process ended before rank 0 came never sent its check-in (gloo
+            // sends once the receive is posted): rank 0's receive is posted on a closed pair.
+            self.detail_peers_gone(&ranks[1..], &fp).await?;
             // gloo's rank 0 posts a receive for every member at once (a notice on each pair).
             for g in 1..ranks.len() {
                 self.detail_notice(ranks[g], &key(g)).await;
@@ -472,6 +469,21 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             Some(msg) => Err(error::detail_error(msg)),
             None => Ok(()),
         }
+    }
+
+    /// Posting on a gloo pair that has read its peer's close throws at once, outside
+    /// monitoredBarrier's try, and the wrapper wraps the pair's error: rank 0 posting its
+    /// receives from members that are gone (user-path 7/777), a member posting its check-in's
+    /// send to a rank 0 that is gone (7/910; real torch 2.15; monitored.rs has the bare
+    /// monitored_barrier's own texts, 7/515).
+    async fn detail_peers_gone(&self, peers: &[usize], fp: &FingerPrint) -> Res<()> {
+        for &r in peers {
+            self.fabric.watch(r).await;
+            if let Some(e) = self.fabric.has_peer_ended(r) {
+                return Err(error::detail_barrier_error(&fp.text(), &e.into_c10d(None)));
+            }
+        }
+        Ok(())
     }
 
     /// A member's side of the wrapper's monitored barrier (gloo's `monitoredBarrier`): its
