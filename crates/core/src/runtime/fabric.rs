@@ -243,14 +243,9 @@ impl<N: Net> Fabric<N> {
 
     /// Records where a peer listens (learned through a rendezvous).
     pub fn learn(&self, peer: usize, address: &[u8]) {
-        let Some(addr) = peer_addrs::parse(address) else {
-            return;
-        };
-        let mut peers = self.peers.borrow_mut();
-        if peers.len() <= peer {
-            peers.resize(peer + 1, None);
+        if let Some(addr) = peer_addrs::parse(address) {
+            put_peer(&mut self.peers.borrow_mut(), peer, addr);
         }
-        peers[peer] = Some(addr);
     }
 
     /// Records where `peer` listens, as a group's store key says, unless this rank knows `peer`
@@ -268,10 +263,9 @@ impl<N: Net> Fabric<N> {
                     return Some(r);
                 }
             }
-            None if peers.len() <= peer => peers.resize(peer + 1, None),
             None => {}
         }
-        peers[peer] = Some(addr);
+        put_peer(&mut peers, peer, addr);
         None
     }
 
@@ -490,9 +484,29 @@ impl<N: Net> Fabric<N> {
     }
 }
 
+/// The tag of a gloo receive's ready notice for the message tagged `tag` (pair.cc's
+/// NOTIFY_RECV_READY): collectives (runtime/link.rs) and send/recv (rank/p2p.rs) alike.
+pub fn ready_tag(tag: &str) -> String {
+    format!("{tag}/ready")
+}
+
+/// The tag of a gloo send's notice to its receiver for the message tagged `tag`, written when
+/// the receiver has not posted yet (pair.cc's NOTIFY_SEND_READY).
+pub fn send_notice_tag(tag: &str) -> String {
+    format!("{tag}/send")
+}
+
 /// The tag of the notice that a rank closed its pairs of gloo context `scope`.
 fn closed_tag(scope: &str) -> String {
     format!("{scope}/gloo/pairs-closed")
+}
+
+/// `peer` listens at `addr`.
+fn put_peer(peers: &mut Vec<Option<PeerAddr>>, peer: usize, addr: PeerAddr) {
+    if peers.len() <= peer {
+        peers.resize(peer + 1, None);
+    }
+    peers[peer] = Some(addr);
 }
 
 /// A dropped endpoint (its process exited or was killed) stops accepting and closes its

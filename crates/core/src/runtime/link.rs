@@ -6,7 +6,7 @@
 //! it also keeps gloo's rendezvous: a collective's send goes out only once its receiver has
 //! posted ([`Held`]), so a sender that dies first has sent nothing.
 
-use super::fabric::{Fabric, FabricError};
+use super::fabric::{self, Fabric, FabricError};
 use crate::algo::{CollectiveError, Link, LinkError};
 use crate::c10d::error::{self, C10dError};
 use crate::net::{Clock, Net};
@@ -185,7 +185,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         // (NOTIFY_SEND_READY): a receiver that died leaves it unread and resets this pair.
         let r = self
             .fabric
-            .send(self.members[to], &self.send_ready_tag(), &[])
+            .send(self.members[to], &self.send_notice_tag(), &[])
             .await;
         r.map_err(|e| self.map(e))
     }
@@ -243,7 +243,7 @@ impl<N: Net, C: Clock, P: Probe> Link for FabricLink<'_, N, C, P> {
         // The sender's notice of this message, if it held it: read with it.
         let _ = self
             .fabric
-            .try_recv(self.members[from[i]], &self.send_ready_tag());
+            .try_recv(self.members[from[i]], &self.send_notice_tag());
         Ok((i, m))
     }
 
@@ -385,12 +385,12 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
 
     /// The tag of the notices a gloo receiver sends when it posts a receive.
     fn ready_tag(&self) -> String {
-        format!("{}/ready", self.tag.borrow())
+        fabric::ready_tag(&self.tag.borrow())
     }
 
     /// The tag of the notices a gloo sender sends when its receiver has not posted yet.
-    fn send_ready_tag(&self) -> String {
-        format!("{}/send-ready", self.tag.borrow())
+    fn send_notice_tag(&self) -> String {
+        fabric::send_notice_tag(&self.tag.borrow())
     }
 
     /// gloo's wait for one of a call's pending operations with the members `on` (in posting

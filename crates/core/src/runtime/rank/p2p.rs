@@ -527,15 +527,7 @@ fn fabric_tag(
     }
 }
 
-/// The tag of a gloo receive's ready notice for the message tagged `tag`.
-pub(super) fn ready_tag(tag: &str) -> String {
-    format!("{tag}/ready")
-}
-
-/// The tag of a gloo send's notice to its receiver for the message tagged `tag`.
-pub(super) fn send_notice_tag(tag: &str) -> String {
-    format!("{tag}/send")
-}
+pub(super) use crate::runtime::fabric::{ready_tag, send_notice_tag};
 
 /// One p2p call as it runs: its sequence number on its (src, dst) pair, fabric tag, group
 /// label, timeouts and flight record.
