@@ -417,3 +417,50 @@ fn assert_expectations_hold(text: &str, name: &str) {
     let r = scen_sim::simulate(&sc, None).expect("simulation runs");
     assert!(r.expectations_hold(), "{name}: {:?}", r.ranks);
 }
+
+/// A gloo wait ends at its deadline even while a held send goes out: the send waits for a
+/// connection's lock that the wait's own timeout takes to close the context's pairs, so the
+/// releaser must not run alone while the wait is mid-close (runtime/link.rs `releasing`).
+/// Found by exploring the race scenario at a 130 ms timeout with every rank in the group:
+/// seed 149 left rank 1 "hanging" in a barrier past its deadline.
+#[test]
+fn a_gloo_barrier_wait_ends_at_its_deadline_while_a_held_send_goes_out() {
+    let text = r#"
+[world]
+nodes = 2
+ranks_per_node = 2
+
+[sim]
+latency_ms = [1, 30]
+
+[[step]]
+op = "init_process_group"
+backend = "xccl"
+
+[[step]]
+op = "new_group"
+backend = "gloo"
+timeout_s = 0.13
+as = "cpu"
+
+[[step]]
+id = "cpu_barrier"
+op = "barrier"
+group = "cpu"
+
+[[faults]]
+kind = "hold"
+a = [0]
+b = [1]
+at_ms = 60000
+until_ms = 61000
+"#;
+    let s = parse(text, "held_send_deadline.toml", "held_send_deadline").expect("loads");
+    let r = scen_sim::simulate(&s, Some(149)).expect("runs");
+    let key = class_key(&s, &r);
+    assert!(!key.contains("hangs"), "{key}");
+    assert!(
+        key.contains("Timed out waiting Nms for send operation"),
+        "{key}"
+    );
+}
