@@ -2,8 +2,10 @@
 //! world-sized group holds its list (in its process group and in each call record), and a copy
 //! each made W^2 integers — at 4096 ranks over 500 MiB of a start-up's peak (docs/scale.md).
 //! Lists are immutable once made, so ranks of one simulator thread share one allocation per
-//! distinct long list. Their text (`[0, 1, ...]`, as a step's result or sglang's done line
-//! prints a group) is made once per thread too: every member prints it.
+//! distinct long list. Their text (as a step's result or sglang's done line prints a group) is
+//! made once per thread too: every member prints it. A long list's text writes its evenly
+//! spaced runs by their ends (`[0, 2, ..., 1022] (512 ranks)`): printed in full by each of its
+//! members it made a W-rank trace W^2 numbers long (23 MB at 1024 ranks, docs/scale.md).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -27,7 +29,8 @@ thread_local! {
     static LISTED: RefCell<HashMap<u64, (Ranks, Rc<str>)>> = RefCell::new(HashMap::new());
 }
 
-/// `format!("{ranks:?}")`, made once per thread for a long list.
+/// A list's text: `format!("{ranks:?}")` for a short list, [`compact`] for a long one (made
+/// once per thread).
 pub fn listed(ranks: &[usize]) -> Rc<str> {
     if ranks.len() < SHARED_MIN_LEN {
         return format!("{ranks:?}").into();
@@ -40,10 +43,45 @@ pub fn listed(ranks: &[usize]) -> Rc<str> {
         if cache.len() >= SHARED_MAX_LISTS {
             cache.clear();
         }
-        let text: Rc<str> = format!("{ranks:?}").into();
+        let text: Rc<str> = compact(ranks).into();
         cache.insert(key, (ranks.into(), text.clone()));
         text
     })
+}
+
+/// Shortest evenly spaced run written by its ends.
+const RUN_MIN_LEN: usize = 4;
+
+/// `[0, 1, ..., 511, 600, 602, ..., 700, 5] (572 ranks)`: each run of [`RUN_MIN_LEN`] or more
+/// evenly spaced ranks as its first two and its last, other ranks as they are, then the count.
+/// Exact: the list can be read back from it.
+pub fn compact(ranks: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let end = run_end(ranks, i);
+        if end - i >= RUN_MIN_LEN {
+            let (a, b, z) = (ranks[i], ranks[i + 1], ranks[end - 1]);
+            parts.push(format!("{a}, {b}, ..., {z}"));
+            i = end;
+        } else {
+            parts.push(ranks[i].to_string());
+            i += 1;
+        }
+    }
+    format!("[{}] ({} ranks)", parts.join(", "), ranks.len())
+}
+
+/// The end of the evenly spaced run that starts at `i` (at least `i + 1`).
+fn run_end(ranks: &[usize], i: usize) -> usize {
+    let Some(step) = ranks.get(i + 1).and_then(|b| b.checked_sub(ranks[i])) else {
+        return i + 1;
+    };
+    let mut end = i + 2;
+    while end < ranks.len() && ranks[end].checked_sub(ranks[end - 1]) == Some(step) {
+        end += 1;
+    }
+    end
 }
 
 /// `ranks` as a shared list: the allocation of an equal long list made before on this thread
@@ -117,13 +155,26 @@ mod tests {
     }
 
     #[test]
-    fn a_list_is_listed_as_debug_prints_it() {
-        for n in [0, 3, 64, 100] {
+    fn a_short_list_is_listed_as_debug_prints_it() {
+        for n in [0, 3, 63] {
             let r: Vec<usize> = (0..n).collect();
             assert_eq!(&*listed(&r), format!("{r:?}"));
             assert_eq!(&*listed(&r), format!("{r:?}"));
         }
-        let odd: Vec<usize> = (1..101).collect();
-        assert_eq!(&*listed(&odd), format!("{odd:?}"));
+    }
+
+    #[test]
+    fn a_long_list_is_listed_by_its_runs_and_its_length() {
+        let all: Vec<usize> = (0..1024).collect();
+        assert_eq!(&*listed(&all), "[0, 1, ..., 1023] (1024 ranks)");
+        assert_eq!(&*listed(&all), "[0, 1, ..., 1023] (1024 ranks)");
+        let even: Vec<usize> = (0..1024).step_by(2).collect();
+        assert_eq!(&*listed(&even), "[0, 2, ..., 1022] (512 ranks)");
+        let mut mixed: Vec<usize> = (0..64).collect();
+        mixed.extend([100, 7, 300, 310, 320, 330, 5, 4]);
+        assert_eq!(
+            &*listed(&mixed),
+            "[0, 1, ..., 63, 100, 7, 300, 310, ..., 330, 5, 4] (72 ranks)"
+        );
     }
 }

@@ -209,7 +209,7 @@ fn describe_pg(kind: &StepKind) -> String {
                 .as_ref()
                 .map(|h| format!("{h}: "))
                 .unwrap_or_default();
-            let ranks = ranks.as_ref().map(|r| format!("{r:?}"));
+            let ranks = ranks.as_ref().map(|r| crate::ranks::listed(r).to_string());
             let local = if *use_local_synchronization {
                 " use_local_synchronization"
             } else {
