@@ -309,3 +309,34 @@ fn a_ranks_own_teardown_decides_the_agents_race() {
         rank0(late)
     );
 }
+
+/// `[world] agent_stop_ms` (as `scen record` writes the stop it measured) decides which of a
+/// failed peer's close and the agent's SIGTERM ends a blocked rank first: ranks 0 and 1 raise
+/// at once and their processes end 1000 and 1050 ms later, rank 2 waits for rank 1's
+/// broadcast. With the agent's stop a whole check interval (100 ms) after rank 0's end, rank 2
+/// reads rank 1's close; with the 30 ms real torchrun took in 7/980, the SIGTERM comes first.
+#[test]
+fn the_agents_recorded_stop_decides_a_blocked_ranks_race() {
+    let rank2 = |stop: &str| {
+        let text = format!(
+            "[world]\nranks_per_node = 3\nplatform = \"cpu\"\nlauncher = \"torchrun\"\n{stop}\n\
+             [[world.rank]]\non = [0]\nexit_ms = 1000\n\n[[world.rank]]\non = [1]\nexit_ms = 1050\n\n\
+             [[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\n\n\
+             [[step]]\nop = \"raise\"\non = [0, 1]\nerror = \"ValueError: gives up\"\n\n\
+             [[step]]\nop = \"broadcast\"\non = [2]\nshape = [4]\nsrc = 1\n"
+        );
+        let s = parse(&text, "t.toml", "t").expect("loads");
+        let r = scen_sim::simulate(&s, None).expect("runs");
+        match &r.ranks[2] {
+            RankVerdict::Failed { failure, .. } => failure.text(),
+            other => panic!("rank 2: {other:?}"),
+        }
+    };
+    let default = rank2("");
+    assert!(default.contains("Connection closed by peer"), "{default}");
+    let recorded = rank2("agent_stop_ms = 30");
+    assert!(
+        recorded.contains("SIGTERM: torchrun stopped the worker group after rank 0 failed"),
+        "{recorded}"
+    );
+}

@@ -508,3 +508,59 @@ fn a_rank_in_its_own_code_at_the_time_limit_sleeps_past_it() {
     };
     assert!(running(0) && running(1), "{}", r.text);
 }
+
+/// Under torchrun, a blocked rank ends by the agent's SIGTERM or by a failed peer's close,
+/// whichever comes first (7/980): the recording keeps the agent's stop as the run measured it
+/// (`agent_stop_ms`) and the order and gaps of the failed ranks' process ends, measuring each
+/// teardown from the first end of the ranks that end together (they do in the simulation).
+#[test]
+fn under_torchrun_the_agents_stop_and_the_order_of_the_ends_are_kept() {
+    let torchrun = |r: usize, body: &str| {
+        let p = format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\", \"TORCHELASTIC_RUN_ID\": \"none\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n{body}",
+            100 + r
+        );
+        parse(&format!("proc{r}.jsonl"), &p).unwrap()
+    };
+    let raised = |end: u64, gone: u64| {
+        format!(
+            "{{\"ev\": \"call\", \"i\": 1, \"op\": \"all_reduce\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\", \"tensor\": {T}, \"t\": 20}}\n\
+             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"RuntimeError\", \"msg\": \"x\", \"t\": {end}}}\n\
+             {{\"ev\": \"raise\", \"exc\": \"RuntimeError\", \"msg\": \"x\", \"at\": \"/w/p.py:5\", \"t\": {end}}}\n\
+             {{\"ev\": \"exit\", \"t\": {}}}\n{{\"ev\": \"gone\", \"t\": {gone}}}\n",
+            end + 10
+        )
+    };
+    let blocked = format!(
+        "{{\"ev\": \"call\", \"i\": 1, \"op\": \"broadcast\", \"at\": \"/w/p.py:6\", \"group\": \"WORLD\", \"tensor\": {T}, \"src\": 1, \"t\": 20}}\n\
+         {{\"ev\": \"gone\", \"t\": 2352}}\n"
+    );
+    let agent = parse(
+        "proc50.jsonl",
+        "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n\
+         {\"ev\": \"worker_exit\", \"pid\": 100, \"exitcode\": 1, \"t\": 2400}\n\
+         {\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": 1, \"t\": 2400}\n\
+         {\"ev\": \"worker_exit\", \"pid\": 102, \"exitcode\": -15, \"t\": 2400}\n",
+    )
+    .unwrap();
+    let procs = vec![
+        torchrun(0, &raised(1000, 2314)),
+        torchrun(1, &raised(1025, 2366)),
+        torchrun(2, &blocked),
+        agent,
+    ];
+    let r = record(procs, &opts()).unwrap();
+    let t = &r.text;
+    assert!(t.contains("\nagent_stop_ms = 38  # recorded:"), "{t}");
+    assert!(t.contains("on = \"rank == 0\"\nexit_ms = 1314\n"), "{t}");
+    assert!(
+        t.contains("lived 1366 ms after its program (its teardown), counted from the first program end 25 ms before its own"),
+        "{t}"
+    );
+    assert!(t.contains("on = \"rank == 1\"\nexit_ms = 1366\n"), "{t}");
+    let s = crate::scenario::load::parse(t, "r.toml", "r").unwrap();
+    assert_eq!(s.world.agent_stop_ms, 38);
+    assert_eq!(s.world.exit_ms_of(1), 1366);
+}

@@ -46,16 +46,20 @@ pub fn stop_decides(end: Option<&RankEnd>) -> bool {
     )
 }
 
-/// When the agent stops the others: at its first check after the earliest failed worker's
-/// exit. `exits` are (rank, exit time in ms) of the workers that exited failed. The rank it
+/// When the agent stops the others: `stop_ms` after the earliest failed worker's exit (its
+/// first check after it: `[world] agent_stop_ms`, by default a whole [`MONITOR_INTERVAL_MS`]).
+/// `exits` are (rank, exit time in ms) of the workers that exited failed. The rank it
 /// names is the lowest of those whose exit that check sees: the check records every failed
 /// worker at once, stamped with the same second, and the root cause is the first of the
 /// earliest stamp in rank order (elastic/multiprocessing/api.py `_poll`,
 /// errors/__init__.py `get_first_failure`).
-pub fn stop_after(exits: impl IntoIterator<Item = (usize, u64)>) -> Option<(usize, u64)> {
+pub fn stop_after(
+    exits: impl IntoIterator<Item = (usize, u64)>,
+    stop_ms: u64,
+) -> Option<(usize, u64)> {
     let exits: Vec<(usize, u64)> = exits.into_iter().collect();
     let first = exits.iter().map(|(_, t)| *t).min()?;
-    let at = first + MONITOR_INTERVAL_MS;
+    let at = first + stop_ms;
     let root = exits
         .iter()
         .filter(|(_, t)| *t <= at)
@@ -70,8 +74,11 @@ mod tests {
 
     #[test]
     fn the_earliest_failed_exit_decides_and_the_check_names_the_lowest_rank() {
-        assert_eq!(stop_after([]), None);
-        assert_eq!(stop_after([(3, 500), (1, 400), (2, 400)]), Some((1, 500)));
+        assert_eq!(stop_after([], 100), None);
+        assert_eq!(
+            stop_after([(3, 500), (1, 400), (2, 400)], 100),
+            Some((1, 500))
+        );
         // Running, or completed and in its teardown: the stop decides; raised: it keeps that.
         assert!(stop_decides(None) && stop_decides(Some(&RankEnd::Completed)));
         assert!(!stop_decides(Some(&RankEnd::raised(2, "ValueError", "x"))));
@@ -82,7 +89,12 @@ mod tests {
         };
         assert!(stop_decides(Some(&exited)));
         // A lower rank that fails after the earliest, before the check, is the one named.
-        assert_eq!(stop_after([(2, 10), (1, 60), (0, 200)]), Some((1, 110)));
+        assert_eq!(
+            stop_after([(2, 10), (1, 60), (0, 200)], 100),
+            Some((1, 110))
+        );
+        // A recorded stop 38 ms after the first exit: only the exits before it count.
+        assert_eq!(stop_after([(2, 10), (1, 60)], 38), Some((2, 48)));
         assert_eq!(
             stopped_by_agent(1).text(),
             "SIGTERM: torchrun stopped the worker group after rank 1 failed (signal 15)"

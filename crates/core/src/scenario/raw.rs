@@ -52,6 +52,9 @@ pub struct RawWorld {
     pub launcher: Option<Spanned<String>>,
     /// How long a rank's process lives after its program ends (the interpreter's teardown).
     pub exit_ms: Option<Spanned<i64>>,
+    /// Under torchrun: how long after the first failed worker's process ended the agent stops
+    /// the others.
+    pub agent_stop_ms: Option<Spanned<i64>>,
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,
     #[serde(default)]

@@ -55,6 +55,7 @@ impl Cx<'_> {
             op_costs,
             exit_ms: self.exit_ms(w.exit_ms.as_ref())?,
             rank_exit_ms: BTreeMap::new(),
+            agent_stop_ms: self.agent_stop_ms(w.agent_stop_ms.as_ref(), launcher)?,
         };
         for re in &w.rank {
             let re = re.get_ref();
@@ -184,6 +185,27 @@ impl Cx<'_> {
                 ),
             )
         })
+    }
+
+    /// `agent_stop_ms`: torchrun's agent's stop after a failure, 0 to 60000 ms, and only where
+    /// torchrun launches the job.
+    fn agent_stop_ms(&self, v: Option<&Spanned<i64>>, launcher: Launcher) -> R<u64> {
+        let Some(v) = v else {
+            return Ok(crate::runtime::torchrun::MONITOR_INTERVAL_MS);
+        };
+        if launcher != Launcher::Torchrun {
+            return Err(self.at(
+                v,
+                "agent_stop_ms is torchrun's agent's: it needs launcher = \"torchrun\"",
+            ));
+        }
+        match *v.get_ref() {
+            ms @ 0..=60_000 => Ok(ms as u64),
+            _ => Err(self.at(
+                v,
+                "agent_stop_ms must be between 0 and 60000 (how long after the first failed worker's exit torchrun's agent stops the others, in ms)",
+            )),
+        }
     }
 
     /// `exit_ms`: a process's teardown, 0 to 60000 ms.
