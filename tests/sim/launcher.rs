@@ -310,11 +310,13 @@ fn a_ranks_own_teardown_decides_the_agents_race() {
     );
 }
 
-/// `[world] agent_stop_ms` (as `scen record` writes the stop it measured) decides which of a
+/// `[world] agent_check_ms` and `agent_stop_ms` (as `scen record` writes what it measured)
+/// decide which of a
 /// failed peer's close and the agent's SIGTERM ends a blocked rank first: ranks 0 and 1 raise
 /// at once and their processes end 1000 and 1050 ms later, rank 2 waits for rank 1's
 /// broadcast. With the agent's stop a whole check interval (100 ms) after rank 0's end, rank 2
-/// reads rank 1's close; with the 30 ms real torchrun took in 7/980, the SIGTERM comes first.
+/// reads rank 1's close; with the check and stop real torchrun made in 7/980 (0 and 38 ms),
+/// the SIGTERM comes first.
 #[test]
 fn the_agents_recorded_stop_decides_a_blocked_ranks_race() {
     let rank2 = |stop: &str| {
@@ -334,7 +336,7 @@ fn the_agents_recorded_stop_decides_a_blocked_ranks_race() {
     };
     let default = rank2("");
     assert!(default.contains("Connection closed by peer"), "{default}");
-    let recorded = rank2("agent_stop_ms = 30");
+    let recorded = rank2("agent_check_ms = 0\nagent_stop_ms = 38");
     assert!(
         recorded.contains("SIGTERM: torchrun stopped the worker group after rank 0 failed"),
         "{recorded}"

@@ -154,8 +154,9 @@ pub(crate) struct Agent {
     pub run_id: String,
     /// Workers this agent stopped: what they still say of their end is too late.
     pub stopped: Vec<usize>,
-    /// How long after the first failed exit it stops the others (`[world] agent_stop_ms`).
-    pub stop_ms: u64,
+    /// When its check sees a failed exit and its stop follows (`[world] agent_check_ms`,
+    /// `agent_stop_ms`).
+    pub timing: torchrun::AgentTiming,
 }
 
 impl Agent {
@@ -171,7 +172,7 @@ impl Agent {
         running: &[usize],
         t: u64,
     ) -> Vec<usize> {
-        let Some((failed, at)) = torchrun::stop_after(exits, self.stop_ms) else {
+        let Some((failed, at)) = torchrun::stop_after(exits, self.timing) else {
             return vec![];
         };
         if t < at {
@@ -246,7 +247,7 @@ impl Agent {
             .iter()
             .enumerate()
             .filter_map(|(r, e)| Some((r, failed_at(r, e)?)));
-        let Some((failed, at)) = torchrun::stop_after(exits, self.stop_ms) else {
+        let Some((failed, at)) = torchrun::stop_after(exits, self.timing) else {
             return;
         };
         for &r in local {
@@ -284,7 +285,7 @@ mod tests {
             store: None,
             run_id: "t".into(),
             stopped: vec![],
-            stop_ms: torchrun::MONITOR_INTERVAL_MS,
+            timing: torchrun::AgentTiming::default(),
         }
     }
 

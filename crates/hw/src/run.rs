@@ -76,7 +76,7 @@ impl<'a> HwRun<'a> {
             store: None,
             run_id: o.job_id.clone().unwrap_or_else(crate::launcher::job_token),
             stopped: vec![],
-            stop_ms: s.world.agent_stop_ms,
+            timing: s.world.agent,
         });
         HwRun {
             s,

@@ -311,7 +311,7 @@ fn start_rank(
     probe.kills.borrow_mut()[rank] = Some(kill_tx);
     let late = probe.plan.borrow().late[rank];
     let torchrun = s.world.launcher == Launcher::Torchrun;
-    let stop_ms = s.world.agent_stop_ms;
+    let agent = s.world.agent;
     // Every wake-up of the rank's program is a scheduling point of its node (schedule.rs);
     // a kill is not: the process stops at once (its sockets close after its teardown).
     let schedule = net.schedule.clone();
@@ -347,7 +347,7 @@ fn start_rank(
                     Some((RankEnd::Failed { .. }, _))
                 );
                 if failed && torchrun {
-                    tear_down(&probe, &clock, rank, stop_ms).await;
+                    tear_down(&probe, &clock, rank, agent).await;
                 }
             }
             // The process has exited: its verdict was recorded when its program ended
@@ -356,23 +356,28 @@ fn start_rank(
                 probe.kills.borrow_mut()[rank] = None;
                 probe.ended(rank, &end, clock.now_ms());
                 if matches!(end, RankEnd::Failed { .. }) && torchrun {
-                    tear_down(&probe, &clock, rank, stop_ms).await;
+                    tear_down(&probe, &clock, rank, agent).await;
                 }
             }
         }
     });
 }
 
-/// After rank `failed`'s process exited failed under torchrun: at the agent's next check
-/// (`stop_ms` later: `[world] agent_stop_ms`), every worker still running is stopped, failed
-/// with the agent's reason, naming the rank that check sees as the first failure (core's
-/// `runtime::torchrun`).
-async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize, stop_ms: u64) {
+/// After rank `failed`'s process exited failed under torchrun: once the agent's next check has
+/// seen it and its stop takes effect (`[world] agent_check_ms`, `agent_stop_ms`), every worker
+/// still running is stopped, failed with the agent's reason, naming the rank that check saw as
+/// the first failure (core's `runtime::torchrun`).
+async fn tear_down(
+    probe: &SimProbe,
+    clock: &VirtualClock,
+    failed: usize,
+    agent: torchrun::AgentTiming,
+) {
     probe
         .failed_exits
         .borrow_mut()
         .push((failed, clock.now_ms()));
-    let Some((_, at)) = torchrun::stop_after([(failed, clock.now_ms())], stop_ms) else {
+    let Some((_, at)) = torchrun::stop_after([(failed, clock.now_ms())], agent) else {
         return;
     };
     let checks = probe.agent_checks.clone();
@@ -380,7 +385,7 @@ async fn tear_down(probe: &SimProbe, clock: &VirtualClock, failed: usize, stop_m
     clock.sleep_until_ms(at).await;
     checks.set(checks.get() - 1);
     let exits = probe.failed_exits.borrow().clone();
-    let failed = torchrun::stop_after(exits, stop_ms).map_or(failed, |(root, _)| root);
+    let failed = torchrun::stop_after(exits, agent).map_or(failed, |(root, _)| root);
     // Every worker process still running, in its program or in its teardown after it.
     let running: Vec<usize> = {
         let n = probe.state.borrow().ends.len();

@@ -116,15 +116,16 @@ pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
     }
     let no_torch = procs.iter().find_map(|p| p.no_torch.clone());
     // torchrun's agent records each failed worker's exit status (by pid) in its own file.
-    let statuses: BTreeMap<u64, i32> = procs
+    let statuses: BTreeMap<u64, (i32, Option<u64>)> = procs
         .iter()
-        .flat_map(|p| p.worker_exits.iter().copied())
+        .flat_map(|p| p.worker_exits.iter().map(|(pid, c, t)| (*pid, (*c, *t))))
         .collect();
     let ranks: Vec<Proc> = procs
         .into_iter()
         .filter(|p| !p.calls.is_empty())
         .map(|mut p| {
-            p.agent_status = statuses.get(&p.pid).copied();
+            p.agent_status = statuses.get(&p.pid).map(|s| s.0);
+            p.agent_seen_ms = statuses.get(&p.pid).and_then(|s| s.1);
             p
         })
         .collect();

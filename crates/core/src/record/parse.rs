@@ -87,10 +87,12 @@ pub struct Proc {
     /// It ended its own process after its last call.
     pub own_end: Option<OwnEnd>,
     /// torchrun's agent process: the failed workers' exit statuses it saw, (pid, exitcode;
-    /// negative: killed by that signal).
-    pub worker_exits: Vec<(u64, i32)>,
+    /// negative: killed by that signal; when it noted it).
+    pub worker_exits: Vec<WorkerExit>,
     /// This rank's exit status as torchrun's agent saw it, if the agent recorded it failed.
     pub agent_status: Option<i32>,
+    /// Wall-clock ms when torchrun's agent noted that status (its check that saw the exit).
+    pub agent_seen_ms: Option<u64>,
     /// The interpreter had no torch: its path.
     pub no_torch: Option<String>,
 }
@@ -220,7 +222,7 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
             }
             "end" => p.own_end = Some(own_end(&m, t_ms).map_err(bad)?),
             "gone" => p.t_gone_ms = t_ms,
-            "worker_exit" => p.worker_exits.push(worker_exit(&m).map_err(bad)?),
+            "worker_exit" => p.worker_exits.push(worker_exit(&m, t_ms).map_err(bad)?),
             "no_torch" => p.no_torch = Some(text(&m, "python")),
             other => return Err(bad(format!("unknown record kind `{other}`"))),
         }
@@ -228,14 +230,18 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
     Ok(p)
 }
 
-/// A `worker_exit` record of torchrun's agent: (pid, exitcode).
-fn worker_exit(m: &Map<String, Value>) -> Result<(u64, i32), String> {
+/// A failed worker's exit as torchrun's agent noted it: (pid, exitcode, when).
+pub type WorkerExit = (u64, i32, Option<u64>);
+
+/// A `worker_exit` record of torchrun's agent.
+fn worker_exit(m: &Map<String, Value>, t: Option<u64>) -> Result<WorkerExit, String> {
     let pid = m.get("pid").and_then(Value::as_u64);
     let code = m
         .get("exitcode")
         .and_then(Value::as_i64)
         .and_then(|c| i32::try_from(c).ok());
     pid.zip(code)
+        .map(|(p, c)| (p, c, t))
         .ok_or_else(|| "a `worker_exit` without `pid` and `exitcode`".to_string())
 }
 

@@ -516,7 +516,7 @@ fn a_rank_the_agent_stopped_in_its_teardown_fails_with_sigterm() {
         "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n{\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": -15, \"t\": 9}\n",
     )
     .unwrap();
-    assert_eq!(agent.worker_exits, vec![(101, -15)]);
+    assert_eq!(agent.worker_exits, vec![(101, -15, Some(9))]);
     let r = record(vec![proc(0, &calls(0)), proc(1, &calls(1)), agent], &opts()).unwrap();
     assert!(
         r.text

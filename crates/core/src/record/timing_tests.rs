@@ -511,7 +511,7 @@ fn a_rank_in_its_own_code_at_the_time_limit_sleeps_past_it() {
 
 /// Under torchrun, a blocked rank ends by the agent's SIGTERM or by a failed peer's close,
 /// whichever comes first (7/980): the recording keeps the agent's stop as the run measured it
-/// (`agent_stop_ms`) and the order and gaps of the failed ranks' process ends, measuring each
+/// (`agent_check_ms`, `agent_stop_ms`) and the order and gaps of the failed ranks' process ends, measuring each
 /// teardown from the first end of the ranks that end together (they do in the simulation).
 #[test]
 fn under_torchrun_the_agents_stop_and_the_order_of_the_ends_are_kept() {
@@ -540,7 +540,7 @@ fn under_torchrun_the_agents_stop_and_the_order_of_the_ends_are_kept() {
     let agent = parse(
         "proc50.jsonl",
         "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n\
-         {\"ev\": \"worker_exit\", \"pid\": 100, \"exitcode\": 1, \"t\": 2400}\n\
+         {\"ev\": \"worker_exit\", \"pid\": 100, \"exitcode\": 1, \"t\": 2330}\n\
          {\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": 1, \"t\": 2400}\n\
          {\"ev\": \"worker_exit\", \"pid\": 102, \"exitcode\": -15, \"t\": 2400}\n",
     )
@@ -553,7 +553,10 @@ fn under_torchrun_the_agents_stop_and_the_order_of_the_ends_are_kept() {
     ];
     let r = record(procs, &opts()).unwrap();
     let t = &r.text;
-    assert!(t.contains("\nagent_stop_ms = 38  # recorded:"), "{t}");
+    // The agent's check noted rank 0's exit 16 ms after it, and the SIGTERM had ended rank 2
+    // 22 ms after that.
+    assert!(t.contains("\nagent_check_ms = 16  # recorded:"), "{t}");
+    assert!(t.contains("\nagent_stop_ms = 22  # recorded:"), "{t}");
     assert!(t.contains("on = \"rank == 0\"\nexit_ms = 1314\n"), "{t}");
     assert!(
         t.contains("lived 1366 ms after its program (its teardown), counted from the first program end 25 ms before its own"),
@@ -561,6 +564,12 @@ fn under_torchrun_the_agents_stop_and_the_order_of_the_ends_are_kept() {
     );
     assert!(t.contains("on = \"rank == 1\"\nexit_ms = 1366\n"), "{t}");
     let s = crate::scenario::load::parse(t, "r.toml", "r").unwrap();
-    assert_eq!(s.world.agent_stop_ms, 38);
+    assert_eq!(
+        s.world.agent,
+        crate::runtime::torchrun::AgentTiming {
+            check_ms: 16,
+            stop_ms: 22
+        }
+    );
     assert_eq!(s.world.exit_ms_of(1), 1366);
 }

@@ -509,10 +509,10 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
         .any(|p| p.env.contains_key("TORCHELASTIC_RUN_ID"))
     {
         let _ = writeln!(s, "launcher = \"torchrun\"");
-        if let Some(ms) = agent_stop_ms(ranks) {
+        if let Some((check, stop)) = agent_timing(ranks) {
             let _ = writeln!(
                 s,
-                "agent_stop_ms = {ms}  # recorded: torchrun's agent's SIGTERM had ended a worker {ms} ms after the first failed worker's process ended (the agent checks every {} ms)",
+                "agent_check_ms = {check}  # recorded: torchrun's agent saw the first failed worker's exit {check} ms after its process ended (it checks every {} ms)\nagent_stop_ms = {stop}  # recorded: its SIGTERM had ended a worker {stop} ms after that check",
                 crate::runtime::torchrun::MONITOR_INTERVAL_MS
             );
         }
@@ -537,13 +537,15 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
     teardowns(s, ranks);
 }
 
-/// How long after the first failed worker's process ended torchrun's agent stopped the others,
-/// as the run measured it: to the end of the first worker its SIGTERM ended (that worker's
-/// own teardown after the signal included, so a few ms late). The agent checks every 0.1 s,
-/// so its stop came anywhere within that; which of a peer's close and the stop reached a
-/// blocked rank first decided how that rank ended (7/980, 7/1013: the stop 38 and 93 ms
-/// after the first exit, a close 52 and 71 ms after it).
-fn agent_stop_ms(ranks: &[Proc]) -> Option<u64> {
+/// torchrun's agent as the run measured it: its check that saw the first failed worker's exit,
+/// from that worker's process end to the time the agent noted the exit, and its stop, from that
+/// check to the end of the first worker its SIGTERM ended (that worker's own end after the
+/// signal included, so a few ms late). The agent checks every 0.1 s, so its check came
+/// anywhere within that; the check decides which rank the agent names, the stop which of a
+/// peer's close and the SIGTERM reaches a blocked rank first (7/980: check 0 ms, stop 38, a
+/// close at 52; 7/1013: check 29, stop 64; 7/523: check 21 ms after rank 3's exit and before
+/// rank 2's at 45, which it did not name).
+fn agent_timing(ranks: &[Proc]) -> Option<(u64, u64)> {
     let stopped = |p: &Proc| p.agent_status == Some(-SIGTERM) && p.own_end.is_none();
     let failed = |p: &Proc| p.agent_status.is_some() && !stopped(p);
     let first = |pick: &dyn Fn(&Proc) -> bool| {
@@ -553,8 +555,12 @@ fn agent_stop_ms(ranks: &[Proc]) -> Option<u64> {
             .filter_map(|p| p.t_gone_ms)
             .min()
     };
-    let ms = first(&stopped)?.checked_sub(first(&failed)?)?;
-    Some(ms.min(crate::scenario::MAX_EXIT_MS))
+    let first_exit = first(&failed)?;
+    let seen = ranks.iter().filter_map(|p| p.agent_seen_ms).min()?;
+    let check = seen.saturating_sub(first_exit);
+    let stop = first(&stopped)?.saturating_sub(first_exit + check);
+    let max = crate::scenario::MAX_EXIT_MS;
+    Some((check.min(max), stop.min(max)))
 }
 
 const SIGTERM: i32 = 15;

@@ -46,26 +46,47 @@ pub fn stop_decides(end: Option<&RankEnd>) -> bool {
     )
 }
 
-/// When the agent stops the others: `stop_ms` after the earliest failed worker's exit (its
-/// first check after it: `[world] agent_stop_ms`, by default a whole [`MONITOR_INTERVAL_MS`]).
-/// `exits` are (rank, exit time in ms) of the workers that exited failed. The rank it
+/// When the agent acts on a failed worker's exit (`[world] agent_check_ms`, `agent_stop_ms`):
+/// its check sees the exit `check_ms` after the earliest one (anywhere within its interval; by
+/// default a whole [`MONITOR_INTERVAL_MS`], the latest) and names the failure, and its SIGTERM
+/// ends the workers still running `stop_ms` after that check (default at once). A recording
+/// writes both as its run measured them: 0-29 ms and 37-64 ms in user-path 7/980, 7/1013,
+/// 7/523, 7/358 and 7/863 (torch 2.15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentTiming {
+    pub check_ms: u64,
+    pub stop_ms: u64,
+}
+
+impl Default for AgentTiming {
+    fn default() -> Self {
+        AgentTiming {
+            check_ms: MONITOR_INTERVAL_MS,
+            stop_ms: 0,
+        }
+    }
+}
+
+/// When the agent stops the others: its check after the earliest failed worker's exit, then
+/// its stop ([`AgentTiming`]). `exits` are (rank, exit time in ms) of the workers that exited
+/// failed. Returns the rank it names and when its stop takes effect. The rank it
 /// names is the lowest of those whose exit that check sees: the check records every failed
 /// worker at once, stamped with the same second, and the root cause is the first of the
 /// earliest stamp in rank order (elastic/multiprocessing/api.py `_poll`,
 /// errors/__init__.py `get_first_failure`).
 pub fn stop_after(
     exits: impl IntoIterator<Item = (usize, u64)>,
-    stop_ms: u64,
+    timing: AgentTiming,
 ) -> Option<(usize, u64)> {
     let exits: Vec<(usize, u64)> = exits.into_iter().collect();
     let first = exits.iter().map(|(_, t)| *t).min()?;
-    let at = first + stop_ms;
+    let check = first + timing.check_ms;
     let root = exits
         .iter()
-        .filter(|(_, t)| *t <= at)
+        .filter(|(_, t)| *t <= check)
         .map(|(r, _)| *r)
         .min()?;
-    Some((root, at))
+    Some((root, check + timing.stop_ms))
 }
 
 #[cfg(test)]
@@ -74,9 +95,9 @@ mod tests {
 
     #[test]
     fn the_earliest_failed_exit_decides_and_the_check_names_the_lowest_rank() {
-        assert_eq!(stop_after([], 100), None);
+        assert_eq!(stop_after([], AgentTiming::default()), None);
         assert_eq!(
-            stop_after([(3, 500), (1, 400), (2, 400)], 100),
+            stop_after([(3, 500), (1, 400), (2, 400)], AgentTiming::default()),
             Some((1, 500))
         );
         // Running, or completed and in its teardown: the stop decides; raised: it keeps that.
@@ -90,11 +111,16 @@ mod tests {
         assert!(stop_decides(Some(&exited)));
         // A lower rank that fails after the earliest, before the check, is the one named.
         assert_eq!(
-            stop_after([(2, 10), (1, 60), (0, 200)], 100),
+            stop_after([(2, 10), (1, 60), (0, 200)], AgentTiming::default()),
             Some((1, 110))
         );
-        // A recorded stop 38 ms after the first exit: only the exits before it count.
-        assert_eq!(stop_after([(2, 10), (1, 60)], 38), Some((2, 48)));
+        // A recorded check 21 ms after the first exit names only what it saw, and its stop
+        // takes effect 41 ms later (7/523).
+        let t = AgentTiming {
+            check_ms: 21,
+            stop_ms: 41,
+        };
+        assert_eq!(stop_after([(2, 10), (1, 45)], t), Some((2, 72)));
         assert_eq!(
             stopped_by_agent(1).text(),
             "SIGTERM: torchrun stopped the worker group after rank 1 failed (signal 15)"

@@ -193,12 +193,10 @@ pub struct World {
     pub exit_ms: u64,
     /// `[[world.rank]] exit_ms`: ranks whose teardown is their own (a recording's, measured).
     pub rank_exit_ms: BTreeMap<usize, u64>,
-    /// `[world] agent_stop_ms` (torchrun only): how long after the first failed worker's
-    /// process ended torchrun's agent stops the others. Default the agent's `monitor_interval`
-    /// (the latest its check comes, `runtime::torchrun::MONITOR_INTERVAL_MS`); a recording
-    /// writes the one its run measured (the check came anywhere within the interval, and which
-    /// of a peer's close and the stop reaches a blocked rank first decides how it ends).
-    pub agent_stop_ms: u64,
+    /// `[world] agent_check_ms` / `agent_stop_ms` (torchrun only): when torchrun's agent sees
+    /// the first failed worker's exit and when its stop of the others takes effect after that
+    /// (`runtime::torchrun::AgentTiming`; a recording writes what its run measured).
+    pub agent: crate::runtime::torchrun::AgentTiming,
 }
 
 impl World {

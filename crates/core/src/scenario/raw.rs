@@ -52,8 +52,9 @@ pub struct RawWorld {
     pub launcher: Option<Spanned<String>>,
     /// How long a rank's process lives after its program ends (the interpreter's teardown).
     pub exit_ms: Option<Spanned<i64>>,
-    /// Under torchrun: how long after the first failed worker's process ended the agent stops
-    /// the others.
+    /// Under torchrun: how long after the first failed worker's process ended the agent's
+    /// check sees it, and how long after that check its stop of the others takes effect.
+    pub agent_check_ms: Option<Spanned<i64>>,
     pub agent_stop_ms: Option<Spanned<i64>>,
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,

@@ -2,6 +2,7 @@
 //! selectors, each error naming file:line:col like the rest of load.rs.
 
 use super::{Cx, ScenarioError, R};
+use crate::runtime::torchrun::AgentTiming;
 use crate::scenario::env::{build_rank_envs, EnvLayer};
 use crate::scenario::expr::{interpolate, Expr};
 use crate::scenario::limits;
@@ -55,7 +56,7 @@ impl Cx<'_> {
             op_costs,
             exit_ms: self.exit_ms(w.exit_ms.as_ref())?,
             rank_exit_ms: BTreeMap::new(),
-            agent_stop_ms: self.agent_stop_ms(w.agent_stop_ms.as_ref(), launcher)?,
+            agent: self.agent_timing(&w, launcher)?,
         };
         for re in &w.rank {
             let re = re.get_ref();
@@ -187,25 +188,32 @@ impl Cx<'_> {
         })
     }
 
-    /// `agent_stop_ms`: torchrun's agent's stop after a failure, 0 to 60000 ms, and only where
-    /// torchrun launches the job.
-    fn agent_stop_ms(&self, v: Option<&Spanned<i64>>, launcher: Launcher) -> R<u64> {
-        let Some(v) = v else {
-            return Ok(crate::runtime::torchrun::MONITOR_INTERVAL_MS);
-        };
-        if launcher != Launcher::Torchrun {
-            return Err(self.at(
-                v,
-                "agent_stop_ms is torchrun's agent's: it needs launcher = \"torchrun\"",
-            ));
+    /// `agent_check_ms` / `agent_stop_ms`: torchrun's agent's check and stop after a failure,
+    /// 0 to 60000 ms each, and only where torchrun launches the job.
+    fn agent_timing(&self, w: &RawWorld, launcher: Launcher) -> R<AgentTiming> {
+        let mut t = AgentTiming::default();
+        for (key, v, out) in [
+            ("agent_check_ms", &w.agent_check_ms, &mut t.check_ms),
+            ("agent_stop_ms", &w.agent_stop_ms, &mut t.stop_ms),
+        ] {
+            let Some(v) = v else { continue };
+            if launcher != Launcher::Torchrun {
+                return Err(self.at(
+                    v,
+                    format!("{key} is torchrun's agent's: it needs launcher = \"torchrun\""),
+                ));
+            }
+            *out = match *v.get_ref() {
+                ms @ 0..=60_000 => ms as u64,
+                _ => {
+                    return Err(self.at(
+                        v,
+                        format!("{key} must be between 0 and 60000 (torchrun's agent's check after the first failed worker's exit, its stop after the check; in ms)"),
+                    ))
+                }
+            };
         }
-        match *v.get_ref() {
-            ms @ 0..=60_000 => Ok(ms as u64),
-            _ => Err(self.at(
-                v,
-                "agent_stop_ms must be between 0 and 60000 (how long after the first failed worker's exit torchrun's agent stops the others, in ms)",
-            )),
-        }
+        Ok(t)
     }
 
     /// `exit_ms`: a process's teardown, 0 to 60000 ms.
