@@ -8,6 +8,7 @@
 //! rank's outcome. `--platform`/`--backend` re-target it (gloo device groups and CPU tensors
 //! to the accelerator; groups made with an explicit gloo backend stay on the CPU).
 
+mod ends;
 pub mod merge;
 pub mod parse;
 pub mod race;
