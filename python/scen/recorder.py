@@ -316,16 +316,24 @@ def _wrap_wait(orig):
             return orig(self, *a, **kw)
         if entry[2] is not None:
             # A batch_isend_irecv work's wait is the batch call's own (not a call of its own):
-            # what it raises is that call's error, so the rank fails in the batch's step (as
-            # the simulator's does) rather than in a raise of the program after it.
+            # while it waits the batch call runs again ("reopen", then "done" once more), so a
+            # rank killed or cut in it is in the batch's step, and what it raises is that
+            # call's error (the rank fails in the batch's step, as the simulator's does,
+            # rather than in a raise of the program after it).
+            batch = entry[2]
+            if batch not in _failed_batches:
+                _write(dict(ev="reopen", i=batch, t=_now_ms()))
             try:
-                return orig(self, *a, **kw)
+                ret = orig(self, *a, **kw)
             except BaseException as e:
-                if entry[2] not in _failed_batches:
-                    _failed_batches.add(entry[2])
-                    _write(dict(ev="error", i=entry[2], t=_now_ms(), exc=type(e).__name__,
+                if batch not in _failed_batches:
+                    _failed_batches.add(batch)
+                    _write(dict(ev="error", i=batch, t=_now_ms(), exc=type(e).__name__,
                                 msg=_message(e)))
                 raise
+            if batch not in _failed_batches:
+                _write(dict(ev="reclose", i=batch, t=_now_ms()))
+            return ret
         _state.inside = True
         try:
             i = next(_next)

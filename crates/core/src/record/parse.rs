@@ -189,11 +189,7 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                 });
             }
             "done" | "error" => {
-                let i = index.ok_or_else(|| bad(format!("`{ev}` without `i`")))?;
-                let at = *by_index
-                    .get(&i)
-                    .ok_or_else(|| bad(format!("`{ev}` of call {i}, which was not recorded")))?;
-                let c = &mut p.calls[at];
+                let c = &mut p.calls[recorded_call(&by_index, index, &ev).map_err(bad)?];
                 c.t_end_ms = t_ms;
                 if ev == "done" {
                     c.end = CallEnd::Done;
@@ -207,6 +203,16 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                         msg: text(&m, "msg"),
                     };
                 }
+            }
+            // A batch_isend_irecv's work waits: the batch call runs again until "reclose".
+            "reopen" | "reclose" => {
+                let c = &mut p.calls[recorded_call(&by_index, index, &ev).map_err(bad)?];
+                c.end = if ev == "reopen" {
+                    CallEnd::Open
+                } else {
+                    CallEnd::Done
+                };
+                c.t_end_ms = if ev == "reopen" { None } else { t_ms };
             }
             "raise" => {
                 p.raised = Some(Raised {
@@ -228,6 +234,19 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
         }
     }
     Ok(p)
+}
+
+/// Where call `index` (of an `ev` record about it) is in the process's calls.
+fn recorded_call(
+    by_index: &BTreeMap<u64, usize>,
+    index: Option<u64>,
+    ev: &str,
+) -> Result<usize, String> {
+    let i = index.ok_or_else(|| format!("`{ev}` without `i`"))?;
+    by_index
+        .get(&i)
+        .copied()
+        .ok_or_else(|| format!("`{ev}` of call {i}, which was not recorded"))
 }
 
 /// A failed worker's exit as torchrun's agent noted it: (pid, exitcode, when).

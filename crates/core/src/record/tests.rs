@@ -531,3 +531,43 @@ fn a_rank_the_agent_stopped_in_its_teardown_fails_with_sigterm() {
     );
     assert!(bad.is_err());
 }
+
+/// A batch_isend_irecv's wait is the batch call's own: a rank stopped while it waits (torchrun's
+/// agent, after its peer raised) was in the batch's step, not in its own code after the call
+/// returned its works (7/958: the recording's sleep after the batch failed its own check).
+#[test]
+fn a_rank_stopped_in_a_batch_wait_is_in_the_batch_step() {
+    let head = |rank: usize| {
+        format!(
+            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{rank}\", \"WORLD_SIZE\": \"2\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
+             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2, \"t\": 10}}\n",
+            100 + rank
+        )
+    };
+    let batch = "{\"ev\": \"call\", \"i\": 1, \"op\": \"batch_isend_irecv\", \"at\": \"/w/p.py:5\", \"ops\": [{\"op\": \"isend\", \"peer\": 1, \"group\": \"WORLD\", \"tensor\": {\"shape\": [2], \"dtype\": \"f32\", \"device\": \"cpu\"}}], \"t\": 11}\n\
+                 {\"ev\": \"done\", \"i\": 1, \"works\": [\"w1\"], \"t\": 12}\n\
+                 {\"ev\": \"reopen\", \"i\": 1, \"t\": 12}\n\
+                 {\"ev\": \"gone\", \"t\": 1900}\n";
+    let raises = "{\"ev\": \"raise\", \"exc\": \"ValueError\", \"msg\": \"gives up\", \"at\": \"/w/p.py:7\", \"t\": 1000}\n\
+                  {\"ev\": \"exit\", \"t\": 1005}\n{\"ev\": \"gone\", \"t\": 1800}\n";
+    let agent = "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n\
+                 {\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": 1, \"t\": 1850}\n\
+                 {\"ev\": \"worker_exit\", \"pid\": 100, \"exitcode\": -15, \"t\": 1950}\n";
+    let procs = vec![
+        parse("proc0.jsonl", &format!("{}{batch}", head(0))).unwrap(),
+        parse("proc1.jsonl", &format!("{}{raises}", head(1))).unwrap(),
+        parse("proc50.jsonl", agent).unwrap(),
+    ];
+    assert_eq!(procs[0].calls[1].end, super::parse::CallEnd::Open);
+    let r = record(procs, &opts()).unwrap();
+    assert!(!r.text.contains("op = \"sleep\"\non = [0]"), "{}", r.text);
+    let s = crate::scenario::load::parse(&r.text, "r.toml", "r").unwrap();
+    let batch_step = s
+        .steps
+        .iter()
+        .position(|st| st.kind.op_name() == "batch_isend_irecv")
+        .expect("a batch step");
+    let e = crate::verdict::expectation_for(&s, 0).expect("rank 0's expectation");
+    assert_eq!(e.step, Some(batch_step), "{}", r.text);
+}
