@@ -89,7 +89,7 @@ USES = [
     ("a rank's own exception", STEP, "a raise step with its text and file:line"),
     ("a rank's own exit (sys.exit, exit, os._exit)", STEP, "an exit step with its code (os._exit: without teardown); a `raise SystemExit(n)` written out is recorded as completed"),
     ("a rank's signal to itself (os.kill(os.getpid(), sig), signal.raise_signal, os.abort)", STEP, "an exit step with its signal, when its default action ends the process"),
-    ("a rank stopped by torchrun's agent", STEP, "written as stopped by it"),
+    ("a rank stopped by torchrun's agent", STEP, "written as stopped by it, with the agent's check and stop as the run measured them (`[world] agent_check_ms`, `agent_stop_ms`)"),
     ("a job cut by --timeout-s", STEP, "`outcome = \"running\"` with `after_s`"),
     ("`work.wait(timeout=)`", STEP, "a wait step with timeout_s (an isend/irecv's: gloo's own send/recv timeout, counted from the wait)"),
     ("each rank's MASTER_PORT", STEP, "a [[world.rank]] env per rank where ranks differ"),

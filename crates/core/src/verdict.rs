@@ -101,6 +101,13 @@ pub fn diagnose_run(
         .iter()
         .map(|v| matches!(v, RankVerdict::Completed { .. }))
         .collect();
+    let failed_at: Vec<Option<u64>> = ranks
+        .iter()
+        .map(|v| match v {
+            RankVerdict::Failed { t_ms, .. } => Some(*t_ms),
+            _ => None,
+        })
+        .collect();
     let stall = stall.map(|(c, r, t)| (c.as_slice(), r.as_slice(), *t));
     // The cross-rank checks compare every member's calls: with ranks run by other processes
     // (whose calls are not here) they would report every call of this process as unmatched.
@@ -108,7 +115,7 @@ pub fn diagnose_run(
     let diagnosis = if partial {
         Diagnosis::default()
     } else {
-        Diagnosis::build(calls, &finished, stall).with_groups(groups)
+        Diagnosis::build(calls, &finished, &failed_at, stall).with_groups(groups)
     };
     let mut sorted = calls.to_vec();
     sorted.sort_by(|a, b| (a.group.as_str(), a.rank).cmp(&(b.group.as_str(), b.rank)));

@@ -341,8 +341,13 @@ fn observed_gloo(
     }
 }
 
-/// Checks every group's records. `finished[r]`: rank `r` completed its program.
-pub fn check(records: &[CallRecord], finished: &[bool]) -> Vec<Mismatch> {
+/// Checks every group's records. `finished[r]`: rank `r` completed its program; `failed_at[r]`:
+/// when it failed (its process ended without completing it).
+pub fn check(
+    records: &[CallRecord],
+    finished: &[bool],
+    failed_at: &[Option<u64>],
+) -> Vec<Mismatch> {
     let mut by_group: BTreeMap<&str, Vec<&CallRecord>> = BTreeMap::new();
     for r in records {
         by_group.entry(r.group.as_str()).or_default().push(r);
@@ -352,7 +357,7 @@ pub fn check(records: &[CallRecord], finished: &[bool]) -> Vec<Mismatch> {
         if let Some(m) = check_collectives(recs, finished) {
             out.push(m);
         }
-        out.extend(check_p2p(recs));
+        out.extend(check_p2p(recs, failed_at));
     }
     out
 }
@@ -441,7 +446,41 @@ fn check_collectives(recs: &[&CallRecord], finished: &[bool]) -> Option<Mismatch
 
 /// Send/recv pairing on one group: the n-th send from src to dst with a tag meets the n-th
 /// recv there with that tag (gloo's matching; untagged calls all have tag 0).
-fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
+/// What a send or recv whose peer never posted the other half does. `gone`: the peer failed
+/// before the call ended, its process ended (gloo's pair reads the close: the call raises, at once when it was posted
+/// after that, user-path 7/1073).
+fn unmatched_effect(one: &CallRecord, gone: bool) -> (Consequence, String) {
+    let send = one.kind == CallKind::Send;
+    let gloo = one.backend == "gloo";
+    if gone && gloo {
+        return (
+            Consequence::Errors,
+            "its peer's process ended without posting it: gloo's pair reads the close and the \
+             call raises (`Connection closed by peer`, or `reset` while data was in flight)"
+                .into(),
+        );
+    }
+    let consequence = if send && !gloo {
+        Consequence::LostOrHangs
+    } else {
+        Consequence::Hangs
+    };
+    let why = if send && gloo {
+        "a gloo send waits until its receiver posts the matching recv (gloo's unbound buffers \
+         rendezvous), so it times out (R29) and so does a peer that waits for it later; DETAIL \
+         does not check send/recv (R32)"
+    } else if send {
+        "a send completes once buffered (gloo, eager device protocols), so the data is silently \
+         dropped; large device sends block until a recv is posted (docs/rules/oneccl.md §4). \
+         DETAIL does not check send/recv (R32)"
+    } else {
+        "the recv waits for data that never comes: gloo until its timeout (R29), xccl forever \
+         (R29), nccl until the watchdog (R31)"
+    };
+    (consequence, why.into())
+}
+
+fn check_p2p(recs: &[&CallRecord], failed_at: &[Option<u64>]) -> Vec<Mismatch> {
     type Key = (usize, usize, u32, u64);
     let mut sends: BTreeMap<Key, &CallRecord> = BTreeMap::new();
     let mut recvs: BTreeMap<Key, &CallRecord> = BTreeMap::new();
@@ -518,8 +557,15 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
             }
             (Some(one), None) | (None, Some(one)) => {
                 let other = one.peer.expect("p2p has a peer");
-                let send = one.kind == CallKind::Send;
-                let gloo_send = send && one.backend == "gloo";
+                // The call failed, its peer having failed before: it failed on the peer's end,
+                // not on a timeout both reached together (tags crossed).
+                let gone = one.state == CallState::Failed
+                    && failed_at
+                        .get(other)
+                        .copied()
+                        .flatten()
+                        .is_some_and(|t| t < one.t_end_ms.unwrap_or(u64::MAX));
+                let (consequence, why) = unmatched_effect(one, gone);
                 Some(Mismatch {
                     kind: MismatchKind::P2pUnmatched,
                     group: one.group.clone(),
@@ -530,26 +576,8 @@ fn check_p2p(recs: &[&CallRecord]) -> Vec<Mismatch> {
                     b: None,
                     absent: Some(other),
                     aspects: vec![],
-                    consequence: if send && !gloo_send {
-                        Consequence::LostOrHangs
-                    } else {
-                        Consequence::Hangs
-                    },
-                    why: if gloo_send {
-                        "a gloo send waits until its receiver posts the matching recv (gloo's \
-                         unbound buffers rendezvous), so it times out (R29) and so does a peer \
-                         that waits for it later; DETAIL does not check send/recv (R32)"
-                            .into()
-                    } else if send {
-                        "a send completes once buffered (gloo, eager device protocols), so the \
-                         data is silently dropped; large device sends block until a recv is \
-                         posted (docs/rules/oneccl.md §4). DETAIL does not check send/recv (R32)"
-                            .into()
-                    } else {
-                        "the recv waits for data that never comes: gloo until its timeout \
-                         (R29), xccl forever (R29), nccl until the watchdog (R31)"
-                            .into()
-                    },
+                    consequence,
+                    why,
                 })
             }
             _ => None,
@@ -620,7 +648,7 @@ mod tests {
             a2a(1, [2, 3, 4], [2, 3, 4]),
             a2a(2, [3, 4, 5], [3, 4, 5]),
         ];
-        assert_eq!(check(&v, &[true; 3]), vec![]);
+        assert_eq!(check(&v, &[true; 3], &[]), vec![]);
     }
 
     #[test]
@@ -631,7 +659,7 @@ mod tests {
             a2a(1, [1, 1, 1], [1, 1, 1]),
             a2a(2, [1, 1, 1], [2, 1, 1]),
         ];
-        let m = check(&v, &[true, true, false]);
+        let m = check(&v, &[true, true, false], &[]);
         assert_eq!((m[0].kind, m[0].a.rank), (MismatchKind::Splits, 2));
         assert_eq!(m[0].consequence, Consequence::Hangs);
         assert!(m[0]
@@ -643,12 +671,15 @@ mod tests {
             a2a(1, [2, 1, 2], [1, 1, 1]),
             a2a(2, [1, 1, 1], [1, 1, 1]),
         ];
-        let m = check(&v, &[true; 3]);
+        let m = check(&v, &[true; 3], &[]);
         assert_eq!(m[0].a.rank, 1);
         assert_eq!(m[0].aspects.len(), 2);
         let mut gloo = v.clone();
         gloo.iter_mut().for_each(|r| r.backend = "gloo".into());
-        assert_eq!(check(&gloo, &[true; 3])[0].consequence, Consequence::Aborts);
+        assert_eq!(
+            check(&gloo, &[true; 3], &[])[0].consequence,
+            Consequence::Aborts
+        );
     }
 
     #[test]
@@ -657,7 +688,7 @@ mod tests {
             rec(0, 1, "all_reduce", "f32", 4),
             rec(1, 1, "all_reduce", "f32", 4),
         ];
-        assert!(check(&v, &[true, true]).is_empty());
+        assert!(check(&v, &[true, true], &[]).is_empty());
     }
 
     #[test]
@@ -670,7 +701,7 @@ mod tests {
             rec(0, 3, "all_reduce", "f32", 4),
             rec(1, 3, "broadcast", "f32", 4),
         ];
-        let m = check(&v, &[true, true]);
+        let m = check(&v, &[true, true], &[]);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].seq, 2);
         assert_eq!((m[0].a.line, m[0].b.as_ref().unwrap().line), (12, 112));
@@ -713,9 +744,9 @@ mod tests {
             rec(1, 1, "all_reduce", "f32", 4),
             rec(0, 2, "all_reduce", "f32", 4),
         ];
-        let m = check(&v, &[false, true]);
+        let m = check(&v, &[false, true], &[]);
         assert_eq!((m[0].kind, m[0].absent), (MismatchKind::Count, Some(1)));
-        assert!(check(&v, &[false, false]).is_empty());
+        assert!(check(&v, &[false, false], &[]).is_empty());
     }
 
     #[test]
@@ -744,7 +775,7 @@ mod tests {
             p2p(1, CallKind::Send, 0, 1, 4),
             p2p(0, CallKind::Recv, 1, 1, 2),
         ];
-        let m = check(&v, &[true, true]);
+        let m = check(&v, &[true, true], &[]);
         assert_eq!(m.len(), 2);
         assert_eq!(
             (m[0].kind, m[0].seq, m[0].absent),
@@ -754,5 +785,30 @@ mod tests {
             (m[1].kind, m[1].a.rank, m[1].consequence),
             (MismatchKind::P2pSize, 1, Consequence::Hangs)
         );
+    }
+
+    /// A gloo recv whose sender failed before the recv ended raises on the pair's close; one
+    /// whose sender failed with it (both timed out, tags crossed) timed out as a hang does.
+    #[test]
+    fn an_unmatched_gloo_call_whose_peer_ended_first_errors() {
+        let mut r = rec(0, 1, "recv", "f32", 4);
+        (r.kind, r.peer, r.backend, r.t_end_ms, r.state) = (
+            CallKind::Recv,
+            Some(1),
+            "gloo".into(),
+            Some(2000),
+            CallState::Failed,
+        );
+        let v = vec![r];
+        let effect =
+            |failed_at: &[Option<u64>]| check(&v, &[false, false], failed_at)[0].consequence;
+        assert_eq!(effect(&[Some(2000), Some(1)]), Consequence::Errors);
+        assert_eq!(effect(&[Some(2000), Some(2000)]), Consequence::Hangs);
+        assert_eq!(effect(&[Some(2000), None]), Consequence::Hangs);
+        // Posted and never waited: nothing raised.
+        let mut posted = v[0].clone();
+        (posted.state, posted.t_end_ms) = (CallState::Started, None);
+        let m = check(&[posted], &[true, false], &[None, Some(1)]);
+        assert_eq!(m[0].consequence, Consequence::Hangs);
     }
 }

@@ -31,16 +31,17 @@ pub struct Diagnosis {
 
 impl Diagnosis {
     /// `records`: every call record at the end of the run; `finished[r]`: rank r completed its
-    /// program; `stall`: the records and rank states at the first stall, if there was one.
+    /// program; `failed_at[r]`: when it failed (its process ended); `stall`: the records and rank states at the first stall, if there was one.
     pub fn build(
         records: &[CallRecord],
         finished: &[bool],
+        failed_at: &[Option<u64>],
         stall: Option<(&[CallRecord], &[RankAt], u64)>,
     ) -> Diagnosis {
         Diagnosis {
             env: vec![],
             groups: None,
-            mismatches: check::check(records, finished),
+            mismatches: check::check(records, finished, failed_at),
             hang: stall.and_then(|(recs, ranks, t)| hang::analyse(recs, ranks, t)),
             device: None,
         }

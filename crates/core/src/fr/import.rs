@@ -373,7 +373,8 @@ pub fn import(job: &Job, source: &str) -> Result<Import, ImportError> {
     let diagnosis = Diagnosis {
         env: vec![],
         groups: None,
-        mismatches: check::check(&records, &done),
+        // A dump does not say how a rank that stopped dumping ended.
+        mismatches: check::check(&records, &done, &[]),
         hang: hang::analyse(&records, &ranks, t_ms),
         device: None,
     };

@@ -147,6 +147,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     ) -> Res<(Posted, Option<SendTask>)> {
         let p = self.p2p_begin(&name, &backend, t, end)?;
         let (peer, send, _) = end;
+        // gloo's pair throws at the call, before posting anything, once it has read its
+        // peer's close (user-path 7/1073: an irecv 0.3 s after its peer's SIGABRT raised
+        // `Connection closed by peer` itself, no work to wait on; real torch 2.15).
+        if let Some(e) = self.fabric.has_peer_ended(peer) {
+            self.call_end(p.call, false);
+            return Err(e.into_c10d(None));
+        }
         let notice = match send {
             true => send_notice_tag(&p.tag),
             false => ready_tag(&p.tag),
