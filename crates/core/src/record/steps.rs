@@ -355,6 +355,10 @@ fn no_step(op: &str) -> Option<&'static str> {
 }
 
 fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
+    // A call that raised at its own argument check is that raise, whatever its op.
+    if let Some(step) = local_check(c) {
+        return Ok(Some(step));
+    }
     if let Some(what) = no_step(&c.op) {
         return Err(cx.err(
             c,
@@ -363,9 +367,6 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
                 c.op
             ),
         ));
-    }
-    if let Some(step) = local_check(c) {
-        return Ok(Some(step));
     }
     let a = &c.args;
     let mut f: Vec<(String, String)> = Vec::new();
@@ -417,29 +418,51 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
     }))
 }
 
-/// A call that failed ProcessGroupGloo's own argument check (`ProcessGroupGloo::<op>: ...`,
-/// raised at the call, before anything is sent) as the raise it was: the scenario format
-/// cannot always say the arguments that fail it (an all_gather_coalesced output list sized
-/// unlike the input), and the rank raises there without joining the collective either way.
+/// A call that failed an argument check of c10d or ProcessGroupGloo, raised at the call before
+/// anything is sent, as the raise it was: the scenario format cannot always say the arguments
+/// that fail it (an all_gather_coalesced output list sized unlike the input, a
+/// reduce_scatter_tensor input that is not the group's size times its output, a call gloo has
+/// no implementation of), and the rank raises there without joining the collective either
+/// way. The checks, as real torch 2.15 words them:
+/// - `ProcessGroupGloo::<op>: ...` (its list and size checks);
+/// - `[rankN]:[F... ProcessGroupGloo.cpp:L] Check failed: ...` (its CHECKs, e.g.
+///   `outputShape[0] * worldSize == inputShape[0] (10 vs. 8)`; user-path 7/1002);
+/// - `Backend gloo does not support <op>` (gather_into_tensor, gather_single; 7/1077);
+/// - `TypeError: Invalid function argument. Expected parameter ...` (c10d's own type check: a
+///   non-root passing `None` where a tensor goes; 7/1056).
 fn local_check(c: &Call) -> Option<StepDesc> {
     let CallEnd::Error { exc, msg } = &c.end else {
         return None;
     };
-    let rest = msg.strip_prefix("ProcessGroupGloo::")?;
-    let (op, _) = rest.split_once(": ")?;
-    if op.is_empty() || !op.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+    let first = msg.lines().next().unwrap_or(msg);
+    if !is_local_check(exc, first) {
         return None;
     }
-    let first = msg.lines().next().unwrap_or(msg);
     Some(StepDesc {
         op: "raise".into(),
         fields: vec![("error".into(), quote(&format!("{exc}: {first}")))],
         at: c.at.clone(),
         notes: vec![format!(
-            "{}: gloo's own argument check raised at the call, before it sent anything",
+            "{}: an argument check raised at the call, before it sent anything",
             c.op
         )],
     })
+}
+
+/// Whether a call's error is one of [`local_check`]'s.
+fn is_local_check(exc: &str, first: &str) -> bool {
+    let gloo_method = first
+        .strip_prefix("ProcessGroupGloo::")
+        .is_some_and(|rest| {
+            rest.split_once(": ").is_some_and(|(op, _)| {
+                !op.is_empty() && op.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+            })
+        });
+    let gloo_check = first.contains("ProcessGroupGloo.cpp:") && first.contains("] Check failed: ");
+    let unsupported = first.starts_with("Backend gloo does not support ");
+    let type_check =
+        exc == "TypeError" && first.starts_with("Invalid function argument. Expected parameter");
+    gloo_method || gloo_check || unsupported || type_check
 }
 
 /// The work handles a call returned (an async call's first is its `work`).

@@ -571,3 +571,39 @@ fn a_rank_stopped_in_a_batch_wait_is_in_the_batch_step() {
     let e = crate::verdict::expectation_for(&s, 0).expect("rank 0's expectation");
     assert_eq!(e.step, Some(batch_step), "{}", r.text);
 }
+
+/// A call that raised at an argument check of c10d or ProcessGroupGloo is written as that
+/// raise, whatever its op: gather_into_tensor has no step, but gloo raises at the call (real
+/// torch 2.15: `Backend gloo does not support gather_single`, 7/1077), and a mis-sized
+/// reduce_scatter_tensor the format cannot write fails gloo's CHECK there (7/1002). One that
+/// did not raise is still refused.
+#[test]
+fn a_call_that_failed_its_argument_check_is_its_raise() {
+    let call = |op: &str, msg: &str, exc: &str| {
+        format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": 0, \"world_size\": 2}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"{op}\", \"at\": \"/w/p.py:5\", \"group\": \"WORLD\"}}\n\
+             {{\"ev\": \"error\", \"i\": 1, \"exc\": \"{exc}\", \"msg\": \"{msg}\"}}\n\
+             {{\"ev\": \"raise\", \"exc\": \"{exc}\", \"msg\": \"{msg}\", \"at\": \"/w/p.py:5\"}}\n"
+        )
+    };
+    let other = "{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}\n\
+                 {\"ev\": \"done\", \"i\": 0, \"rank\": 1, \"world_size\": 2}\n";
+    for (op, exc, msg) in [
+        ("gather_into_tensor", "RuntimeError", "Backend gloo does not support gather_single"),
+        ("reduce_scatter_tensor", "RuntimeError", "[rank0]:[F1128 13:56:43.640124055 ProcessGroupGloo.cpp:1584] Check failed: outputShape[0] * worldSize == inputShape[0] (10 vs. 8). "),
+        ("gather_single", "TypeError", "Invalid function argument. Expected parameter `tensor` of type torch.Tensor"),
+    ] {
+        let r = record(vec![proc(0, &call(op, msg, exc)), proc(1, other)], &opts())
+            .unwrap_or_else(|e| panic!("{op}: {e}"));
+        let want = format!("op = \"raise\"\non = [0]\nerror = {}\n", super::steps::quote(&format!("{exc}: {msg}")));
+        assert!(r.text.contains(&want), "{op}: {}", r.text);
+    }
+    let done = "{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}\n\
+                {\"ev\": \"done\", \"i\": 0, \"rank\": 0, \"world_size\": 2}\n\
+                {\"ev\": \"call\", \"i\": 1, \"op\": \"gather_into_tensor\", \"at\": \"/w/p.py:5\"}\n\
+                {\"ev\": \"done\", \"i\": 1}\n";
+    let e = record(vec![proc(0, done), proc(1, other)], &opts()).unwrap_err();
+    assert!(e.to_string().contains("p.py:5: gather_into_tensor:"), "{e}");
+}
