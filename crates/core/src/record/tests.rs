@@ -15,6 +15,17 @@ fn proc(rank: usize, calls: &str) -> Proc {
     .unwrap()
 }
 
+/// The records of rank `r` of a `world`-rank gloo job under torchrun, up to its init
+/// (pid 100 + r, init done at 10 ms).
+pub(super) fn torchrun_head(r: usize, world: usize) -> String {
+    format!(
+        "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"{world}\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
+         {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+         {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": {world}, \"t\": 10}}\n",
+        100 + r
+    )
+}
+
 pub(super) const T: &str = "{\"shape\": [2, 3], \"dtype\": \"f32\", \"device\": \"cpu\"}";
 
 fn calls(rank: usize) -> String {
@@ -537,14 +548,7 @@ fn a_rank_the_agent_stopped_in_its_teardown_fails_with_sigterm() {
 /// returned its works (7/958: the recording's sleep after the batch failed its own check).
 #[test]
 fn a_rank_stopped_in_a_batch_wait_is_in_the_batch_step() {
-    let head = |rank: usize| {
-        format!(
-            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{rank}\", \"WORLD_SIZE\": \"2\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
-             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
-             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2, \"t\": 10}}\n",
-            100 + rank
-        )
-    };
+    let head = |rank: usize| torchrun_head(rank, 2);
     let batch = "{\"ev\": \"call\", \"i\": 1, \"op\": \"batch_isend_irecv\", \"at\": \"/w/p.py:5\", \"ops\": [{\"op\": \"isend\", \"peer\": 1, \"group\": \"WORLD\", \"tensor\": {\"shape\": [2], \"dtype\": \"f32\", \"device\": \"cpu\"}}], \"t\": 11}\n\
                  {\"ev\": \"done\", \"i\": 1, \"works\": [\"w1\"], \"t\": 12}\n\
                  {\"ev\": \"reopen\", \"i\": 1, \"t\": 12}\n\

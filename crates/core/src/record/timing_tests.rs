@@ -254,14 +254,7 @@ fn a_failure_that_raced_a_death_and_a_timeout_takes_both() {
 /// had ended also takes that close's text; one whose call began well after keeps SIGTERM.
 #[test]
 fn a_rank_the_agent_stopped_as_a_peer_ended_takes_either_text() {
-    let head = |r: usize| {
-        format!(
-            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"4\", \"TORCHELASTIC_RUN_ID\": \"x\"}}}}\n\
-             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
-             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 4, \"t\": 10}}\n",
-            100 + r
-        )
-    };
+    let head = |r: usize| super::tests::torchrun_head(r, 4);
     let raising = format!(
         "{}{{\"ev\": \"raise\", \"exc\": \"ValueError\", \"msg\": \"gives up\", \"at\": \"/w/p.py:4\", \"t\": 500}}\n\
          {{\"ev\": \"exit\", \"t\": 520}}\n",
@@ -516,12 +509,7 @@ fn a_rank_in_its_own_code_at_the_time_limit_sleeps_past_it() {
 #[test]
 fn under_torchrun_the_agents_stop_and_the_order_of_the_ends_are_kept() {
     let torchrun = |r: usize, body: &str| {
-        let p = format!(
-            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"3\", \"TORCHELASTIC_RUN_ID\": \"none\"}}}}\n\
-             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
-             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 3, \"t\": 10}}\n{body}",
-            100 + r
-        );
+        let p = format!("{}{body}", super::tests::torchrun_head(r, 3));
         parse(&format!("proc{r}.jsonl"), &p).unwrap()
     };
     let raised = |end: u64, gone: u64| {
