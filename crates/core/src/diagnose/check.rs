@@ -456,7 +456,7 @@ fn unmatched_effect(one: &CallRecord, gone: bool) -> (Consequence, String) {
         return (
             Consequence::Errors,
             "its peer's process ended without posting it: gloo's pair reads the close and the \
-             call raises (`Connection closed by peer`, or `reset` while data was in flight)"
+             call raises its peer-loss error, closed or reset (R29)"
                 .into(),
         );
     }
