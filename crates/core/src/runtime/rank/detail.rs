@@ -243,29 +243,35 @@ impl FingerPrint {
     }
 
     /// The error this rank (group rank `me`) raises given every member's fingerprint in group
-    /// rank order, if any differs (`verify_tensors`: lengths first, then contents).
+    /// rank order, if any differs. `verify_tensors` runs twice: over every member's length
+    /// first (the shape check), then over every member's contents, so a member whose length
+    /// differs is named before a lower one whose contents differ (user-path 7/1051).
     pub fn verify(&self, me: usize, all: &[FingerPrint]) -> Option<String> {
-        for (r, other) in all.iter().enumerate() {
-            let seen = if other.serialized_len() != self.serialized_len() {
+        let len = all
+            .iter()
+            .enumerate()
+            .find(|(_, o)| o.serialized_len() != self.serialized_len())
+            .map(|(r, o)| {
                 // The shape check all-gathers one-element tensors [len]; deserialising that
                 // reads the length as the op type.
-                FingerPrint {
-                    op: other.serialized_len() as i64,
+                let seen = FingerPrint {
+                    op: o.serialized_len() as i64,
                     seq: 0,
                     tensors: vec![],
-                }
-            } else if other != self {
-                other.clone()
-            } else {
-                continue;
-            };
-            let mut msg = error::detail_mismatch(me, &self.text(), r, &seen.text());
-            if let Some(d) = self.diff(&seen) {
-                msg.push_str(&d);
-            }
-            return Some(msg);
+                };
+                (r, seen)
+            });
+        let (r, seen) = len.or_else(|| {
+            all.iter()
+                .enumerate()
+                .find(|(_, o)| *o != self)
+                .map(|(r, o)| (r, o.clone()))
+        })?;
+        let mut msg = error::detail_mismatch(me, &self.text(), r, &seen.text());
+        if let Some(d) = self.diff(&seen) {
+            msg.push_str(&d);
         }
-        None
+        Some(msg)
     }
 }
 
@@ -583,6 +589,14 @@ mod tests {
         assert_eq!(
             fp("ALLREDUCE", 2, &[4]).verify(2, &[fp("ALLREDUCE", 4, &[4]), fp("ALLREDUCE", 2, &[4]), fp("ALLREDUCE", 2, &[4])]).unwrap(),
             format!("Detected mismatch between collectives on ranks. Rank 2 is running collective: CollectiveFingerPrint(SequenceNumber=2, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, TensorDeviceTypes={CPU}), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=4, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, TensorDeviceTypes={CPU}).Collectives differ in the following aspects: \t Sequence number: 2vs 4")
+        );
+        // Every length is checked before any contents (user-path 7/1051, processes): group
+        // ranks 0-2 in reduce_scatter_tensor (rank 2 behind in sequence), rank 3 in
+        // all_gather_into_tensor (a shorter fingerprint): rank 0 names rank 3, not rank 2.
+        let ag = fp("_ALLGATHER_BASE", 0, &[2]);
+        assert_eq!(
+            rs(1, 8).verify(0, &[rs(1, 8), rs(1, 8), rs(0, 8), ag.clone()]).unwrap(),
+            format!("Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=_REDUCE_SCATTER_BASE, TensorShape=[16], TensorDtypes=Float Float, TensorDeviceTypes={CPU} {CPU}), but Rank 3 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=GATHER).Collectives differ in the following aspects: \t Sequence number: 1vs 0  Op type: _REDUCE_SCATTER_BASEvs GATHER  Tensor Tensor shapes: 16vs   Tensor Tensor dtypes: Float Floatvs   Tensor Tensor devices: {CPU} {CPU}vs ")
         );
         assert_eq!(FingerPrint::decode(&a.encode()), Some(a));
     }
