@@ -33,7 +33,7 @@ TABLE = {
     "new_subgroups_by_enumeration": (WIRE, "the new_group calls it makes"),
     "split_group": (REFUSED, "a group split from another: no step in the format"),
     "shrink_group": (REFUSED, "a group shrunk from another: no step in the format"),
-    "set_timeout": (REFUSED, "changes a group's timeout after it was made: no step in the format"),
+    "set_timeout": (STEP, "group, timeout: the group's later collectives use it; its send/recv and works already posted keep the old one; a non-member raises"),
     "all_reduce": (STEP, "reduce op (PREMUL_SUM refused), async_op"),
     "all_reduce_coalesced": (STEP, "count of tensors"),
     "broadcast": (STEP, "src / group_src, async_op"),

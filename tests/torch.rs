@@ -67,6 +67,7 @@ fn scale_for(s: &Scenario) -> TimeScale {
             | StepKind::NewGroup { timeout_ms, .. }
             | StepKind::InitDistributedEnvironment { timeout_ms, .. }
             | StepKind::MonitoredBarrier { timeout_ms, .. } => *timeout_ms,
+            StepKind::SetTimeout { timeout_ms, .. } => Some(*timeout_ms),
             _ => None,
         })
         .min();

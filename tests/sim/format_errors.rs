@@ -223,6 +223,24 @@ fn p2p_tags_and_barrier_and_wait_fields_are_located() {
     );
 }
 
+/// set_timeout needs its new timeout, positive, and takes no tensor (each located).
+#[test]
+fn set_timeout_fields_are_located() {
+    let step = |body: &str| err(&format!("{WORLD}[[step]]\n{body}"));
+    let e = step("op = \"set_timeout\"\n");
+    assert!(
+        e.starts_with("s.toml:5:6:") && e.contains("set_timeout needs `timeout_s`"),
+        "{e}"
+    );
+    let e = step("op = \"set_timeout\"\ntimeout_s = 0\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("timeout_s must be a positive number"),
+        "{e}"
+    );
+    let e = step("op = \"set_timeout\"\ntimeout_s = 2\nshape = [4]\n");
+    assert!(e.starts_with("s.toml:7:") && e.contains("shape"), "{e}");
+}
+
 /// isend / irecv need the Work a later `wait` names, `work` belongs to async calls only, and a
 /// batch op's tag is checked like send's (each located).
 #[test]

@@ -218,6 +218,7 @@ fn step(s: &Scenario, st: &Step) -> Result<(), StepIneligible> {
             Ok(())
         }
         StepKind::DestroyProcessGroup { .. }
+        | StepKind::SetTimeout { .. }
         | StepKind::Barrier { .. }
         | StepKind::MonitoredBarrier { .. }
         | StepKind::Wait { .. }

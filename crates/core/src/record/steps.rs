@@ -317,10 +317,9 @@ pub fn rank_steps(p: &Proc, o: &Options, recorded: &str) -> Result<RankSteps, Re
 /// for: the recorder wraps them so that a recording never drops them silently; each is refused,
 /// naming the call (docs/api-coverage.md).
 /// (new_subgroups and new_subgroups_by_enumeration are recorded as the new_group calls they make.)
-const NO_STEP: [(&str, &str); 8] = [
+const NO_STEP: [(&str, &str); 7] = [
     ("gather_single", "a gather into one tensor"),
     ("gather_into_tensor", "a gather into one tensor"),
-    ("set_timeout", "a group's timeout changed after it was made"),
     ("split_group", "a group split from another"),
     ("shrink_group", "a group shrunk from another"),
     // torch 2.15: every group's timeout set to timeout_s (3600 s), the debugger on one rank
@@ -389,6 +388,10 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
             }
         }
         "barrier" => group_field(&group, &mut f),
+        "set_timeout" => {
+            group_field(&group, &mut f);
+            timeout(a, &mut f);
+        }
         "wait" => {
             let w = a.get("work").and_then(Value::as_str).unwrap_or("");
             if !cx.async_works.contains(w) {

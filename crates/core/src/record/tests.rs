@@ -302,14 +302,34 @@ fn a_call_without_a_step_is_refused_not_dropped() {
         format!(
             "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
              {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
-             {{\"ev\": \"call\", \"i\": 1, \"op\": \"set_timeout\", \"at\": \"/w/p.py:4\", \"group\": \"WORLD\"}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"split_group\", \"at\": \"/w/p.py:4\", \"group\": \"WORLD\"}}\n\
              {{\"ev\": \"done\", \"i\": 1}}\n"
         )
     };
     let e = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("rank 0 at /w/p.py:4: set_timeout:"), "{e}");
+    assert!(e.contains("rank 0 at /w/p.py:4: split_group:"), "{e}");
+}
+
+/// `dist.set_timeout(T(2), group=g)` is a step: the group and the new timeout.
+#[test]
+fn set_timeout_is_recorded_as_its_step() {
+    let call = |rank: usize| {
+        format!(
+            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+             {{\"ev\": \"call\", \"i\": 1, \"op\": \"set_timeout\", \"at\": \"/w/p.py:4\", \"group\": \"WORLD\", \"timeout_ms\": 2000}}\n\
+             {{\"ev\": \"done\", \"i\": 1}}\n"
+        )
+    };
+    let r = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts()).expect("records");
+    assert!(
+        r.text.contains("op = \"set_timeout\"\ntimeout_s = 2.0\n"),
+        "{}",
+        r.text
+    );
+    crate::scenario::load::parse(&r.text, "rec.toml", "rec").expect("loads");
 }
 
 /// An approximation is a comment on its step and a line the command prints, with the call's

@@ -83,7 +83,14 @@ struct Pg {
     /// Shared with the other members (crate::ranks).
     ranks: Ranks,
     config: BackendConfig,
+    /// The group's timeout when it was made: its store waits, gloo's send/recv (its
+    /// context's), DETAIL's helper group.
     timeout_ms: u64,
+    /// The backend's timeout for collectives posted from now on: `timeout_ms` until
+    /// `set_timeout` changes it (gloo's `options_->timeout`; measured with real torch 2.15: a
+    /// later collective times out at the new value, a send/recv or a monitored barrier's
+    /// check-in does not).
+    coll_timeout_ms: u64,
     prefixes: Vec<String>,
     /// The rank behind each group rank's gloo pair, where another rank than the member wrote
     /// that member's address under the group's keys: two different groups that share a name
@@ -437,6 +444,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
             StepKind::DestroyProcessGroup { group } => self.destroy(group).await,
             StepKind::SetDevice { device } => self.set_device(device),
+            StepKind::SetTimeout { group, timeout_ms } => self.set_timeout(group, *timeout_ms),
             StepKind::Barrier { group, work } => self.barrier(group, work).await,
             StepKind::MonitoredBarrier {
                 group,

@@ -364,6 +364,12 @@ pub enum StepKind {
     SetDevice {
         device: String,
     },
+    /// `dist.set_timeout(timeout, group)`: the group's later collectives time out after
+    /// `timeout_ms` (its send/recv and works already posted keep the old timeout).
+    SetTimeout {
+        group: Option<String>,
+        timeout_ms: u64,
+    },
     /// `work`: `async_op = true` (the barrier's Work, for a later `wait`).
     Barrier {
         group: Option<String>,
@@ -485,6 +491,7 @@ impl StepKind {
             StepKind::NewGroup { .. } => "new_group",
             StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
             StepKind::SetDevice { .. } => "set_device",
+            StepKind::SetTimeout { .. } => "set_timeout",
             StepKind::Barrier { .. } => "barrier",
             StepKind::MonitoredBarrier { .. } => "monitored_barrier",
             StepKind::Collective(c) => c.op.name(),

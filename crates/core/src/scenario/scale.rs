@@ -74,6 +74,7 @@ impl Scenario {
                 | StepKind::MonitoredBarrier { timeout_ms, .. }
                 | StepKind::Wait { timeout_ms, .. } => s(timeout_ms),
                 StepKind::Sleep { ms } => *ms = scale.apply(*ms),
+                StepKind::SetTimeout { timeout_ms, .. } => *timeout_ms = scale.apply(*timeout_ms),
                 _ => {}
             }
         }

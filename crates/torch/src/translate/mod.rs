@@ -370,6 +370,13 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             None => b.push("dist.destroy_process_group()".into()),
             Some(_) => b.push(format!("dist.destroy_process_group({})", group(g))),
         },
+        StepKind::SetTimeout {
+            group: g,
+            timeout_ms,
+        } => b.push(format!(
+            "dist.set_timeout(ms({timeout_ms}), group={})",
+            group(g)
+        )),
         StepKind::Barrier { group: g, work } => match work {
             None => b.push(format!("dist.barrier(group={})", group(g))),
             Some(w) => {

@@ -38,18 +38,18 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         (t, dev)
     }
 
-    /// The timeout rule of a backend for one call (R29, R31).
+    /// The timeout rule of a backend for one call of `timeout_ms` (R29, R31).
     pub(super) fn op_timeout(
         &self,
         backend: &str,
-        pg: &Pg,
+        timeout_ms: u64,
         seq: u64,
         op: &str,
         numel: usize,
     ) -> Option<(u64, C10dError)> {
-        let deadline = self.now() + pg.timeout_ms;
+        let deadline = self.now() + timeout_ms;
         match backend {
-            "gloo" => Some((deadline, error::gloo_recv_timeout(pg.timeout_ms))),
+            "gloo" => Some((deadline, error::gloo_recv_timeout(timeout_ms))),
             "nccl" => Some((
                 deadline,
                 error::nccl_watchdog(
@@ -57,7 +57,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     seq,
                     op,
                     numel,
-                    pg.timeout_ms,
+                    timeout_ms,
                 ),
             )),
             _ if self
@@ -67,7 +67,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .map(|s| s.as_str())
                 == Some("1") =>
             {
-                Some((deadline, error::xccl_work_timeout(pg.timeout_ms)))
+                Some((deadline, error::xccl_work_timeout(timeout_ms)))
             }
             _ => None,
         }
@@ -488,10 +488,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             group: format!("{} ({})", pg.label, pg.name),
             seq,
             op: coll.name().to_string(),
-            timeout: self.op_timeout(backend, pg, seq, coll.torch_op(), numel),
+            timeout: self.op_timeout(backend, pg.coll_timeout_ms, seq, coll.torch_op(), numel),
             peer_exit_is_error: backend == "gloo",
             device: backend != "gloo",
-            wait_ms: (backend == "gloo").then_some(pg.timeout_ms),
+            wait_ms: (backend == "gloo").then_some(pg.coll_timeout_ms),
             pairs: pg.name.clone(),
             per_message_cost: true,
         }

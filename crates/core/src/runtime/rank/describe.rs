@@ -61,6 +61,9 @@ pub(super) fn describe(step: &Step) -> String {
         StepKind::InitProcessGroup { .. } | StepKind::NewGroup { .. } => describe_pg(&step.kind),
         StepKind::DestroyProcessGroup { group } => g(group),
         StepKind::SetDevice { device } => device.clone(),
+        StepKind::SetTimeout { group, timeout_ms } => {
+            format!("group={} timeout={timeout_ms}ms", g(group))
+        }
         StepKind::Barrier { group, work } => format!("group={}{}", g(group), work_text(work)),
         StepKind::MonitoredBarrier {
             group,

@@ -196,6 +196,21 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
     }
 
+    /// `dist.set_timeout(timeout, group)`: the group's collectives posted from now on use the
+    /// new timeout; its send/recv, store waits and works already posted keep theirs. A
+    /// non-member raises `ValueError: Invalid process group specified` (real torch 2.15).
+    pub(super) fn set_timeout(&mut self, group: &Option<String>, timeout_ms: u64) -> Res<String> {
+        let Some(name) = self.resolve_group(group)? else {
+            return Err(error::invalid_group());
+        };
+        let pg = self.pgs.get_mut(&name).expect("pg");
+        pg.coll_timeout_ms = timeout_ms;
+        Ok(format!(
+            "collectives of {} ({}) from now on time out after {timeout_ms}ms",
+            pg.label, pg.name
+        ))
+    }
+
     /// Resolves a step's group: `Ok(None)` for a non-member (R27).
     pub(super) fn resolve_group(&self, group: &Option<String>) -> Res<Option<String>> {
         self.world()?;

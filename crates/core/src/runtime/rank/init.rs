@@ -345,6 +345,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             ranks,
             config,
             timeout_ms,
+            coll_timeout_ms: timeout_ms,
             prefixes,
             wired: None,
             seq: 0,

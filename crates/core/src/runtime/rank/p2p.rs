@@ -168,7 +168,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let tag = fabric_tag(&pg.name, backend, (src, dst), user_tag, nth);
         let timeout = self.op_timeout(
             backend,
-            pg,
+            pg.timeout_ms,
             seq,
             if send { "SEND" } else { "RECV" },
             t.numel(),

@@ -57,6 +57,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "barrier" => vec!["group", "async_op", "work"],
         "monitored_barrier" => vec!["group", "timeout_s", "wait_all_ranks"],
         "set_device" => vec!["device"],
+        "set_timeout" => vec!["group", "timeout_s"],
         "wait" => vec!["work", "timeout_s"],
         "batch_isend_irecv" => tensor(&["ops", "expect", "expect_ulps"]),
         "send" => tensor(&["dst", "tag"]),
@@ -71,8 +72,8 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
     })
 }
 
-const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, barrier, \
-                   monitored_barrier, \
+const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, \
+                   set_timeout, barrier, monitored_barrier, \
                    all_reduce, all_reduce_coalesced, reduce, broadcast, all_gather, \
                    all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
                    gather, scatter, reduce_scatter, reduce_scatter_tensor, \
@@ -310,6 +311,15 @@ impl Cx<'_> {
                 device: self
                     .device_id(&r.device)?
                     .unwrap_or_else(|| "xpu:{local_rank}".into()),
+            },
+            "set_timeout" => StepKind::SetTimeout {
+                group,
+                timeout_ms: self.timeout(&r.timeout_s)?.ok_or_else(|| {
+                    self.err(
+                        op_at,
+                        "set_timeout needs `timeout_s` (the new timeout, in seconds)",
+                    )
+                })?,
             },
             "barrier" => StepKind::Barrier {
                 group,
