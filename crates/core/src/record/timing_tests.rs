@@ -461,6 +461,21 @@ fn a_rank_the_agent_stopped_in_its_teardown_keeps_the_time_it_lived() {
         "{}",
         r.text
     );
+    // A signal of its own in its teardown (gloo's SIGABRT after a raise, status -6) is no
+    // stop: the rank keeps the teardown it measured (7/533's rank 4, 60 ms).
+    let aborted = parse(
+        "proc50.jsonl",
+        "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n{\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": -6, \"t\": 800}\n",
+    )
+    .unwrap();
+    let r = record(vec![rank(0, 684), rank(1, 80), aborted], &opts()).unwrap();
+    assert!(
+        r.text.contains(
+            "lived 60 ms after its program (its teardown)\non = \"rank == 1\"\nexit_ms = 60\n"
+        ),
+        "{}",
+        r.text
+    );
 }
 
 /// A rank in its own code at scen record's time limit sleeps until the limit and as long again,
