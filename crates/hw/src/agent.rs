@@ -172,16 +172,10 @@ impl Agent {
         running: &[usize],
         t: u64,
     ) -> Vec<usize> {
-        let Some(torchrun::AgentStop {
-            root: failed,
-            check_at_ms,
-            ..
-        }) = torchrun::stop_after(exits, self.timing)
-        else {
+        let Some((failed, at)) = torchrun::stop_after(exits, self.timing) else {
             return vec![];
         };
-        // The agent's SIGTERM goes at its check; the process then ends when it ends.
-        if t < check_at_ms {
+        if t < at {
             return vec![];
         }
         let stop: Vec<usize> = running
@@ -253,21 +247,16 @@ impl Agent {
             .iter()
             .enumerate()
             .filter_map(|(r, e)| Some((r, failed_at(r, e)?)));
-        let Some(torchrun::AgentStop {
-            root: failed,
-            check_at_ms,
-            ended_at_ms,
-        }) = torchrun::stop_after(exits, self.timing)
-        else {
+        let Some((failed, at)) = torchrun::stop_after(exits, self.timing) else {
             return;
         };
         for &r in local {
             let later = match &st.obs.ends[r] {
                 None => true,
-                Some((_, t)) => *t > check_at_ms && st.forced.contains(&r),
+                Some((_, t)) => *t > at && st.forced.contains(&r),
             };
             if later {
-                st.process_died(r, torchrun::stopped_by_agent(failed), ended_at_ms);
+                st.process_died(r, torchrun::stopped_by_agent(failed), at);
                 st.forced.push(r);
                 self.stopped.push(r);
             }

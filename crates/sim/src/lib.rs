@@ -364,10 +364,9 @@ fn start_rank(
 }
 
 /// After rank `failed`'s process exited failed under torchrun: once the agent's next check has
-/// seen it (`[world] agent_check_ms`), every worker still running is stopped by its SIGTERM,
-/// failed with the agent's reason, naming the rank that check saw as the first failure, at the
-/// time its process ended (`agent_stop_ms` later; core's `runtime::torchrun`). Nothing reaches
-/// a stopped worker after the check, so its process is dropped then.
+/// seen it and its stop takes effect (`[world] agent_check_ms`, `agent_stop_ms`), every worker
+/// still running is stopped, failed with the agent's reason, naming the rank that check saw as
+/// the first failure (core's `runtime::torchrun`).
 async fn tear_down(
     probe: &SimProbe,
     clock: &VirtualClock,
@@ -378,22 +377,22 @@ async fn tear_down(
         .failed_exits
         .borrow_mut()
         .push((failed, clock.now_ms()));
-    let Some(first) = torchrun::stop_after([(failed, clock.now_ms())], agent) else {
+    let Some((_, at)) = torchrun::stop_after([(failed, clock.now_ms())], agent) else {
         return;
     };
     let checks = probe.agent_checks.clone();
     checks.set(checks.get() + 1);
-    clock.sleep_until_ms(first.check_at_ms).await;
+    clock.sleep_until_ms(at).await;
     checks.set(checks.get() - 1);
     let exits = probe.failed_exits.borrow().clone();
-    let stop = torchrun::stop_after(exits, agent).unwrap_or(first);
+    let failed = torchrun::stop_after(exits, agent).map_or(failed, |(root, _)| root);
     // Every worker process still running, in its program or in its teardown after it.
     let running: Vec<usize> = {
         let n = probe.state.borrow().ends.len();
         (0..n).filter(|r| probe.process_alive(*r)).collect()
     };
     for r in running {
-        probe.stop_by_agent(r, torchrun::stopped_by_agent(stop.root), stop.ended_at_ms);
+        probe.stop_by_agent(r, torchrun::stopped_by_agent(failed));
     }
 }
 

@@ -89,7 +89,7 @@ impl SimProbe {
     /// Ends a rank's process now, failed with `failure`, dropping its task (sockets close). A
     /// rank whose program already ended (its process in its teardown) keeps its verdict.
     pub fn terminate(&self, rank: usize, failure: Failure) {
-        self.stop(rank, failure, None);
+        self.stop(rank, failure, false);
     }
 
     /// Whether `rank`'s process is still running (its program, or its teardown after it).
@@ -113,16 +113,12 @@ impl SimProbe {
     /// teardown after its program completed fails too: its exit status is the signal's, and
     /// torchrun reports the worker failed (real PyTorch 2.15 under torchrun: a rank SIGTERMed
     /// after its last line). One whose program raised keeps that verdict.
-    /// The agent's SIGTERM: the verdict, stamped when the process had ended (`ended_ms`).
-    pub fn stop_by_agent(&self, rank: usize, failure: Failure, ended_ms: u64) {
-        self.stop(rank, failure, Some(ended_ms));
+    pub fn stop_by_agent(&self, rank: usize, failure: Failure) {
+        self.stop(rank, failure, true);
     }
 
-    /// `agent_ended_ms`: stopped by torchrun's agent (which decides a completed rank's verdict
-    /// too), its process ended then; otherwise killed now.
-    fn stop(&self, rank: usize, failure: Failure, agent_ended_ms: Option<u64>) {
-        let completed_too = agent_ended_ms.is_some();
-        let t = agent_ended_ms.unwrap_or_else(|| self.clock.now_ms());
+    fn stop(&self, rank: usize, failure: Failure, completed_too: bool) {
+        let t = self.clock.now_ms();
         let mut st = self.state.borrow_mut();
         let end = st.ends[rank].as_ref().map(|(e, _)| e);
         if completed_too && end.is_some() && torchrun::stop_decides(end) {

@@ -48,13 +48,10 @@ pub fn stop_decides(end: Option<&RankEnd>) -> bool {
 
 /// When the agent acts on a failed worker's exit (`[world] agent_check_ms`, `agent_stop_ms`):
 /// its check sees the exit `check_ms` after the earliest one (anywhere within its interval; by
-/// default a whole [`MONITOR_INTERVAL_MS`], the latest), names the failure and sends SIGTERM to
-/// the workers still running: from then on their verdict is the agent's, whatever reaches them
-/// (user-path 7/1172: a rank the SIGTERM found blocked in a call, 10 ms before a failed peer's
-/// close came, was stopped, not failed by the close). Their processes have ended `stop_ms`
-/// after the check (default at once), which the report's times give. A recording writes both
-/// as its run measured them: 0-58 ms and 30-64 ms in user-path 7/980, 7/1013, 7/523, 7/358,
-/// 7/863 and 7/1172 (torch 2.15).
+/// default a whole [`MONITOR_INTERVAL_MS`], the latest) and names the failure, and its SIGTERM
+/// ends the workers still running `stop_ms` after that check (default at once). A recording
+/// writes both as its run measured them: 0-29 ms and 37-64 ms in user-path 7/980, 7/1013,
+/// 7/523, 7/358 and 7/863 (torch 2.15).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentTiming {
     pub check_ms: u64,
@@ -70,18 +67,9 @@ impl Default for AgentTiming {
     }
 }
 
-/// The agent's stop: the rank it names, when its check sends SIGTERM (`check_at_ms`) and when
-/// the workers it stopped have ended (`ended_at_ms`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AgentStop {
-    pub root: usize,
-    pub check_at_ms: u64,
-    pub ended_at_ms: u64,
-}
-
 /// When the agent stops the others: its check after the earliest failed worker's exit, then
 /// its stop ([`AgentTiming`]). `exits` are (rank, exit time in ms) of the workers that exited
-/// failed. The rank it
+/// failed. Returns the rank it names and when its stop takes effect. The rank it
 /// names is the lowest of those whose exit that check sees: the check records every failed
 /// worker at once, stamped with the same second, and the root cause is the first of the
 /// earliest stamp in rank order (elastic/multiprocessing/api.py `_poll`,
@@ -89,7 +77,7 @@ pub struct AgentStop {
 pub fn stop_after(
     exits: impl IntoIterator<Item = (usize, u64)>,
     timing: AgentTiming,
-) -> Option<AgentStop> {
+) -> Option<(usize, u64)> {
     let exits: Vec<(usize, u64)> = exits.into_iter().collect();
     let first = exits.iter().map(|(_, t)| *t).min()?;
     let check = first + timing.check_ms;
@@ -98,31 +86,19 @@ pub fn stop_after(
         .filter(|(_, t)| *t <= check)
         .map(|(r, _)| *r)
         .min()?;
-    Some(AgentStop {
-        root,
-        check_at_ms: check,
-        ended_at_ms: check + timing.stop_ms,
-    })
+    Some((root, check + timing.stop_ms))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn stop(root: usize, check_at_ms: u64, ended_at_ms: u64) -> Option<AgentStop> {
-        Some(AgentStop {
-            root,
-            check_at_ms,
-            ended_at_ms,
-        })
-    }
-
     #[test]
     fn the_earliest_failed_exit_decides_and_the_check_names_the_lowest_rank() {
         assert_eq!(stop_after([], AgentTiming::default()), None);
         assert_eq!(
             stop_after([(3, 500), (1, 400), (2, 400)], AgentTiming::default()),
-            stop(1, 500, 500)
+            Some((1, 500))
         );
         // Running, or completed and in its teardown: the stop decides; raised: it keeps that.
         assert!(stop_decides(None) && stop_decides(Some(&RankEnd::Completed)));
@@ -136,15 +112,15 @@ mod tests {
         // A lower rank that fails after the earliest, before the check, is the one named.
         assert_eq!(
             stop_after([(2, 10), (1, 60), (0, 200)], AgentTiming::default()),
-            stop(1, 110, 110)
+            Some((1, 110))
         );
-        // A recorded check 21 ms after the first exit names only what it saw and sends its
-        // SIGTERM; the stopped workers have ended 41 ms later (7/523).
+        // A recorded check 21 ms after the first exit names only what it saw, and its stop
+        // takes effect 41 ms later (7/523).
         let t = AgentTiming {
             check_ms: 21,
             stop_ms: 41,
         };
-        assert_eq!(stop_after([(2, 10), (1, 45)], t), stop(2, 31, 72));
+        assert_eq!(stop_after([(2, 10), (1, 45)], t), Some((2, 72)));
         assert_eq!(
             stopped_by_agent(1).text(),
             "SIGTERM: torchrun stopped the worker group after rank 1 failed (signal 15)"
