@@ -133,29 +133,32 @@ fn sleep_after(line: Option<usize>) -> String {
 }
 
 impl Simulated {
-    pub(super) fn facts(&self, p: &PyProgram) -> Vec<Facts> {
-        // After the rank's last line: stopped once its last step was done (in its teardown),
-        // or in the sleep the recorder wrote for a rank still running after its last call,
-        // unless the program's next line on that rank is a sleep: then it was stopped in that
-        // sleep (the recorder heads its stopped sleep with the last call's line). A call that
-        // made no step on the rank (`init_device_mesh` of the world's group, a query) does not
-        // stand between: 7/1088 was stopped in the sleep after one.
-        let last = |step: usize, r: usize| !self.steps[step + 1..].iter().any(|s| s.runs_on(r));
-        let stepped = |line: usize, r: usize| {
+    /// The program's next line on rank `r` after `line`, if it is a sleep (1-based). A call
+    /// that made no step on the rank (`init_device_mesh` of the world's group, a query) does
+    /// not stand between: 7/1088 was stopped in the sleep after one.
+    fn next_sleep(&self, p: &PyProgram, line: usize, r: usize) -> Option<usize> {
+        let stepped = |line: usize| {
             self.steps
                 .iter()
                 .any(|s| s.line == line && !s.sleep && s.runs_on(r))
         };
-        let next_sleep = |line: usize, r: usize| {
-            let next = p.lines.iter().enumerate().skip(line).find(|(i, l)| {
-                l.ranks.contains(&r)
-                    && (l.kind == Kind::Sleep || (l.kind == Kind::Call && stepped(i + 1, r)))
-            });
-            match next {
-                Some((i, l)) if l.kind == Kind::Sleep => Some(i + 1),
-                _ => None,
-            }
-        };
+        let next = p.lines.iter().enumerate().skip(line).find(|(i, l)| {
+            l.ranks.contains(&r)
+                && (l.kind == Kind::Sleep || (l.kind == Kind::Call && stepped(i + 1)))
+        });
+        match next {
+            Some((i, l)) if l.kind == Kind::Sleep => Some(i + 1),
+            _ => None,
+        }
+    }
+
+    pub(super) fn facts(&self, p: &PyProgram) -> Vec<Facts> {
+        // After the rank's last line: stopped once its last step was done (in its teardown),
+        // or in the sleep the recorder wrote for a rank still running after its last call,
+        // unless the program's next line on that rank is a sleep: then it was stopped in that
+        // sleep (the recorder heads its stopped sleep with the last call's line).
+        let last = |step: usize, r: usize| !self.steps[step + 1..].iter().any(|s| s.runs_on(r));
+        let next_sleep = |line: usize, r: usize| self.next_sleep(p, line, r);
         let at = |step: usize, r: usize| match self.steps.get(step) {
             Some(s) if s.stopped && last(step, r) && next_sleep(s.line, r).is_some() => {
                 let n = next_sleep(s.line, r).expect("a sleep line");
