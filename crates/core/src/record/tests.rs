@@ -295,18 +295,24 @@ fn a_master_port_the_init_method_names_is_kept() {
     crate::scenario::load::parse(&r.text, "rec.toml", "rec").expect("loads");
 }
 
-/// A call the format has no step for is refused by name, never left out.
-#[test]
-fn a_call_without_a_step_is_refused_not_dropped() {
+/// Two ranks' records: init_process_group (p.py:3), then one call at p.py:4 with the record
+/// fields `fields` (`"op": ..., ...`).
+fn init_then_one_call(fields: &str) -> Vec<Proc> {
     let call = |rank: usize| {
         format!(
             "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
              {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
-             {{\"ev\": \"call\", \"i\": 1, \"op\": \"split_group\", \"at\": \"/w/p.py:4\", \"group\": \"WORLD\"}}\n\
+             {{\"ev\": \"call\", \"i\": 1, {fields}, \"at\": \"/w/p.py:4\", \"group\": \"WORLD\"}}\n\
              {{\"ev\": \"done\", \"i\": 1}}\n"
         )
     };
-    let e = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts())
+    vec![proc(0, &call(0)), proc(1, &call(1))]
+}
+
+/// A call the format has no step for is refused by name, never left out.
+#[test]
+fn a_call_without_a_step_is_refused_not_dropped() {
+    let e = record(init_then_one_call("\"op\": \"split_group\""), &opts())
         .unwrap_err()
         .to_string();
     assert!(e.contains("rank 0 at /w/p.py:4: split_group:"), "{e}");
@@ -315,15 +321,8 @@ fn a_call_without_a_step_is_refused_not_dropped() {
 /// `dist.set_timeout(T(2), group=g)` is a step: the group and the new timeout.
 #[test]
 fn set_timeout_is_recorded_as_its_step() {
-    let call = |rank: usize| {
-        format!(
-            "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
-             {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
-             {{\"ev\": \"call\", \"i\": 1, \"op\": \"set_timeout\", \"at\": \"/w/p.py:4\", \"group\": \"WORLD\", \"timeout_ms\": 2000}}\n\
-             {{\"ev\": \"done\", \"i\": 1}}\n"
-        )
-    };
-    let r = record(vec![proc(0, &call(0)), proc(1, &call(1))], &opts()).expect("records");
+    let procs = init_then_one_call("\"op\": \"set_timeout\", \"timeout_ms\": 2000");
+    let r = record(procs, &opts()).expect("records");
     assert!(
         r.text.contains("op = \"set_timeout\"\ntimeout_s = 2.0\n"),
         "{}",
