@@ -111,7 +111,11 @@ fn step_lines(text: &str) -> Vec<Step> {
                 on: None,
             });
         } else if let Some(last) = v.last_mut() {
-            if l.contains("still running when a signal stopped it") {
+            // A signal that ended the process in its teardown, after its program completed
+            // (gloo's abort at exit), is after its last line too.
+            if l.contains("still running when a signal stopped it")
+                || l.contains("ended its process in its teardown")
+            {
                 last.stopped = true;
             } else if l.trim() == "op = \"sleep\"" {
                 last.sleep = true;

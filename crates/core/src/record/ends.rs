@@ -73,6 +73,13 @@ pub(super) fn teardowns(s: &mut String, ranks: &[Proc]) {
     let seen: Vec<&Proc> = ranks
         .iter()
         .filter(|p| p.exited && p.t_gone_ms.is_some())
+        // A process a signal of its own ended in its teardown ends at its `exit` step.
+        .filter(|p| {
+            !matches!(
+                p.own_end.as_ref().map(|e| e.how),
+                Some(super::parse::OwnEndKind::TeardownSignal(_))
+            )
+        })
         .filter(|p| p.own_end_ms().or(p.t_exit_ms).is_some())
         .collect();
     let ends: Vec<(usize, u64)> = seen

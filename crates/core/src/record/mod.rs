@@ -101,6 +101,23 @@ fn approximations(text: &str) -> Vec<String> {
     out
 }
 
+/// A rank whose program completed and whose process a signal of its own (not the agent's
+/// SIGTERM) then ended in its teardown: that end, at its last call's line, when the process
+/// was gone.
+fn teardown_signal(p: &Proc) -> Option<parse::OwnEnd> {
+    let sig = -p
+        .agent_status
+        .filter(|s| *s < 0 && *s != -crate::outcome::SIGTERM)?;
+    if !p.exited || p.raised.is_some() {
+        return None;
+    }
+    Some(parse::OwnEnd {
+        how: parse::OwnEndKind::TeardownSignal(sig),
+        at: p.calls.last()?.at.clone(),
+        t_ms: p.t_gone_ms,
+    })
+}
+
 /// The scenario for processes `procs` (those that recorded no call are left out).
 pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
     if let Some(p) = &o.platform {
@@ -127,6 +144,7 @@ pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
         .map(|mut p| {
             p.agent_status = statuses.get(&p.pid).map(|s| s.0);
             p.agent_seen_ms = statuses.get(&p.pid).and_then(|s| s.1);
+            p.own_end = p.own_end.take().or_else(|| teardown_signal(&p));
             p
         })
         .collect();

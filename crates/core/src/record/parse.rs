@@ -65,6 +65,10 @@ pub enum OwnEndKind {
     ExitNow { code: i32 },
     /// A signal to itself whose default action ends it (os.kill, os.abort, raise_signal).
     Signal(i32),
+    /// Its program completed, then a signal of its own ended its process in the interpreter's
+    /// teardown: gloo's abort at exit (`terminate called without an active exception`,
+    /// SIGABRT), which only torchrun's agent sees (its worker status; user-path 7/1180).
+    TeardownSignal(i32),
 }
 
 /// Everything one process recorded.

@@ -60,7 +60,7 @@ fn deaths(ranks: &[Proc]) -> Vec<Death> {
 /// A process that sent itself a signal whose default action ends it.
 fn own_signal(p: &Proc) -> Option<Death> {
     let e = p.own_end.as_ref()?;
-    let OwnEndKind::Signal(sig) = e.how else {
+    let (OwnEndKind::Signal(sig) | OwnEndKind::TeardownSignal(sig)) = e.how else {
         return None;
     };
     let t = e.t_ms?;

@@ -5,6 +5,19 @@
 use super::tests::{opts, T};
 use super::*;
 
+/// Rank `r` (pid 100 + r) of 2: init_process_group, then `extra` records, its Python exit at
+/// 20 ms and its process gone at `gone`.
+fn ended2(r: usize, extra: &str, gone: u64) -> super::parse::Proc {
+    let p = format!(
+        "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"2\"}}}}\n\
+         {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
+         {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 2, \"t\": 10}}\n\
+         {extra}{{\"ev\": \"exit\", \"t\": 20}}\n{{\"ev\": \"gone\", \"t\": {gone}}}\n",
+        100 + r
+    );
+    parse(&format!("proc{r}.jsonl"), &p).unwrap()
+}
+
 /// The records of rank `r` of a 3-rank gloo world up to its init (pid 100 + r).
 fn head3(r: usize) -> String {
     format!(
@@ -425,16 +438,7 @@ fn a_measured_teardown_is_the_ranks_exit_ms() {
 /// real one (7/533).
 #[test]
 fn a_rank_the_agent_stopped_in_its_teardown_keeps_the_time_it_lived() {
-    let rank = |r: usize, gone: u64| {
-        let p = format!(
-            "{{\"ev\": \"proc\", \"pid\": {}, \"env\": {{\"RANK\": \"{r}\", \"WORLD_SIZE\": \"2\"}}}}\n\
-             {{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\", \"t\": 0}}\n\
-             {{\"ev\": \"done\", \"i\": 0, \"rank\": {r}, \"world_size\": 2, \"t\": 10}}\n\
-             {{\"ev\": \"exit\", \"t\": 20}}\n{{\"ev\": \"gone\", \"t\": {gone}}}\n",
-            100 + r
-        );
-        parse(&format!("proc{r}.jsonl"), &p).unwrap()
-    };
+    let rank = |r: usize, gone: u64| ended2(r, "", gone);
     // torchrun's agent, in its own process, notes rank 1's (pid 101) status: SIGTERM.
     let agent = parse(
         "proc50.jsonl",
@@ -461,14 +465,16 @@ fn a_rank_the_agent_stopped_in_its_teardown_keeps_the_time_it_lived() {
         "{}",
         r.text
     );
-    // A signal of its own in its teardown (gloo's SIGABRT after a raise, status -6) is no
+    // A signal of its own in its teardown after a raise (gloo's SIGABRT, status -6) is no
     // stop: the rank keeps the teardown it measured (7/533's rank 4, 60 ms).
     let aborted = parse(
         "proc50.jsonl",
         "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n{\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": -6, \"t\": 800}\n",
     )
     .unwrap();
-    let r = record(vec![rank(0, 684), rank(1, 80), aborted], &opts()).unwrap();
+    let raise = "{\"ev\": \"raise\", \"exc\": \"ValueError\", \"msg\": \"gives up\", \"at\": \"/w/p.py:4\", \"t\": 20}\n";
+    let raised = |r: usize, gone: u64| ended2(r, raise, gone);
+    let r = record(vec![rank(0, 684), raised(1, 80), aborted], &opts()).unwrap();
     assert!(
         r.text.contains(
             "lived 60 ms after its program (its teardown)\non = \"rank == 1\"\nexit_ms = 60\n"
@@ -575,4 +581,34 @@ fn under_torchrun_the_agents_stop_and_the_order_of_the_ends_are_kept() {
         }
     );
     assert_eq!(s.world.exit_ms_of(1), 1366);
+}
+
+/// A rank whose program completed and whose process then aborted in its teardown (gloo's
+/// abort at exit; torchrun's agent saw status -6) ends at an `exit` step with that signal
+/// after its last call, so the simulated agent stops the others as the real one did (7/1180).
+#[test]
+fn a_rank_that_aborted_in_its_teardown_ends_with_that_signal() {
+    let rank = |r: usize, gone: u64| ended2(r, "", gone);
+    let agent = parse(
+        "proc50.jsonl",
+        "{\"ev\": \"proc\", \"pid\": 50, \"env\": {}}\n\
+         {\"ev\": \"worker_exit\", \"pid\": 100, \"exitcode\": -6, \"t\": 150}\n\
+         {\"ev\": \"worker_exit\", \"pid\": 101, \"exitcode\": -15, \"t\": 200}\n",
+    )
+    .unwrap();
+    let r = record(vec![rank(0, 76), rank(1, 220), agent], &opts()).unwrap();
+    let t = &r.text;
+    assert!(
+        t.contains("then SIGABRT ended its process in its teardown")
+            && t.contains("op = \"exit\"\non = [0]\nsignal = \"SIGABRT\""),
+        "{t}"
+    );
+    assert!(!t.contains("on = \"rank == 0\""), "{t}");
+    assert!(
+        r.outcomes
+            .iter()
+            .any(|l| l == "rank 0: completed, then its process ended by SIGABRT in its teardown"),
+        "{:?}",
+        r.outcomes
+    );
 }

@@ -202,6 +202,10 @@ pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
                         format!("exited with code {code} (os._exit)")
                     }
                     Some(OwnEndKind::Signal(sig)) => format!("sent itself {}", signal_name(sig)),
+                    Some(OwnEndKind::TeardownSignal(sig)) => format!(
+                        "completed, then its process ended by {} in its teardown",
+                        signal_name(sig)
+                    ),
                     None if p.exited && p.agent_status == Some(-crate::outcome::SIGTERM) => {
                         "completed, then stopped by torchrun's agent in its teardown".into()
                     }
@@ -269,13 +273,22 @@ fn exit_step(p: &Proc) -> Option<StepDesc> {
             ("code".into(), code.to_string()),
             ("teardown".into(), "false".into()),
         ],
-        OwnEndKind::Signal(sig) => vec![("signal".into(), quote(&signal_name(sig)))],
+        OwnEndKind::Signal(sig) | OwnEndKind::TeardownSignal(sig) => {
+            vec![("signal".into(), quote(&signal_name(sig)))]
+        }
+    };
+    let notes = match e.how {
+        OwnEndKind::TeardownSignal(sig) => vec![format!(
+            "its program completed, then {} ended its process in its teardown (gloo's abort at exit, seen by torchrun's agent; real runs do not repeat it): written as its own signal after its last call",
+            signal_name(sig)
+        )],
+        _ => vec![],
     };
     Some(StepDesc {
         op: "exit".into(),
         fields,
         at: e.at.clone(),
-        notes: vec![],
+        notes,
     })
 }
 
@@ -298,6 +311,13 @@ fn own_end_outcome(how: OwnEndKind, rank: usize, step: usize, at: &str) -> (Outc
         OwnEndKind::Signal(sig) => (
             format!("killed by signal {sig}"),
             format!("sent itself {}", signal_name(sig)),
+        ),
+        OwnEndKind::TeardownSignal(sig) => (
+            format!("killed by signal {sig}"),
+            format!(
+                "completed its program, then {} ended its process in its teardown",
+                signal_name(sig)
+            ),
         ),
     };
     (
