@@ -31,7 +31,8 @@ pub struct Diagnosis {
 
 impl Diagnosis {
     /// `records`: every call record at the end of the run; `finished[r]`: rank r completed its
-    /// program; `failed_at[r]`: when it failed (its process ended); `stall`: the records and rank states at the first stall, if there was one.
+    /// program; `failed_at[r]`: when it failed (its process ended); `stall`: the records and
+    /// rank states at the first stall, if there was one.
     pub fn build(
         records: &[CallRecord],
         finished: &[bool],

@@ -15,7 +15,7 @@ use std::fmt::Write;
 /// close at 52; 7/1013: check 29, stop 64; 7/523: check 21 ms after rank 3's exit and before
 /// rank 2's at 45, which it did not name).
 pub(super) fn agent_timing(ranks: &[Proc]) -> Option<(u64, u64)> {
-    let stopped = |p: &Proc| p.agent_status == Some(-SIGTERM) && p.own_end.is_none();
+    let stopped = |p: &Proc| p.stopped_by_agent() && p.own_end.is_none();
     let failed = |p: &Proc| p.agent_status.is_some() && !stopped(p);
     let first = |pick: &dyn Fn(&Proc) -> bool| {
         ranks
@@ -31,8 +31,6 @@ pub(super) fn agent_timing(ranks: &[Proc]) -> Option<(u64, u64)> {
     let max = crate::scenario::MAX_EXIT_MS;
     Some((check.min(max), stop.min(max)))
 }
-
-const SIGTERM: i32 = 15;
 
 /// Ranks whose programs end within this many ms of the first of them are taken to end in
 /// one instant when simulated: the recording leaves out gaps this short (timing.rs), so
@@ -98,7 +96,7 @@ pub(super) fn teardowns(s: &mut String, ranks: &[Proc]) {
             let lived = p.t_gone_ms?.checked_sub(from)?;
             // The agent's own SIGTERM; another signal in the teardown is the rank's own (gloo's
             // SIGABRT after a raise: 7/533's rank 4 lived 60 ms and aborted, before any stop).
-            let stopped = p.agent_status == Some(-SIGTERM);
+            let stopped = p.stopped_by_agent();
             Some((p.rank(), lived, end - from, stopped))
         })
         .collect();

@@ -105,9 +105,7 @@ fn approximations(text: &str) -> Vec<String> {
 /// SIGTERM) then ended in its teardown: that end, at its last call's line, when the process
 /// was gone.
 fn teardown_signal(p: &Proc) -> Option<parse::OwnEnd> {
-    let sig = -p
-        .agent_status
-        .filter(|s| *s < 0 && *s != -crate::outcome::SIGTERM)?;
+    let sig = p.own_fatal_signal()?;
     if !p.exited || p.raised.is_some() {
         return None;
     }

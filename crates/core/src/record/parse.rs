@@ -102,6 +102,19 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// torchrun's agent ended its process with its SIGTERM (the worker status it noted).
+    pub fn stopped_by_agent(&self) -> bool {
+        self.agent_status == Some(-crate::outcome::SIGTERM)
+    }
+
+    /// The signal that ended its process, when torchrun's agent noted one that is not its own
+    /// SIGTERM (the process's own: gloo's abort).
+    pub fn own_fatal_signal(&self) -> Option<i32> {
+        self.agent_status
+            .filter(|&s| s < 0 && s != -crate::outcome::SIGTERM)
+            .map(|s| -s)
+    }
+
     /// When its program ended by itself: its exception reached the top, or it ended its own
     /// process (`sys.exit`, a signal to itself).
     pub fn own_end_ms(&self) -> Option<u64> {

@@ -76,7 +76,7 @@ fn own_signal(p: &Proc) -> Option<Death> {
 /// A process that died inside a call by a signal torchrun's agent did not send (an abort).
 fn died_in_call(p: &Proc) -> Option<Death> {
     let under_agent = p.env.contains_key("TORCHELASTIC_RUN_ID");
-    let not_agent = !under_agent || p.agent_status.is_some_and(|s| s < 0 && s != -15);
+    let not_agent = !under_agent || p.own_fatal_signal().is_some();
     if p.exited || p.raised.is_some() || p.own_end.is_some() || !not_agent {
         return None;
     }
@@ -236,7 +236,7 @@ fn own_ends(ranks: &[Proc]) -> Vec<(usize, u64)> {
 /// before the call began (the other end: the call's own error, a `RuntimeError`); or its call
 /// raised on a peer's close as that peer's process ended (the other end: the agent's SIGTERM).
 fn why_agent_either(p: &Proc, ends: &[(usize, u64)]) -> Option<(&'static str, String)> {
-    let by_agent = matches!(p.agent_status, None | Some(-15));
+    let by_agent = p.agent_status.is_none() || p.stopped_by_agent();
     if !(by_agent && p.env.contains_key("TORCHELASTIC_RUN_ID") && p.own_end.is_none()) {
         return None;
     }

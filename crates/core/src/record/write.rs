@@ -206,7 +206,7 @@ pub fn outcome_lines(ranks: &[Proc], o: &Options) -> Vec<String> {
                         "completed, then its process ended by {} in its teardown",
                         signal_name(sig)
                     ),
-                    None if p.exited && p.agent_status == Some(-crate::outcome::SIGTERM) => {
+                    None if p.exited && p.stopped_by_agent() => {
                         "completed, then stopped by torchrun's agent in its teardown".into()
                     }
                     None if p.exited => "completed".into(),
@@ -404,7 +404,7 @@ fn outcome(
         };
         return raised_outcome(e, rank, (step, inside), &rel(&e.at, o));
     }
-    let stopped_in_teardown = p.exited && p.agent_status == Some(-crate::outcome::SIGTERM);
+    let stopped_in_teardown = p.exited && p.stopped_by_agent();
     if let (Some(e), Some(step), None, false) =
         (&p.own_end, raised_at, failed_call, stopped_in_teardown)
     {
@@ -442,10 +442,7 @@ fn outcome(
     let torchrun = p.env.contains_key("TORCHELASTIC_RUN_ID");
     // The signal, when torchrun's agent recorded it: one of its own (an abort) is not the
     // agent's SIGTERM.
-    let own_signal = p
-        .agent_status
-        .filter(|&s| s < 0 && s != -crate::outcome::SIGTERM)
-        .map(|s| -s);
+    let own_signal = p.own_fatal_signal();
     let (error, why) = match own_signal {
         Some(sig) => (
             format!("killed by signal {sig}"),
