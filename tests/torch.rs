@@ -18,7 +18,7 @@
 //! JOBS (to measure).
 
 use scen_core::report::Report;
-use scen_core::scenario::{load_file, Scenario, TimeScale};
+use scen_core::scenario::{load_file, Scenario, StoreCall, TimeScale};
 use scen_core::verdict::RankVerdict;
 use scen_torch::zygote::Zygote;
 use std::path::{Path, PathBuf};
@@ -68,6 +68,7 @@ fn scale_for(s: &Scenario) -> TimeScale {
             | StepKind::InitDistributedEnvironment { timeout_ms, .. }
             | StepKind::MonitoredBarrier { timeout_ms, .. } => *timeout_ms,
             StepKind::SetTimeout { timeout_ms, .. } => Some(*timeout_ms),
+            StepKind::Store(StoreCall::Wait { timeout_ms, .. }) => *timeout_ms,
             _ => None,
         })
         .min();
@@ -560,7 +561,7 @@ fn main() {
         ),
         (
             "record_refusals",
-            "scen record: a program's own Store use (the default store's methods, its own TCPStore) and dist.breakpoint are refused naming the call and its line",
+            "scen record: the default store's set, get, add, check and wait are steps; other Store use (a method without a step, its own TCPStore) and dist.breakpoint are refused naming the call and its line",
             &|| record::own_store_use_is_refused(&python),
         ),
     ];

@@ -230,13 +230,44 @@ def _wrap(op, fn):
 
 
 # A program's own c10d Store: making one, and each method that reads, writes or waits on it.
-# No step in the scenario format: recorded so that `scen record` refuses them by name
-# (crates/core/src/record/steps.rs) rather than run the program without them. torch's own use
-# (its rendezvous, _store_based_barrier, its C++ backends) is not the program's and passes.
+# set, get, add, check and wait on the default group's store (`_get_default_store()`) are
+# steps, recorded with their arguments; every other store and method has no step in the format
+# and is recorded by name only, so that `scen record` refuses it (crates/core/src/record/steps.rs)
+# rather than run the program without it. torch's own use (its rendezvous,
+# _store_based_barrier, its C++ backends) is not the program's and passes.
 STORE_CLASSES = ("TCPStore", "FileStore", "HashStore", "PrefixStore")
 STORE_METHODS = ("set", "get", "add", "append", "check", "compare_set", "delete_key", "wait",
                  "num_keys", "list_keys", "multi_get", "multi_set", "queue_push", "queue_pop",
                  "queue_len", "barrier")
+# Each recorded method's parameters after self, in order.
+STORE_STEPS = {"set": ("key", "value"), "get": ("key",), "add": ("key", "amount"),
+               "check": ("keys",), "wait": ("keys", "timeout")}
+
+
+def _store_args(op, a, kw):
+    """A step's arguments of a call on the default group's store, else {} (refused by name)."""
+    method = op[len("Store."):]
+    if method not in STORE_STEPS or not a:
+        return {}
+    try:
+        import torch.distributed as dist
+        if a[0] is not dist.distributed_c10d._get_default_store():
+            return {}
+    except Exception:
+        return {}
+    named = dict(zip(STORE_STEPS[method], a[1:]))
+    named.update(kw)
+    out = {"default_store": True}
+    for name, v in named.items():
+        if name == "timeout":
+            out["timeout_ms"] = _timeout_ms(v)
+        elif isinstance(v, (bytes, bytearray)):
+            out[name] = bytes(v).decode("utf-8", "replace")
+        elif isinstance(v, (list, tuple)):
+            out[name] = [str(k) for k in v]
+        else:
+            out[name] = v if isinstance(v, int) and not isinstance(v, bool) else str(v)
+    return out
 
 
 def _wrap_store(op, fn):
@@ -247,7 +278,11 @@ def _wrap_store(op, fn):
                 or (_TORCH_DIR and caller.startswith(_TORCH_DIR)):
             return fn(*a, **kw)
         i = next(_next)
-        _write(dict(ev="call", i=i, op=op, at=_where(), t=_now_ms(), args={}))
+        try:
+            args = _store_args(op, a, kw) if op.startswith("Store.") else {}
+        except Exception:  # never let the recorder break the program
+            args = {}
+        _write(dict(ev="call", i=i, op=op, at=_where(), t=_now_ms(), **args))
         try:
             ret = fn(*a, **kw)
         except BaseException as e:

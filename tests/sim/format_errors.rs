@@ -241,6 +241,37 @@ fn set_timeout_fields_are_located() {
     assert!(e.starts_with("s.toml:7:") && e.contains("shape"), "{e}");
 }
 
+/// Store steps need their key(s), set its value and add its amount; a key list is never empty,
+/// and fields of other store methods are refused (each located).
+#[test]
+fn store_step_fields_are_located() {
+    let step = |body: &str| err(&format!("{WORLD}[[step]]\n{body}"));
+    let e = step("op = \"store_get\"\n");
+    assert!(
+        e.starts_with("s.toml:5:6:") && e.contains("store_get needs `key`"),
+        "{e}"
+    );
+    let e = step("op = \"store_set\"\nkey = \"k\"\n");
+    assert!(e.contains("store_set needs `value`"), "{e}");
+    let e = step("op = \"store_add\"\nkey = \"k\"\n");
+    assert!(e.contains("store_add needs `amount`"), "{e}");
+    let e = step("op = \"store_wait\"\nkeys = []\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("keys must name 1 to"),
+        "{e}"
+    );
+    let e = step("op = \"store_get\"\nkey = \"k\"\ntimeout_s = 2\n");
+    assert!(
+        e.starts_with("s.toml:7:") && e.contains("`timeout_s` does not apply to store_get"),
+        "{e}"
+    );
+    let e = step("op = \"store_check\"\nkey = \"k\"\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("`key` does not apply"),
+        "{e}"
+    );
+}
+
 /// isend / irecv need the Work a later `wait` names, `work` belongs to async calls only, and a
 /// batch op's tag is checked like send's (each located).
 #[test]

@@ -62,7 +62,9 @@ pub const USE_WAIT: &str = "work.wait(timeout=)";
 pub const USE_PORT: &str = "each rank's MASTER_PORT";
 pub const USE_CUT: &str = "a job cut by --timeout-s";
 pub const USE_VALUES: &str = "tensor values";
-pub const USE_STORE: &str = "direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; set, get, add, compare_set, wait, ... on any store, the default one included)";
+pub const USE_STORE: &str = "other direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; compare_set, delete_key, num_keys, ... on any store)";
+pub const USE_DEFAULT_STORE: &str =
+    "the default group's store (`_get_default_store()`): set, get, add, check, wait";
 pub const USE_DEBUG: &str =
     "TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK";
 
@@ -160,6 +162,8 @@ pub fn program(seed: u64, k: u64) -> PyProgram {
     // program that draws none of them is the same text as before (program numbers in
     // docs/userpath.md and userpath_known.txt keep naming the same programs).
     let mut more = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x6d6f_7265);
+    let mut store = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x7374_6f72);
+    store_rows(&mut store, &mut b);
     let cut_s = late_rows(&mut more, &mut b);
     let mut refused = rng.chance(8).then(|| refused_call(&mut rng, &mut b));
     if refused.is_none() && more.chance(14) {
@@ -241,6 +245,45 @@ fn late_rows(more: &mut Rng, b: &mut B) -> Option<u64> {
     b.row("barrier");
     b.row(USE_CUT);
     Some(25)
+}
+
+/// Calls on the default group's store (steps since 2026-11-28), from a stream of their own: a
+/// key one rank sets, maybe late, and another gets; a `wait` with a timeout on keys one rank
+/// sets and one nobody does; a counter every live rank adds to, then checks. The store's host
+/// (rank 0, as plain processes) may have finished by then: the calls then meet it gone.
+fn store_rows(st: &mut Rng, b: &mut B) {
+    let live = b.all();
+    if live.len() < 2 || !st.chance(5) {
+        return;
+    }
+    let a = *st.pick(&live);
+    let others: Vec<usize> = live.iter().copied().filter(|r| *r != a).collect();
+    let o = *st.pick(&others);
+    b.line(
+        &live,
+        "S = dist.distributed_c10d._get_default_store()",
+        Kind::Other,
+    );
+    match st.below(3) {
+        0 => {
+            if st.chance(2) {
+                b.line(&[a], "time.sleep(1)", Kind::Sleep);
+                b.row(USE_SLEEP);
+            }
+            b.line(&[a], "S.set(\"h\", \"%d\" % r)", Kind::Call);
+            b.line(&[o], "S.get(\"h\")", Kind::Call);
+        }
+        1 => {
+            b.line(&[a], "S.set(\"w\", b\"1\")", Kind::Call);
+            let keys = *st.pick(&["[\"w\"]", "[\"w\", \"never\"]"]);
+            b.line(&[o], &format!("S.wait({keys}, T(2))"), Kind::Call);
+        }
+        _ => {
+            b.line(&live, "S.add(\"c\", 1)", Kind::Call);
+            b.line(&[o], "dist.Store.check(S, [\"c\", \"h\"])", Kind::Call);
+        }
+    }
+    b.row(USE_DEFAULT_STORE);
 }
 
 /// A call `scen record` refuses, from the rows a first 2,000-program run drew least (indices
@@ -651,9 +694,10 @@ fn p2p_pair(rng: &mut Rng, b: &mut B, g: &Group, m: &[usize], n: usize, i: usize
     )
 }
 
-/// Entries of [`REFUSED`] that `scen record` records now (set_timeout: 2026-11-28): still drawn
+/// Entries of [`REFUSED`] that `scen record` records now (set_timeout and the default store's
+/// set: 2026-11-28): still drawn
 /// from the table, so every program keeps its text and number.
-const RECORDED_SINCE: [&str; 1] = ["set_timeout"];
+const RECORDED_SINCE: [&str; 2] = ["set_timeout", "Store.set"];
 
 /// The calls `scen record` refuses (docs/api-coverage.md: refused): the name the refusal gives,
 /// the coverage row, the line. The first seven are the first draw's (`refused_call`); the
@@ -688,7 +732,7 @@ const REFUSED: [(&str, &str, &str); 10] = [
     ("HashStore", USE_STORE, "_hs = dist.HashStore()"),
     (
         "Store.set",
-        USE_STORE,
+        USE_DEFAULT_STORE,
         "dist.Store.set(dist.distributed_c10d._get_default_store(), \"k%d\" % r, \"1\")",
     ),
     ("breakpoint", "breakpoint", "dist.breakpoint()"),

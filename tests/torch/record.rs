@@ -310,11 +310,25 @@ if dist.get_rank() == 2:
     os.kill(os.getpid(), signal.SIGKILL)
 "#;
 
-/// A program's own use of the default store, after init.
+/// A store method that has no step, on the default store, after init.
 const OWN_STORE_USE: &str = r#"import torch.distributed as dist
 dist.init_process_group(backend="gloo")
 store = dist.distributed_c10d._get_default_store()
-store.set("mine", "1")
+store.compare_set("mine", "", "1")
+dist.barrier()
+"#;
+
+/// The default store's set, get, add, check and wait: steps (rank 1 gets what rank 0 sets).
+const DEFAULT_STORE_USE: &str = r#"import datetime, torch.distributed as dist
+dist.init_process_group(backend="gloo")
+store = dist.distributed_c10d._get_default_store()
+if dist.get_rank() == 0:
+    store.set("mine", b"1")
+store.add("count", 1)
+if dist.get_rank() == 1:
+    store.get("mine")
+    dist.Store.wait(store, ["mine", "count"], datetime.timedelta(seconds=5))
+    store.check(["count"])
 dist.barrier()
 "#;
 
@@ -326,8 +340,10 @@ dist.init_process_group(backend="gloo", store=s, rank=rank, world_size=2)
 dist.barrier()
 "#;
 
-/// A program's own store use has no step: `scen record` exits 2 naming the call and its line,
-/// and torch's own store traffic (the rendezvous, the barriers) is not counted as the program's.
+/// A program's own store use without a step (a store it made, a method other than set, get,
+/// add, check and wait): `scen record` exits 2 naming the call and its line, and torch's own
+/// store traffic (the rendezvous, the barriers) is not counted as the program's. The default
+/// store's set, get, add, check and wait are steps with their arguments.
 pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
         .prefix("scen-record-store-")
@@ -337,12 +353,12 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
         (
             "own_store_use",
             OWN_STORE_USE,
-            "own_store_use.py:4: Store.set: a program's own use of a c10d Store",
+            "own_store_use.py:4: Store.compare_set: a program's own c10d Store",
         ),
         (
             "own_store",
             OWN_STORE,
-            "own_store.py:3: TCPStore: a program's own use of a c10d Store",
+            "own_store.py:3: TCPStore: a program's own c10d Store",
         ),
         (
             "debugger_stop",
@@ -354,6 +370,25 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
             Ok(text) => return Err(format!("{name}: recorded, not refused:\n{text}")),
             Err(e) if e.contains("exited Some(2)") && e.contains(want) => {}
             Err(e) => return Err(format!("{name}: not refused as `{want}`: {e}")),
+        }
+    }
+    let text = record_program(
+        dir.path(),
+        python,
+        "default_store",
+        DEFAULT_STORE_USE,
+        2,
+        &[],
+    )?;
+    for want in [
+        "op = \"store_set\"\non = [0]\nkey = \"mine\"\nvalue = \"1\"\n",
+        "op = \"store_add\"\nkey = \"count\"\namount = 1\n",
+        "op = \"store_get\"\non = [1]\nkey = \"mine\"\n",
+        "op = \"store_wait\"\non = [1]\nkeys = [\"mine\", \"count\"]\ntimeout_s = 5.0\n",
+        "op = \"store_check\"\non = [1]\nkeys = [\"count\"]\n",
+    ] {
+        if !text.contains(want) {
+            return Err(format!("default_store: no `{want}` in:\n{text}"));
         }
     }
     Ok(())

@@ -128,6 +128,8 @@ pub enum StoreUse {
     StoreBarrier,
     /// `TORCH_DISTRIBUTED_DEBUG=DETAIL`'s monitoredBarrier before a collective (R32).
     MonitoredBarrier,
+    /// The program's own `get` or `wait` on the default group's store (scenario/store.rs).
+    Program,
 }
 
 /// What a rank waits in, for whom ([`Wait::peers`]) and on which store key or address.
@@ -180,6 +182,7 @@ impl WaitOn {
                 StoreUse::CommJoin => "communicator init",
                 StoreUse::StoreBarrier => "store based barrier",
                 StoreUse::MonitoredBarrier => "DETAIL monitoredBarrier",
+                StoreUse::Program => "the program's store wait",
             },
             WaitOn::StoreConnect { .. } => "connect to TCPStore",
             WaitOn::StoreWorkers { .. } => "TCPStore server waiting",

@@ -219,6 +219,7 @@ fn step(s: &Scenario, st: &Step) -> Result<(), StepIneligible> {
         }
         StepKind::DestroyProcessGroup { .. }
         | StepKind::SetTimeout { .. }
+        | StepKind::Store(_)
         | StepKind::Barrier { .. }
         | StepKind::MonitoredBarrier { .. }
         | StepKind::Wait { .. }

@@ -188,6 +188,35 @@ pub fn store_wait_timeout(timeout_ms: u64, key: &str) -> C10dError {
     )
 }
 
+/// R16: a store `wait` on several keys past its timeout lists every key it was given (real
+/// torch 2.15: `keys: /default_pg/0//k, /default_pg/0//j`).
+pub fn store_wait_timeout_keys(timeout_ms: u64, keys: &[String]) -> C10dError {
+    let keys: Vec<String> = keys.iter().map(|k| format!("/{k}")).collect();
+    e(
+        "DistStoreError",
+        format!(
+            "wait timeout after {timeout_ms}ms, keys: {}",
+            keys.join(", ")
+        ),
+    )
+}
+
+/// A program's store call whose server has gone: the reply never comes (real torch 2.15, the
+/// process that hosted the TCPStore exited or was killed: `get`, `add`, `check` and `wait`
+/// raise it, a `get` already waiting too).
+pub fn store_server_gone() -> C10dError {
+    e(
+        "DistNetworkError",
+        "Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?",
+    )
+}
+
+/// The request after one that met the gone server (a `set` among them: it has no reply, so it
+/// returned): the server's host reset the connection, and this write fails (real torch 2.15).
+pub fn store_broken_pipe() -> C10dError {
+    e("DistNetworkError", "Broken pipe")
+}
+
 /// R15: a FileStore `wait` past its timeout (gloo's connectFullMesh waits so). Real torch 2.15
 /// raises it once the whole seconds elapsed exceed the timeout (`c10d::store::give_up_at_ms`).
 pub fn file_store_wait_timeout() -> C10dError {

@@ -340,7 +340,8 @@ const NO_STEP: [(&str, &str); 7] = [
 
 /// A program's own c10d Store: the recorder's names for making one (`TCPStore`, ...) and for
 /// its methods (`Store.set`, ...; python/scen/recorder.py, STORE_CLASSES and STORE_METHODS).
-/// No step in the format either: refused like [`NO_STEP`].
+/// Apart from the default group's store's set, get, add, check and wait ([`store_step`]), no
+/// step in the format either: refused like [`NO_STEP`].
 const STORES: [&str; 4] = ["TCPStore", "FileStore", "HashStore", "PrefixStore"];
 
 /// What a call with no step in the scenario format is, if `op` names one.
@@ -349,13 +350,16 @@ fn no_step(op: &str) -> Option<&'static str> {
         return Some(what);
     }
     (STORES.contains(&op) || op.starts_with("Store.")).then_some(
-        "a program's own use of a c10d Store (TCPStore, FileStore, HashStore, PrefixStore)",
+        "a program's own c10d Store (TCPStore, FileStore, HashStore, PrefixStore), or a method other than set, get, add, check and wait on the default group's store,",
     )
 }
 
 fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
     // A call that raised at its own argument check is that raise, whatever its op.
     if let Some(step) = local_check(c) {
+        return Ok(Some(step));
+    }
+    if let Some(step) = store_step(c) {
         return Ok(Some(step));
     }
     if let Some(what) = no_step(&c.op) {
@@ -419,6 +423,49 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         at: c.at.clone(),
         notes,
     }))
+}
+
+/// A `set`, `get`, `add`, `check` or `wait` on the default group's store (the recorder gives
+/// such a call its arguments, and any other store call none): its store step.
+fn store_step(c: &Call) -> Option<StepDesc> {
+    let a = &c.args;
+    let method = c.op.strip_prefix("Store.")?;
+    if a.get("default_store").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let text = |name: &str| a.get(name).and_then(Value::as_str).map(quote);
+    let keys = || {
+        let keys: Vec<String> = a
+            .get("keys")?
+            .as_array()?
+            .iter()
+            .filter_map(|k| k.as_str().map(quote))
+            .collect();
+        Some(format!("[{}]", keys.join(", ")))
+    };
+    let mut f = Vec::new();
+    match method {
+        "set" => {
+            f.push(("key".to_string(), text("key")?));
+            f.push(("value".to_string(), text("value")?));
+        }
+        "get" => f.push(("key".to_string(), text("key")?)),
+        "add" => {
+            f.push(("key".to_string(), text("key")?));
+            f.push(("amount".to_string(), a.get("amount")?.as_i64()?.to_string()));
+        }
+        "check" | "wait" => {
+            f.push(("keys".to_string(), keys()?));
+            timeout(a, &mut f);
+        }
+        _ => return None,
+    }
+    Some(StepDesc {
+        op: format!("store_{method}"),
+        fields: f,
+        at: c.at.clone(),
+        notes: Vec::new(),
+    })
 }
 
 /// A call that failed an argument check of c10d or ProcessGroupGloo, raised at the call before

@@ -331,6 +331,40 @@ fn set_timeout_is_recorded_as_its_step() {
     crate::scenario::load::parse(&r.text, "rec.toml", "rec").expect("loads");
 }
 
+/// The default group's store's calls are steps with their arguments; a store method without
+/// one, or a call on a store the program made (the recorder gives neither arguments), is
+/// refused by name.
+#[test]
+fn default_store_calls_are_steps_and_other_store_use_is_refused() {
+    let one = |fields: &str| record(init_then_one_call(fields), &opts());
+    let r = one("\"op\": \"Store.wait\", \"default_store\": true, \"keys\": [\"a\", \"b\"], \"timeout_ms\": 2000")
+        .expect("records");
+    assert!(
+        r.text
+            .contains("op = \"store_wait\"\nkeys = [\"a\", \"b\"]\ntimeout_s = 2.0\n"),
+        "{}",
+        r.text
+    );
+    crate::scenario::load::parse(&r.text, "rec.toml", "rec").expect("loads");
+    let r = one("\"op\": \"Store.add\", \"default_store\": true, \"key\": \"c\", \"amount\": 2")
+        .expect("records");
+    assert!(
+        r.text
+            .contains("op = \"store_add\"\nkey = \"c\"\namount = 2\n"),
+        "{}",
+        r.text
+    );
+    for refused in [
+        "\"op\": \"Store.compare_set\", \"default_store\": true",
+        "\"op\": \"Store.get\"",
+        "\"op\": \"TCPStore\"",
+    ] {
+        let e = one(refused).unwrap_err().to_string();
+        assert!(e.contains("rank 0 at /w/p.py:4: "), "{e}");
+        assert!(e.contains("a program's own c10d Store"), "{e}");
+    }
+}
+
 /// An approximation is a comment on its step and a line the command prints, with the call's
 /// file:line (no call is approximated today; the path stays for the next one).
 #[test]

@@ -37,6 +37,7 @@ mod monitored;
 mod p2p;
 mod p2p_async;
 mod sglang;
+mod store_calls;
 use crate::diagnose::{CallKind, GroupRecord, PlannedCalls, PlannedRecord};
 use calls::CallSpec;
 
@@ -144,6 +145,9 @@ impl Pg {
 /// The default group's world: the store and this rank's identity in it.
 struct WorldPg<N: Net> {
     store: Rc<StoreClient<N>>,
+    /// A program's store call met the server gone: the next request's write fails
+    /// (store_calls.rs).
+    store_gone: std::cell::Cell<bool>,
     rank: usize,
     world_size: usize,
     config: BackendConfig,
@@ -445,6 +449,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             StepKind::DestroyProcessGroup { group } => self.destroy(group).await,
             StepKind::SetDevice { device } => self.set_device(device),
             StepKind::SetTimeout { group, timeout_ms } => self.set_timeout(group, *timeout_ms),
+            StepKind::Store(call) => self.store_call(call).await,
             StepKind::Barrier { group, work } => self.barrier(group, work).await,
             StepKind::MonitoredBarrier {
                 group,

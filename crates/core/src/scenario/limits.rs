@@ -130,3 +130,10 @@ pub fn human_bytes(b: u64) -> String {
         format!("{v:.1} {}", UNITS[u])
     }
 }
+
+/// A store step's key, in bytes.
+pub const MAX_STORE_KEY_BYTES: usize = 4096;
+/// A `store_set` step's value, in bytes.
+pub const MAX_STORE_VALUE_BYTES: usize = 1 << 20;
+/// Keys of one `store_check` / `store_wait` step.
+pub const MAX_STORE_KEYS: usize = 1024;

@@ -22,6 +22,7 @@ mod p2p;
 mod raise;
 mod sglang;
 mod steps;
+mod store;
 mod world;
 
 /// A scenario file problem, located.

@@ -12,6 +12,7 @@ pub mod load;
 pub mod model;
 pub mod raw;
 pub mod scale;
+pub mod store;
 
 pub use fault::{Fault, FaultKind, LinkSets};
 pub use load::{load_file, parse, ScenarioError};

@@ -340,6 +340,8 @@ pub struct TensorSpec {
     pub expect_ulps: u32,
 }
 
+pub use super::store::StoreCall;
+
 #[derive(Debug, Clone)]
 pub enum StepKind {
     InitProcessGroup {
@@ -370,6 +372,9 @@ pub enum StepKind {
         group: Option<String>,
         timeout_ms: u64,
     },
+    /// A call on the default group's store (`dist.distributed_c10d._get_default_store()`), the
+    /// program's own keys beside c10d's (scenario/store.rs).
+    Store(StoreCall),
     /// `work`: `async_op = true` (the barrier's Work, for a later `wait`).
     Barrier {
         group: Option<String>,
@@ -492,6 +497,7 @@ impl StepKind {
             StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
             StepKind::SetDevice { .. } => "set_device",
             StepKind::SetTimeout { .. } => "set_timeout",
+            StepKind::Store(c) => c.op_name(),
             StepKind::Barrier { .. } => "barrier",
             StepKind::MonitoredBarrier { .. } => "monitored_barrier",
             StepKind::Collective(c) => c.op.name(),

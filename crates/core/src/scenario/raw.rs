@@ -236,6 +236,11 @@ pub struct RawStep {
     pub tag: Option<Spanned<i64>>,
     pub work: Option<Spanned<String>>,
     pub ops: Option<Spanned<Vec<Spanned<RawP2pOp>>>>,
+    // store_set / store_get / store_add / store_check / store_wait (load/store.rs)
+    pub key: Option<Spanned<String>>,
+    pub keys: Option<Spanned<Vec<String>>>,
+    pub value: Option<Spanned<String>>,
+    pub amount: Option<Spanned<i64>>,
     // log / sleep
     pub message: Option<Spanned<String>>,
     pub ms: Option<Spanned<i64>>,

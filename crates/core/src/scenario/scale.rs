@@ -4,7 +4,7 @@
 //! comparable; error texts then name the scaled timeouts, in both.
 
 use super::fault::FaultKind;
-use super::model::{Scenario, StepKind};
+use super::model::{Scenario, StepKind, StoreCall};
 use std::fmt;
 
 /// `num/den`; 1/1 leaves a scenario as written.
@@ -75,6 +75,7 @@ impl Scenario {
                 | StepKind::Wait { timeout_ms, .. } => s(timeout_ms),
                 StepKind::Sleep { ms } => *ms = scale.apply(*ms),
                 StepKind::SetTimeout { timeout_ms, .. } => *timeout_ms = scale.apply(*timeout_ms),
+                StepKind::Store(StoreCall::Wait { timeout_ms, .. }) => s(timeout_ms),
                 _ => {}
             }
         }

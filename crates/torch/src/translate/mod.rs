@@ -9,7 +9,8 @@ use crate::eligible::accel_device;
 use crate::net::Endpoints;
 use scen_core::scenario::expr::Expr;
 use scen_core::scenario::{
-    FaultKind, IntArg, P2pOp, ProgramExit, Scenario, Selector, Step, StepKind, TensorSpec,
+    FaultKind, IntArg, P2pOp, ProgramExit, Scenario, Selector, Step, StepKind, StoreCall,
+    TensorSpec,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -345,6 +346,31 @@ fn posted(b: &mut Vec<String>, w: &str, call: &str, text: &str) {
     b.push(format!("st.text = {}", py::str_lit(text)));
 }
 
+/// A call on the default group's store, as a program makes it.
+fn store_call(call: &StoreCall) -> String {
+    let store = "dist.distributed_c10d._get_default_store()";
+    let list = |keys: &[String]| {
+        let k: Vec<String> = keys.iter().map(|k| py::str_lit(k)).collect();
+        format!("[{}]", k.join(", "))
+    };
+    match call {
+        StoreCall::Set { key, value } => {
+            format!("{store}.set({}, {})", py::str_lit(key), py::str_lit(value))
+        }
+        StoreCall::Get { key } => format!("{store}.get({})", py::str_lit(key)),
+        StoreCall::Add { key, amount } => format!("{store}.add({}, {amount})", py::str_lit(key)),
+        StoreCall::Check { keys } => format!("{store}.check({})", list(keys)),
+        StoreCall::Wait {
+            keys,
+            timeout_ms: None,
+        } => format!("{store}.wait({})", list(keys)),
+        StoreCall::Wait {
+            keys,
+            timeout_ms: Some(t),
+        } => format!("{store}.wait({}, ms({t}))", list(keys)),
+    }
+}
+
 /// `, tag=N` for a p2p tag other than the default.
 fn tag_arg(tag: u32) -> String {
     if tag == 0 {
@@ -377,6 +403,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             "dist.set_timeout(ms({timeout_ms}), group={})",
             group(g)
         )),
+        StepKind::Store(call) => b.push(store_call(call)),
         StepKind::Barrier { group: g, work } => match work {
             None => b.push(format!("dist.barrier(group={})", group(g))),
             Some(w) => {

@@ -64,6 +64,7 @@ pub(super) fn describe(step: &Step) -> String {
         StepKind::SetTimeout { group, timeout_ms } => {
             format!("group={} timeout={timeout_ms}ms", g(group))
         }
+        StepKind::Store(call) => describe_store(call),
         StepKind::Barrier { group, work } => format!("group={}{}", g(group), work_text(work)),
         StepKind::MonitoredBarrier {
             group,
@@ -269,4 +270,20 @@ fn describe_coll(c: &CollStep, group: &str, tensor: &str) -> String {
         s += &format!(" async_op work={w}");
     }
     s
+}
+
+/// A store step's arguments: its keys and what it sets or adds (a value by its length: it may
+/// be long).
+fn describe_store(call: &crate::scenario::model::StoreCall) -> String {
+    use crate::scenario::model::StoreCall;
+    match call {
+        StoreCall::Set { key, value } => format!("key={key:?} value={} bytes", value.len()),
+        StoreCall::Get { key } => format!("key={key:?}"),
+        StoreCall::Add { key, amount } => format!("key={key:?} amount={amount}"),
+        StoreCall::Check { keys } => format!("keys={keys:?}"),
+        StoreCall::Wait { keys, timeout_ms } => match timeout_ms {
+            Some(t) => format!("keys={keys:?} timeout={t}ms"),
+            None => format!("keys={keys:?}"),
+        },
+    }
 }

@@ -111,6 +111,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         self.world = Some(WorldPg {
             store,
+            store_gone: Default::default(),
             rank: rv.rank,
             world_size: rv.world_size,
             config: config.clone(),

@@ -1,7 +1,7 @@
 //! `[[step]]` validation: which fields belong to which op, tensors, split sizes, peers, groups,
 //! timeouts and backends, each error naming file:line:col like the rest of load.rs.
 
-use super::{sglang, Cx, R};
+use super::{sglang, store, Cx, R};
 use crate::c10d::collective::{CollOp, Layout};
 use crate::dtype::DType;
 use crate::reduce::ReduceOp;
@@ -68,12 +68,13 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "sleep" => vec!["ms"],
         "raise" => vec!["error"],
         "exit" => vec!["code", "signal", "teardown"],
-        other => return sglang::op_fields(other),
+        other => return store::op_fields(other).or_else(|| sglang::op_fields(other)),
     })
 }
 
 const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, \
                    set_timeout, barrier, monitored_barrier, \
+                   store_set, store_get, store_add, store_check, store_wait, \
                    all_reduce, all_reduce_coalesced, reduce, broadcast, all_gather, \
                    all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
                    gather, scatter, reduce_scatter, reduce_scatter_tensor, \
@@ -182,6 +183,10 @@ impl Cx<'_> {
             f("tag", &r.tag),
             f("work", &r.work),
             f("ops", &r.ops),
+            f("key", &r.key),
+            f("keys", &r.keys),
+            f("value", &r.value),
+            f("amount", &r.amount),
             f("message", &r.message),
             f("ms", &r.ms),
             f("error", &r.error),
@@ -395,6 +400,9 @@ impl Cx<'_> {
                     None => 0,
                 },
             },
+            "store_set" | "store_get" | "store_add" | "store_check" | "store_wait" => {
+                self.store_step(op, r, op_at)?
+            }
             "raise" => self.raise_step(r, op_at)?,
             "exit" => self.exit_step(r, op_at)?,
             other => self.sglang_step_kind(other, r, handles)?,

@@ -1,0 +1,59 @@
+//! A program's own calls on the default process group's store: what
+//! `store = dist.distributed_c10d._get_default_store()` then `store.set(...)`, `get`, `add`,
+//! `check` or `wait` do, as steps. Programs use them to hand each other small values and to wait
+//! for one another beside their collectives (vLLM's `StatelessProcessGroup` is built on them);
+//! a rank blocked in `get` or `wait` is one of the hangs scen explains.
+//!
+//! Keys are the program's: the store joins them under the default group's prefix
+//! (`default_pg/0//KEY`, as real torch 2.15 names them in its timeout text), so they never meet
+//! c10d's own.
+
+/// One call on the default group's store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreCall {
+    /// `store.set(key, value)`.
+    Set { key: String, value: String },
+    /// `store.get(key)`: blocks until `key` is set, up to the store's timeout (the default
+    /// group's, `init_process_group(timeout=)`).
+    Get { key: String },
+    /// `store.add(key, amount)`: the counter `key` plus `amount`.
+    Add { key: String, amount: i64 },
+    /// `store.check(keys)`: whether every key is set; never blocks.
+    Check { keys: Vec<String> },
+    /// `store.wait(keys[, timeout])`: blocks until every key is set, up to `timeout_ms` (the
+    /// store's timeout without one).
+    Wait {
+        keys: Vec<String>,
+        timeout_ms: Option<u64>,
+    },
+}
+
+impl StoreCall {
+    /// The step's `op`.
+    pub fn op_name(&self) -> &'static str {
+        match self {
+            StoreCall::Set { .. } => "store_set",
+            StoreCall::Get { .. } => "store_get",
+            StoreCall::Add { .. } => "store_add",
+            StoreCall::Check { .. } => "store_check",
+            StoreCall::Wait { .. } => "store_wait",
+        }
+    }
+
+    /// The store method it calls, as a program writes it.
+    pub fn method(&self) -> &'static str {
+        &self.op_name()["store_".len()..]
+    }
+
+    /// The keys it names, in order.
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            StoreCall::Set { key, .. } | StoreCall::Get { key } | StoreCall::Add { key, .. } => {
+                vec![key]
+            }
+            StoreCall::Check { keys } | StoreCall::Wait { keys, .. } => {
+                keys.iter().map(String::as_str).collect()
+            }
+        }
+    }
+}
