@@ -29,7 +29,7 @@ fn explore(file: &str, seeds: u64) -> (i32, serde_json::Value) {
 
 /// The hang class of the single-node race: some rank lost the store, others hang.
 fn is_hang(key: &str) -> bool {
-    key.contains("Connection closed by peer") && key.contains("hangs in all_reduce \"rest_ar\"")
+    key.contains("Failed to recv") && key.contains("hangs in all_reduce \"rest_ar\"")
 }
 
 #[test]

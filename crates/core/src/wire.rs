@@ -22,6 +22,10 @@ pub enum WireError {
     /// The peer refused this connection; the text says who and why.
     #[error("{0}")]
     Refused(String),
+    /// A write after the peer's host reset the connection (a request after one that met the
+    /// peer gone: c10d/store.rs).
+    #[error("Broken pipe")]
+    BrokenPipe,
 }
 
 impl From<std::io::Error> for WireError {

@@ -363,6 +363,9 @@ pub struct StoreClient<N: Net> {
     torch: Option<torch_client::TorchClock>,
     /// `Some` when the store is a file (`init_method="file://..."`): no server, no connection.
     file: Option<FileClient>,
+    /// A request met the server gone (its reply never came): the server's host reset the
+    /// connection, so the next request's write fails (`Broken pipe`, real torch 2.15).
+    gone: std::cell::Cell<bool>,
 }
 
 impl<N: Net> StoreClient<N> {
@@ -372,6 +375,7 @@ impl<N: Net> StoreClient<N> {
             addr,
             torch: None,
             file: None,
+            gone: Default::default(),
         }
     }
 
@@ -382,6 +386,7 @@ impl<N: Net> StoreClient<N> {
             addr: format!("file://{}", store.path()),
             torch: None,
             file: Some(store),
+            gone: Default::default(),
         }
     }
 
@@ -440,10 +445,22 @@ impl<N: Net> StoreClient<N> {
         Ok(StoreClient::new(stream, addr))
     }
 
+    /// One request and its reply. A request whose reply never comes, the server gone, is
+    /// `WireError::Closed` (PyTorch's client: `Failed to recv, got 0 bytes`), and every request
+    /// after it `WireError::BrokenPipe`.
     async fn call(&self, req: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        if self.gone.get() {
+            return Err(WireError::BrokenPipe.into());
+        }
         let mut conn = self.conn()?.lock().await;
-        write_frame(&mut *conn, &req).await?;
-        Ok(read_frame(&mut *conn).await?)
+        let reply = match write_frame(&mut *conn, &req).await {
+            Ok(()) => read_frame(&mut *conn).await,
+            Err(e) => Err(e),
+        };
+        if let Err(WireError::Closed) = reply {
+            self.gone.set(true);
+        }
+        Ok(reply?)
     }
 
     pub async fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
@@ -461,7 +478,12 @@ impl<N: Net> StoreClient<N> {
             return self.torch_set(key, value).await;
         }
         let req = Enc::default().u8(OP_SET).str(key).bytes(value).done();
-        let reply = self.call(req).await?;
+        let reply = match self.call(req).await {
+            // PyTorch's set has no reply: on a gone server it returns, and the next request
+            // fails to write (real torch 2.15).
+            Err(StoreError::Wire(WireError::Closed)) if self.gone.get() => return Ok(0),
+            r => r?,
+        };
         let mut d = Dec::new(&reply);
         d.u8()?;
         Ok(d.u64()?)

@@ -145,9 +145,6 @@ impl Pg {
 /// The default group's world: the store and this rank's identity in it.
 struct WorldPg<N: Net> {
     store: Rc<StoreClient<N>>,
-    /// A program's store call met the server gone: the next request's write fails
-    /// (store_calls.rs).
-    store_gone: std::cell::Cell<bool>,
     rank: usize,
     world_size: usize,
     config: BackendConfig,

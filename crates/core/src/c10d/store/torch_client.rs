@@ -96,6 +96,7 @@ impl<N: Net> StoreClient<N> {
             addr,
             torch: Some(TorchClock::of(clock)),
             file: None,
+            gone: Default::default(),
         })
     }
 

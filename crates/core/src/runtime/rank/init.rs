@@ -111,7 +111,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         self.world = Some(WorldPg {
             store,
-            store_gone: Default::default(),
             rank: rv.rank,
             world_size: rv.world_size,
             config: config.clone(),
@@ -322,6 +321,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 Some(w) => w.store.get_timeout_error(timeout_ms, &key),
                 None => error::store_wait_timeout(timeout_ms, &key),
             },
+            StoreError::Wire(WireError::Closed) => error::store_server_gone(),
+            StoreError::Wire(WireError::BrokenPipe) => error::store_broken_pipe(),
             StoreError::Wire(w) => error::store_connection_failed(&w.to_string()),
             StoreError::Stale { key, path } => error::file_store_stale_key(&path, &key),
         }

@@ -6,6 +6,9 @@
 //!   to recv, got 0 bytes. ...`;
 //! - `set` returns (it has no reply), and the request after it (or after any of the above)
 //!   fails to write: `DistNetworkError: Broken pipe`.
+//!
+//! The store's client keeps that state (c10d/store.rs `StoreClient::call`), so c10d's own
+//! store traffic meets the same texts.
 
 use super::{Proc, Res};
 use crate::c10d::error::{self, C10dError};
@@ -14,16 +17,11 @@ use crate::net::{Clock, Net};
 use crate::probe::Probe;
 use crate::scenario::model::StoreCall;
 use crate::trace::StoreUse;
-use crate::wire::WireError;
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// Runs `call` on the default group's store.
     pub(super) async fn store_call(&mut self, call: &StoreCall) -> Res<String> {
-        let world = self.world()?;
-        if world.store_gone.get() {
-            return Err(error::store_broken_pipe());
-        }
-        let store = world.store.clone();
+        let store = self.world()?.store.clone();
         let pg = self.pgs.get("0").ok_or_else(error::not_initialized)?;
         let (prefixes, store_timeout_ms) = (pg.prefixes.clone(), pg.timeout_ms);
         let full = |k: &str| join_key(&prefixes, k);
@@ -59,7 +57,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await
                 .map(|_| format!("{} key(s) set", keys.len())),
         };
-        r.or_else(|e| self.store_call_failed(call, e, on_timeout))
+        r.or_else(|e| self.store_call_failed(e, on_timeout))
     }
 
     /// Whether every key is set, asked in order (TCPStore's `check` of a list).
@@ -108,24 +106,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         .await
     }
 
-    /// What the program sees of a failed call: the timeout error it was given, or the texts of
-    /// a gone server (a `set` returns).
-    fn store_call_failed(
-        &self,
-        call: &StoreCall,
-        e: StoreError,
-        on_timeout: C10dError,
-    ) -> Res<String> {
+    /// What the program sees of a failed call: the timeout error it was given, or what the
+    /// store's failure raises (a gone server's texts among them: [`Proc::store_err`]).
+    fn store_call_failed(&self, e: StoreError, on_timeout: C10dError) -> Res<String> {
         match e {
-            StoreError::Wire(WireError::Closed | WireError::Io(_)) => {
-                if let Some(w) = self.world.as_ref() {
-                    w.store_gone.set(true);
-                }
-                match call {
-                    StoreCall::Set { key, .. } => Ok(format!("{key} sent; the store is gone")),
-                    _ => Err(error::store_server_gone()),
-                }
-            }
             StoreError::Timeout { .. } => Err(on_timeout),
             other => Err(self.store_err(other)),
         }
