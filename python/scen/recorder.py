@@ -438,6 +438,10 @@ def patch(dist):
         _patch_stores(c10d_ext)
     except Exception:
         pass
+    # Taking the default group's store: the program then holds it (and, on the rank that hosts
+    # it, its server) past destroy_process_group.
+    if c10d is not None and getattr(c10d, "_get_default_store", None) is not None:
+        c10d._get_default_store = _wrap_store("get_default_store", c10d._get_default_store)
     dist._scen_recorded = True
     hook = sys.excepthook
 

@@ -315,6 +315,11 @@ def ms(v):
     return timedelta(milliseconds=v)
 
 
+# What the program holds until its process ends (get_default_store steps: the store, and on the
+# rank that hosts it its server, outlive destroy_process_group).
+HELD = []
+
+
 def bound(f):
     """`f` with the values its free variables have now: an async call's finish, kept until its
     `wait`, must check the tensor of its own step, not the one a later step named `t` too."""

@@ -376,7 +376,9 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
     let mut notes: Vec<String> = Vec::new();
     let mut op = c.op.clone();
     let group = match op.as_str() {
-        "init_process_group" | "new_group" | "wait" | "batch_isend_irecv" => None,
+        "init_process_group" | "new_group" | "wait" | "batch_isend_irecv" | "get_default_store" => {
+            None
+        }
         _ => cx.group(c, a.get("group"))?,
     };
     let is_async = a.get("async_op").and_then(Value::as_bool).unwrap_or(false);
@@ -392,6 +394,8 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
             }
         }
         "barrier" => group_field(&group, &mut f),
+        // The program takes the default group's store: it holds it from now on.
+        "get_default_store" => {}
         "set_timeout" => {
             group_field(&group, &mut f);
             timeout(a, &mut f);

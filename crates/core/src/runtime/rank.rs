@@ -167,6 +167,9 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     /// The TCPStore server this rank hosts for its default group: it lives as long as that
     /// group (`destroy_process_group()` drops the last reference, and PyTorch's server closes).
     store_server: Option<tokio::task::AbortHandle>,
+    /// The program took the default group's store (a `get_default_store` step): it outlives
+    /// `destroy_process_group`, and the server with it, until the process ends.
+    holds_store: bool,
     /// sglang's start-up state, once `init_distributed_environment` ran (rank/sglang.rs).
     sgl: Option<sglang::SgState>,
     /// How often `destroy_process_group()` reset the group counter (names restart).
@@ -262,6 +265,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         step: 0,
         tasks: Vec::new(),
         store_server: None,
+        holds_store: false,
         sgl: None,
         group_generation: 0,
         works: BTreeMap::new(),

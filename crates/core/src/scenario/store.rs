@@ -11,6 +11,11 @@
 /// One call on the default group's store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreCall {
+    /// `store = dist.distributed_c10d._get_default_store()`: the program holds the store, so
+    /// it outlives `destroy_process_group` until the process ends (on the rank that hosts it,
+    /// its server with it: other ranks' calls still reach it; real torch 2.15, user-path
+    /// 7/1039, 7/1312).
+    Take,
     /// `store.set(key, value)`.
     Set { key: String, value: String },
     /// `store.get(key)`: blocks until `key` is set, up to the store's timeout (the default
@@ -32,6 +37,7 @@ impl StoreCall {
     /// The step's `op`.
     pub fn op_name(&self) -> &'static str {
         match self {
+            StoreCall::Take => "get_default_store",
             StoreCall::Set { .. } => "store_set",
             StoreCall::Get { .. } => "store_get",
             StoreCall::Add { .. } => "store_add",
@@ -40,14 +46,10 @@ impl StoreCall {
         }
     }
 
-    /// The store method it calls, as a program writes it.
-    pub fn method(&self) -> &'static str {
-        &self.op_name()["store_".len()..]
-    }
-
     /// The keys it names, in order.
     pub fn keys(&self) -> Vec<&str> {
         match self {
+            StoreCall::Take => Vec::new(),
             StoreCall::Set { key, .. } | StoreCall::Get { key } | StoreCall::Add { key, .. } => {
                 vec![key]
             }

@@ -354,6 +354,7 @@ fn store_call(call: &StoreCall) -> String {
         format!("[{}]", k.join(", "))
     };
     match call {
+        StoreCall::Take => format!("HELD.append({store})"),
         StoreCall::Set { key, value } => {
             format!("{store}.set({}, {})", py::str_lit(key), py::str_lit(value))
         }

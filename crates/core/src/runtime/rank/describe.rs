@@ -277,6 +277,7 @@ fn describe_coll(c: &CollStep, group: &str, tensor: &str) -> String {
 fn describe_store(call: &crate::scenario::model::StoreCall) -> String {
     use crate::scenario::model::StoreCall;
     match call {
+        StoreCall::Take => String::new(),
         StoreCall::Set { key, value } => format!("key={key:?} value={} bytes", value.len()),
         StoreCall::Get { key } => format!("key={key:?}"),
         StoreCall::Add { key, amount } => format!("key={key:?} amount={amount}"),

@@ -169,8 +169,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     f.free();
                 }
                 // The store this rank served goes with the group (its last reference): its
-                // port is free again for a later init, as real torch 2.15's is.
-                if let Some(server) = self.store_server.take() {
+                // port is free again for a later init, as real torch 2.15's is. Unless the
+                // program holds the store: then it lives on with the process (its task).
+                let held = std::mem::take(&mut self.holds_store);
+                if let Some(server) = self.store_server.take().filter(|_| !held) {
                     server.abort();
                     // Dropped, its listener and connections closed, at its next poll.
                     while !server.is_finished() {

@@ -34,11 +34,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let full_keys: Vec<String> = call.keys().into_iter().map(full).collect();
         let on_timeout = match (call, store.as_file()) {
-            (StoreCall::Get { .. }, _) => store.get_timeout_error(wait_ms, &full_keys[0]),
+            (StoreCall::Get { key }, _) => store.get_timeout_error(wait_ms, &full(key)),
             (_, Some(_)) => error::file_store_wait_timeout(),
             _ => error::store_wait_timeout_keys(wait_ms, &full_keys),
         };
         let r = match call {
+            StoreCall::Take => {
+                self.holds_store = true;
+                Ok("the program holds the default group's store: it outlives destroy_process_group".into())
+            }
             StoreCall::Set { key, value } => store
                 .set(&full_keys[0], value.as_bytes())
                 .await

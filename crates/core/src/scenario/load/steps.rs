@@ -74,7 +74,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
 
 const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, \
                    set_timeout, barrier, monitored_barrier, \
-                   store_set, store_get, store_add, store_check, store_wait, \
+                   get_default_store, store_set, store_get, store_add, store_check, store_wait, \
                    all_reduce, all_reduce_coalesced, reduce, broadcast, all_gather, \
                    all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
                    gather, scatter, reduce_scatter, reduce_scatter_tensor, \
@@ -400,9 +400,8 @@ impl Cx<'_> {
                     None => 0,
                 },
             },
-            "store_set" | "store_get" | "store_add" | "store_check" | "store_wait" => {
-                self.store_step(op, r, op_at)?
-            }
+            "get_default_store" | "store_set" | "store_get" | "store_add" | "store_check"
+            | "store_wait" => self.store_step(op, r, op_at)?,
             "raise" => self.raise_step(r, op_at)?,
             "exit" => self.exit_step(r, op_at)?,
             other => self.sglang_step_kind(other, r, handles)?,

@@ -10,6 +10,7 @@ use toml::Spanned;
 /// The fields of store step `op`, `None` for another op.
 pub(super) fn op_fields(op: &str) -> Option<Vec<&'static str>> {
     Some(match op {
+        "get_default_store" => vec![],
         "store_set" => vec!["key", "value"],
         "store_get" => vec!["key"],
         "store_add" => vec!["key", "amount"],
@@ -23,6 +24,7 @@ impl Cx<'_> {
     /// Store step `op` (one [`op_fields`] knows).
     pub(super) fn store_step(&self, op: &str, r: &RawStep, op_at: usize) -> R<StepKind> {
         let call = match op {
+            "get_default_store" => StoreCall::Take,
             "store_set" => StoreCall::Set {
                 key: self.store_key(r, op, op_at)?,
                 value: match &r.value {
