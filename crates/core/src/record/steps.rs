@@ -354,22 +354,27 @@ fn no_step(op: &str) -> Option<&'static str> {
     )
 }
 
-fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
-    // A call that raised at its own argument check is that raise, whatever its op.
-    if let Some(step) = local_check(c) {
+/// A call whose step is not its op's own: the raise of an argument check (whatever its op), a
+/// store call, or a refusal (`Err`). `None`: the op's own step.
+fn step_not_by_op(cx: &Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
+    if let Some(step) = local_check(c).or_else(|| store_step(c)) {
         return Ok(Some(step));
     }
-    if let Some(step) = store_step(c) {
-        return Ok(Some(step));
-    }
-    if let Some(what) = no_step(&c.op) {
-        return Err(cx.err(
+    match no_step(&c.op) {
+        Some(what) => Err(cx.err(
             c,
             format!(
                 "{}: {what} has no step in the scenario format, and leaving the call out would run another program; not recorded",
                 c.op
             ),
-        ));
+        )),
+        None => Ok(None),
+    }
+}
+
+fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
+    if let Some(step) = step_not_by_op(cx, c)? {
+        return Ok(Some(step));
     }
     let a = &c.args;
     let mut f: Vec<(String, String)> = Vec::new();

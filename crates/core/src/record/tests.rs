@@ -347,7 +347,11 @@ fn default_store_calls_are_steps_and_other_store_use_is_refused() {
     );
     crate::scenario::load::parse(&r.text, "rec.toml", "rec").expect("loads");
     let r = one("\"op\": \"get_default_store\"").expect("records");
-    assert!(r.text.contains("op = \"get_default_store\"\n"), "{}", r.text);
+    assert!(
+        r.text.contains("op = \"get_default_store\"\n"),
+        "{}",
+        r.text
+    );
     let r = one("\"op\": \"Store.add\", \"default_store\": true, \"key\": \"c\", \"amount\": 2")
         .expect("records");
     assert!(
