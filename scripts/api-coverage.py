@@ -95,8 +95,8 @@ USES = [
     ("each rank's MASTER_PORT", STEP, "a [[world.rank]] env per rank where ranks differ"),
     ("TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK", STEP, "world env where every rank agrees"),
     ("tensor values", GAP, "each tensor is filled with its rank: a program whose control flow depends on a reduced value takes the recorded path"),
-    ("the default group's store (`_get_default_store()`): set, get, add, check, wait", STEP, "store_set / store_get / store_add / store_check / store_wait steps: keys under the default group's prefix, a get or wait blocks up to the store's (or wait's) timeout, and a store whose host exited raises torch's own texts"),
-    ("other direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; compare_set, delete_key, num_keys, ... on any store)", REFUSED, "no step in the format: the program's own call is refused with its file:line (init_process_group's and torch's own store traffic is simulated)"),
+    ("the default group's store (`_get_default_store()`): set, get, add, check, wait, compare_set, delete_key, num_keys", STEP, "get_default_store (the program holds the store past destroy_process_group) and store_* steps: keys under the default group's prefix, a get or wait blocks up to the store's (or wait's) timeout, and a store whose host exited raises torch's own texts"),
+    ("other direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; append, multi_get, multi_set, queue_push, ... on any store)", REFUSED, "no step in the format: the program's own call is refused with its file:line (init_process_group's and torch's own store traffic is simulated)"),
 ]
 
 

@@ -561,7 +561,7 @@ fn main() {
         ),
         (
             "record_refusals",
-            "scen record: the default store's set, get, add, check and wait are steps; other Store use (a method without a step, its own TCPStore) and dist.breakpoint are refused naming the call and its line",
+            "scen record: the default store's calls (taking it, set, get, add, check, wait, compare_set, delete_key, num_keys) are steps; other Store use (a method without a step, its own TCPStore) and dist.breakpoint are refused naming the call and its line",
             &|| record::own_store_use_is_refused(&python),
         ),
     ];

@@ -230,8 +230,8 @@ def _wrap(op, fn):
 
 
 # A program's own c10d Store: making one, and each method that reads, writes or waits on it.
-# set, get, add, check and wait on the default group's store (`_get_default_store()`) are
-# steps, recorded with their arguments; every other store and method has no step in the format
+# set, get, add, check, wait, compare_set, delete_key and num_keys on the default group's
+# store (`_get_default_store()`) are steps, recorded with their arguments; every other store and method has no step in the format
 # and is recorded by name only, so that `scen record` refuses it (crates/core/src/record/steps.rs)
 # rather than run the program without it. torch's own use (its rendezvous,
 # _store_based_barrier, its C++ backends) is not the program's and passes.
@@ -241,7 +241,9 @@ STORE_METHODS = ("set", "get", "add", "append", "check", "compare_set", "delete_
                  "queue_len", "barrier")
 # Each recorded method's parameters after self, in order.
 STORE_STEPS = {"set": ("key", "value"), "get": ("key",), "add": ("key", "amount"),
-               "check": ("keys",), "wait": ("keys", "timeout")}
+               "check": ("keys",), "wait": ("keys", "timeout"),
+               "compare_set": ("key", "expected_value", "desired_value"),
+               "delete_key": ("key",), "num_keys": ()}
 
 
 def _store_args(op, a, kw):

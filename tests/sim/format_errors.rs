@@ -265,6 +265,13 @@ fn store_step_fields_are_located() {
         e.starts_with("s.toml:7:") && e.contains("`timeout_s` does not apply to store_get"),
         "{e}"
     );
+    let e = step("op = \"store_compare_set\"\nkey = \"k\"\nexpected_value = \"\"\n");
+    assert!(e.contains("store_compare_set needs `desired_value`"), "{e}");
+    let e = step("op = \"store_num_keys\"\nkey = \"k\"\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("`key` does not apply"),
+        "{e}"
+    );
     let e = step("op = \"store_check\"\nkey = \"k\"\n");
     assert!(
         e.starts_with("s.toml:6:") && e.contains("`key` does not apply"),

@@ -62,9 +62,8 @@ pub const USE_WAIT: &str = "work.wait(timeout=)";
 pub const USE_PORT: &str = "each rank's MASTER_PORT";
 pub const USE_CUT: &str = "a job cut by --timeout-s";
 pub const USE_VALUES: &str = "tensor values";
-pub const USE_STORE: &str = "other direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; compare_set, delete_key, num_keys, ... on any store)";
-pub const USE_DEFAULT_STORE: &str =
-    "the default group's store (`_get_default_store()`): set, get, add, check, wait";
+pub const USE_STORE: &str = "other direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; append, multi_get, multi_set, queue_push, ... on any store)";
+pub const USE_DEFAULT_STORE: &str = "the default group's store (`_get_default_store()`): set, get, add, check, wait, compare_set, delete_key, num_keys";
 pub const USE_DEBUG: &str =
     "TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK";
 
@@ -249,7 +248,8 @@ fn late_rows(more: &mut Rng, b: &mut B) -> Option<u64> {
 
 /// Calls on the default group's store (steps since 2026-11-28), from a stream of their own: a
 /// key one rank sets, maybe late, and another gets; a `wait` with a timeout on keys one rank
-/// sets and one nobody does; a counter every live rank adds to, then checks. The store's host
+/// sets and one nobody does; a counter every live rank adds to, then checks; then maybe a
+/// compare_set, delete_key or num_keys. The store's host
 /// (rank 0, as plain processes) may have finished by then: the calls then meet it gone.
 fn store_rows(st: &mut Rng, b: &mut B) {
     let live = b.all();
@@ -282,6 +282,17 @@ fn store_rows(st: &mut Rng, b: &mut B) {
             b.line(&live, "S.add(\"c\", 1)", Kind::Call);
             b.line(&[o], "dist.Store.check(S, [\"c\", \"h\"])", Kind::Call);
         }
+    }
+    // The other methods with steps (since the three patterns above were first measured: drawn
+    // after them, so a program that draws none keeps its text).
+    if st.chance(40) {
+        let line = *st.pick(&[
+            "S.compare_set(\"h\", \"\", \"%d\" % r)",
+            "S.compare_set(\"w\", \"x\", \"y\")",
+            "S.delete_key(\"h\")",
+            "S.num_keys()",
+        ]);
+        b.line(&[a], line, Kind::Call);
     }
     b.row(USE_DEFAULT_STORE);
 }

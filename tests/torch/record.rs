@@ -314,7 +314,7 @@ if dist.get_rank() == 2:
 const OWN_STORE_USE: &str = r#"import torch.distributed as dist
 dist.init_process_group(backend="gloo")
 store = dist.distributed_c10d._get_default_store()
-store.compare_set("mine", "", "1")
+store.append("mine", "1")
 dist.barrier()
 "#;
 
@@ -329,6 +329,9 @@ if dist.get_rank() == 1:
     store.get("mine")
     dist.Store.wait(store, ["mine", "count"], datetime.timedelta(seconds=5))
     store.check(["count"])
+    store.compare_set("mine", "1", "2")
+    store.delete_key("count")
+    store.num_keys()
 dist.barrier()
 "#;
 
@@ -353,7 +356,7 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
         (
             "own_store_use",
             OWN_STORE_USE,
-            "own_store_use.py:4: Store.compare_set: a program's own c10d Store",
+            "own_store_use.py:4: Store.append: a program's own c10d Store",
         ),
         (
             "own_store",
@@ -386,6 +389,9 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
         "op = \"store_get\"\non = [1]\nkey = \"mine\"\n",
         "op = \"store_wait\"\non = [1]\nkeys = [\"mine\", \"count\"]\ntimeout_s = 5.0\n",
         "op = \"store_check\"\non = [1]\nkeys = [\"count\"]\n",
+        "op = \"store_compare_set\"\non = [1]\nkey = \"mine\"\nexpected_value = \"1\"\ndesired_value = \"2\"\n",
+        "op = \"store_delete_key\"\non = [1]\nkey = \"count\"\n",
+        "op = \"store_num_keys\"\non = [1]\n",
     ] {
         if !text.contains(want) {
             return Err(format!("default_store: no `{want}` in:\n{text}"));

@@ -42,6 +42,9 @@ const OP_CHECK: u8 = 4;
 const OP_WAIT_GE: u8 = 5;
 const OP_HELLO: u8 = 6;
 const OP_SEQ: u8 = 7;
+const OP_COMPARE_SET: u8 = 8;
+const OP_DELETE: u8 = 9;
+const OP_NUM_KEYS: u8 = 10;
 
 /// [`OP_SEQ`] modes: a client's loop of `check`s, or of `get`s up to the first absent key.
 const SEQ_CHECK: u8 = 0;
@@ -54,7 +57,7 @@ const REPLY_REFUSED: u8 = 2;
 /// What a hello starts with.
 pub const HELLO_MAGIC: &[u8] = b"scen-tcpstore";
 /// The store protocol this build speaks; a hello with another version is refused.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// The largest hello accepted (a token is 32 hex digits): a stranger cannot make the server
 /// allocate more before it has proven to be of this job.
 pub const MAX_HELLO_BYTES: usize = 4096;
@@ -93,6 +96,9 @@ pub struct StoreState {
     changed: RefCell<HashMap<String, Rc<Notify>>>,
     /// The keys `<prefix><i>` again, by prefix and index, for store loops (seq.rs).
     numbered: numbered::Numbered,
+    /// Per key, how often a TCPStore server woke its readers without setting it
+    /// ([`StoreState::wake_unset`]).
+    woken_unset: RefCell<HashMap<String, u64>>,
 }
 
 impl StoreState {
@@ -135,6 +141,48 @@ impl StoreState {
         let v = self.counter(key) + delta;
         self.set(key.to_string(), v.to_string().into_bytes());
         v
+    }
+
+    /// PyTorch's `compareSet`: sets `desired` where the key holds `expected` (an absent key
+    /// counts as holding `""`) and returns the value the key then has; an absent key with
+    /// another `expected` stays absent and `expected` is returned (measured, real torch 2.15).
+    fn compare_set(&self, key: &str, expected: &[u8], desired: Vec<u8>) -> Vec<u8> {
+        match self.get(key) {
+            None if !expected.is_empty() => expected.to_vec(),
+            Some(v) if v != expected => v,
+            _ => {
+                self.set(key.to_string(), desired.clone());
+                desired
+            }
+        }
+    }
+
+    /// TCPStore's `compareSet` on an absent key with a non-empty expected value sets nothing
+    /// but wakes the key's waiting readers all the same: a `wait` returns and a `get` reads an
+    /// empty value (measured, real torch 2.15; a FileStore's readers poll the file instead).
+    fn wake_unset(&self, key: &str) {
+        *self
+            .woken_unset
+            .borrow_mut()
+            .entry(key.to_string())
+            .or_default() += 1;
+        if let Some(n) = self.changed.borrow_mut().remove(key) {
+            n.notify_waiters();
+        }
+    }
+
+    fn woken_unset(&self, key: &str) -> u64 {
+        self.woken_unset.borrow().get(key).copied().unwrap_or(0)
+    }
+
+    /// Removes `key`; whether it was there.
+    fn delete(&self, key: &str) -> bool {
+        self.numbered.remove(key);
+        self.keys.borrow_mut().remove(key).is_some()
+    }
+
+    fn len(&self) -> usize {
+        self.keys.borrow().len()
     }
 }
 
@@ -286,10 +334,28 @@ async fn handle<C: Clock>(req: &[u8], state: &StoreState, clock: &C) -> Result<V
             .u8(REPLY_OK)
             .u8(state.contains(key) as u8)
             .done(),
+        OP_COMPARE_SET => {
+            let expected = d.bytes()?;
+            let absent = !state.contains(key);
+            let v = state.compare_set(key, &expected, d.bytes()?);
+            if absent && !expected.is_empty() {
+                state.wake_unset(key);
+            }
+            Enc::default().u8(REPLY_OK).bytes(&v).done()
+        }
+        OP_DELETE => Enc::default()
+            .u8(REPLY_OK)
+            .u8(state.delete(key) as u8)
+            .done(),
+        OP_NUM_KEYS => Enc::default().u8(REPLY_OK).i64(state.len() as i64).done(),
         OP_GET => {
             let timeout_ms = d.u64()?;
             let deadline = deadline_after(clock, timeout_ms);
-            let ready = || state.get(key);
+            let woken = state.woken_unset(key);
+            let ready = || {
+                let lied = state.woken_unset(key) != woken;
+                state.get(key).or_else(|| lied.then(Vec::new))
+            };
             match wait_for(state, key, clock, deadline, ready).await {
                 Some(v) => Enc::default().u8(REPLY_OK).bytes(&v).done(),
                 None => Enc::default().u8(REPLY_TIMEOUT).i64(0).done(),
@@ -517,6 +583,55 @@ impl<N: Net> StoreClient<N> {
         let mut d = Dec::new(&reply);
         d.u8()?;
         Ok(d.u8()? != 0)
+    }
+
+    /// PyTorch's `compare_set` ([`StoreState::compare_set`]): the value the key then has.
+    pub async fn compare_set(
+        &self,
+        key: &str,
+        expected: &[u8],
+        desired: &[u8],
+    ) -> Result<Vec<u8>, StoreError> {
+        if let Some(f) = &self.file {
+            return Ok(f.compare_set(key, expected, desired));
+        }
+        let req = Enc::default()
+            .u8(OP_COMPARE_SET)
+            .str(key)
+            .bytes(expected)
+            .bytes(desired)
+            .done();
+        let reply = self.call(req).await?;
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        Ok(d.bytes()?)
+    }
+
+    /// Removes `key`: whether it was there (a FileStore says `true` either way, as real torch
+    /// 2.15's does).
+    pub async fn delete_key(&self, key: &str) -> Result<bool, StoreError> {
+        if let Some(f) = &self.file {
+            return Ok(f.delete_key(key));
+        }
+        let reply = self
+            .call(Enc::default().u8(OP_DELETE).str(key).done())
+            .await?;
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        Ok(d.u8()? != 0)
+    }
+
+    /// How many keys the store holds (c10d's own among them).
+    pub async fn num_keys(&self) -> Result<i64, StoreError> {
+        if let Some(f) = &self.file {
+            return Ok(f.num_keys());
+        }
+        let reply = self
+            .call(Enc::default().u8(OP_NUM_KEYS).str("").done())
+            .await?;
+        let mut d = Dec::new(&reply);
+        d.u8()?;
+        Ok(d.i64()?)
     }
 
     /// Blocks until `key` exists, up to `timeout_ms`.

@@ -340,8 +340,8 @@ const NO_STEP: [(&str, &str); 7] = [
 
 /// A program's own c10d Store: the recorder's names for making one (`TCPStore`, ...) and for
 /// its methods (`Store.set`, ...; python/scen/recorder.py, STORE_CLASSES and STORE_METHODS).
-/// Apart from the default group's store's set, get, add, check and wait ([`store_step`]), no
-/// step in the format either: refused like [`NO_STEP`].
+/// Apart from the default group's store's set, get, add, check, wait, compare_set, delete_key
+/// and num_keys ([`store_step`]), no step in the format either: refused like [`NO_STEP`].
 const STORES: [&str; 4] = ["TCPStore", "FileStore", "HashStore", "PrefixStore"];
 
 /// What a call with no step in the scenario format is, if `op` names one.
@@ -350,7 +350,7 @@ fn no_step(op: &str) -> Option<&'static str> {
         return Some(what);
     }
     (STORES.contains(&op) || op.starts_with("Store.")).then_some(
-        "a program's own c10d Store (TCPStore, FileStore, HashStore, PrefixStore), or a method other than set, get, add, check and wait on the default group's store,",
+        "a program's own c10d Store (TCPStore, FileStore, HashStore, PrefixStore), or a method without a step (append, multi_get, multi_set, queue_push, ...) on the default group's store,",
     )
 }
 
@@ -434,8 +434,9 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
     }))
 }
 
-/// A `set`, `get`, `add`, `check` or `wait` on the default group's store (the recorder gives
-/// such a call its arguments, and any other store call none): its store step.
+/// A `set`, `get`, `add`, `check`, `wait`, `compare_set`, `delete_key` or `num_keys` on the
+/// default group's store (the recorder gives such a call its arguments, and any other store
+/// call none): its store step.
 fn store_step(c: &Call) -> Option<StepDesc> {
     let a = &c.args;
     let method = c.op.strip_prefix("Store.")?;
@@ -467,6 +468,13 @@ fn store_step(c: &Call) -> Option<StepDesc> {
             f.push(("keys".to_string(), keys()?));
             timeout(a, &mut f);
         }
+        "compare_set" => {
+            f.push(("key".to_string(), text("key")?));
+            f.push(("expected_value".to_string(), text("expected_value")?));
+            f.push(("desired_value".to_string(), text("desired_value")?));
+        }
+        "delete_key" => f.push(("key".to_string(), text("key")?)),
+        "num_keys" => {}
         _ => return None,
     }
     Some(StepDesc {

@@ -361,7 +361,7 @@ fn default_store_calls_are_steps_and_other_store_use_is_refused() {
         r.text
     );
     for refused in [
-        "\"op\": \"Store.compare_set\", \"default_store\": true",
+        "\"op\": \"Store.append\", \"default_store\": true",
         "\"op\": \"Store.get\"",
         "\"op\": \"TCPStore\"",
     ] {

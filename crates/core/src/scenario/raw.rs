@@ -241,6 +241,8 @@ pub struct RawStep {
     pub keys: Option<Spanned<Vec<String>>>,
     pub value: Option<Spanned<String>>,
     pub amount: Option<Spanned<i64>>,
+    pub expected_value: Option<Spanned<String>>,
+    pub desired_value: Option<Spanned<String>>,
     // log / sleep
     pub message: Option<Spanned<String>>,
     pub ms: Option<Spanned<i64>>,

@@ -31,6 +31,17 @@ pub enum StoreCall {
         keys: Vec<String>,
         timeout_ms: Option<u64>,
     },
+    /// `store.compare_set(key, expected_value, desired_value)`: sets `desired` where the key
+    /// holds `expected` (an absent key counts as `""`); never blocks.
+    CompareSet {
+        key: String,
+        expected: String,
+        desired: String,
+    },
+    /// `store.delete_key(key)`: a later `get` of it waits again.
+    DeleteKey { key: String },
+    /// `store.num_keys()`: a count only (its value decides nothing here).
+    NumKeys,
 }
 
 impl StoreCall {
@@ -43,14 +54,21 @@ impl StoreCall {
             StoreCall::Add { .. } => "store_add",
             StoreCall::Check { .. } => "store_check",
             StoreCall::Wait { .. } => "store_wait",
+            StoreCall::CompareSet { .. } => "store_compare_set",
+            StoreCall::DeleteKey { .. } => "store_delete_key",
+            StoreCall::NumKeys => "store_num_keys",
         }
     }
 
     /// The keys it names, in order.
     pub fn keys(&self) -> Vec<&str> {
         match self {
-            StoreCall::Take => Vec::new(),
-            StoreCall::Set { key, .. } | StoreCall::Get { key } | StoreCall::Add { key, .. } => {
+            StoreCall::Take | StoreCall::NumKeys => Vec::new(),
+            StoreCall::Set { key, .. }
+            | StoreCall::Get { key }
+            | StoreCall::Add { key, .. }
+            | StoreCall::CompareSet { key, .. }
+            | StoreCall::DeleteKey { key } => {
                 vec![key]
             }
             StoreCall::Check { keys } | StoreCall::Wait { keys, .. } => {

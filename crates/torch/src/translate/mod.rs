@@ -355,6 +355,18 @@ fn store_call(call: &StoreCall) -> String {
     };
     match call {
         StoreCall::Take => format!("HELD.append({store})"),
+        StoreCall::CompareSet {
+            key,
+            expected,
+            desired,
+        } => format!(
+            "{store}.compare_set({}, {}, {})",
+            py::str_lit(key),
+            py::str_lit(expected),
+            py::str_lit(desired)
+        ),
+        StoreCall::DeleteKey { key } => format!("{store}.delete_key({})", py::str_lit(key)),
+        StoreCall::NumKeys => format!("{store}.num_keys()"),
         StoreCall::Set { key, value } => {
             format!("{store}.set({}, {})", py::str_lit(key), py::str_lit(value))
         }

@@ -194,6 +194,23 @@ impl FileClient {
         self.files.open(&self.path).state.contains(key)
     }
 
+    pub fn compare_set(&self, key: &str, expected: &[u8], desired: &[u8]) -> Vec<u8> {
+        let f = self.files.open(&self.path);
+        let v = f.state.compare_set(key, expected, desired.to_vec());
+        self.write(&f, key);
+        v
+    }
+
+    /// Removes `key`; FileStore says `true` whether or not it was there (real torch 2.15).
+    pub fn delete_key(&self, key: &str) -> bool {
+        self.files.open(&self.path).state.delete(key);
+        true
+    }
+
+    pub fn num_keys(&self) -> i64 {
+        self.files.open(&self.path).state.len() as i64
+    }
+
     /// Blocks until `key` exists; gives up as FileStore does ([`give_up_at_ms`]).
     pub async fn get(&self, key: &str, timeout_ms: u64) -> Result<Vec<u8>, StoreError> {
         let deadline = give_up_at_ms(self.clock.now_ms(), timeout_ms);

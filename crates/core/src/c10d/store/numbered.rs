@@ -48,6 +48,16 @@ impl Numbered {
         slots[i] = Some(value.into());
     }
 
+    /// Forgets `key`'s value if the key is of the indexed form (a `delete_key`).
+    pub(super) fn remove(&self, key: &str) {
+        let Some((prefix, i)) = split(key) else {
+            return;
+        };
+        if let Some(slot) = self.slots(prefix).borrow_mut().get_mut(i) {
+            *slot = None;
+        }
+    }
+
     /// The values under `prefix` (an empty table if none is set yet: later sets fill it).
     pub(super) fn slots(&self, prefix: &str) -> Slots {
         let mut by_prefix = self.by_prefix.borrow_mut();

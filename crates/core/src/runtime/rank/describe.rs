@@ -277,7 +277,17 @@ fn describe_coll(c: &CollStep, group: &str, tensor: &str) -> String {
 fn describe_store(call: &crate::scenario::model::StoreCall) -> String {
     use crate::scenario::model::StoreCall;
     match call {
-        StoreCall::Take => String::new(),
+        StoreCall::Take | StoreCall::NumKeys => String::new(),
+        StoreCall::CompareSet {
+            key,
+            expected,
+            desired,
+        } => format!(
+            "key={key:?} expected={} bytes desired={} bytes",
+            expected.len(),
+            desired.len()
+        ),
+        StoreCall::DeleteKey { key } => format!("key={key:?}"),
         StoreCall::Set { key, value } => format!("key={key:?} value={} bytes", value.len()),
         StoreCall::Get { key } => format!("key={key:?}"),
         StoreCall::Add { key, amount } => format!("key={key:?} amount={amount}"),

@@ -52,6 +52,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .await
                 .map(|v| format!("{key} = {v}")),
             StoreCall::Check { .. } => self.store_check_keys(&full_keys).await,
+            StoreCall::CompareSet {
+                key,
+                expected,
+                desired,
+            } => store
+                .compare_set(&full_keys[0], expected.as_bytes(), desired.as_bytes())
+                .await
+                .map(|v| format!("{key}: {} bytes", v.len())),
+            StoreCall::DeleteKey { key } => store
+                .delete_key(&full_keys[0])
+                .await
+                .map(|gone| format!("{key} deleted: {gone}")),
+            StoreCall::NumKeys => store.num_keys().await.map(|n| format!("{n} keys")),
             StoreCall::Get { key } => self
                 .store_wait_key(&full_keys[0], wait_ms, on_timeout.clone())
                 .await

@@ -16,6 +16,9 @@ pub(super) fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "store_add" => vec!["key", "amount"],
         "store_check" => vec!["keys"],
         "store_wait" => vec!["keys", "timeout_s"],
+        "store_compare_set" => vec!["key", "expected_value", "desired_value"],
+        "store_delete_key" => vec!["key"],
+        "store_num_keys" => vec![],
         _ => return None,
     })
 }
@@ -27,22 +30,17 @@ impl Cx<'_> {
             "get_default_store" => StoreCall::Take,
             "store_set" => StoreCall::Set {
                 key: self.store_key(r, op, op_at)?,
-                value: match &r.value {
-                    Some(v) if v.get_ref().len() <= limits::MAX_STORE_VALUE_BYTES => {
-                        v.get_ref().clone()
-                    }
-                    Some(v) => {
-                        return Err(self.at(
-                            v,
-                            format!(
-                                "value is longer than {} bytes (scen's limit for a store value)",
-                                limits::MAX_STORE_VALUE_BYTES
-                            ),
-                        ))
-                    }
-                    None => return Err(self.err(op_at, "store_set needs `value` (a string)")),
-                },
+                value: self.store_value(&r.value, "value", op, op_at)?,
             },
+            "store_compare_set" => StoreCall::CompareSet {
+                key: self.store_key(r, op, op_at)?,
+                expected: self.store_value(&r.expected_value, "expected_value", op, op_at)?,
+                desired: self.store_value(&r.desired_value, "desired_value", op, op_at)?,
+            },
+            "store_delete_key" => StoreCall::DeleteKey {
+                key: self.store_key(r, op, op_at)?,
+            },
+            "store_num_keys" => StoreCall::NumKeys,
             "store_get" => StoreCall::Get {
                 key: self.store_key(r, op, op_at)?,
             },
@@ -64,6 +62,29 @@ impl Cx<'_> {
             },
         };
         Ok(StepKind::Store(call))
+    }
+
+    /// A value field (`name`), required, at most scen's limit.
+    fn store_value(
+        &self,
+        v: &Option<Spanned<String>>,
+        name: &str,
+        op: &str,
+        op_at: usize,
+    ) -> R<String> {
+        match v {
+            Some(v) if v.get_ref().len() <= limits::MAX_STORE_VALUE_BYTES => {
+                Ok(v.get_ref().clone())
+            }
+            Some(v) => Err(self.at(
+                v,
+                format!(
+                    "{name} is longer than {} bytes (scen's limit for a store value)",
+                    limits::MAX_STORE_VALUE_BYTES
+                ),
+            )),
+            None => Err(self.err(op_at, format!("{op} needs `{name}` (a string)"))),
+        }
     }
 
     fn store_key(&self, r: &RawStep, op: &str, op_at: usize) -> R<String> {
