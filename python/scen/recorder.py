@@ -231,9 +231,11 @@ def _wrap(op, fn):
 
 # A program's own c10d Store: making one, and each method that reads, writes or waits on it.
 # set, get, add, check, wait, compare_set, delete_key and num_keys on the default group's
-# store (`_get_default_store()`) are steps, recorded with their arguments; every other store and method has no step in the format
-# and is recorded by name only, so that `scen record` refuses it (crates/core/src/record/steps.rs)
-# rather than run the program without it. torch's own use (its rendezvous,
+# store (`_get_default_store()`) are steps, recorded with their arguments (a value as text: one
+# that is not UTF-8 reaches the scenario with replacement characters, which no step but
+# compare_set compares, and such a compare_set is refused); every other store and method has no
+# step in the format and is recorded by name only, so that `scen record` refuses it
+# (crates/core/src/record/steps.rs) rather than run the program without it. torch's own use (its rendezvous,
 # _store_based_barrier, its C++ backends) is not the program's and passes.
 STORE_CLASSES = ("TCPStore", "FileStore", "HashStore", "PrefixStore")
 STORE_METHODS = ("set", "get", "add", "append", "check", "compare_set", "delete_key", "wait",
@@ -264,7 +266,14 @@ def _store_args(op, a, kw):
         if name == "timeout":
             out["timeout_ms"] = _timeout_ms(v)
         elif isinstance(v, (bytes, bytearray)):
-            out[name] = bytes(v).decode("utf-8", "replace")
+            try:
+                out[name] = bytes(v).decode("utf-8")
+            except UnicodeDecodeError:
+                # A value only compare_set reads: its bytes decide what it sets, and a scenario
+                # holds text, so such a compare_set is refused rather than compared otherwise.
+                if method == "compare_set":
+                    return {}
+                out[name] = bytes(v).decode("utf-8", "replace")
         elif isinstance(v, (list, tuple)):
             out[name] = [str(k) for k in v]
         else:
