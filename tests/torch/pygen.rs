@@ -10,6 +10,13 @@
 
 use super::gen::Rng;
 
+#[path = "pygen_late.rs"]
+mod late;
+#[path = "pygen_refused.rs"]
+mod refused;
+use late::{late_rows, store_rows};
+use refused::{refused_call, refused_more, RECORDED_SINCE};
+
 /// What a line of the program is, for mapping a real rank's last line to a position.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -206,102 +213,6 @@ pub fn program(seed: u64, k: u64) -> PyProgram {
         refused,
         cut_s,
     }
-}
-
-/// The rows a first 2,000-program run drew under 20 times or never: a query, a value the
-/// program's control flow reads, a job cut by `--timeout-s`. Returns the cut, if drawn.
-fn late_rows(more: &mut Rng, b: &mut B) -> Option<u64> {
-    if b.all().is_empty() {
-        return None;
-    }
-    if more.chance(3) {
-        let live = b.all();
-        b.line(&live, "_ = dist.get_backend_impl(GA)", Kind::Other);
-        b.row("get_backend_impl");
-    }
-    if more.chance(3) {
-        // Every rank's X is r + 1: the sum over the world. A recording fills each tensor with
-        // its rank and takes the path the real run took (the row's approximation).
-        let sum = b.w * (b.w + 1) / 2;
-        let live = b.all();
-        b.line(
-            &live,
-            &format!("_v = X(1); dist.all_reduce(_v); assert float(_v[0]) == {sum}, \"sum\""),
-            Kind::Call,
-        );
-        b.row("all_reduce");
-        b.row(USE_VALUES);
-    }
-    if !more.chance(3) {
-        return None;
-    }
-    // One rank sleeps past the cut while the others wait in the world's barrier (60 s).
-    let live = b.all();
-    let a = *more.pick(&live);
-    b.line(&[a], "time.sleep(60)", Kind::Sleep);
-    b.line(&live, "dist.barrier()", Kind::Call);
-    b.row(USE_SLEEP);
-    b.row("barrier");
-    b.row(USE_CUT);
-    Some(25)
-}
-
-/// Calls on the default group's store (steps since 2026-11-28), from a stream of their own: a
-/// key one rank sets, maybe late, and another gets; a `wait` with a timeout on keys one rank
-/// sets and one nobody does; a counter every live rank adds to, then checks; then maybe a
-/// compare_set, delete_key or num_keys. The store's host
-/// (rank 0, as plain processes) may have finished by then: the calls then meet it gone.
-fn store_rows(st: &mut Rng, b: &mut B) {
-    let live = b.all();
-    if live.len() < 2 || !st.chance(5) {
-        return;
-    }
-    let a = *st.pick(&live);
-    let others: Vec<usize> = live.iter().copied().filter(|r| *r != a).collect();
-    let o = *st.pick(&others);
-    b.line(
-        &live,
-        "S = dist.distributed_c10d._get_default_store()",
-        Kind::Other,
-    );
-    match st.below(3) {
-        0 => {
-            if st.chance(2) {
-                b.line(&[a], "time.sleep(1)", Kind::Sleep);
-                b.row(USE_SLEEP);
-            }
-            b.line(&[a], "S.set(\"h\", \"%d\" % r)", Kind::Call);
-            b.line(&[o], "S.get(\"h\")", Kind::Call);
-        }
-        1 => {
-            b.line(&[a], "S.set(\"w\", b\"1\")", Kind::Call);
-            let keys = *st.pick(&["[\"w\"]", "[\"w\", \"never\"]"]);
-            b.line(&[o], &format!("S.wait({keys}, T(2))"), Kind::Call);
-        }
-        _ => {
-            b.line(&live, "S.add(\"c\", 1)", Kind::Call);
-            b.line(&[o], "dist.Store.check(S, [\"c\", \"h\"])", Kind::Call);
-        }
-    }
-    // The other methods with steps (since the three patterns above were first measured: drawn
-    // after them, so a program that draws none keeps its text).
-    if st.chance(40) {
-        let line = *st.pick(&[
-            "S.compare_set(\"h\", \"\", \"%d\" % r)",
-            "S.compare_set(\"w\", \"x\", \"y\")",
-            "S.delete_key(\"h\")",
-            "S.num_keys()",
-        ]);
-        b.line(&[a], line, Kind::Call);
-    }
-    b.row(USE_DEFAULT_STORE);
-}
-
-/// A call `scen record` refuses, from the rows a first 2,000-program run drew least (indices
-/// into [`REFUSED`]).
-fn refused_more(more: &mut Rng, b: &mut B) -> &'static str {
-    let i = *more.pick(&[7, 8, 9, 0, 4, 2, 1, 3]);
-    refused_line(b, i)
 }
 
 /// `dist.init_process_group(...)`: env:// implicit or explicit, tcp:// (three hosts), file://.
@@ -703,75 +614,6 @@ fn p2p_pair(rng: &mut Rng, b: &mut B, g: &Group, m: &[usize], n: usize, i: usize
             ""
         }
     )
-}
-
-/// Entries of [`REFUSED`] that `scen record` records now (set_timeout and the default store's
-/// set: 2026-11-28): still drawn
-/// from the table, so every program keeps its text and number.
-const RECORDED_SINCE: [&str; 2] = ["set_timeout", "Store.set"];
-
-/// The calls `scen record` refuses (docs/api-coverage.md: refused): the name the refusal gives,
-/// the coverage row, the line. The first seven are the first draw's (`refused_call`); the
-/// order is the programs' text, so entries go at the end (and stay when a call is recorded
-/// since: [`RECORDED_SINCE`]).
-const REFUSED: [(&str, &str, &str); 10] = [
-    (
-        "gather_into_tensor",
-        "gather_into_tensor",
-        "dist.gather_into_tensor(X(2 * dist.get_world_size()) if r == 0 else None, X(2), dst=0)",
-    ),
-    (
-        "gather_single",
-        "gather_single",
-        "dist.gather_single(X(2), X(2 * dist.get_world_size()) if r == 0 else None, dst=0)",
-    ),
-    (
-        "set_timeout",
-        "set_timeout",
-        "dist.set_timeout(T(5), group=GA)",
-    ),
-    (
-        "split_group",
-        "split_group",
-        "dist.split_group(GA, [list(range(dist.get_world_size()))], timeout=T(3))",
-    ),
-    (
-        "shrink_group",
-        "shrink_group",
-        "dist.shrink_group([0], group=GA)",
-    ),
-    ("HashStore", USE_STORE, "_hs = dist.HashStore()"),
-    (
-        "Store.set",
-        USE_DEFAULT_STORE,
-        "dist.Store.set(dist.distributed_c10d._get_default_store(), \"k%d\" % r, \"1\")",
-    ),
-    ("breakpoint", "breakpoint", "dist.breakpoint()"),
-    (
-        "rendezvous",
-        "rendezvous",
-        "_rv = dist.rendezvous(\"env://\")",
-    ),
-    (
-        "register_rendezvous_handler",
-        "register_rendezvous_handler",
-        "dist.register_rendezvous_handler(\"mine\", lambda url, **kw: iter(()))",
-    ),
-];
-
-/// Refused call `REFUSED[i]` by every live rank: its name (as the refusal names it).
-fn refused_line(b: &mut B, i: usize) -> &'static str {
-    let (name, row, body) = REFUSED[i];
-    let live = b.all();
-    b.line(&live, body, Kind::Call);
-    b.row(row);
-    name
-}
-
-/// A call `scen record` refuses, from the first seven of [`REFUSED`].
-fn refused_call(rng: &mut Rng, b: &mut B) -> &'static str {
-    let i = rng.below(7);
-    refused_line(b, i)
 }
 
 /// A local query (docs/api-coverage.md: local) by every live rank.

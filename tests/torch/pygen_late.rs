@@ -1,0 +1,96 @@
+//! The generator's rows added after the first slices were measured: each draws from a stream
+//! of its own (seeded by the program's number), so a program that draws none of them is the
+//! same text as before and the program numbers in docs/userpath.md keep naming the same
+//! programs.
+
+use super::super::gen::Rng;
+use super::{Kind, B, USE_CUT, USE_DEFAULT_STORE, USE_SLEEP, USE_VALUES};
+
+/// The rows a first 2,000-program run drew under 20 times or never: a query, a value the
+/// program's control flow reads, a job cut by `--timeout-s`. Returns the cut, if drawn.
+pub(super) fn late_rows(more: &mut Rng, b: &mut B) -> Option<u64> {
+    if b.all().is_empty() {
+        return None;
+    }
+    if more.chance(3) {
+        let live = b.all();
+        b.line(&live, "_ = dist.get_backend_impl(GA)", Kind::Other);
+        b.row("get_backend_impl");
+    }
+    if more.chance(3) {
+        // Every rank's X is r + 1: the sum over the world. A recording fills each tensor with
+        // its rank and takes the path the real run took (the row's approximation).
+        let sum = b.w * (b.w + 1) / 2;
+        let live = b.all();
+        b.line(
+            &live,
+            &format!("_v = X(1); dist.all_reduce(_v); assert float(_v[0]) == {sum}, \"sum\""),
+            Kind::Call,
+        );
+        b.row("all_reduce");
+        b.row(USE_VALUES);
+    }
+    if !more.chance(3) {
+        return None;
+    }
+    // One rank sleeps past the cut while the others wait in the world's barrier (60 s).
+    let live = b.all();
+    let a = *more.pick(&live);
+    b.line(&[a], "time.sleep(60)", Kind::Sleep);
+    b.line(&live, "dist.barrier()", Kind::Call);
+    b.row(USE_SLEEP);
+    b.row("barrier");
+    b.row(USE_CUT);
+    Some(25)
+}
+
+/// Calls on the default group's store (steps since 2026-11-28), from a stream of their own: a
+/// key one rank sets, maybe late, and another gets; a `wait` with a timeout on keys one rank
+/// sets and one nobody does; a counter every live rank adds to, then checks; then maybe a
+/// compare_set, delete_key or num_keys. The store's host
+/// (rank 0, as plain processes) may have finished by then: the calls then meet it gone.
+pub(super) fn store_rows(st: &mut Rng, b: &mut B) {
+    let live = b.all();
+    if live.len() < 2 || !st.chance(5) {
+        return;
+    }
+    let a = *st.pick(&live);
+    let others: Vec<usize> = live.iter().copied().filter(|r| *r != a).collect();
+    let o = *st.pick(&others);
+    b.line(
+        &live,
+        "S = dist.distributed_c10d._get_default_store()",
+        Kind::Other,
+    );
+    match st.below(3) {
+        0 => {
+            if st.chance(2) {
+                b.line(&[a], "time.sleep(1)", Kind::Sleep);
+                b.row(USE_SLEEP);
+            }
+            b.line(&[a], "S.set(\"h\", \"%d\" % r)", Kind::Call);
+            b.line(&[o], "S.get(\"h\")", Kind::Call);
+        }
+        1 => {
+            b.line(&[a], "S.set(\"w\", b\"1\")", Kind::Call);
+            let keys = *st.pick(&["[\"w\"]", "[\"w\", \"never\"]"]);
+            b.line(&[o], &format!("S.wait({keys}, T(2))"), Kind::Call);
+        }
+        _ => {
+            b.line(&live, "S.add(\"c\", 1)", Kind::Call);
+            b.line(&[o], "dist.Store.check(S, [\"c\", \"h\"])", Kind::Call);
+        }
+    }
+    // The other methods with steps (since the three patterns above were first measured: drawn
+    // after them, so a program that draws none keeps its text).
+    if st.chance(40) {
+        let line = *st.pick(&[
+            "S.compare_set(\"h\", \"\", \"%d\" % r)",
+            "S.compare_set(\"w\", \"x\", \"y\")",
+            "S.delete_key(\"h\")",
+            "S.num_keys()",
+        ]);
+        b.line(&[a], line, Kind::Call);
+    }
+    b.row(USE_DEFAULT_STORE);
+}
