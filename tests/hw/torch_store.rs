@@ -125,6 +125,22 @@ fn scens_client_uses_a_real_pytorch_tcpstore() {
                 .collect::<Vec<_>>(),
             vec![b"a".to_vec(), b"b".to_vec()]
         );
+        // GETNUMKEYS in PyTorch's own words (the keys above and the server's own).
+        assert!(c.num_keys().await.unwrap() >= 4);
+        // compare_set and delete_key are not spoken over PyTorch's protocol: a named limit,
+        // and nothing sent (the connection stays usable).
+        for e in [
+            c.compare_set("cnt", b"", b"x").await.map(|_| ()),
+            c.delete_key("cnt").await.map(|_| ()),
+        ] {
+            match e {
+                Err(StoreError::Unsupported(why)) => {
+                    assert!(why.contains("PyTorch's own TCPStore"), "{why}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(c.check("from_torch").await.unwrap());
         c.set("from_scen", b"world").await.unwrap();
     });
     let mut rest = String::new();

@@ -79,6 +79,9 @@ pub enum StoreError {
     /// A FileStore key written through a store freed since (file.rs): stale.
     #[error("key {key} of {path} was written through a store freed since")]
     Stale { key: String, path: String },
+    /// A call this client does not make on this kind of store (scen's limit, named).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// The server's state: keys and, per key someone waits on, a notification of its changes.
@@ -595,6 +598,9 @@ impl<N: Net> StoreClient<N> {
         if let Some(f) = &self.file {
             return Ok(f.compare_set(key, expected, desired));
         }
+        if self.torch.is_some() {
+            return Err(self.torch_unsupported("compare_set"));
+        }
         let req = Enc::default()
             .u8(OP_COMPARE_SET)
             .str(key)
@@ -613,6 +619,9 @@ impl<N: Net> StoreClient<N> {
         if let Some(f) = &self.file {
             return Ok(f.delete_key(key));
         }
+        if self.torch.is_some() {
+            return Err(self.torch_unsupported("delete_key"));
+        }
         let reply = self
             .call(Enc::default().u8(OP_DELETE).str(key).done())
             .await?;
@@ -625,6 +634,9 @@ impl<N: Net> StoreClient<N> {
     pub async fn num_keys(&self) -> Result<i64, StoreError> {
         if let Some(f) = &self.file {
             return Ok(f.num_keys());
+        }
+        if self.torch.is_some() {
+            return self.torch_num_keys().await;
         }
         let reply = self
             .call(Enc::default().u8(OP_NUM_KEYS).str("").done())

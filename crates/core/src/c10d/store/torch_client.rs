@@ -131,6 +131,20 @@ impl<N: Net> StoreClient<N> {
         .await
     }
 
+    pub(super) async fn torch_num_keys(&self) -> Result<i64, StoreError> {
+        self.query(Query::GetNumKeys, async |s| torch_wire::read_i64(s).await)
+            .await
+    }
+
+    /// A store call scen's client of PyTorch's protocol does not speak (hw mode, torchrun's
+    /// agent hosting a real TCPStore): a named limit, never a request in scen's own protocol.
+    pub(super) fn torch_unsupported(&self, method: &str) -> StoreError {
+        StoreError::Unsupported(format!(
+            "store {method} on PyTorch's own TCPStore at {} (torchrun's agent store in hw mode): scen's client of PyTorch's store protocol does not make this call",
+            self.addr
+        ))
+    }
+
     async fn torch_check_keys(&self, keys: Vec<String>) -> Result<bool, StoreError> {
         self.query(Query::Check(keys), async |s| {
             match torch_wire::read_u8(s).await? {

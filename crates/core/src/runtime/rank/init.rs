@@ -325,6 +325,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             StoreError::Wire(WireError::BrokenPipe) => error::store_broken_pipe(),
             StoreError::Wire(w) => error::store_connection_failed(&w.to_string()),
             StoreError::Stale { key, path } => error::file_store_stale_key(&path, &key),
+            StoreError::Unsupported(what) => error::limit(what),
         }
     }
 
