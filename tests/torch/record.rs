@@ -318,6 +318,14 @@ store.append("mine", "1")
 dist.barrier()
 "#;
 
+/// A compare_set whose values are not UTF-8 (a scenario holds them as text).
+const BINARY_COMPARE_SET: &str = r#"import torch.distributed as dist
+dist.init_process_group(backend="gloo")
+store = dist.distributed_c10d._get_default_store()
+store.compare_set("mine", b"", b"\xff")
+dist.barrier()
+"#;
+
 /// The default store's set, get, add, check and wait: steps (rank 1 gets what rank 0 sets).
 const DEFAULT_STORE_USE: &str = r#"import datetime, torch.distributed as dist
 dist.init_process_group(backend="gloo")
@@ -362,6 +370,11 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
             "own_store",
             OWN_STORE,
             "own_store.py:3: TCPStore: a program's own c10d Store",
+        ),
+        (
+            "binary_compare_set",
+            BINARY_COMPARE_SET,
+            "binary_compare_set.py:4: Store.compare_set: a program's own c10d Store",
         ),
         (
             "debugger_stop",

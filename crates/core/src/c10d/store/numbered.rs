@@ -99,5 +99,10 @@ mod tests {
         assert_eq!(get(&s, 4), None);
         n.set("a/4", b"z");
         assert_eq!(get(&s, 4).as_deref(), Some(&b"z"[..]));
+        // A deleted key leaves its slot empty: a store loop reads it as absent again.
+        n.remove("a/4");
+        n.remove("a/9");
+        assert_eq!(get(&s, 4), None);
+        assert_eq!(get(&s, 3).as_deref(), Some(&b"x"[..]));
     }
 }
