@@ -68,7 +68,11 @@ fn scale_for(s: &Scenario) -> TimeScale {
             | StepKind::InitDistributedEnvironment { timeout_ms, .. }
             | StepKind::MonitoredBarrier { timeout_ms, .. } => *timeout_ms,
             StepKind::SetTimeout { timeout_ms, .. } => Some(*timeout_ms),
-            StepKind::Store(StoreCall::Wait { timeout_ms, .. }) => *timeout_ms,
+            StepKind::Store(st) => match &st.call {
+                StoreCall::Wait { timeout_ms, .. } => *timeout_ms,
+                StoreCall::MakeTcp { spec, .. } => Some(spec.timeout_ms),
+                _ => None,
+            },
             _ => None,
         })
         .min();

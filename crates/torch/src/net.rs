@@ -82,6 +82,19 @@ impl Endpoints {
         out
     }
 
+    /// A host a rank connects to: 127.0.0.1 on one machine, unless it is an environment value
+    /// or a loopback address of the program's own choosing.
+    pub fn host(&self, host: &str) -> String {
+        let loopback = host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback());
+        if self.localhost && !host.contains('$') && !loopback {
+            "127.0.0.1".into()
+        } else {
+            host.into()
+        }
+    }
+
     /// `tcp://host:port` inside a literal, mapped.
     pub fn url(&self, s: &str) -> String {
         let Some(rest) = s.strip_prefix("tcp://") else {
@@ -118,6 +131,12 @@ fn scenario_ports(s: &Scenario) -> Vec<u16> {
     for st in &s.steps {
         let url = match &st.kind {
             scen_core::scenario::StepKind::InitProcessGroup { init_method, .. } => init_method,
+            scen_core::scenario::StepKind::Store(s) => {
+                if let scen_core::scenario::StoreCall::MakeTcp { spec, .. } = &s.call {
+                    out.push(spec.port);
+                }
+                continue;
+            }
             _ => continue,
         };
         if let Some(p) = url

@@ -318,6 +318,9 @@ def ms(v):
 # What the program holds until its process ends (get_default_store steps: the store, and on the
 # rank that hosts it its server, outlive destroy_process_group).
 HELD = []
+# The stores the program made (tcp_store / prefix_store steps), by name: held until the process
+# ends, as the simulator holds them.
+STORES = {}
 
 
 def bound(f):

@@ -188,6 +188,17 @@ pub fn store_wait_timeout(timeout_ms: u64, key: &str) -> C10dError {
     )
 }
 
+/// A store step naming a store this rank never made (a hand-written scenario whose
+/// `tcp_store` step is `on` other ranks): Python's own error for the unbound name.
+pub fn store_not_made(name: &str) -> C10dError {
+    e(
+        "NameError",
+        format!(
+            "name '{name}' is not defined (no tcp_store or prefix_store step made it on this rank)"
+        ),
+    )
+}
+
 /// R16: a store `wait` on several keys past its timeout lists every key it was given (real
 /// torch 2.15: `keys: /default_pg/0//k, /default_pg/0//j`).
 pub fn store_wait_timeout_keys(timeout_ms: u64, keys: &[String]) -> C10dError {

@@ -170,6 +170,8 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     /// The program took the default group's store (a `get_default_store` step): it outlives
     /// `destroy_process_group`, and the server with it, until the process ends.
     holds_store: bool,
+    /// The stores the program made (`tcp_store` / `prefix_store` steps), by name.
+    stores: BTreeMap<String, store_calls::OwnStore<N>>,
     /// sglang's start-up state, once `init_distributed_environment` ran (rank/sglang.rs).
     sgl: Option<sglang::SgState>,
     /// How often `destroy_process_group()` reset the group counter (names restart).
@@ -266,6 +268,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         tasks: Vec::new(),
         store_server: None,
         holds_store: false,
+        stores: BTreeMap::new(),
         sgl: None,
         group_generation: 0,
         works: BTreeMap::new(),
@@ -450,7 +453,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             StepKind::DestroyProcessGroup { group } => self.destroy(group).await,
             StepKind::SetDevice { device } => self.set_device(device),
             StepKind::SetTimeout { group, timeout_ms } => self.set_timeout(group, *timeout_ms),
-            StepKind::Store(call) => self.store_call(call).await,
+            StepKind::Store(step) => self.store_step(step).await,
             StepKind::Barrier { group, work } => self.barrier(group, work).await,
             StepKind::MonitoredBarrier {
                 group,

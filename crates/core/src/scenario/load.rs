@@ -107,6 +107,7 @@ pub fn parse(text: &str, file: &str, default_name: &str) -> Result<Scenario, Sce
         group_sizes: RefCell::new(std::collections::BTreeMap::new()),
         first_expect: std::cell::Cell::new(None),
         largest_coll: std::cell::Cell::new((0, 0)),
+        stores: RefCell::default(),
     };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
         let at = e.span().map(|s| s.start).unwrap_or(0);
@@ -136,6 +137,8 @@ struct Cx<'a> {
     /// The largest collective's tensor bytes over all ranks and where its op is, for the
     /// memory estimate (bytes.rs).
     largest_coll: std::cell::Cell<(u64, usize)>,
+    /// Stores the program made so far (`tcp_store` / `prefix_store` steps' `as`).
+    stores: RefCell<Vec<String>>,
 }
 
 type R<T> = Result<T, ScenarioError>;

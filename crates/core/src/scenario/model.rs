@@ -340,7 +340,7 @@ pub struct TensorSpec {
     pub expect_ulps: u32,
 }
 
-pub use super::store::StoreCall;
+pub use super::store::{StoreCall, StoreStep, TcpStoreSpec, TCP_STORE_DEFAULT_TIMEOUT_MS};
 
 #[derive(Debug, Clone)]
 pub enum StepKind {
@@ -373,8 +373,8 @@ pub enum StepKind {
         timeout_ms: u64,
     },
     /// A call on the default group's store (`dist.distributed_c10d._get_default_store()`), the
-    /// program's own keys beside c10d's (scenario/store.rs).
-    Store(StoreCall),
+    /// program's own keys beside c10d's, or on a store the program made (scenario/store.rs).
+    Store(StoreStep),
     /// `work`: `async_op = true` (the barrier's Work, for a later `wait`).
     Barrier {
         group: Option<String>,
@@ -497,7 +497,7 @@ impl StepKind {
             StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
             StepKind::SetDevice { .. } => "set_device",
             StepKind::SetTimeout { .. } => "set_timeout",
-            StepKind::Store(c) => c.op_name(),
+            StepKind::Store(c) => c.call.op_name(),
             StepKind::Barrier { .. } => "barrier",
             StepKind::MonitoredBarrier { .. } => "monitored_barrier",
             StepKind::Collective(c) => c.op.name(),

@@ -243,6 +243,13 @@ pub struct RawStep {
     pub amount: Option<Spanned<i64>>,
     pub expected_value: Option<Spanned<String>>,
     pub desired_value: Option<Spanned<String>>,
+    // tcp_store / prefix_store, and the store a store step calls (load/store.rs)
+    pub host: Option<Spanned<String>>,
+    pub port: Option<Spanned<i64>>,
+    pub is_master: Option<Spanned<bool>>,
+    pub wait_for_workers: Option<Spanned<bool>>,
+    pub prefix: Option<Spanned<String>>,
+    pub store: Option<Spanned<String>>,
     // log / sleep
     pub message: Option<Spanned<String>>,
     pub ms: Option<Spanned<i64>>,

@@ -75,7 +75,13 @@ impl Scenario {
                 | StepKind::Wait { timeout_ms, .. } => s(timeout_ms),
                 StepKind::Sleep { ms } => *ms = scale.apply(*ms),
                 StepKind::SetTimeout { timeout_ms, .. } => *timeout_ms = scale.apply(*timeout_ms),
-                StepKind::Store(StoreCall::Wait { timeout_ms, .. }) => s(timeout_ms),
+                StepKind::Store(st) => match &mut st.call {
+                    StoreCall::Wait { timeout_ms, .. } => s(timeout_ms),
+                    StoreCall::MakeTcp { spec, .. } => {
+                        spec.timeout_ms = scale.apply(spec.timeout_ms)
+                    }
+                    _ => {}
+                },
                 _ => {}
             }
         }

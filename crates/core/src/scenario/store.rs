@@ -7,9 +7,40 @@
 //! Keys are the program's: the store joins them under the default group's prefix
 //! (`default_pg/0//KEY`, as real torch 2.15 names them in its timeout text), so they never meet
 //! c10d's own.
+//!
+//! A program may also make stores of its own, as vLLM's `StatelessProcessGroup` does:
+//! `TCPStore(host, port, world_size, is_master, timeout, wait_for_workers)` (a `tcp_store`
+//! step: the master rank serves it on its host, every rank connects to it) and
+//! `PrefixStore(prefix, store)` (a `prefix_store` step); a store step's `store` names the one
+//! it calls, the default group's when absent.
+
+/// A store step: the call and the store it goes to (`None`: the default group's).
+#[derive(Debug, Clone)]
+pub struct StoreStep {
+    pub store: Option<String>,
+    pub call: StoreCall,
+}
+
+/// `TCPStore(host_name, port, world_size, is_master, timeout, wait_for_workers)`, as torch 2.15
+/// takes it.
+#[derive(Debug, Clone)]
+pub struct TcpStoreSpec {
+    /// Where the clients connect (`${VAR}` expanded when the step runs).
+    pub host: String,
+    pub port: u16,
+    /// `None`: no count of workers, so nobody checks in or waits for them.
+    pub world_size: Option<crate::scenario::model::IntArg>,
+    pub is_master: bool,
+    /// The connect timeout and every blocking call's (torch's default 300 s).
+    pub timeout_ms: u64,
+    pub wait_for_workers: bool,
+}
+
+/// TCPStore's default `timeout` (`datetime.timedelta(seconds=300)`).
+pub const TCP_STORE_DEFAULT_TIMEOUT_MS: u64 = 300_000;
 
 /// One call on the default group's store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum StoreCall {
     /// `store = dist.distributed_c10d._get_default_store()`: the program holds the store, so
     /// it outlives `destroy_process_group` until the process ends (on the rank that hosts it,
@@ -42,6 +73,11 @@ pub enum StoreCall {
     DeleteKey { key: String },
     /// `store.num_keys()`: a count only (its value decides nothing here).
     NumKeys,
+    /// `name = TCPStore(...)`: the master serves it; every rank connects (and, with a
+    /// `world_size` and `wait_for_workers`, checks in; the master then waits for all).
+    MakeTcp { name: String, spec: TcpStoreSpec },
+    /// `name = PrefixStore(prefix, store)`: the step's store with its keys under `prefix/`.
+    MakePrefix { name: String, prefix: String },
 }
 
 impl StoreCall {
@@ -57,13 +93,18 @@ impl StoreCall {
             StoreCall::CompareSet { .. } => "store_compare_set",
             StoreCall::DeleteKey { .. } => "store_delete_key",
             StoreCall::NumKeys => "store_num_keys",
+            StoreCall::MakeTcp { .. } => "tcp_store",
+            StoreCall::MakePrefix { .. } => "prefix_store",
         }
     }
 
     /// The keys it names, in order.
     pub fn keys(&self) -> Vec<&str> {
         match self {
-            StoreCall::Take | StoreCall::NumKeys => Vec::new(),
+            StoreCall::Take
+            | StoreCall::NumKeys
+            | StoreCall::MakeTcp { .. }
+            | StoreCall::MakePrefix { .. } => Vec::new(),
             StoreCall::Set { key, .. }
             | StoreCall::Get { key }
             | StoreCall::Add { key, .. }

@@ -10,7 +10,7 @@ use crate::net::Endpoints;
 use scen_core::scenario::expr::Expr;
 use scen_core::scenario::{
     FaultKind, IntArg, P2pOp, ProgramExit, Scenario, Selector, Step, StepKind, StoreCall,
-    TensorSpec,
+    StoreStep, TensorSpec,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -347,8 +347,40 @@ fn posted(b: &mut Vec<String>, w: &str, call: &str, text: &str) {
 }
 
 /// A call on the default group's store, as a program makes it.
-fn store_call(call: &StoreCall) -> String {
-    let store = "dist.distributed_c10d._get_default_store()";
+fn store_step(st: &StoreStep, ep: &Endpoints) -> String {
+    let store = match &st.store {
+        Some(name) => format!("STORES[{}]", py::str_lit(name)),
+        None => "dist.distributed_c10d._get_default_store()".into(),
+    };
+    match &st.call {
+        StoreCall::MakeTcp { name, spec } => format!(
+            "STORES[{}] = dist.TCPStore({}, {}, {}, {}, timeout=ms({}), wait_for_workers={})",
+            py::str_lit(name),
+            template(&ep.host(&spec.host), ep),
+            ep.port(spec.port),
+            spec.world_size.as_ref().map_or("None".into(), int_arg),
+            py_bool(spec.is_master),
+            spec.timeout_ms,
+            py_bool(spec.wait_for_workers)
+        ),
+        StoreCall::MakePrefix { name, prefix } => format!(
+            "STORES[{}] = dist.PrefixStore({}, {store})",
+            py::str_lit(name),
+            py::str_lit(prefix)
+        ),
+        call => store_call(call, &store),
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+fn store_call(call: &StoreCall, store: &str) -> String {
     let list = |keys: &[String]| {
         let k: Vec<String> = keys.iter().map(|k| py::str_lit(k)).collect();
         format!("[{}]", k.join(", "))
@@ -381,6 +413,9 @@ fn store_call(call: &StoreCall) -> String {
             keys,
             timeout_ms: Some(t),
         } => format!("{store}.wait({}, ms({t}))", list(keys)),
+        StoreCall::MakeTcp { .. } | StoreCall::MakePrefix { .. } => {
+            unreachable!("store_step writes the stores a program makes")
+        }
     }
 }
 
@@ -416,7 +451,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
             "dist.set_timeout(ms({timeout_ms}), group={})",
             group(g)
         )),
-        StepKind::Store(call) => b.push(store_call(call)),
+        StepKind::Store(st) => b.push(store_step(st, ep)),
         StepKind::Barrier { group: g, work } => match work {
             None => b.push(format!("dist.barrier(group={})", group(g))),
             Some(w) => {

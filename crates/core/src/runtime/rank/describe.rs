@@ -64,7 +64,12 @@ pub(super) fn describe(step: &Step) -> String {
         StepKind::SetTimeout { group, timeout_ms } => {
             format!("group={} timeout={timeout_ms}ms", g(group))
         }
-        StepKind::Store(call) => describe_store(call),
+        StepKind::Store(st) => match &st.store {
+            None => describe_store(&st.call),
+            Some(s) => format!("{} store={s}", describe_store(&st.call))
+                .trim_start()
+                .to_string(),
+        },
         StepKind::Barrier { group, work } => format!("group={}{}", g(group), work_text(work)),
         StepKind::MonitoredBarrier {
             group,
@@ -230,6 +235,14 @@ fn describe_pg(kind: &StepKind) -> String {
     }
 }
 
+/// An integer argument as written: `4` or `{world_size}`.
+fn int_text(a: &IntArg) -> String {
+    match a {
+        IntArg::Int(i) => i.to_string(),
+        IntArg::Expr(e) => format!("{{{e}}}"),
+    }
+}
+
 /// A batch_isend_irecv's ops: `isend 1, irecv 0`.
 fn describe_ops(ops: &[crate::scenario::P2pOp]) -> String {
     let op = |o: &crate::scenario::P2pOp| {
@@ -278,6 +291,16 @@ fn describe_store(call: &crate::scenario::model::StoreCall) -> String {
     use crate::scenario::model::StoreCall;
     match call {
         StoreCall::Take | StoreCall::NumKeys => String::new(),
+        StoreCall::MakeTcp { name, spec } => format!(
+            "{name} = TCPStore({}:{}, world_size={}, is_master={}, timeout={}ms, wait_for_workers={})",
+            spec.host,
+            spec.port,
+            spec.world_size.as_ref().map_or("None".into(), int_text),
+            spec.is_master,
+            spec.timeout_ms,
+            spec.wait_for_workers
+        ),
+        StoreCall::MakePrefix { name, prefix } => format!("{name} = PrefixStore({prefix:?})"),
         StoreCall::CompareSet {
             key,
             expected,

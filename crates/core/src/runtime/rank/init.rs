@@ -64,8 +64,12 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if rv.rank == 0 && !agent_store {
             self.start_store_server(rv.port).await?;
         }
+        let how = Connect {
+            agent: agent_store,
+            check_in: true,
+        };
         let (store, joined) = self
-            .connect_store(&rv.host, rv.port, timeout_ms, deadline)
+            .connect_store(&rv.host, rv.port, timeout_ms, deadline, how)
             .await?;
         let store = Rc::new(store);
         self.wait_for_workers(&store, joined, &rv, timeout_ms)
@@ -176,6 +180,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     pub(super) async fn start_store_server(&mut self, port: u16) -> Res<()> {
+        let server = self.serve_store(port).await?;
+        self.store_server = Some(server);
+        (self.env.probe).fact(self.env.proc_rank, &Fact::StoreServer { port });
+        Ok(())
+    }
+
+    /// A TCPStore server on this rank's host at `port`, living until it is aborted or the
+    /// process ends (its task); a taken port is TCPStore's `EADDRINUSE`.
+    pub(super) async fn serve_store(&mut self, port: u16) -> Res<tokio::task::AbortHandle> {
         let listener = self.env.net.bind(port).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 error::eaddrinuse(port)
@@ -185,23 +198,24 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         })?;
         let (net, clock) = (self.env.net.clone(), self.env.clock.clone());
         let server = tokio::task::spawn_local(store::serve(net, clock, listener));
-        self.store_server = Some(server.abort_handle());
+        let handle = server.abort_handle();
         self.tasks.push(server);
         self.event(
             EventKind::Info,
             format!("TCPStore server listening on port {port}"),
         );
-        (self.env.probe).fact(self.env.proc_rank, &Fact::StoreServer { port });
-        Ok(())
+        Ok(handle)
     }
 
-    /// R16: connect with exponential backoff until the deadline.
+    /// R16: connect with exponential backoff until the deadline; with `how.check_in`, the
+    /// constructor's count into `init/` (its value returned, else 0).
     pub(super) async fn connect_store(
         &self,
         host: &str,
         port: u16,
         timeout_ms: u64,
         deadline: u64,
+        how: Connect,
     ) -> Res<(StoreClient<N>, i64)> {
         let mut delay_ms = 100u64;
         let mut tries = 0u64;
@@ -230,14 +244,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                         );
                     }
                     let addr = format!("{host}:{port}");
-                    let agent = self.env.scenario.world.launcher == Launcher::Torchrun;
-                    let client = if agent && self.env.net.agent_store_is_pytorch() {
+                    let client = if how.agent && self.env.net.agent_store_is_pytorch() {
                         // torchrun's agent hosts a real PyTorch TCPStore: its protocol.
                         StoreClient::open_torch(s, addr, self.env.clock.clone()).await
                     } else {
                         StoreClient::open(&self.env.net, s, addr).await
                     };
                     let client = client.map_err(|e| self.store_err(e))?;
+                    if !how.check_in {
+                        return Ok((client, 0));
+                    }
                     // The constructor's first exchange (PyTorch validates and pings, then
                     // counts in): a server that closed the connection meanwhile (its group
                     // destroyed, its port about to serve the next init) is retried like a
@@ -288,26 +304,37 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         if rv.rank != 0 || self.env.scenario.world.launcher == Launcher::Torchrun {
             return Ok(());
         }
+        self.wait_for_clients(store, n, rv.world_size, timeout_ms)
+            .await
+    }
+
+    /// The server's side of waitForWorkers: until `init/` counts `world_size` check-ins, or
+    /// TCPStore's own timeout text.
+    pub(super) async fn wait_for_clients(
+        &self,
+        store: &StoreClient<N>,
+        n: i64,
+        world_size: usize,
+        timeout_ms: u64,
+    ) -> Res<()> {
         let after_ms = error::workers_timeout_after_ms(timeout_ms);
         self.wait(Some(Wait {
             step: self.step,
-            on: WaitOn::StoreWorkers {
-                world_size: rv.world_size,
-            },
-            what: format!("TCPStore server waiting for {} clients", rv.world_size),
+            on: WaitOn::StoreWorkers { world_size },
+            what: format!("TCPStore server waiting for {world_size} clients"),
             group: None,
             seq: None,
-            peers: (1..rv.world_size).collect(),
+            peers: (1..world_size).collect(),
             since_ms: self.now(),
             deadline_ms: Some(self.now() + after_ms),
-            timeout_error: Some(error::workers_timeout(after_ms, n, rv.world_size).into()),
+            timeout_error: Some(error::workers_timeout(after_ms, n, world_size).into()),
         }));
-        let r = store.wait_ge("init/", rv.world_size as i64, after_ms).await;
+        let r = store.wait_ge("init/", world_size as i64, after_ms).await;
         self.wait(None);
         match r {
             Ok(_) => Ok(()),
             Err(StoreError::Timeout { value, .. }) => {
-                Err(error::workers_timeout(after_ms, value, rv.world_size))
+                Err(error::workers_timeout(after_ms, value, world_size))
             }
             Err(e) => Err(self.store_err(e)),
         }
@@ -691,4 +718,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             Err(e) => Err(self.store_err(e)),
         }
     }
+}
+
+/// How [`Proc::connect_store`] joins a TCPStore.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Connect {
+    /// The store is torchrun's agent's (a real PyTorch TCPStore in hw mode: its protocol).
+    pub agent: bool,
+    /// The constructor counts into `init/` (a world size given and `wait_for_workers`).
+    pub check_in: bool,
 }

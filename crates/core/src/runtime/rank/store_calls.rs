@@ -1,7 +1,8 @@
-//! A program's own calls on the default group's store (scenario/store.rs). Its keys go under
-//! the default group's prefix; a blocking `get` or `wait` is a wait on its key, so a rank stuck
-//! there is named with the key; and a store whose server has gone raises what real torch 2.15
-//! raises (measured, gloo, plain processes: rank 0 hosts the TCPStore and exited):
+//! A program's own calls on a store: the default group's (scenario/store.rs), or one it made
+//! (`TCPStore`, `PrefixStore`). Keys go under the store's prefixes; a blocking `get` or `wait`
+//! is a wait on its key, so a rank stuck there is named with the key; and a store whose server
+//! has gone raises what real torch 2.15 raises (measured, gloo, plain processes: the process
+//! hosting the TCPStore exited):
 //! - `get`, `add`, `check` and `wait` (and a `get` already waiting): `DistNetworkError: Failed
 //!   to recv, got 0 bytes. ...`;
 //! - `set` returns (it has no reply), and the request after it (or after any of the above)
@@ -9,28 +10,104 @@
 //!
 //! The store's client keeps that state (c10d/store.rs `StoreClient::call`), so c10d's own
 //! store traffic meets the same texts.
+//!
+//! A store the program makes lives until its process ends: a program holds it (vLLM's
+//! `StatelessProcessGroup` keeps it for the job), and the recorder refuses one freed earlier.
 
+use super::init::Connect;
 use super::{Proc, Res};
 use crate::c10d::error::{self, C10dError};
-use crate::c10d::store::{join_key, StoreError};
+use crate::c10d::store::{join_key, StoreClient, StoreError};
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
-use crate::scenario::model::StoreCall;
+use crate::scenario::model::{StoreCall, StoreStep, TcpStoreSpec};
 use crate::trace::StoreUse;
+use std::rc::Rc;
+
+/// A store the program made: its connection, the prefixes its keys go under and its timeout
+/// (a PrefixStore's is its store's).
+#[derive(Clone)]
+pub(super) struct OwnStore<N: Net> {
+    client: Rc<StoreClient<N>>,
+    prefixes: Vec<String>,
+    timeout_ms: u64,
+}
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
-    /// Runs `call` on the default group's store.
-    pub(super) async fn store_call(&mut self, call: &StoreCall) -> Res<String> {
-        let store = self.world()?.store.clone();
-        let pg = self.pgs.get("0").ok_or_else(error::not_initialized)?;
-        let (prefixes, store_timeout_ms) = (pg.prefixes.clone(), pg.timeout_ms);
-        let full = |k: &str| join_key(&prefixes, k);
+    /// Runs a store step on its store.
+    pub(super) async fn store_step(&mut self, step: &StoreStep) -> Res<String> {
+        if let StoreCall::MakeTcp { name, spec } = &step.call {
+            return self.make_tcp_store(name, spec).await;
+        }
+        let target = self.store_named(&step.store)?;
+        match &step.call {
+            StoreCall::MakePrefix { name, prefix } => {
+                let mut made = target;
+                made.prefixes.push(prefix.clone());
+                self.stores.insert(name.clone(), made);
+                Ok(format!("{name} = PrefixStore({prefix:?})"))
+            }
+            call => self.store_call(&target, call).await,
+        }
+    }
+
+    /// The store a step names, the default group's when none.
+    fn store_named(&self, name: &Option<String>) -> Res<OwnStore<N>> {
+        match name {
+            Some(n) => (self.stores.get(n).cloned()).ok_or_else(|| error::store_not_made(n)),
+            None => {
+                let store = self.world()?.store.clone();
+                let pg = self.pgs.get("0").ok_or_else(error::not_initialized)?;
+                Ok(OwnStore {
+                    client: store,
+                    prefixes: pg.prefixes.clone(),
+                    timeout_ms: pg.timeout_ms,
+                })
+            }
+        }
+    }
+
+    /// `name = TCPStore(...)`: the master serves it on its host; every rank connects within the
+    /// timeout; with a world size and `wait_for_workers` each counts in and the master waits
+    /// for all (TCPStore.cpp, as init's own store: docs/rules/c10d.md#r16).
+    async fn make_tcp_store(&mut self, name: &str, spec: &TcpStoreSpec) -> Res<String> {
+        let host = self.expand(&spec.host);
+        let world_size = self.int_arg(&spec.world_size);
+        if spec.is_master {
+            self.serve_store(spec.port).await?;
+        }
+        let timeout_ms = spec.timeout_ms;
+        let how = Connect {
+            agent: false,
+            check_in: world_size.is_some() && spec.wait_for_workers,
+        };
+        let deadline = self.now() + timeout_ms;
+        let (client, n) = self
+            .connect_store(&host, spec.port, timeout_ms, deadline, how)
+            .await?;
+        if let (true, Some(ws)) = (how.check_in && spec.is_master, world_size) {
+            self.wait_for_clients(&client, n, ws, timeout_ms).await?;
+        }
+        let made = OwnStore {
+            client: Rc::new(client),
+            prefixes: Vec::new(),
+            timeout_ms,
+        };
+        self.stores.insert(name.to_string(), made);
+        let role = if spec.is_master { "serving" } else { "client" };
+        Ok(format!("{name} = TCPStore {host}:{} ({role})", spec.port))
+    }
+
+    /// Runs `call` on `target`.
+    async fn store_call(&mut self, target: &OwnStore<N>, call: &StoreCall) -> Res<String> {
+        let store = &target.client;
+        let full = |k: &str| join_key(&target.prefixes, k);
         let wait_ms = match call {
             StoreCall::Wait {
                 timeout_ms: Some(t),
                 ..
             } => *t,
-            _ => store_timeout_ms,
+            _ => target.timeout_ms,
         };
         let full_keys: Vec<String> = call.keys().into_iter().map(full).collect();
         let on_timeout = match (call, store.as_file()) {
@@ -51,7 +128,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .add(&full_keys[0], *amount)
                 .await
                 .map(|v| format!("{key} = {v}")),
-            StoreCall::Check { .. } => self.store_check_keys(&full_keys).await,
+            StoreCall::Check { .. } => store_check_keys(store, &full_keys).await,
             StoreCall::CompareSet {
                 key,
                 expected,
@@ -66,30 +143,24 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 .map(|gone| format!("{key} deleted: {gone}")),
             StoreCall::NumKeys => store.num_keys().await.map(|n| format!("{n} keys")),
             StoreCall::Get { key } => self
-                .store_wait_key(&full_keys[0], wait_ms, on_timeout.clone())
+                .store_wait_key(store, &full_keys[0], wait_ms, on_timeout.clone())
                 .await
                 .map(|v| format!("{key}: {} bytes", v.len())),
             StoreCall::Wait { keys, .. } => self
-                .store_wait_keys(&full_keys, wait_ms, on_timeout.clone())
+                .store_wait_keys(store, &full_keys, wait_ms, on_timeout.clone())
                 .await
                 .map(|_| format!("{} key(s) set", keys.len())),
+            StoreCall::MakeTcp { .. } | StoreCall::MakePrefix { .. } => {
+                unreachable!("store_step makes stores")
+            }
         };
         r.or_else(|e| self.store_call_failed(e, on_timeout))
-    }
-
-    /// Whether every key is set, asked in order (TCPStore's `check` of a list).
-    async fn store_check_keys(&self, keys: &[String]) -> Result<String, StoreError> {
-        let store = self.world.as_ref().expect("world").store.clone();
-        let mut all = true;
-        for k in keys {
-            all &= store.check(k).await?;
-        }
-        Ok(format!("check: {all}"))
     }
 
     /// Every key of `keys`, within one deadline `timeout_ms` from now; past it, `timeout`.
     async fn store_wait_keys(
         &self,
+        store: &Rc<StoreClient<N>>,
         keys: &[String],
         timeout_ms: u64,
         timeout: C10dError,
@@ -97,7 +168,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let end_ms = self.now().saturating_add(timeout_ms);
         for k in keys {
             let left_ms = end_ms.saturating_sub(self.now()).max(1);
-            self.store_wait_key(k, left_ms, timeout.clone()).await?;
+            self.store_wait_key(store, k, left_ms, timeout.clone())
+                .await?;
         }
         Ok(())
     }
@@ -105,14 +177,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// A blocking read of `key` up to `timeout_ms`, raising `timeout` past it.
     async fn store_wait_key(
         &self,
+        store: &Rc<StoreClient<N>>,
         key: &str,
         timeout_ms: u64,
         timeout: C10dError,
     ) -> Result<Vec<u8>, StoreError> {
-        let store = self.world.as_ref().expect("world").store.clone();
         let what = format!("the program's store wait for key {key}");
         self.store_get_on(
-            &store,
+            store,
             key,
             Some(timeout_ms),
             Vec::new(),
@@ -131,4 +203,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             other => Err(self.store_err(other)),
         }
     }
+}
+
+/// Whether every key is set, asked in order (TCPStore's `check` of a list).
+async fn store_check_keys<N: Net>(
+    store: &StoreClient<N>,
+    keys: &[String],
+) -> Result<String, StoreError> {
+    let mut all = true;
+    for k in keys {
+        all &= store.check(k).await?;
+    }
+    Ok(format!("check: {all}"))
 }

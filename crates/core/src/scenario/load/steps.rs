@@ -74,7 +74,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
 
 const OPS: &str = "init_process_group, new_group, destroy_process_group, set_device, \
                    set_timeout, barrier, monitored_barrier, \
-                   get_default_store, store_set, store_get, store_add, store_check, store_wait, \
+                   get_default_store, tcp_store, prefix_store, store_set, store_get, store_add, store_check, store_wait, \
                    store_compare_set, store_delete_key, store_num_keys, \
                    all_reduce, all_reduce_coalesced, reduce, broadcast, all_gather, \
                    all_gather_into_tensor, all_gather_coalesced, all_gather_into_tensor_coalesced, \
@@ -190,6 +190,12 @@ impl Cx<'_> {
             f("amount", &r.amount),
             f("expected_value", &r.expected_value),
             f("desired_value", &r.desired_value),
+            f("host", &r.host),
+            f("port", &r.port),
+            f("is_master", &r.is_master),
+            f("wait_for_workers", &r.wait_for_workers),
+            f("prefix", &r.prefix),
+            f("store", &r.store),
             f("message", &r.message),
             f("ms", &r.ms),
             f("error", &r.error),
@@ -403,9 +409,7 @@ impl Cx<'_> {
                     None => 0,
                 },
             },
-            op if op == "get_default_store" || op.starts_with("store_") => {
-                self.store_step(op, r, op_at)?
-            }
+            op if store::op_fields(op).is_some() => self.store_step(op, r, op_at)?,
             "raise" => self.raise_step(r, op_at)?,
             "exit" => self.exit_step(r, op_at)?,
             other => self.sglang_step_kind(other, r, handles)?,

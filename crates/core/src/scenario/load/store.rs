@@ -1,16 +1,31 @@
 //! The store steps' fields (scenario/store.rs): `key` or `keys`, `value`, `amount`,
-//! `timeout_s`, each error naming file:line:col like the rest of load.rs.
+//! `timeout_s`, the stores a program makes (`tcp_store`, `prefix_store`) and the `store` a
+//! call goes to, each error naming file:line:col like the rest of load.rs.
 
 use super::{Cx, R};
 use crate::scenario::limits;
-use crate::scenario::model::{StepKind, StoreCall};
+use crate::scenario::model::{
+    StepKind, StoreCall, StoreStep, TcpStoreSpec, TCP_STORE_DEFAULT_TIMEOUT_MS,
+};
 use crate::scenario::raw::RawStep;
 use toml::Spanned;
 
 /// The fields of store step `op`, `None` for another op.
 pub(super) fn op_fields(op: &str) -> Option<Vec<&'static str>> {
-    Some(match op {
-        "get_default_store" => vec![],
+    let mut v = match op {
+        "get_default_store" => return Some(vec![]),
+        "tcp_store" => {
+            return Some(vec![
+                "as",
+                "host",
+                "port",
+                "world_size",
+                "is_master",
+                "timeout_s",
+                "wait_for_workers",
+            ])
+        }
+        "prefix_store" => vec!["as", "prefix"],
         "store_set" => vec!["key", "value"],
         "store_get" => vec!["key"],
         "store_add" => vec!["key", "amount"],
@@ -20,14 +35,29 @@ pub(super) fn op_fields(op: &str) -> Option<Vec<&'static str>> {
         "store_delete_key" => vec!["key"],
         "store_num_keys" => vec![],
         _ => return None,
-    })
+    };
+    v.push("store");
+    Some(v)
 }
 
 impl Cx<'_> {
     /// Store step `op` (one [`op_fields`] knows).
     pub(super) fn store_step(&self, op: &str, r: &RawStep, op_at: usize) -> R<StepKind> {
+        // The store it calls is named before its own name is (`p = PrefixStore("x", p)`).
+        let store = self.store_ref(&r.store)?;
         let call = match op {
             "get_default_store" => StoreCall::Take,
+            "tcp_store" => StoreCall::MakeTcp {
+                name: self.store_name(r, op, op_at)?,
+                spec: self.tcp_store_spec(r, op_at)?,
+            },
+            "prefix_store" => StoreCall::MakePrefix {
+                prefix: match &r.prefix {
+                    Some(p) => self.key_text(p, p.get_ref())?,
+                    None => return Err(self.err(op_at, "prefix_store needs `prefix` (a string)")),
+                },
+                name: self.store_name(r, op, op_at)?,
+            },
             "store_set" => StoreCall::Set {
                 key: self.store_key(r, op, op_at)?,
                 value: self.store_value(&r.value, "value", op, op_at)?,
@@ -61,7 +91,70 @@ impl Cx<'_> {
                 timeout_ms: self.timeout(&r.timeout_s)?,
             },
         };
-        Ok(StepKind::Store(call))
+        Ok(StepKind::Store(StoreStep { store, call }))
+    }
+
+    /// `store = "name"`: a store an earlier step made; `None` for the default group's.
+    fn store_ref(&self, v: &Option<Spanned<String>>) -> R<Option<String>> {
+        let Some(v) = v else { return Ok(None) };
+        if !self.stores.borrow().contains(v.get_ref()) {
+            return Err(self.at(
+                v,
+                format!(
+                    "no store named `{}` is made before this step (a tcp_store or prefix_store step's `as`)",
+                    v.get_ref()
+                ),
+            ));
+        }
+        Ok(Some(v.get_ref().clone()))
+    }
+
+    /// The `as` of a step that makes a store, known to later steps from here on.
+    fn store_name(&self, r: &RawStep, op: &str, op_at: usize) -> R<String> {
+        let Some(name) = &r.as_name else {
+            return Err(self.err(
+                op_at,
+                format!("{op} needs `as` (the name later store steps call it by)"),
+            ));
+        };
+        let n = name.get_ref();
+        if n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(self.at(name, "a store's name is letters, digits and `_`"));
+        }
+        let mut known = self.stores.borrow_mut();
+        if !known.contains(n) {
+            known.push(n.clone());
+        }
+        Ok(n.clone())
+    }
+
+    /// `TCPStore(host, port, world_size, is_master, timeout, wait_for_workers)`.
+    fn tcp_store_spec(&self, r: &RawStep, op_at: usize) -> R<TcpStoreSpec> {
+        let host = match &r.host {
+            Some(h) if !h.get_ref().is_empty() => h.get_ref().clone(),
+            Some(h) => return Err(self.at(h, "host is empty")),
+            None => return Err(self.err(op_at, "tcp_store needs `host` (a name or address)")),
+        };
+        let port = match &r.port {
+            Some(p) if (1..=65535).contains(p.get_ref()) => *p.get_ref() as u16,
+            Some(p) => {
+                return Err(self.at(
+                    p,
+                    "port must be 1 to 65535 (port 0 lets the master's OS pick one, which the other ranks cannot know)",
+                ))
+            }
+            None => return Err(self.err(op_at, "tcp_store needs `port`")),
+        };
+        Ok(TcpStoreSpec {
+            host,
+            port,
+            world_size: self.int_arg(&r.world_size)?,
+            is_master: r.is_master.as_ref().is_some_and(|b| *b.get_ref()),
+            timeout_ms: self
+                .timeout(&r.timeout_s)?
+                .unwrap_or(TCP_STORE_DEFAULT_TIMEOUT_MS),
+            wait_for_workers: r.wait_for_workers.as_ref().is_none_or(|b| *b.get_ref()),
+        })
     }
 
     /// A value field (`name`), required, at most scen's limit.
