@@ -279,6 +279,49 @@ fn store_step_fields_are_located() {
     );
 }
 
+/// A program's own stores: tcp_store needs its name, host and port (port 0 refused), a store
+/// step's `store` names one made before it, and get_default_store takes none (each located).
+#[test]
+fn own_store_fields_are_located() {
+    let step = |body: &str| err(&format!("{WORLD}[[step]]\n{body}"));
+    let tcp = "op = \"tcp_store\"\nas = \"kv\"\nhost = \"127.0.0.1\"\nport = 29600\n";
+    let e = step("op = \"tcp_store\"\nhost = \"h\"\nport = 1\n");
+    assert!(
+        e.starts_with("s.toml:5:6:") && e.contains("tcp_store needs `as`"),
+        "{e}"
+    );
+    let e = step("op = \"tcp_store\"\nas = \"kv\"\nport = 1\n");
+    assert!(e.contains("tcp_store needs `host`"), "{e}");
+    let e = step("op = \"tcp_store\"\nas = \"kv\"\nhost = \"h\"\nport = 0\n");
+    assert!(
+        e.starts_with("s.toml:8:8:") && e.contains("port must be 1 to 65535"),
+        "{e}"
+    );
+    let e = step("op = \"tcp_store\"\nas = \"k v\"\nhost = \"h\"\nport = 2\n");
+    assert!(
+        e.starts_with("s.toml:6:6:") && e.contains("letters, digits"),
+        "{e}"
+    );
+    let e = step("op = \"store_get\"\nstore = \"kv\"\nkey = \"k\"\n");
+    assert!(
+        e.starts_with("s.toml:6:9:") && e.contains("no store named `kv`"),
+        "{e}"
+    );
+    let e = step(&format!(
+        "{tcp}\n[[step]]\nop = \"prefix_store\"\nas = \"p\"\nstore = \"kv\"\n"
+    ));
+    assert!(e.contains("prefix_store needs `prefix`"), "{e}");
+    let e = step("op = \"get_default_store\"\nstore = \"kv\"\n");
+    assert!(
+        e.starts_with("s.toml:6:") && e.contains("`store` does not apply"),
+        "{e}"
+    );
+    let ok = format!(
+        "{WORLD}[[step]]\n{tcp}is_master = true\nworld_size = 4\n\n[[step]]\nop = \"prefix_store\"\nas = \"p\"\nstore = \"kv\"\nprefix = \"x\"\n\n[[step]]\nop = \"store_get\"\nstore = \"p\"\nkey = \"k\"\n"
+    );
+    assert!(parse(&ok, "s.toml", "s").is_ok());
+}
+
 /// isend / irecv need the Work a later `wait` names, `work` belongs to async calls only, and a
 /// batch op's tag is checked like send's (each located).
 #[test]
