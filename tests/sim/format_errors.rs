@@ -297,6 +297,11 @@ fn own_store_fields_are_located() {
         e.starts_with("s.toml:8:8:") && e.contains("port must be 1 to 65535"),
         "{e}"
     );
+    let e = step("op = \"tcp_store\"\nas = \"kv\"\nhost = \"h\"\nport = \"29500\"\n");
+    assert!(
+        e.starts_with("s.toml:8:8:") && e.contains("an environment value such as"),
+        "{e}"
+    );
     let e = step("op = \"tcp_store\"\nas = \"k v\"\nhost = \"h\"\nport = 2\n");
     assert!(
         e.starts_with("s.toml:6:6:") && e.contains("letters, digits"),
@@ -317,7 +322,7 @@ fn own_store_fields_are_located() {
         "{e}"
     );
     let ok = format!(
-        "{WORLD}[[step]]\n{tcp}is_master = true\nworld_size = 4\n\n[[step]]\nop = \"prefix_store\"\nas = \"p\"\nstore = \"kv\"\nprefix = \"x\"\n\n[[step]]\nop = \"store_get\"\nstore = \"p\"\nkey = \"k\"\n"
+        "{WORLD}[[step]]\n{tcp}is_master = true\n\n[[step]]\nop = \"tcp_store\"\nas = \"e\"\nhost = \"${{MASTER_ADDR}}\"\nport = \"${{MASTER_PORT}}\"\nworld_size = 4\n\n[[step]]\nop = \"prefix_store\"\nas = \"p\"\nstore = \"kv\"\nprefix = \"x\"\n\n[[step]]\nop = \"store_get\"\nstore = \"p\"\nkey = \"k\"\n"
     );
     assert!(parse(&ok, "s.toml", "s").is_ok());
 }

@@ -14,7 +14,7 @@ use super::gen::Rng;
 mod late;
 #[path = "pygen_refused.rs"]
 mod refused;
-use late::{late_rows, store_rows};
+use late::{late_rows, own_store_rows, store_rows};
 use refused::{refused_call, refused_more, RECORDED_SINCE};
 
 /// What a line of the program is, for mapping a real rank's last line to a position.
@@ -69,7 +69,8 @@ pub const USE_WAIT: &str = "work.wait(timeout=)";
 pub const USE_PORT: &str = "each rank's MASTER_PORT";
 pub const USE_CUT: &str = "a job cut by --timeout-s";
 pub const USE_VALUES: &str = "tensor values";
-pub const USE_STORE: &str = "other direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; append, multi_get, multi_set, queue_push, ... on any store)";
+pub const USE_STORE: &str = "other direct Store use (making a FileStore / HashStore; append, multi_get, multi_set, queue_push, ... on any store)";
+pub const USE_OWN_STORE: &str = "a program's own TCPStore and PrefixStore: making them, then set, get, add, check, wait, compare_set, delete_key, num_keys";
 pub const USE_DEFAULT_STORE: &str = "the default group's store (`_get_default_store()`): set, get, add, check, wait, compare_set, delete_key, num_keys";
 pub const USE_DEBUG: &str =
     "TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK";
@@ -170,6 +171,8 @@ pub fn program(seed: u64, k: u64) -> PyProgram {
     let mut more = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x6d6f_7265);
     let mut store = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x7374_6f72);
     store_rows(&mut store, &mut b);
+    let mut own = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x6f77_6e73);
+    own_store_rows(&mut own, &mut b);
     let cut_s = late_rows(&mut more, &mut b);
     let mut refused = rng.chance(8).then(|| refused_call(&mut rng, &mut b));
     if refused.is_none() && more.chance(14) {

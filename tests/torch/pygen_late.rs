@@ -4,7 +4,7 @@
 //! programs.
 
 use super::super::gen::Rng;
-use super::{Kind, B, USE_CUT, USE_DEFAULT_STORE, USE_SLEEP, USE_VALUES};
+use super::{Kind, B, USE_CUT, USE_DEFAULT_STORE, USE_OWN_STORE, USE_SLEEP, USE_VALUES};
 
 /// The rows a first 2,000-program run drew under 20 times or never: a query, a value the
 /// program's control flow reads, a job cut by `--timeout-s`. Returns the cut, if drawn.
@@ -93,4 +93,56 @@ pub(super) fn store_rows(st: &mut Rng, b: &mut B) {
         b.line(&[a], line, Kind::Call);
     }
     b.row(USE_DEFAULT_STORE);
+}
+
+/// A program's own TCPStore (steps since 2026-11-28), vLLM's `StatelessProcessGroup` way, from a
+/// stream of its own: on MASTER_PORT + 1, rank 0 its master, made by every live rank or by all
+/// but one (the master then times out waiting for clients, or, without it, the clients time out
+/// connecting); then a key one rank sets, maybe late, and another gets, or a wait through a
+/// PrefixStore on a key nobody sets. Rank 0's program may end first: the calls then meet its
+/// server gone.
+pub(super) fn own_store_rows(st: &mut Rng, b: &mut B) {
+    let live = b.all();
+    if live.len() < 2 || !st.chance(6) {
+        return;
+    }
+    let makers: Vec<usize> = if st.chance(4) {
+        let skip = *st.pick(&live);
+        live.iter().copied().filter(|r| *r != skip).collect()
+    } else {
+        live.clone()
+    };
+    let ws = if st.chance(3) {
+        "None".to_string()
+    } else {
+        b.w.to_string()
+    };
+    b.line(
+        &makers,
+        &format!(
+            "OS = dist.TCPStore(os.environ[\"MASTER_ADDR\"], int(os.environ[\"MASTER_PORT\"]) + 1, {ws}, r == 0, timeout=T(3))"
+        ),
+        Kind::Call,
+    );
+    let a = *st.pick(&makers);
+    let others: Vec<usize> = makers.iter().copied().filter(|r| *r != a).collect();
+    if others.is_empty() {
+        b.row(USE_OWN_STORE);
+        return;
+    }
+    let o = *st.pick(&others);
+    if st.chance(2) {
+        if st.chance(2) {
+            b.line(&[a], "time.sleep(1)", Kind::Sleep);
+            b.row(USE_SLEEP);
+        }
+        b.line(&[a], "OS.set(\"o\", \"%d\" % r)", Kind::Call);
+        b.line(&[o], "OS.get(\"o\")", Kind::Call);
+    } else {
+        b.line(&[a, o], "PS = dist.PrefixStore(\"p\", OS)", Kind::Call);
+        b.line(&[a], "PS.add(\"n\", 1)", Kind::Call);
+        let keys = *st.pick(&["[\"n\"]", "[\"n\", \"never\"]"]);
+        b.line(&[o], &format!("PS.wait({keys}, T(2))"), Kind::Call);
+    }
+    b.row(USE_OWN_STORE);
 }

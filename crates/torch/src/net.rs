@@ -133,7 +133,9 @@ fn scenario_ports(s: &Scenario) -> Vec<u16> {
             scen_core::scenario::StepKind::InitProcessGroup { init_method, .. } => init_method,
             scen_core::scenario::StepKind::Store(s) => {
                 if let scen_core::scenario::StoreCall::MakeTcp { spec, .. } = &s.call {
-                    out.push(spec.port);
+                    if let scen_core::scenario::PortArg::Num(p) = spec.port {
+                        out.push(p);
+                    }
                 }
                 continue;
             }

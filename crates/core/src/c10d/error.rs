@@ -188,6 +188,16 @@ pub fn store_wait_timeout(timeout_ms: u64, key: &str) -> C10dError {
     )
 }
 
+/// A `tcp_store` port from the environment that is no port: what the program's
+/// `int(os.environ[...])` raises (a value that parses but is out of range: TCPStore's own
+/// argument check, reported alike).
+pub fn port_value(text: &str) -> C10dError {
+    e(
+        "ValueError",
+        format!("invalid literal for int() with base 10: '{text}'"),
+    )
+}
+
 /// A store step naming a store this rank never made (a hand-written scenario whose
 /// `tcp_store` step is `on` other ranks): Python's own error for the unbound name.
 pub fn store_not_made(name: &str) -> C10dError {

@@ -340,7 +340,7 @@ pub struct TensorSpec {
     pub expect_ulps: u32,
 }
 
-pub use super::store::{StoreCall, StoreStep, TcpStoreSpec, TCP_STORE_DEFAULT_TIMEOUT_MS};
+pub use super::store::{PortArg, StoreCall, StoreStep, TcpStoreSpec, TCP_STORE_DEFAULT_TIMEOUT_MS};
 
 #[derive(Debug, Clone)]
 pub enum StepKind {

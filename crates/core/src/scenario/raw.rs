@@ -245,7 +245,7 @@ pub struct RawStep {
     pub desired_value: Option<Spanned<String>>,
     // tcp_store / prefix_store, and the store a store step calls (load/store.rs)
     pub host: Option<Spanned<String>>,
-    pub port: Option<Spanned<i64>>,
+    pub port: Option<Spanned<RawIntOrExpr>>,
     pub is_master: Option<Spanned<bool>>,
     pub wait_for_workers: Option<Spanned<bool>>,
     pub prefix: Option<Spanned<String>>,

@@ -27,13 +27,21 @@ pub struct StoreStep {
 pub struct TcpStoreSpec {
     /// Where the clients connect (`${VAR}` expanded when the step runs).
     pub host: String,
-    pub port: u16,
+    /// A number, or an environment value (`"${MASTER_PORT}"`) read when the step runs.
+    pub port: PortArg,
     /// `None`: no count of workers, so nobody checks in or waits for them.
     pub world_size: Option<crate::scenario::model::IntArg>,
     pub is_master: bool,
     /// The connect timeout and every blocking call's (torch's default 300 s).
     pub timeout_ms: u64,
     pub wait_for_workers: bool,
+}
+
+/// A store's port: as written, or the rank's environment value it names.
+#[derive(Debug, Clone)]
+pub enum PortArg {
+    Num(u16),
+    Env(String),
 }
 
 /// TCPStore's default `timeout` (`datetime.timedelta(seconds=300)`).

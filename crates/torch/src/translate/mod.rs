@@ -9,7 +9,7 @@ use crate::eligible::accel_device;
 use crate::net::Endpoints;
 use scen_core::scenario::expr::Expr;
 use scen_core::scenario::{
-    FaultKind, IntArg, P2pOp, ProgramExit, Scenario, Selector, Step, StepKind, StoreCall,
+    FaultKind, IntArg, P2pOp, PortArg, ProgramExit, Scenario, Selector, Step, StepKind, StoreCall,
     StoreStep, TensorSpec,
 };
 use std::collections::BTreeMap;
@@ -357,7 +357,10 @@ fn store_step(st: &StoreStep, ep: &Endpoints) -> String {
             "STORES[{}] = dist.TCPStore({}, {}, {}, {}, timeout=ms({}), wait_for_workers={})",
             py::str_lit(name),
             template(&ep.host(&spec.host), ep),
-            ep.port(spec.port),
+            match &spec.port {
+                PortArg::Num(p) => ep.port(*p).to_string(),
+                PortArg::Env(v) => format!("int(expand_env({}))", py::str_lit(v)),
+            },
             spec.world_size.as_ref().map_or("None".into(), int_arg),
             py_bool(spec.is_master),
             spec.timeout_ms,

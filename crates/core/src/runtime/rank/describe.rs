@@ -294,7 +294,10 @@ fn describe_store(call: &crate::scenario::model::StoreCall) -> String {
         StoreCall::MakeTcp { name, spec } => format!(
             "{name} = TCPStore({}:{}, world_size={}, is_master={}, timeout={}ms, wait_for_workers={})",
             spec.host,
-            spec.port,
+            match &spec.port {
+                crate::scenario::model::PortArg::Num(p) => p.to_string(),
+                crate::scenario::model::PortArg::Env(v) => v.clone(),
+            },
             spec.world_size.as_ref().map_or("None".into(), int_text),
             spec.is_master,
             spec.timeout_ms,

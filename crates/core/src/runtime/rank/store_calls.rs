@@ -20,7 +20,7 @@ use crate::c10d::error::{self, C10dError};
 use crate::c10d::store::{join_key, StoreClient, StoreError};
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
-use crate::scenario::model::{StoreCall, StoreStep, TcpStoreSpec};
+use crate::scenario::model::{PortArg, StoreCall, StoreStep, TcpStoreSpec};
 use crate::trace::StoreUse;
 use std::rc::Rc;
 
@@ -72,9 +72,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// for all (TCPStore.cpp, as init's own store: docs/rules/c10d.md#r16).
     async fn make_tcp_store(&mut self, name: &str, spec: &TcpStoreSpec) -> Res<String> {
         let host = self.expand(&spec.host);
+        let port = match &spec.port {
+            PortArg::Num(p) => *p,
+            PortArg::Env(v) => {
+                let text = self.expand(v);
+                text.parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| error::port_value(&text))?
+            }
+        };
         let world_size = self.int_arg(&spec.world_size);
         if spec.is_master {
-            self.serve_store(spec.port).await?;
+            self.serve_store(port).await?;
         }
         let timeout_ms = spec.timeout_ms;
         let how = Connect {
@@ -83,7 +93,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let deadline = self.now() + timeout_ms;
         let (client, n) = self
-            .connect_store(&host, spec.port, timeout_ms, deadline, how)
+            .connect_store(&host, port, timeout_ms, deadline, how)
             .await?;
         if let (true, Some(ws)) = (how.check_in && spec.is_master, world_size) {
             self.wait_for_clients(&client, n, ws, timeout_ms).await?;
@@ -95,7 +105,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         self.stores.insert(name.to_string(), made);
         let role = if spec.is_master { "serving" } else { "client" };
-        Ok(format!("{name} = TCPStore {host}:{} ({role})", spec.port))
+        Ok(format!("{name} = TCPStore {host}:{port} ({role})"))
     }
 
     /// Runs `call` on `target`.

@@ -5,9 +5,9 @@
 use super::{Cx, R};
 use crate::scenario::limits;
 use crate::scenario::model::{
-    StepKind, StoreCall, StoreStep, TcpStoreSpec, TCP_STORE_DEFAULT_TIMEOUT_MS,
+    PortArg, StepKind, StoreCall, StoreStep, TcpStoreSpec, TCP_STORE_DEFAULT_TIMEOUT_MS,
 };
-use crate::scenario::raw::RawStep;
+use crate::scenario::raw::{RawIntOrExpr, RawStep};
 use toml::Spanned;
 
 /// The fields of store step `op`, `None` for another op.
@@ -135,12 +135,15 @@ impl Cx<'_> {
             Some(h) => return Err(self.at(h, "host is empty")),
             None => return Err(self.err(op_at, "tcp_store needs `host` (a name or address)")),
         };
-        let port = match &r.port {
-            Some(p) if (1..=65535).contains(p.get_ref()) => *p.get_ref() as u16,
-            Some(p) => {
+        let port = match r.port.as_ref().map(|p| (p, p.get_ref())) {
+            Some((_, RawIntOrExpr::Int(n))) if (1..=65535).contains(n) => PortArg::Num(*n as u16),
+            Some((_, RawIntOrExpr::Expr(s))) if s.starts_with("${") && s.ends_with('}') => {
+                PortArg::Env(s.clone())
+            }
+            Some((p, _)) => {
                 return Err(self.at(
                     p,
-                    "port must be 1 to 65535 (port 0 lets the master's OS pick one, which the other ranks cannot know)",
+                    "port must be 1 to 65535 or an environment value such as \"${MASTER_PORT}\" (port 0 lets the master's OS pick one, which the other ranks cannot know)",
                 ))
             }
             None => return Err(self.err(op_at, "tcp_store needs `port`")),
