@@ -21,7 +21,8 @@ use crate::c10d::store::{join_key, StoreClient, StoreError};
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
 use crate::scenario::model::{PortArg, StoreCall, StoreStep, TcpStoreSpec};
-use crate::trace::StoreUse;
+use crate::scenario::Launcher;
+use crate::trace::{EventKind, StoreUse};
 use std::rc::Rc;
 
 /// A store the program made: its connection, the prefixes its keys go under and its timeout
@@ -84,7 +85,19 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         };
         let world_size = self.int_arg(&spec.world_size);
         if spec.is_master {
-            self.serve_store(port).await?;
+            if let Err(e) = self.serve_store(port).await {
+                // TCPStore.cpp: a master that cannot listen where torchrun's agent hosts the
+                // store (TORCHELASTIC_USE_AGENT_STORE, its MASTER_PORT) logs "The server socket
+                // on <port> has failed to bind. TORCHELASTIC_USE_AGENT_STORE is enabled so
+                // ignoring the error." and goes on as a client of the agent's store.
+                if !self.on_agent_store_port(port) {
+                    return Err(e);
+                }
+                self.event(
+                    EventKind::Warn,
+                    format!("The server socket on {port} has failed to bind. TORCHELASTIC_USE_AGENT_STORE is enabled so ignoring the error."),
+                );
+            }
         }
         let timeout_ms = spec.timeout_ms;
         let how = Connect {
@@ -106,6 +119,17 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.stores.insert(name.to_string(), made);
         let role = if spec.is_master { "serving" } else { "client" };
         Ok(format!("{name} = TCPStore {host}:{port} ({role})"))
+    }
+
+    /// Whether `port` is the store torchrun's agent hosts for this rank (its MASTER_PORT).
+    fn on_agent_store_port(&self, port: u16) -> bool {
+        self.env.scenario.world.launcher == Launcher::Torchrun
+            && self
+                .spec
+                .env
+                .get("MASTER_PORT")
+                .and_then(|p| p.parse().ok())
+                == Some(port)
     }
 
     /// Runs `call` on `target`.
