@@ -324,9 +324,11 @@ fn freed_early(cx: &Ctx, p: &Proc, n: usize) -> Result<(), RecordError> {
     let Some(freed) = c.t_freed_ms else {
         return Ok(());
     };
+    // A call in the free's own millisecond was made before it (the program's last call, then
+    // its store freed as its function returned).
     let later_call = p.calls[n + 1..]
         .iter()
-        .any(|l| l.t_call_ms.is_none_or(|t| t >= freed));
+        .any(|l| l.t_call_ms.is_none_or(|t| t > freed));
     let end = p.own_end_ms().or(p.t_exit_ms);
     let at_end = end.is_some_and(|e| e.saturating_sub(freed) < super::timing::MIN_GAP_MS);
     if !later_call && at_end {

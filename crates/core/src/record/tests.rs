@@ -784,6 +784,11 @@ fn a_master_store_freed_early_is_refused() {
         .to_string();
     assert!(e.contains("freed"), "{e}");
     record(vec![freed(3008, 3050), own_stores(1, "")], &opts()).expect("freed at its end");
+    // In the millisecond of its last call (the call's function returned, freeing it).
+    let mut p = freed(7, 20);
+    p.calls.truncate(3);
+    p.calls[2].end = super::parse::CallEnd::Done;
+    record(vec![p, own_stores(1, "")], &opts()).expect("freed with its last call");
     // The recorder's `freed` line reaches the call that made the store.
     let p = parse(
         "proc1.jsonl",
