@@ -96,7 +96,8 @@ USES = [
     ("TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK", STEP, "world env where every rank agrees"),
     ("tensor values", GAP, "each tensor is filled with its rank: a program whose control flow depends on a reduced value takes the recorded path"),
     ("the default group's store (`_get_default_store()`): set, get, add, check, wait, compare_set, delete_key, num_keys", STEP, "get_default_store (the program holds the store past destroy_process_group) and store_* steps: keys under the default group's prefix, a get or wait blocks up to the store's (or wait's) timeout, and a store whose host exited raises torch's own texts"),
-    ("other direct Store use (making a TCPStore / FileStore / HashStore / PrefixStore; append, multi_get, multi_set, queue_push, ... on any store)", REFUSED, "no step in the format: the program's own call is refused with its file:line (init_process_group's and torch's own store traffic is simulated)"),
+    ("a program's own TCPStore and PrefixStore, and set, get, add, check, wait, compare_set, delete_key, num_keys on them", STEP, "tcp_store and prefix_store steps (handles s1, s2, ... per process; a master freed before its program ended, port 0, multi_tenant, master_listen_fd, use_libuv=False and init_process_group(store=) are refused) and store_* steps naming their `store`"),
+    ("other direct Store use (making a FileStore / HashStore; append, multi_get, multi_set, queue_push, set_timeout, ... on any store; a store scen does not know)", REFUSED, "no step in the format: the program's own call is refused with its file:line (init_process_group's and torch's own store traffic is simulated)"),
 ]
 
 

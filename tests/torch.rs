@@ -502,7 +502,7 @@ fn main() {
         }
         (name, o)
     });
-    let checks: [(&str, &str, &Check); 13] = [
+    let checks: [(&str, &str, &Check); 14] = [
         (
             "exit",
             "ranks exit as Python processes do: status, after the interpreter's teardown",
@@ -565,8 +565,13 @@ fn main() {
         ),
         (
             "record_refusals",
-            "scen record: the default store's calls (taking it, set, get, add, check, wait, compare_set, delete_key, num_keys) are steps; other Store use (a method without a step, its own TCPStore) and dist.breakpoint are refused naming the call and its line",
+            "scen record: the default store's calls (taking it, set, get, add, check, wait, compare_set, delete_key, num_keys) are steps; other Store use (a method without a step, init on its own store, a master store freed early, port 0) and dist.breakpoint are refused naming the call and its line",
             &|| record::own_store_use_is_refused(&python),
+        ),
+        (
+            "record_stores",
+            "scen record: a program's own TCPStore and PrefixStore are steps, and the recording simulates to the real run (a get timing out, a master gone, a taken port, no master, missing workers)",
+            &|| record::own_stores_are_recorded(&python),
         ),
     ];
     for (name, what, check) in checks {

@@ -35,7 +35,7 @@ _next = itertools.count()  # call numbers; next() is atomic under the GIL
 _groups = {}  # id(ProcessGroup) -> (handle, the object, kept so its id stays unique)
 _works = {}  # id(Work) -> (work name, the object, its batch_isend_irecv call's number or None)
 _failed_batches = set()  # batch_isend_irecv calls whose wait raised (recorded once)
-_counts = {"group": 0, "work": 0}
+_counts = {"group": 0, "work": 0, "store": 0}
 _TORCH_DIR = None
 
 
@@ -183,6 +183,8 @@ def _describe(op, v):
         for k in ("rank", "world_size"):
             if v.get(k) is not None and int(v[k]) >= 0:
                 d[k] = int(v[k])
+        if v.get("store") is not None:
+            d["store"] = True  # a rendezvous on the program's own store (refused: steps.rs)
     if op == "new_group":
         if v.get("backend") is not None:
             d["backend"] = str(v["backend"])
@@ -230,38 +232,54 @@ def _wrap(op, fn):
 
 
 # A program's own c10d Store: making one, and each method that reads, writes or waits on it.
-# set, get, add, check, wait, compare_set, delete_key and num_keys on the default group's
-# store (`_get_default_store()`) are steps, recorded with their arguments (a value as text: one
-# that is not UTF-8 reaches the scenario with replacement characters, which no step but
-# compare_set compares, and such a compare_set is refused); every other store and method has no
-# step in the format and is recorded by name only, so that `scen record` refuses it
-# (crates/core/src/record/steps.rs) rather than run the program without it. torch's own use (its rendezvous,
+# A TCPStore or PrefixStore the program makes is recorded with its arguments and a handle ("s1",
+# "s2", ... per process, in order of making); set, get, add, check, wait, compare_set,
+# delete_key and num_keys on such a store or on the default group's (`_get_default_store()`)
+# are steps, recorded with their arguments (a value as text: one that is not UTF-8 reaches the
+# scenario with replacement characters, which no step but compare_set compares, and such a
+# compare_set is refused). Every other store and method has no step in the format and is
+# recorded by name only, so that `scen record` refuses it (crates/core/src/record/steps.rs)
+# rather than run the program without it. torch's own use (its rendezvous,
 # _store_based_barrier, its C++ backends) is not the program's and passes.
 STORE_CLASSES = ("TCPStore", "FileStore", "HashStore", "PrefixStore")
 STORE_METHODS = ("set", "get", "add", "append", "check", "compare_set", "delete_key", "wait",
                  "num_keys", "list_keys", "multi_get", "multi_set", "queue_push", "queue_pop",
-                 "queue_len", "barrier")
+                 "queue_len", "barrier", "set_timeout")
 # Each recorded method's parameters after self, in order.
 STORE_STEPS = {"set": ("key", "value"), "get": ("key",), "add": ("key", "amount"),
                "check": ("keys",), "wait": ("keys", "timeout"),
                "compare_set": ("key", "expected_value", "desired_value"),
                "delete_key": ("key",), "num_keys": ()}
+# TCPStore's parameters after self, in order (torch 2.15).
+TCP_STORE_ARGS = ("host_name", "port", "world_size", "is_master", "timeout", "wait_for_workers",
+                  "multi_tenant", "master_listen_fd", "use_libuv")
+_stores = {}  # id(store) -> (handle, weakref to it, the store it wraps, kept alive with it)
+
+
+def _store_ref(s):
+    """Where a call's store is: {"store": handle} for one the program made (and still has),
+    {"default_store": True} for the default group's, else None (a store scen does not know)."""
+    entry = _stores.get(id(s))
+    if entry is not None and entry[1]() is s:
+        return {"store": entry[0]}
+    try:
+        import torch.distributed as dist
+        if s is dist.distributed_c10d._get_default_store():
+            return {"default_store": True}
+    except Exception:
+        pass
+    return None
 
 
 def _store_args(op, a, kw):
-    """A step's arguments of a call on the default group's store, else {} (refused by name)."""
+    """A step's arguments of a call on a store scen knows, else {} (refused by name)."""
     method = op[len("Store."):]
-    if method not in STORE_STEPS or not a:
-        return {}
-    try:
-        import torch.distributed as dist
-        if a[0] is not dist.distributed_c10d._get_default_store():
-            return {}
-    except Exception:
+    where = _store_ref(a[0]) if method in STORE_STEPS and a else None
+    if where is None:
         return {}
     named = dict(zip(STORE_STEPS[method], a[1:]))
     named.update(kw)
-    out = {"default_store": True}
+    out = dict(where)
     for name, v in named.items():
         if name == "timeout":
             out["timeout_ms"] = _timeout_ms(v)
@@ -281,6 +299,55 @@ def _store_args(op, a, kw):
     return out
 
 
+def _new_store_args(op, a, kw):
+    """A TCPStore's or PrefixStore's arguments and the handle it gets ("as"); steps.rs refuses
+    what the format cannot say (port 0, multi_tenant, master_listen_fd, use_libuv=False, a
+    store it does not know)."""
+    _counts["store"] += 1
+    out = {"as": "s%d" % _counts["store"]}
+    if op == "PrefixStore":
+        named = dict(zip(("prefix", "store"), a[1:]), **kw)
+        out["prefix"] = str(named.get("prefix"))
+        out.update(_store_ref(named.get("store")) or {})
+        return out
+    named = dict(zip(TCP_STORE_ARGS, a[1:]), **kw)
+    out.update(host=str(named.get("host_name")), port=int(named.get("port")),
+               is_master=bool(named.get("is_master", False)),
+               wait_for_workers=bool(named.get("wait_for_workers", True)))
+    if named.get("world_size") is not None:
+        out["world_size"] = int(named["world_size"])
+    if named.get("timeout") is not None:
+        out["timeout_ms"] = _timeout_ms(named["timeout"])
+    if named.get("multi_tenant"):
+        out["multi_tenant"] = True
+    if named.get("master_listen_fd") is not None:
+        out["master_listen_fd"] = True
+    if not named.get("use_libuv", True):
+        out["use_libuv"] = False
+    return out
+
+
+def _made_store(args, i, a, kw):
+    """A store the program made: known by its handle while it lives. A PrefixStore keeps the
+    store it wraps alive (torch does, under the Python object); a master TCPStore freed before
+    the program ended is noted ("freed"), which steps.rs refuses (scen holds a program's stores
+    until its process ends)."""
+    import weakref
+    s = a[0]
+    inner = kw.get("store", a[2] if len(a) > 2 else None) if "prefix" in args else None
+    _stores[id(s)] = (args["as"], weakref.ref(s), inner)
+    master = bool(args.get("is_master"))
+
+    def freed(key=id(s)):
+        _stores.pop(key, None)
+        if master and not _out.get("ended"):
+            try:
+                _write(dict(ev="freed", i=i, t=_now_ms()))
+            except Exception:
+                pass
+    weakref.finalize(s, freed).atexit = False
+
+
 def _wrap_store(op, fn):
     @functools.wraps(fn)
     def wrapper(*a, **kw):
@@ -290,7 +357,12 @@ def _wrap_store(op, fn):
             return fn(*a, **kw)
         i = next(_next)
         try:
-            args = _store_args(op, a, kw) if op.startswith("Store.") else {}
+            if op.startswith("Store."):
+                args = _store_args(op, a, kw)
+            elif op in ("TCPStore", "PrefixStore"):
+                args = _new_store_args(op, a, kw)
+            else:
+                args = {}
         except Exception:  # never let the recorder break the program
             args = {}
         _write(dict(ev="call", i=i, op=op, at=_where(), t=_now_ms(), **args))
@@ -299,6 +371,11 @@ def _wrap_store(op, fn):
         except BaseException as e:
             _write(dict(ev="error", i=i, t=_now_ms(), exc=type(e).__name__, msg=_message(e)))
             raise
+        if "as" in args:
+            try:
+                _made_store(args, i, a, kw)
+            except Exception:
+                pass
         _write(dict(ev="done", i=i, t=_now_ms()))
         return ret
     return wrapper
@@ -462,13 +539,21 @@ def patch(dist):
                       if os.path.abspath(f.filename) != _HERE
                       and not (_TORCH_DIR and os.path.abspath(f.filename).startswith(_TORCH_DIR))]
             at = "%s:%d" % (os.path.abspath(frames[-1].filename), frames[-1].lineno) if frames else "?:0"
+            _out["ended"] = True
             _write(dict(ev="raise", exc=ty.__name__, msg=_message(e), at=at, t=_now_ms()))
         except Exception:
             pass
         hook(ty, e, tb)
     sys.excepthook = excepthook
     import atexit
-    atexit.register(lambda: _write(dict(ev="exit", t=_now_ms())) if _out["fd"] is not None else None)
+    atexit.register(_at_exit)
+
+
+def _at_exit():
+    """The program has ended: its stores freed from here on are freed with its process."""
+    _out["ended"] = True
+    if _out["fd"] is not None:
+        _write(dict(ev="exit", t=_now_ms()))
 
 
 _FATAL_BY_DEFAULT = (1, 3, 6, 9, 11, 15)  # SIGHUP SIGQUIT SIGABRT SIGKILL SIGSEGV SIGTERM
@@ -491,6 +576,7 @@ def _own_end(rec):
             or threading.current_thread() is not threading.main_thread():
         return
     try:
+        _out["ended"] = True
         rec.update(ev="end", at=_where(), t=_now_ms())
         _write(rec)
     except Exception:

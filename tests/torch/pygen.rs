@@ -69,8 +69,8 @@ pub const USE_WAIT: &str = "work.wait(timeout=)";
 pub const USE_PORT: &str = "each rank's MASTER_PORT";
 pub const USE_CUT: &str = "a job cut by --timeout-s";
 pub const USE_VALUES: &str = "tensor values";
-pub const USE_STORE: &str = "other direct Store use (making a FileStore / HashStore; append, multi_get, multi_set, queue_push, ... on any store)";
-pub const USE_OWN_STORE: &str = "a program's own TCPStore and PrefixStore: making them, then set, get, add, check, wait, compare_set, delete_key, num_keys";
+pub const USE_STORE: &str = "other direct Store use (making a FileStore / HashStore; append, multi_get, multi_set, queue_push, set_timeout, ... on any store; a store scen does not know)";
+pub const USE_OWN_STORE: &str = "a program's own TCPStore and PrefixStore, and set, get, add, check, wait, compare_set, delete_key, num_keys on them";
 pub const USE_DEFAULT_STORE: &str = "the default group's store (`_get_default_store()`): set, get, add, check, wait, compare_set, delete_key, num_keys";
 pub const USE_DEBUG: &str =
     "TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK";

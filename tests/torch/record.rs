@@ -351,10 +351,12 @@ dist.init_process_group(backend="gloo", store=s, rank=rank, world_size=2)
 dist.barrier()
 "#;
 
-/// A program's own store use without a step (a store it made, a method other than set, get,
-/// add, check and wait): `scen record` exits 2 naming the call and its line, and torch's own
-/// store traffic (the rendezvous, the barriers) is not counted as the program's. The default
-/// store's set, get, add, check and wait are steps with their arguments.
+/// A program's own store use without a step (init_process_group on a store it made, a master
+/// store it frees before its end, port 0, a method other than set, get, add, check, wait,
+/// compare_set, delete_key and num_keys): `scen record` exits 2 naming the call and its line,
+/// and torch's own store traffic (the rendezvous, the barriers) is not counted as the
+/// program's. The default store's set, get, add, check and wait are steps with their
+/// arguments.
 pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
         .prefix("scen-record-store-")
@@ -369,7 +371,22 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
         (
             "own_store",
             OWN_STORE,
-            "own_store.py:3: TCPStore: a program's own c10d Store",
+            "own_store.py:4: init_process_group(store=...): a rendezvous on a store the program passes",
+        ),
+        (
+            "freed_master",
+            FREED_MASTER,
+            "freed_master.py:3: TCPStore: the master store made here was freed",
+        ),
+        (
+            "port_zero",
+            PORT_ZERO,
+            "port_zero.py:4: TCPStore: a TCPStore on port 0",
+        ),
+        (
+            "own_append",
+            OWN_APPEND,
+            "own_append.py:4: Store.append: a program's own c10d Store other than",
         ),
         (
             "binary_compare_set",
@@ -408,6 +425,149 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
     ] {
         if !text.contains(want) {
             return Err(format!("default_store: no `{want}` in:\n{text}"));
+        }
+    }
+    Ok(())
+}
+
+/// Rank 0's master TCPStore freed (its server closed) while its program goes on.
+const FREED_MASTER: &str = r#"import datetime, os, time, torch.distributed as dist
+rank = int(os.environ["RANK"])
+s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]) + 6, 2, rank == 0, timeout=datetime.timedelta(seconds=10))
+if rank == 0:
+    del s
+time.sleep(1)
+"#;
+
+/// A master TCPStore on a port its OS picks.
+const PORT_ZERO: &str = r#"import os, torch.distributed as dist
+rank = int(os.environ["RANK"])
+if rank == 0:
+    s = dist.TCPStore("127.0.0.1", 0, 1, True, wait_for_workers=False)
+"#;
+
+/// A method without a step (append) on a store the program made.
+const OWN_APPEND: &str = r#"import datetime, os, torch.distributed as dist
+rank = int(os.environ["RANK"])
+s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]) + 7, 2, rank == 0, timeout=datetime.timedelta(seconds=10))
+s.append("k", "v")
+"#;
+
+/// Stores a program makes (docs/record.md), each with what real torch 2.15 did: the program,
+/// its ranks and what the recording must hold. Ports are MASTER_PORT + 1.. (free: the launcher
+/// picked MASTER_PORT below the ephemeral range).
+const OWN_STORES: [(&str, &str, usize, &[&str]); 6] = [
+    // Rank 0 serves, all connect; a PrefixStore on it; rank 2's get of a key nobody sets times
+    // out (`keys: /pre/missing`: TCPStore's keys begin with "/"), the others' barrier then
+    // fails on its end.
+    (
+        "prefixed",
+        r#"import datetime, os, torch.distributed as dist
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo")
+s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]) + 1, 3, rank == 0, timeout=datetime.timedelta(seconds=3))
+p = dist.PrefixStore("pre", s)
+if rank == 0:
+    p.set("k", "v")
+p.get("k")
+p.add("n", 1)
+if rank == 2:
+    p.get("missing")
+dist.barrier()
+"#,
+        3,
+        &[
+            "op = \"tcp_store\"\non = [0]\nas = \"s1\"\nhost = \"127.0.0.1\"\n",
+            "world_size = 3\nis_master = true\ntimeout_s = 3.0\n",
+            "world_size = 3\nis_master = false\ntimeout_s = 3.0\n",
+            "op = \"prefix_store\"\nas = \"s2\"\nprefix = \"pre\"\nstore = \"s1\"\n",
+            "op = \"store_get\"\non = [2]\nstore = \"s2\"\nkey = \"missing\"\n",
+            "error = \"DistStoreError: wait timeout after\"",
+        ],
+    ),
+    // The master's program ends first: rank 1's get reads its server's close.
+    (
+        "master_gone",
+        r#"import datetime, os, time, torch.distributed as dist
+rank = int(os.environ["RANK"])
+s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]) + 2, 2, rank == 0, timeout=datetime.timedelta(seconds=10))
+if rank == 1:
+    time.sleep(1)
+    s.get("never")
+"#,
+        2,
+        &["error = \"DistNetworkError: Failed to recv, got\""],
+    ),
+    // The master's port is init's store's (rank 0's own): EADDRINUSE; rank 1, a client of
+    // that store, reads its close when rank 0's process ends. The recording keeps MASTER_PORT.
+    (
+        "port_taken",
+        r#"import datetime, os, torch.distributed as dist
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo")
+s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), 2, rank == 0, timeout=datetime.timedelta(seconds=3))
+s.get("k")
+"#,
+        2,
+        &[
+            "env = { MASTER_PORT = ",
+            "error = \"DistNetworkError: The server socket has failed to listen on any local network address. port\"",
+        ],
+    ),
+    // A client whose master never comes.
+    (
+        "no_master",
+        r#"import datetime, os, torch.distributed as dist
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo")
+if rank == 1:
+    s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]) + 3, 2, False, timeout=datetime.timedelta(seconds=3))
+"#,
+        2,
+        &["error = \"DistNetworkError: The client socket has timed out after\""],
+    ),
+    // The master waits for 3 workers; rank 2 never connects.
+    (
+        "workers_missing",
+        r#"import datetime, os, torch.distributed as dist
+rank = int(os.environ["RANK"])
+if rank < 2:
+    s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]) + 4, 3, rank == 0, timeout=datetime.timedelta(seconds=4))
+"#,
+        3,
+        &["error = \"DistStoreError: Timed out after\""],
+    ),
+    // A store local to a main() that returns: freed at the program's end, recorded.
+    (
+        "in_main",
+        r#"import datetime, os, torch.distributed as dist
+def main():
+    rank = int(os.environ["RANK"])
+    s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]) + 5, 2, rank == 0, timeout=datetime.timedelta(seconds=10))
+    s.add("n", 1)
+    s.wait(["n"])
+main()
+"#,
+        2,
+        &["op = \"store_wait\"\nstore = \"s1\"\nkeys = [\"n\"]\n"],
+    ),
+];
+
+/// The stores a program makes are recorded (`tcp_store`, `prefix_store`, the `store` of each
+/// call), and each recording simulates to what the real run did, rank by rank (record_program
+/// checks scen record's own self-check): a get that times out, a master whose program ended,
+/// a taken port, a client with no master, a master waiting for workers that never come.
+pub fn own_stores_are_recorded(python: &Path) -> Result<(), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("scen-record-own-stores-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    for (name, program, world, wants) in OWN_STORES {
+        let text = record_program(dir.path(), python, name, program, world, &[])?;
+        if let Some(w) = wants.iter().find(|w| !text.contains(**w)) {
+            return Err(format!(
+                "{name}: the recording lacks\n{w}\n--- it is:\n{text}"
+            ));
         }
     }
     Ok(())

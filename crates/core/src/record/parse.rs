@@ -35,6 +35,9 @@ pub struct Call {
     /// before scen recorded times have none).
     pub t_call_ms: Option<u64>,
     pub t_end_ms: Option<u64>,
+    /// A master TCPStore the call made was freed before the program ended: when (wall-clock
+    /// ms; recorder.py `_made_store`).
+    pub t_freed_ms: Option<u64>,
 }
 
 /// An exception that ended the process.
@@ -203,6 +206,7 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                     end: CallEnd::Open,
                     t_call_ms: t_ms,
                     t_end_ms: None,
+                    t_freed_ms: None,
                 });
             }
             "done" | "error" => {
@@ -230,6 +234,11 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
                     CallEnd::Done
                 };
                 c.t_end_ms = if ev == "reopen" { None } else { t_ms };
+            }
+            // The master TCPStore a call made, freed before the program ended.
+            "freed" => {
+                let c = &mut p.calls[recorded_call(&by_index, index, &ev).map_err(bad)?];
+                c.t_freed_ms = t_ms.or(c.t_end_ms).or(Some(0));
             }
             "raise" => {
                 p.raised = Some(Raised {

@@ -303,7 +303,8 @@ pub fn rank_steps(p: &Proc, o: &Options, recorded: &str) -> Result<RankSteps, Re
         of_call: vec![],
     };
     let mut prev_end_ms = None;
-    for c in &p.calls {
+    for (n, c) in p.calls.iter().enumerate() {
+        freed_early(&cx, p, n)?;
         out.steps.extend(super::timing::before_call(prev_end_ms, c));
         prev_end_ms = c.t_end_ms;
         let step = call_step(&mut cx, c)?;
@@ -311,6 +312,38 @@ pub fn rank_steps(p: &Proc, o: &Options, recorded: &str) -> Result<RankSteps, Re
         out.steps.extend(step);
     }
     Ok(out)
+}
+
+/// A master TCPStore (made by call `n`) that the program freed before it ended: scen holds a
+/// program's stores until its process ends, so its server would outlive the real one. Refused,
+/// naming the call that made it, unless the free is the program's end itself (no call after it
+/// and its end within [`super::timing::MIN_GAP_MS`], the time a recording counts as one
+/// instant: a store local to a `main()` that returns).
+fn freed_early(cx: &Ctx, p: &Proc, n: usize) -> Result<(), RecordError> {
+    let c = &p.calls[n];
+    let Some(freed) = c.t_freed_ms else {
+        return Ok(());
+    };
+    // A call in the free's own millisecond was made before it (the program's last call, then
+    // its store freed as its function returned).
+    let later_call = p.calls[n + 1..]
+        .iter()
+        .any(|l| l.t_call_ms.is_none_or(|t| t > freed));
+    let end = p.own_end_ms().or(p.t_exit_ms);
+    let at_end = end.is_some_and(|e| e.saturating_sub(freed) < super::timing::MIN_GAP_MS);
+    if !later_call && at_end {
+        return Ok(());
+    }
+    let how = match end {
+        Some(e) => format!("{} ms before its program ended", e.saturating_sub(freed)),
+        None => "before its program ended".into(),
+    };
+    Err(cx.err(
+        c,
+        format!(
+            "TCPStore: the master store made here was freed {how} (its server closed with it); scen holds a program's stores until its process ends, so the scenario would run another program; keep the store until the end; not recorded"
+        ),
+    ))
 }
 
 /// torch.distributed calls that can decide an outcome and that the scenario format has no step
@@ -340,8 +373,9 @@ const NO_STEP: [(&str, &str); 7] = [
 
 /// A program's own c10d Store: the recorder's names for making one (`TCPStore`, ...) and for
 /// its methods (`Store.set`, ...; python/scen/recorder.py, STORE_CLASSES and STORE_METHODS).
-/// Apart from the default group's store's set, get, add, check, wait, compare_set, delete_key
-/// and num_keys ([`store_step`]), no step in the format either: refused like [`NO_STEP`].
+/// Apart from a TCPStore or PrefixStore the program makes ([`new_store_step`]) and set, get,
+/// add, check, wait, compare_set, delete_key and num_keys on such a store or the default
+/// group's ([`store_step`]), no step in the format either: refused like [`NO_STEP`].
 const STORES: [&str; 4] = ["TCPStore", "FileStore", "HashStore", "PrefixStore"];
 
 /// What a call with no step in the scenario format is, if `op` names one.
@@ -350,7 +384,7 @@ fn no_step(op: &str) -> Option<&'static str> {
         return Some(what);
     }
     (STORES.contains(&op) || op.starts_with("Store.")).then_some(
-        "a program's own c10d Store (TCPStore, FileStore, HashStore, PrefixStore), or a method without a step (append, multi_get, multi_set, queue_push, ...) on the default group's store,",
+        "a program's own c10d Store other than a TCPStore or PrefixStore (FileStore, HashStore, a store scen does not know: one torch made, a clone), or a method without a step (append, multi_get, multi_set, queue_push, set_timeout, ...),",
     )
 }
 
@@ -359,6 +393,15 @@ fn no_step(op: &str) -> Option<&'static str> {
 fn step_not_by_op(cx: &Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
     if let Some(step) = local_check(c).or_else(|| store_step(c)) {
         return Ok(Some(step));
+    }
+    if let Some(step) = new_store_step(cx, c)? {
+        return Ok(Some(step));
+    }
+    if c.op == "init_process_group" && c.args.get("store").is_some_and(|v| v != &Value::Null) {
+        return Err(cx.err(
+            c,
+            "init_process_group(store=...): a rendezvous on a store the program passes has no step in the scenario format (its init rendezvouses at init_method or MASTER_ADDR:MASTER_PORT), and writing that one would run another program; not recorded".into(),
+        ));
     }
     match no_step(&c.op) {
         Some(what) => Err(cx.err(
@@ -434,15 +477,105 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
     }))
 }
 
+/// Which store a store call goes to: `Some(None)` the default group's, `Some(Some(handle))`
+/// one the program made, `None` one the recorder did not know (it gave no arguments).
+fn store_of(a: &Map<String, Value>) -> Option<Option<String>> {
+    if let Some(h) = a.get("store").and_then(Value::as_str) {
+        let ok = !h.is_empty() && h.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+        return ok.then(|| Some(h.to_string()));
+    }
+    (a.get("default_store").and_then(Value::as_bool) == Some(true)).then_some(None)
+}
+
+/// A TCPStore or PrefixStore the program made (the recorder gives its arguments and handle,
+/// `as`): its `tcp_store` or `prefix_store` step. What the format cannot say is refused, naming
+/// the call: port 0 (the OS picks the master's port, which the scenario cannot know),
+/// `multi_tenant`, `master_listen_fd`, `use_libuv=False`, a PrefixStore on a store scen does
+/// not know. `None` for any other call.
+fn new_store_step(cx: &Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
+    if c.op != "TCPStore" && c.op != "PrefixStore" {
+        return Ok(None);
+    }
+    let a = &c.args;
+    let refuse = |why: &str| {
+        Err(cx.err(
+            c,
+            format!(
+                "{}: {why} has no step in the scenario format, and leaving the call out would run another program; not recorded",
+                c.op
+            ),
+        ))
+    };
+    let Some(name) = a.get("as").and_then(Value::as_str) else {
+        return refuse("a program's own c10d Store the recorder could not read");
+    };
+    let mut f = vec![("as".to_string(), quote(name))];
+    if c.op == "PrefixStore" {
+        let (Some(store), Some(prefix)) = (store_of(a), a.get("prefix").and_then(Value::as_str))
+        else {
+            return refuse("a PrefixStore on a store scen does not know (not a TCPStore or PrefixStore the program made, nor the default group's)");
+        };
+        f.push(("prefix".into(), quote(prefix)));
+        if let Some(h) = store {
+            f.push(("store".into(), quote(&h)));
+        }
+        return Ok(Some(StepDesc {
+            op: "prefix_store".into(),
+            fields: f,
+            at: c.at.clone(),
+            notes: vec![],
+        }));
+    }
+    let flag = |k: &str| a.get(k).and_then(Value::as_bool);
+    let port = a.get("port").and_then(Value::as_u64);
+    let host = a
+        .get("host")
+        .and_then(Value::as_str)
+        .filter(|h| !h.is_empty());
+    let (Some(host), Some(port)) = (host, port) else {
+        return refuse("a TCPStore whose host and port the recorder could not read");
+    };
+    if port == 0 {
+        return refuse("a TCPStore on port 0 (the master's OS picks the port, which the other ranks and the scenario cannot know)");
+    }
+    if port > 65535 {
+        return refuse("a TCPStore on a port above 65535");
+    }
+    if flag("multi_tenant") == Some(true) {
+        return refuse("a multi_tenant TCPStore (one server shared by stores in a process)");
+    }
+    if flag("master_listen_fd") == Some(true) {
+        return refuse("a TCPStore serving on a socket the program passes (master_listen_fd)");
+    }
+    if flag("use_libuv") == Some(false) {
+        return refuse("a TCPStore on the legacy server (use_libuv=False)");
+    }
+    f.push(("host".into(), quote(host)));
+    f.push(("port".into(), port.to_string()));
+    if let Some(ws) = a.get("world_size").and_then(Value::as_u64) {
+        f.push(("world_size".into(), ws.to_string()));
+    }
+    let master = flag("is_master").unwrap_or(false);
+    f.push(("is_master".into(), master.to_string()));
+    timeout(a, &mut f);
+    if flag("wait_for_workers") == Some(false) {
+        f.push(("wait_for_workers".into(), "false".into()));
+    }
+    Ok(Some(StepDesc {
+        op: "tcp_store".into(),
+        fields: f,
+        at: c.at.clone(),
+        notes: vec![],
+    }))
+}
+
 /// A `set`, `get`, `add`, `check`, `wait`, `compare_set`, `delete_key` or `num_keys` on the
-/// default group's store (the recorder gives such a call its arguments, and any other store
-/// call none): its store step.
+/// default group's store or on one the program made (the recorder gives such a call its
+/// arguments, and any other store call none): its store step, with the `store` it names.
 fn store_step(c: &Call) -> Option<StepDesc> {
     let a = &c.args;
     let method = c.op.strip_prefix("Store.")?;
-    if a.get("default_store").and_then(Value::as_bool) != Some(true) {
-        return None;
-    }
+    let store = store_of(a)?;
     let text = |name: &str| a.get(name).and_then(Value::as_str).map(quote);
     let keys = || {
         let keys: Vec<String> = a
@@ -454,6 +587,9 @@ fn store_step(c: &Call) -> Option<StepDesc> {
         Some(format!("[{}]", keys.join(", ")))
     };
     let mut f = Vec::new();
+    if let Some(h) = &store {
+        f.push(("store".to_string(), quote(h)));
+    }
     match method {
         "set" => {
             f.push(("key".to_string(), text("key")?));

@@ -162,6 +162,7 @@ mod tests {
             end: super::super::parse::CallEnd::Done,
             t_call_ms: Some(t),
             t_end_ms: Some(t + 5),
+            t_freed_ms: None,
         };
         assert!(before_call(Some(1_000), &call(1_150)).is_none());
         let s = before_call(Some(1_000), &call(5_003)).expect("a sleep");

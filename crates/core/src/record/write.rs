@@ -557,6 +557,8 @@ fn world_table(s: &mut String, ranks: &[Proc], world: usize, recorded: &str, o: 
 /// The `MASTER_PORT` every rank had, when an `init_method` names it (`tcp://host:PORT`, e.g.
 /// built from `$MASTER_PORT` under torchrun): the launcher's store must be on that port for the
 /// program to meet it, so the recording keeps it (the launcher's default would be another).
+/// Likewise when a TCPStore the program makes is on it: the two meet on that port (torchrun's
+/// agent store, or init's on rank 0, takes it first: EADDRINUSE).
 fn port_the_program_names(ranks: &[Proc]) -> Option<String> {
     let port = ranks.first()?.env.get("MASTER_PORT")?;
     if !ranks.iter().all(|p| p.env.get("MASTER_PORT") == Some(port)) {
@@ -568,6 +570,11 @@ fn port_the_program_names(ranks: &[Proc]) -> Option<String> {
                 .get("init_method")
                 .and_then(Value::as_str)
                 .is_some_and(|m| m.starts_with("tcp://") && m.ends_with(&format!(":{port}")))
+            || c.op == "TCPStore"
+                && c.args
+                    .get("port")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|p| p.to_string() == *port)
     };
     ranks
         .iter()
