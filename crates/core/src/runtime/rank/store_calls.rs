@@ -100,8 +100,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             }
         }
         let timeout_ms = spec.timeout_ms;
+        // On the agent's port the server is the agent's store (in hw mode a real PyTorch
+        // TCPStore: its protocol).
         let how = Connect {
-            agent: false,
+            agent: self.on_agent_store_port(port),
             check_in: world_size.is_some() && spec.wait_for_workers,
         };
         let deadline = self.now() + timeout_ms;
