@@ -32,6 +32,10 @@ pub fn mode_independent(r: &Report) -> Vec<String> {
                 },
                 // Store connect retries depend on which process started first: timing, not model.
                 EventKind::Warn if e.tag == Some(EventTag::ConnectRetry) => continue,
+                // Its text names the port, which each mode picks; that it was logged is compared.
+                EventKind::Warn if e.tag == Some(EventTag::AgentPortBind) => {
+                    format!("r{rank} #{step} warn (the agent's store port could not be bound)")
+                }
                 EventKind::Error | EventKind::Warn | EventKind::Log => {
                     format!("r{rank} #{step} {} {}", e.kind.name(), e.text)
                 }

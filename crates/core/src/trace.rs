@@ -31,6 +31,9 @@ pub enum EventTag {
     /// R16's warning: a TCPStore client's connect failed and is retried. Whether it happens
     /// depends on which process started first (timing, not the model).
     ConnectRetry,
+    /// TCPStore's log when a master cannot bind torchrun's agent-store port and goes on as its
+    /// client: it names the port, which differs between modes (hw picks its own MASTER_PORT).
+    AgentPortBind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

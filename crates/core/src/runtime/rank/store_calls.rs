@@ -22,7 +22,7 @@ use crate::net::{Clock, Net};
 use crate::probe::Probe;
 use crate::scenario::model::{PortArg, StoreCall, StoreStep, TcpStoreSpec};
 use crate::scenario::Launcher;
-use crate::trace::{EventKind, StoreUse};
+use crate::trace::{EventKind, EventTag, StoreUse};
 use std::rc::Rc;
 
 /// A store the program made: its connection, the prefixes its keys go under and its timeout
@@ -93,9 +93,10 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 if !self.on_agent_store_port(port) {
                     return Err(e);
                 }
-                self.event(
+                self.tagged_event(
                     EventKind::Warn,
                     format!("The server socket on {port} has failed to bind. TORCHELASTIC_USE_AGENT_STORE is enabled so ignoring the error."),
+                    Some(EventTag::AgentPortBind),
                 );
             }
         }
