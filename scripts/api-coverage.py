@@ -26,7 +26,7 @@ STEP, WIRE, REFUSED, LOCAL, GAP = ("step", "its calls", "refused", "local", "not
 # exits 2 naming the call and its file:line; LOCAL: no communication, decides no outcome by
 # itself (its result shows in the calls that follow); GAP: left out of a recording.
 TABLE = {
-    "init_process_group": (STEP, "backend, init_method (env://, tcp://host:port, file://), timeout, device_id, rank, world_size"),
+    "init_process_group": (STEP, "backend, init_method (env://, tcp://host:port, file://), timeout, device_id, rank, world_size, store (a TCPStore or PrefixStore the program made: no rendezvous, no default_pg prefix)"),
     "destroy_process_group": (STEP, "with or without a group; a second init after it"),
     "new_group": (STEP, "ranks, backend, timeout, use_local_synchronization; a non-member's NON_MEMBER handle"),
     "new_subgroups": (WIRE, "the new_group calls it makes"),
@@ -96,7 +96,7 @@ USES = [
     ("TORCH_DISTRIBUTED_DEBUG, TORCH_DIST_INIT_BARRIER, TORCH_XCCL_BLOCKING_WAIT, ZE_AFFINITY_MASK", STEP, "world env where every rank agrees"),
     ("tensor values", GAP, "each tensor is filled with its rank: a program whose control flow depends on a reduced value takes the recorded path"),
     ("the default group's store (`_get_default_store()`): set, get, add, check, wait, compare_set, delete_key, num_keys", STEP, "get_default_store (the program holds the store past destroy_process_group) and store_* steps: keys under the default group's prefix, a get or wait blocks up to the store's (or wait's) timeout, and a store whose host exited raises torch's own texts"),
-    ("a program's own TCPStore and PrefixStore, and set, get, add, check, wait, compare_set, delete_key, num_keys on them", STEP, "tcp_store and prefix_store steps (handles s1, s2, ... per process; a master freed before its program ended, port 0, multi_tenant, master_listen_fd, use_libuv=False and init_process_group(store=) are refused) and store_* steps naming their `store`"),
+    ("a program's own TCPStore and PrefixStore, and set, get, add, check, wait, compare_set, delete_key, num_keys on them", STEP, "tcp_store and prefix_store steps (handles s1, s2, ... per process; a master freed before its program ended, port 0, multi_tenant, master_listen_fd and use_libuv=False are refused), store_* steps naming their `store`, and init_process_group(store=) on one"),
     ("other direct Store use (making a FileStore / HashStore; append, multi_get, multi_set, queue_push, set_timeout, ... on any store; a store scen does not know)", REFUSED, "no step in the format: the program's own call is refused with its file:line (init_process_group's and torch's own store traffic is simulated)"),
 ]
 

@@ -565,7 +565,7 @@ fn main() {
         ),
         (
             "record_refusals",
-            "scen record: the default store's calls (taking it, set, get, add, check, wait, compare_set, delete_key, num_keys) are steps; other Store use (a method without a step, init on its own store, a master store freed early, port 0) and dist.breakpoint are refused naming the call and its line",
+            "scen record: the default store's calls (taking it, set, get, add, check, wait, compare_set, delete_key, num_keys) are steps; other Store use (a method without a step, a master store freed early, port 0) and dist.breakpoint are refused naming the call and its line",
             &|| record::own_store_use_is_refused(&python),
         ),
         (

@@ -184,7 +184,8 @@ def _describe(op, v):
             if v.get(k) is not None and int(v[k]) >= 0:
                 d[k] = int(v[k])
         if v.get("store") is not None:
-            d["store"] = True  # a rendezvous on the program's own store (refused: steps.rs)
+            # A store the program made: its handle; another (refused: steps.rs) as true.
+            d["store"] = (_store_ref(v["store"]) or {}).get("store", True)
     if op == "new_group":
         if v.get("backend") is not None:
             d["backend"] = str(v["backend"])

@@ -316,6 +316,11 @@ fn own_store_fields_are_located() {
         "{tcp}\n[[step]]\nop = \"prefix_store\"\nas = \"p\"\nstore = \"kv\"\n"
     ));
     assert!(e.contains("prefix_store needs `prefix`"), "{e}");
+    let e = step("op = \"init_process_group\"\nbackend = \"gloo\"\nstore = \"kv\"\n");
+    assert!(
+        e.starts_with("s.toml:7:9:") && e.contains("no store named `kv`"),
+        "{e}"
+    );
     let e = step("op = \"get_default_store\"\nstore = \"kv\"\n");
     assert!(
         e.starts_with("s.toml:6:") && e.contains("`store` does not apply"),

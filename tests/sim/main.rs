@@ -26,6 +26,7 @@ mod launcher;
 mod logging;
 mod loopback_queue;
 mod memory;
+mod own_store;
 mod record;
 mod reliability;
 mod report_schema;

@@ -343,16 +343,7 @@ if dist.get_rank() == 1:
 dist.barrier()
 "#;
 
-/// A program that makes its own TCPStore and rendezvouses through it.
-const OWN_STORE: &str = r#"import datetime, os, torch.distributed as dist
-rank, port = int(os.environ["RANK"]), int(os.environ["MASTER_PORT"])
-s = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=datetime.timedelta(seconds=20))
-dist.init_process_group(backend="gloo", store=s, rank=rank, world_size=2)
-dist.barrier()
-"#;
-
-/// A program's own store use without a step (init_process_group on a store it made, a master
-/// store it frees before its end, port 0, a method other than set, get, add, check, wait,
+/// A program's own store use without a step (a master store it frees before its end, port 0, a method other than set, get, add, check, wait,
 /// compare_set, delete_key and num_keys): `scen record` exits 2 naming the call and its line,
 /// and torch's own store traffic (the rendezvous, the barriers) is not counted as the
 /// program's. The default store's set, get, add, check and wait are steps with their
@@ -367,11 +358,6 @@ pub fn own_store_use_is_refused(python: &Path) -> Result<(), String> {
             "own_store_use",
             OWN_STORE_USE,
             "own_store_use.py:4: Store.append: a program's own c10d Store",
-        ),
-        (
-            "own_store",
-            OWN_STORE,
-            "own_store.py:4: init_process_group(store=...): a rendezvous on a store the program passes",
         ),
         (
             "freed_master",
@@ -456,7 +442,27 @@ s.append("k", "v")
 /// Stores a program makes (docs/record.md), each with what real torch 2.15 did: the program,
 /// its ranks and what the recording must hold. Ports are MASTER_PORT + 1.. (free: the launcher
 /// picked MASTER_PORT below the ephemeral range).
-const OWN_STORES: [(&str, &str, usize, &[&str]); 6] = [
+const OWN_STORES: [(&str, &str, usize, &[&str]); 7] = [
+    // init_process_group on the program's own store (store=, rank=, world_size=): no
+    // rendezvous, no "default_pg" prefix, the store's own timeout for a get on the default store.
+    (
+        "init_on_own",
+        r#"import datetime, os, time, torch.distributed as dist
+rank = int(os.environ["RANK"])
+s = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]) + 1, 2, rank == 0, timeout=datetime.timedelta(seconds=3))
+dist.init_process_group(backend="gloo", store=s, rank=rank, world_size=2)
+dist.barrier()
+if rank == 1:
+    dist.distributed_c10d._get_default_store().get("missing")
+else:
+    time.sleep(4)
+"#,
+        2,
+        &[
+            "op = \"init_process_group\"\non = [1]\nbackend = \"gloo\"\nrank = 1\nworld_size = 2\nstore = \"s1\"\n",
+            "init_on_own.py:7: wait timeout after 3000ms, keys: /0//missing",
+        ],
+    ),
     // Rank 0 serves, all connect; a PrefixStore on it; rank 2's get of a key nobody sets times
     // out (`keys: /pre/missing`: TCPStore's keys begin with "/"), the others' barrier then
     // fails on its end.

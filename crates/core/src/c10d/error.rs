@@ -198,6 +198,21 @@ pub fn port_value(text: &str) -> C10dError {
     )
 }
 
+/// `init_process_group(store=..., init_method=...)` (torch 2.15's own assertion).
+pub fn store_and_init_method() -> C10dError {
+    assertion("Cannot specify both init_method and store.")
+}
+
+/// `init_process_group(store=...)` without a positive `world_size`.
+pub fn store_world_size() -> C10dError {
+    assertion("world_size must be positive if using store")
+}
+
+/// `init_process_group(store=...)` without a `rank` (torch's default is -1).
+pub fn store_rank() -> C10dError {
+    assertion("rank must be non-negative if using store")
+}
+
 /// A store step naming a store this rank never made (a hand-written scenario whose
 /// `tcp_store` step is `on` other ranks): Python's own error for the unbound name.
 pub fn store_not_made(name: &str) -> C10dError {

@@ -367,10 +367,10 @@ fn step_not_by_op(cx: &Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
     if let Some(step) = new_store_step(cx, c)? {
         return Ok(Some(step));
     }
-    if c.op == "init_process_group" && c.args.get("store").is_some_and(|v| v != &Value::Null) {
+    if c.op == "init_process_group" && c.args.get("store").is_some_and(Value::is_boolean) {
         return Err(cx.err(
             c,
-            "init_process_group(store=...): a rendezvous on a store the program passes has no step in the scenario format (its init rendezvouses at init_method or MASTER_ADDR:MASTER_PORT), and writing that one would run another program; not recorded".into(),
+            "init_process_group(store=...): a store the program did not make with TCPStore or PrefixStore (one torch made, a FileStore, a HashStore) has no step in the scenario format, and writing another would run another program; not recorded".into(),
         ));
     }
     match no_step(&c.op) {
@@ -539,6 +539,9 @@ fn init_fields(cx: &Ctx, a: &Map<String, Value>, f: &mut Vec<(String, String)>) 
         if let Some(v) = int(a.get(k)) {
             f.push((k.into(), v.to_string()));
         }
+    }
+    if let Some(s) = a.get("store").and_then(Value::as_str) {
+        f.push(("store".into(), quote(s)));
     }
 }
 

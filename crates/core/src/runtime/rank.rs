@@ -145,6 +145,9 @@ impl Pg {
 /// The default group's world: the store and this rank's identity in it.
 struct WorldPg<N: Net> {
     store: Rc<StoreClient<N>>,
+    /// The store's own timeout when the program passed it (`init_process_group(store=)`):
+    /// its blocking reads keep it; else `init_process_group` set it to the group's.
+    store_timeout_ms: Option<u64>,
     rank: usize,
     world_size: usize,
     config: BackendConfig,
@@ -416,21 +419,33 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         RankEnd::Completed
     }
 
+    /// An `init_process_group` step, its rank and world size evaluated for this rank.
+    async fn init_step(&mut self, kind: &StepKind) -> Res<String> {
+        let StepKind::InitProcessGroup {
+            backend,
+            init_method,
+            device_id,
+            timeout_ms,
+            rank,
+            world_size,
+            store,
+        } = kind
+        else {
+            return Ok(String::new());
+        };
+        let how = init::Rdzv {
+            init_method,
+            rank: self.int_arg(rank),
+            world_size: self.int_arg(world_size),
+            store,
+        };
+        self.init_process_group(backend, device_id, *timeout_ms, how)
+            .await
+    }
+
     async fn exec(&mut self, step: &Step) -> Res<String> {
         match &step.kind {
-            StepKind::InitProcessGroup {
-                backend,
-                init_method,
-                device_id,
-                timeout_ms,
-                rank,
-                world_size,
-            } => {
-                let rank = self.int_arg(rank);
-                let ws = self.int_arg(world_size);
-                self.init_process_group(backend, init_method, device_id, *timeout_ms, rank, ws)
-                    .await
-            }
+            StepKind::InitProcessGroup { .. } => self.init_step(&step.kind).await,
             StepKind::NewGroup {
                 ranks,
                 backend,

@@ -351,6 +351,9 @@ pub enum StepKind {
         timeout_ms: Option<u64>,
         rank: Option<IntArg>,
         world_size: Option<IntArg>,
+        /// `store=`: a store the program made (a `tcp_store` / `prefix_store` step's name), in
+        /// place of a rendezvous.
+        store: Option<String>,
     },
     NewGroup {
         ranks: Option<Vec<usize>>,

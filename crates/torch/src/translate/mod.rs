@@ -556,6 +556,7 @@ fn init_process_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
         timeout_ms,
         rank,
         world_size,
+        store,
     } = &step.kind
     else {
         return not_translatable(step);
@@ -585,6 +586,9 @@ fn init_process_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
     }
     if let Some(w) = world_size {
         args.push(format!("world_size={}", int_arg(w)));
+    }
+    if let Some(name) = store {
+        args.push(format!("store=STORES[{}]", py::str_lit(name)));
     }
     format!("dist.init_process_group({})", args.join(", "))
 }

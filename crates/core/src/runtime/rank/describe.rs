@@ -64,12 +64,7 @@ pub(super) fn describe(step: &Step) -> String {
         StepKind::SetTimeout { group, timeout_ms } => {
             format!("group={} timeout={timeout_ms}ms", g(group))
         }
-        StepKind::Store(st) => match &st.store {
-            None => describe_store(&st.call),
-            Some(s) => format!("{} store={s}", describe_store(&st.call))
-                .trim_start()
-                .to_string(),
-        },
+        StepKind::Store(st) => describe_store_step(st),
         StepKind::Barrier { group, work } => format!("group={}{}", g(group), work_text(work)),
         StepKind::MonitoredBarrier {
             group,
@@ -199,6 +194,21 @@ fn describe_pg(kind: &StepKind) -> String {
             backend,
             init_method,
             device_id,
+            store: Some(store),
+            ..
+        } => format!(
+            "backend={} store={store}{}{}",
+            backend.clone().unwrap_or_else(|| "None".into()),
+            init_method
+                .as_ref()
+                .map(|m| format!(" init_method={m}"))
+                .unwrap_or_default(),
+            device(device_id)
+        ),
+        StepKind::InitProcessGroup {
+            backend,
+            init_method,
+            device_id,
             ..
         } => format!(
             "backend={} init_method={}{}",
@@ -287,6 +297,16 @@ fn describe_coll(c: &CollStep, group: &str, tensor: &str) -> String {
 
 /// A store step's arguments: its keys and what it sets or adds (a value by its length: it may
 /// be long).
+/// A store step: its call, and the store it goes to when not the default group's.
+fn describe_store_step(st: &crate::scenario::model::StoreStep) -> String {
+    match &st.store {
+        None => describe_store(&st.call),
+        Some(s) => format!("{} store={s}", describe_store(&st.call))
+            .trim_start()
+            .to_string(),
+    }
+}
+
 fn describe_store(call: &crate::scenario::model::StoreCall) -> String {
     use crate::scenario::model::StoreCall;
     match call {

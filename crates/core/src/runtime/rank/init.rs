@@ -18,15 +18,24 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     pub(super) async fn init_process_group(
         &mut self,
         backend: &Option<String>,
-        init_method: &Option<String>,
         device_id: &Option<String>,
         timeout_ms: Option<u64>,
-        rank: Option<usize>,
-        world_size: Option<usize>,
+        how: Rdzv<'_>,
     ) -> Res<String> {
+        let Rdzv {
+            init_method,
+            rank,
+            world_size,
+            store: own,
+        } = how;
         if self.world.is_some() {
             return Err(error::init_twice());
         }
+        // torch 2.15 checks a passed store's arguments first (distributed_c10d.py).
+        let own = match own {
+            Some(name) => Some(self.own_store_for_init(name, init_method, rank, world_size)?),
+            None => None,
+        };
         let device = device_id.as_ref().map(|d| self.device(d)).transpose()?;
         if let Some(d) = &device {
             self.check_device_id(d)?;
@@ -44,13 +53,20 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         config.check_built_in()?;
         let timeout_ms =
             backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
+        if let Some((store, rv, origin)) = own {
+            // No rendezvous, no "default_pg" prefix, no set_timeout: the store as passed.
+            return self
+                .init_on_store(store, &rv, config, device, timeout_ms, origin)
+                .await;
+        }
         let rv = self.rendezvous(init_method, rank, world_size)?;
         if let Some(path) = &rv.file {
             // R15: a FileStore, constructed in the rendezvous; no server, no connect, no
             // waitForWorkers. An init that raises frees it (its destructor runs).
             let store = Rc::new(self.open_file_store(path, rv.world_size)?);
+            let origin = Origin::rendezvous(format!("file://{path}"));
             let r = self
-                .init_on_store(store.clone(), &rv, config, device, timeout_ms)
+                .init_on_store(store.clone(), &rv, config, device, timeout_ms, origin)
                 .await;
             if let (Err(_), Some(f)) = (&r, store.as_file()) {
                 f.free();
@@ -74,8 +90,41 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let store = Rc::new(store);
         self.wait_for_workers(&store, joined, &rv, timeout_ms)
             .await?;
-        self.init_on_store(store, &rv, config, device, timeout_ms)
+        let origin = Origin::rendezvous(format!("{}:{}", rv.host, rv.port));
+        self.init_on_store(store, &rv, config, device, timeout_ms, origin)
             .await
+    }
+
+    /// `init_process_group(store=S, rank=, world_size=)`: torch 2.15's checks of the
+    /// arguments (AssertionError, before anything else), then the store a step made.
+    fn own_store_for_init(
+        &self,
+        name: &str,
+        init_method: &Option<String>,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+    ) -> Res<(Rc<StoreClient<N>>, rendezvous::Rendezvous, Origin)> {
+        if init_method.is_some() {
+            return Err(error::store_and_init_method());
+        }
+        let world_size = world_size
+            .filter(|w| *w > 0)
+            .ok_or_else(error::store_world_size)?;
+        let rank = rank.ok_or_else(error::store_rank)?;
+        let own = self.store_named(&Some(name.to_string()))?;
+        let rv = rendezvous::Rendezvous {
+            host: String::new(),
+            port: 0,
+            rank,
+            world_size,
+            file: None,
+        };
+        let origin = Origin {
+            prefixes: own.prefixes.clone(),
+            at: format!("{name} (the program's)"),
+            store_timeout_ms: Some(own.timeout_ms),
+        };
+        Ok((own.client, rv, origin))
     }
 
     /// `FileStore(path, world_size)` on this rank's node (c10d/store/file.rs).
@@ -103,6 +152,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         config: BackendConfig,
         device: Option<Device>,
         timeout_ms: u64,
+        origin: Origin,
     ) -> Res<String> {
         config.check_known()?;
         if rv.rank >= rv.world_size {
@@ -115,19 +165,22 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         self.world = Some(WorldPg {
             store,
+            store_timeout_ms: origin.store_timeout_ms,
             rank: rv.rank,
             world_size: rv.world_size,
             config: config.clone(),
             bound: device.clone(),
         });
         self.group_count = 1;
+        let mut prefixes = origin.prefixes;
+        prefixes.push("0/".into());
         let pg = self.make_pg(
             "0".into(),
             "WORLD".into(),
             crate::ranks::world(rv.world_size),
             config,
             timeout_ms,
-            vec!["default_pg".into(), "0/".into()],
+            prefixes,
         );
         self.pgs.insert("0".into(), pg);
         self.construct_backends("0").await?;
@@ -141,10 +194,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         {
             self.store_barrier("0", rv.world_size, timeout_ms).await?;
         }
-        let store_at = match &rv.file {
-            Some(path) => format!("file://{path}"),
-            None => format!("{}:{}", rv.host, rv.port),
-        };
+        let store_at = origin.at;
         Ok(format!(
             "default group \"0\" rank {}/{} backends {} store {} timeout {}ms{}",
             rv.rank,
@@ -727,4 +777,32 @@ pub(super) struct Connect {
     pub agent: bool,
     /// The constructor counts into `init/` (a world size given and `wait_for_workers`).
     pub check_in: bool,
+}
+
+/// How `init_process_group` finds its store: `init_method` (default `env://`) with the
+/// explicit rank and world size, or a store the program passes (`store=`, a step's name).
+pub(super) struct Rdzv<'a> {
+    pub init_method: &'a Option<String>,
+    pub rank: Option<usize>,
+    pub world_size: Option<usize>,
+    pub store: &'a Option<String>,
+}
+
+/// Where the default group's store came from: the prefixes its keys go under before the
+/// group's own (`default_pg` after a rendezvous; a passed store's own, torch adds none), what
+/// the init's result names, and a passed store's own timeout.
+pub(super) struct Origin {
+    prefixes: Vec<String>,
+    at: String,
+    store_timeout_ms: Option<u64>,
+}
+
+impl Origin {
+    fn rendezvous(at: String) -> Origin {
+        Origin {
+            prefixes: vec!["default_pg".into()],
+            at,
+            store_timeout_ms: None,
+        }
+    }
 }

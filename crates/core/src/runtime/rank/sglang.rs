@@ -152,7 +152,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let env_int = |k: &str| self.spec.env.get(k).and_then(|v| v.parse::<usize>().ok());
         let (rank, ws) = (env_int("RANK"), env_int("WORLD_SIZE"));
         let b = Some(backend.to_string());
-        self.init_process_group(&b, &Some(url), &device_id, timeout_ms, rank, ws)
+        let how = super::init::Rdzv {
+            init_method: &Some(url),
+            rank,
+            world_size: ws,
+            store: &None,
+        };
+        self.init_process_group(&b, &device_id, timeout_ms, how)
             .await?;
         let ws = self.world()?.world_size;
         self.sgl = Some(SgState {

@@ -29,9 +29,9 @@ use std::rc::Rc;
 /// (a PrefixStore's is its store's).
 #[derive(Clone)]
 pub(super) struct OwnStore<N: Net> {
-    client: Rc<StoreClient<N>>,
-    prefixes: Vec<String>,
-    timeout_ms: u64,
+    pub(super) client: Rc<StoreClient<N>>,
+    pub(super) prefixes: Vec<String>,
+    pub(super) timeout_ms: u64,
 }
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
@@ -53,16 +53,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 
     /// The store a step names, the default group's when none.
-    fn store_named(&self, name: &Option<String>) -> Res<OwnStore<N>> {
+    pub(super) fn store_named(&self, name: &Option<String>) -> Res<OwnStore<N>> {
         match name {
             Some(n) => (self.stores.get(n).cloned()).ok_or_else(|| error::store_not_made(n)),
             None => {
-                let store = self.world()?.store.clone();
+                let world = self.world()?;
                 let pg = self.pgs.get("0").ok_or_else(error::not_initialized)?;
                 Ok(OwnStore {
-                    client: store,
+                    client: world.store.clone(),
                     prefixes: pg.prefixes.clone(),
-                    timeout_ms: pg.timeout_ms,
+                    timeout_ms: world.store_timeout_ms.unwrap_or(pg.timeout_ms),
                 })
             }
         }

@@ -44,6 +44,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
             "timeout_s",
             "rank",
             "world_size",
+            "store",
         ],
         "new_group" => vec![
             "ranks",
@@ -285,6 +286,7 @@ impl Cx<'_> {
                 timeout_ms: self.timeout(&r.timeout_s)?,
                 rank: self.int_arg(&r.rank)?,
                 world_size: self.int_arg(&r.world_size)?,
+                store: self.store_ref(&r.store)?,
             },
             "new_group" => {
                 let ranks = match &r.ranks {

@@ -95,7 +95,7 @@ impl Cx<'_> {
     }
 
     /// `store = "name"`: a store an earlier step made; `None` for the default group's.
-    fn store_ref(&self, v: &Option<Spanned<String>>) -> R<Option<String>> {
+    pub(super) fn store_ref(&self, v: &Option<Spanned<String>>) -> R<Option<String>> {
         let Some(v) = v else { return Ok(None) };
         if !self.stores.borrow().contains(v.get_ref()) {
             return Err(self.at(

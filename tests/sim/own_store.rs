@@ -1,0 +1,74 @@
+//! `init_process_group(store=...)` on a store the program made: torch 2.15's own argument
+//! checks (AssertionError, before anything else runs), and the store a step names must exist
+//! on the rank that calls it.
+
+use scen_core::outcome::Failure;
+use scen_core::scenario::parse;
+use scen_core::verdict::RankVerdict;
+
+const HEAD: &str = "[world]\nranks_per_node = 2\nplatform = \"cpu\"\n\n[[step]]\nop = \"tcp_store\"\nas = \"kv\"\nhost = \"127.0.0.1\"\nport = 29620\nis_master = true\non = [0]\n\n[[step]]\nop = \"tcp_store\"\nas = \"kv\"\nhost = \"127.0.0.1\"\nport = 29620\non = [1]\n";
+
+/// Rank 0's failure text after `init` (an init_process_group step's fields).
+fn rank0_error(init: &str) -> String {
+    let src = format!(
+        "{HEAD}\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\nstore = \"kv\"\n{init}"
+    );
+    let s = parse(&src, "t.toml", "t").expect("parses");
+    let r = scen_sim::simulate(&s, Some(0)).expect("simulates");
+    match &r.ranks[0] {
+        RankVerdict::Failed {
+            failure: Failure::Raised { exception, message },
+            ..
+        } => format!("{exception}: {message}"),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn init_on_a_passed_store_checks_its_arguments_as_torch_does() {
+    assert_eq!(
+        rank0_error("world_size = 2\n"),
+        "AssertionError: rank must be non-negative if using store"
+    );
+    assert_eq!(
+        rank0_error("rank = \"{rank}\"\n"),
+        "AssertionError: world_size must be positive if using store"
+    );
+    assert_eq!(
+        rank0_error("rank = \"{rank}\"\nworld_size = 2\ninit_method = \"env://\"\n"),
+        "AssertionError: Cannot specify both init_method and store."
+    );
+    // Both ranks init on it: the group works, and its keys are the store's.
+    let ok = format!("{HEAD}\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\nstore = \"kv\"\nrank = \"{{rank}}\"\nworld_size = 2\n\n[[step]]\nop = \"all_reduce\"\nshape = [4]\n");
+    let s = parse(&ok, "t.toml", "t").expect("parses");
+    let r = scen_sim::simulate(&s, Some(0)).expect("simulates");
+    assert!(
+        r.ranks
+            .iter()
+            .all(|v| matches!(v, RankVerdict::Completed { .. })),
+        "{:?}",
+        r.ranks
+    );
+}
+
+#[test]
+fn a_store_made_on_other_ranks_only_is_a_name_error_where_it_is_missing() {
+    let src = "[world]\nranks_per_node = 2\nplatform = \"cpu\"\n\n[[step]]\nop = \"tcp_store\"\nas = \"kv\"\nhost = \"127.0.0.1\"\nport = 29620\nis_master = true\nworld_size = 1\non = [0]\n\n[[step]]\nop = \"store_num_keys\"\nstore = \"kv\"\n";
+    let s = parse(src, "t.toml", "t").expect("parses");
+    let r = scen_sim::simulate(&s, Some(0)).expect("simulates");
+    assert!(
+        matches!(r.ranks[0], RankVerdict::Completed { .. }),
+        "{:?}",
+        r.ranks[0]
+    );
+    match &r.ranks[1] {
+        RankVerdict::Failed {
+            failure: Failure::Raised { exception, message },
+            ..
+        } => {
+            assert_eq!(exception, "NameError");
+            assert!(message.starts_with("name 'kv' is not defined"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
