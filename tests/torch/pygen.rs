@@ -148,7 +148,26 @@ pub fn program(seed: u64, k: u64) -> PyProgram {
     }
     let port_off = (w > 2 && rng.chance(4)).then(|| 1 + rng.below(w - 1));
     let init = init_line(&mut rng, &mut b, port_off.is_some());
-    b.line(&all, &init, Kind::Call);
+    // init_process_group(store=) on the program's own TCPStore (since 2026-11-28), from a
+    // stream of its own: a program that does not draw it keeps its text.
+    let mut own_init = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x696e_6974);
+    if own_init.chance(12) {
+        let t = if port_off.is_some() { 20 } else { 60 };
+        let ids = "rank=int(os.environ[\"RANK\"]), world_size=int(os.environ[\"WORLD_SIZE\"])";
+        b.line(
+            &all,
+            &format!("_IS = dist.TCPStore(os.environ[\"MASTER_ADDR\"], int(os.environ[\"MASTER_PORT\"]) + 2, int(os.environ[\"WORLD_SIZE\"]), int(os.environ[\"RANK\"]) == 0, timeout=T({t}))"),
+            Kind::Call,
+        );
+        b.line(
+            &all,
+            &format!("dist.init_process_group(backend=\"gloo\", timeout=T({t}), store=_IS, {ids})"),
+            Kind::Call,
+        );
+        b.row(USE_OWN_STORE);
+    } else {
+        b.line(&all, &init, Kind::Call);
+    }
     b.row("init_process_group");
     b.line(&all, "r = dist.get_rank()", Kind::Other);
     b.line(&all, PRELUDE[3], Kind::Other);
