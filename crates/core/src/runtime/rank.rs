@@ -148,6 +148,9 @@ struct WorldPg<N: Net> {
     /// The store's own timeout when the program passed it (`init_process_group(store=)`):
     /// its blocking reads keep it; else `init_process_group` set it to the group's.
     store_timeout_ms: Option<u64>,
+    /// The prefixes before every group's own: `default_pg` after a rendezvous, a passed
+    /// store's own (torch adds none to it).
+    base_prefixes: Vec<String>,
     rank: usize,
     world_size: usize,
     config: BackendConfig,

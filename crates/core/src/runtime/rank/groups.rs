@@ -75,11 +75,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         }
         config.check_built_in()?;
         config.check_known()?;
-        let prefixes = vec![
-            "default_pg".to_string(),
-            "0/".to_string(),
-            format!("{name}/"),
-        ];
+        let mut prefixes = self.world()?.base_prefixes.clone();
+        prefixes.extend(["0/".to_string(), format!("{name}/")]);
         let pg = self.make_pg(
             name.clone(),
             label,

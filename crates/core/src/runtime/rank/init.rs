@@ -166,6 +166,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         self.world = Some(WorldPg {
             store,
             store_timeout_ms: origin.store_timeout_ms,
+            base_prefixes: origin.prefixes.clone(),
             rank: rv.rank,
             world_size: rv.world_size,
             config: config.clone(),
@@ -735,7 +736,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let store = w.store.clone();
         let rank = w.rank;
         let key = format!("store_based_barrier_key:{name}");
-        let full = join_key(&["default_pg".to_string()], &key);
+        let full = join_key(&w.base_prefixes, &key);
         let n = store.add(&full, 1).await.map_err(|e| self.store_err(e))?;
         let last = format!("{full}:last_worker");
         if n as usize >= world_size {
