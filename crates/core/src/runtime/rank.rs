@@ -38,6 +38,7 @@ mod p2p;
 mod p2p_async;
 mod sglang;
 mod store_calls;
+mod tcp_store;
 use crate::diagnose::{CallKind, GroupRecord, PlannedCalls, PlannedRecord};
 use calls::CallSpec;
 

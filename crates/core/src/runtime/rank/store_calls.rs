@@ -14,7 +14,7 @@
 //! A store the program makes lives until its process ends: a program holds it (vLLM's
 //! `StatelessProcessGroup` keeps it for the job), and the recorder refuses one freed earlier.
 
-use super::init::Connect;
+use super::tcp_store::Connect;
 use super::{Proc, Res};
 use crate::c10d::error::{self, C10dError};
 use crate::c10d::store::{join_key, StoreClient, StoreError};
