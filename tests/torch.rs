@@ -43,6 +43,8 @@ mod modes;
 mod pygen;
 #[path = "torch/record.rs"]
 mod record;
+#[path = "torch/record_stores.rs"]
+mod record_stores;
 #[path = "torch/sglang.rs"]
 mod sglang;
 #[path = "torch/userpath.rs"]
@@ -566,12 +568,12 @@ fn main() {
         (
             "record_refusals",
             "scen record: the default store's calls (taking it, set, get, add, check, wait, compare_set, delete_key, num_keys) are steps; other Store use (a method without a step, a master store freed early, port 0) and dist.breakpoint are refused naming the call and its line",
-            &|| record::own_store_use_is_refused(&python),
+            &|| record_stores::own_store_use_is_refused(&python),
         ),
         (
             "record_stores",
             "scen record: a program's own TCPStore and PrefixStore are steps, and the recording simulates to the real run (a get timing out, a master gone, a taken port, no master, missing workers)",
-            &|| record::own_stores_are_recorded(&python),
+            &|| record_stores::own_stores_are_recorded(&python),
         ),
     ];
     for (name, what, check) in checks {
