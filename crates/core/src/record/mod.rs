@@ -168,6 +168,8 @@ pub fn record(procs: Vec<Proc>, o: &Options) -> Result<Recording, RecordError> {
 }
 
 #[cfg(test)]
+mod store_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod timing_tests;
