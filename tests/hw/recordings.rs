@@ -72,6 +72,76 @@ fn agent_blame(lines: Vec<String>) -> (Vec<String>, Vec<usize>) {
     (lines, named)
 }
 
+/// The agent's store port is free once the run is over, or else held by a process that is
+/// neither this test process (the launcher's agent store) nor one of the run's ranks: the other
+/// hw tests of this binary run beside this one and may be handed the port the moment the agent
+/// let it go (CI saw that once). A listener of ours is a leak and fails, naming its holder.
+fn assert_port_not_ours(rel: &str, port: u16, run_pids: &[u32]) {
+    if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        return;
+    }
+    let holders = listeners_of(port);
+    let me = std::process::id();
+    let ours: Vec<&u32> = holders
+        .iter()
+        .filter(|p| **p == me || run_pids.contains(p))
+        .collect();
+    assert!(
+        ours.is_empty() && !holders.is_empty(),
+        "{rel}: the agent's store port {port} is still taken: listening pids {holders:?} \
+         (this test process {me}, the run's ranks {run_pids:?})"
+    );
+    println!("{rel}: port {port} was taken again, by another process {holders:?} (not this run's)");
+}
+
+/// The processes holding a listening TCP socket on `port` (/proc/net/tcp{,6}, then each
+/// process's open sockets); empty where /proc does not tell.
+fn listeners_of(port: u16) -> Vec<u32> {
+    const LISTEN: &str = "0A";
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let local_port = f.get(1).and_then(|a| a.rsplit(':').next());
+            let is_port = local_port.and_then(|h| u16::from_str_radix(h, 16).ok()) == Some(port);
+            if is_port && f.get(3) == Some(&LISTEN) {
+                inodes.extend(f.get(9).map(|i| format!("socket:[{i}]")));
+            }
+        }
+    }
+    let mut pids = Vec::new();
+    for proc in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = proc
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let fds = std::fs::read_dir(proc.path().join("fd"))
+            .into_iter()
+            .flatten();
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+        });
+        if holds {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn a_listener_is_found_with_its_process() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let port = l.local_addr().expect("addr").port();
+    assert_eq!(listeners_of(port), vec![std::process::id()]);
+    drop(l);
+    assert_eq!(listeners_of(port), Vec::<u32>::new());
+}
+
 /// The TCPStore port the launcher's agent listened on (its note).
 fn agent_port(r: &scen_core::report::Report) -> Option<u16> {
     let n = r
@@ -136,10 +206,7 @@ fn recordings_run_under_hw_with_the_simulators_verdicts() {
         assert_eq!(hw.calls.len(), sim.calls.len(), "{rel}: call records");
         assert_cleaned_up(&hw);
         let port = agent_port(&hw).expect("the agent's store note");
-        assert!(
-            std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
-            "{rel}: the agent's store port {port} is still taken"
-        );
+        assert_port_not_ours(&rel, port, &pids_of(&hw));
     }
 }
 
