@@ -9,14 +9,17 @@ pub fn counter_name(group_count: u64) -> String {
     group_count.to_string()
 }
 
-/// The hashed name (2.15): SHA-1 of `"_".join(ranks)`, suffixed with the counter.
+/// The hashed name (`_hash_ranks_to_str`, torch 2.15): SHA-1 of the ranks and the counter
+/// joined by `_` (`"0_1_2_2"` for ranks [0, 1, 2] at counter 2). Used by
+/// `use_local_synchronization=True` groups and `split_group`, whose ranks are the list as given.
 pub fn hashed_name(ranks: &[usize], group_count: u64) -> String {
-    let joined = ranks
+    let mut joined = ranks
         .iter()
         .map(|r| r.to_string())
         .collect::<Vec<_>>()
         .join("_");
-    format!("{}_{group_count}", sha1_hex(joined.as_bytes()))
+    joined.push_str(&format!("_{group_count}"));
+    sha1_hex(joined.as_bytes())
 }
 
 /// SHA-1 (FIPS 180-1), enough for group names; not for security.
@@ -77,6 +80,10 @@ mod tests {
     #[test]
     fn r19_names() {
         assert_eq!(counter_name(3), "3");
-        assert!(hashed_name(&[0, 1], 2).ends_with("_2"));
+        // Real torch 2.15's name of `split_group(GA, [[0, 1, 2]])` at group counter 2.
+        assert_eq!(
+            hashed_name(&[0, 1, 2], 2),
+            "3dc4379ea45616caf0e9b9623ef0b53784fb4ef5"
+        );
     }
 }
