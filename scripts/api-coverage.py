@@ -31,7 +31,7 @@ TABLE = {
     "new_group": (STEP, "ranks, backend, timeout, use_local_synchronization; a non-member's NON_MEMBER handle"),
     "new_subgroups": (WIRE, "the new_group calls it makes"),
     "new_subgroups_by_enumeration": (WIRE, "the new_group calls it makes"),
-    "split_group": (REFUSED, "a group split from another: no step in the format"),
+    "split_group": (STEP, "parent, split_ranks (each list in the new group's order), timeout; gloo parents (another backend's is scen's limit error); backend= and pg_options= are refused"),
     "shrink_group": (REFUSED, "a group shrunk from another: no step in the format"),
     "set_timeout": (STEP, "group, timeout: the group's later collectives use it; its send/recv and works already posted keep the old one; a non-member raises"),
     "all_reduce": (STEP, "reduce op (PREMUL_SUM refused), async_op"),

@@ -193,6 +193,13 @@ def _describe(op, v):
             d["use_local_synchronization"] = True
         if v.get("device_id") is not None:
             d["device_id"] = str(v["device_id"])
+    if op == "split_group":
+        d["group"] = _group(v.get("parent_pg"))
+        if v.get("split_ranks") is not None:
+            d["split_ranks"] = [[int(x) for x in s] for s in v["split_ranks"]]
+        for k in ("backend", "pg_options"):
+            if v.get(k) is not None:
+                d[k] = str(v[k])
     if v.get("timeout") is not None:
         d["timeout_ms"] = _timeout_ms(v["timeout"])
     if op == "monitored_barrier" and v.get("wait_all_ranks"):
@@ -400,7 +407,7 @@ def _result(op, ret, a, kw, i):
     if op == "init_process_group":
         out.update(rank=dist.get_rank(), world_size=dist.get_world_size(),
                    backend=str(dist.get_backend()))
-    elif op == "new_group":
+    elif op in ("new_group", "split_group"):
         _counts["group"] += 1
         handle = "g%d" % _counts["group"]
         if isinstance(ret, int):
@@ -410,7 +417,7 @@ def _result(op, ret, a, kw, i):
             out.update(handle=handle, member=True)
     elif op in ("recv", "irecv") and isinstance(ret, int):
         out.update(src=ret)
-    if ret is not None and op != "new_group":
+    if ret is not None and op not in ("new_group", "split_group"):
         works = ret if isinstance(ret, list) else [ret]
         names = []
         for w in works:

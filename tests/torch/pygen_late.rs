@@ -146,3 +146,55 @@ pub(super) fn own_store_rows(st: &mut Rng, b: &mut B) {
     }
     b.row(USE_OWN_STORE);
 }
+
+/// `split_group` (recorded since 2026-11-28), from a stream of its own: GA or the world split
+/// into halves, into one list (the others non-members) or into all ranks in another order; made
+/// by every live rank or by all but one (the others then time out in gloo's mesh after the
+/// split's 3 s); then an all_reduce, or an all_gather, on the split group by its members.
+pub(super) fn split_rows(st: &mut Rng, b: &mut B) {
+    let live = b.all();
+    if live.len() < 2 || !st.chance(8) {
+        return;
+    }
+    let w = b.w;
+    let parent = *st.pick(&["GA", "None"]);
+    let half = w / 2;
+    let lists: Vec<Vec<usize>> = match st.below(3) {
+        0 => vec![(0..half).collect(), (half..w).collect()],
+        1 => vec![(0..w).filter(|r| r % 2 == 0).collect()],
+        _ => vec![(0..w).rev().collect()],
+    };
+    let callers: Vec<usize> = if st.chance(4) {
+        let skip = *st.pick(&live);
+        live.iter().copied().filter(|r| *r != skip).collect()
+    } else {
+        live.clone()
+    };
+    let text: Vec<String> = lists.iter().map(|l| format!("{l:?}")).collect();
+    b.line(
+        &callers,
+        &format!(
+            "SG = dist.split_group({parent}, [{}], timeout=T(3))",
+            text.join(", ")
+        ),
+        Kind::Call,
+    );
+    b.row("split_group");
+    let members: Vec<usize> = callers
+        .iter()
+        .copied()
+        .filter(|r| lists.iter().any(|l| l.contains(r)))
+        .collect();
+    if members.is_empty() {
+        return;
+    }
+    let call = if st.chance(2) {
+        b.row("all_reduce");
+        "dist.all_reduce(X(2), group=SG)".to_string()
+    } else {
+        b.row("all_gather");
+        "dist.all_gather([X(2) for _ in range(dist.get_world_size(SG))], X(2), group=SG)"
+            .to_string()
+    };
+    b.line(&members, &call, Kind::Call);
+}

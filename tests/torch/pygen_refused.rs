@@ -13,10 +13,10 @@ pub(super) fn refused_more(more: &mut Rng, b: &mut B) -> &'static str {
     refused_line(b, i)
 }
 
-/// Entries of [`REFUSED`] that `scen record` records now (set_timeout and the default store's
-/// set: 2026-11-28): still drawn
+/// Entries of [`REFUSED`] that `scen record` records now (set_timeout, the default store's set
+/// and split_group: 2026-11-28): still drawn
 /// from the table, so every program keeps its text and number.
-pub(super) const RECORDED_SINCE: [&str; 2] = ["set_timeout", "Store.set"];
+pub(super) const RECORDED_SINCE: [&str; 3] = ["set_timeout", "Store.set", "split_group"];
 
 /// The calls `scen record` refuses (docs/api-coverage.md: refused): the name the refusal gives,
 /// the coverage row, the line. The first seven are the first draw's (`refused_call`); the

@@ -218,6 +218,7 @@ fn step(s: &Scenario, st: &Step) -> Result<(), StepIneligible> {
             Ok(())
         }
         StepKind::DestroyProcessGroup { .. }
+        | StepKind::SplitGroup { .. }
         | StepKind::SetTimeout { .. }
         | StepKind::Store(_)
         | StepKind::Barrier { .. }

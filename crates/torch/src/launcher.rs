@@ -74,6 +74,7 @@ pub fn quiet_bound_ms(s: &Scenario) -> u64 {
         let t = match &st.kind {
             StepKind::InitProcessGroup { timeout_ms, .. }
             | StepKind::NewGroup { timeout_ms, .. }
+            | StepKind::SplitGroup { timeout_ms, .. }
             | StepKind::InitDistributedEnvironment { timeout_ms, .. } => {
                 timeout_ms.unwrap_or(default)
             }

@@ -89,7 +89,7 @@ impl Ctx<'_> {
                 .ok_or_else(|| self.err(c, "a group this rank is not in, but it made none".into())),
             "UNKNOWN" => Err(self.err(
                 c,
-                "a process group not made by dist.new_group (new_subgroups, split_group, a DeviceMesh): the scenario format has no such group".into(),
+                "a process group not made by dist.new_group or dist.split_group (a DeviceMesh's own, shrink_group): the scenario format has no such group".into(),
             )),
             h => Ok(Some(h.to_string())),
         }
@@ -320,10 +320,9 @@ pub fn rank_steps(p: &Proc, o: &Options, recorded: &str) -> Result<RankSteps, Re
 /// for: the recorder wraps them so that a recording never drops them silently; each is refused,
 /// naming the call (docs/api-coverage.md).
 /// (new_subgroups and new_subgroups_by_enumeration are recorded as the new_group calls they make.)
-const NO_STEP: [(&str, &str); 7] = [
+const NO_STEP: [(&str, &str); 6] = [
     ("gather_single", "a gather into one tensor"),
     ("gather_into_tensor", "a gather into one tensor"),
-    ("split_group", "a group split from another"),
     ("shrink_group", "a group shrunk from another"),
     // torch 2.15: every group's timeout set to timeout_s (3600 s), the debugger on one rank
     // (what the program does next is the debugging session's), then a barrier of the world.
@@ -403,6 +402,7 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
     match op.as_str() {
         "init_process_group" => init_fields(cx, a, &mut f),
         "new_group" => new_group_fields(cx, c, &mut f),
+        "split_group" => split_group_fields(cx, c, &group, &mut f)?,
         "destroy_process_group" => group_field(&group, &mut f),
         "monitored_barrier" => {
             group_field(&group, &mut f);
@@ -581,6 +581,66 @@ fn new_group_fields(cx: &mut Ctx, c: &Call, f: &mut Vec<(String, String)>) {
             member,
         },
     );
+}
+
+/// split_group: its parent, lists and timeout, and the handle of the group it made; the group is
+/// remembered (its global ranks in this rank's list's order) for later calls. A `backend` or
+/// `pg_options` argument has no field in the format: refused.
+fn split_group_fields(
+    cx: &mut Ctx,
+    c: &Call,
+    parent: &Option<String>,
+    f: &mut Vec<(String, String)>,
+) -> Result<(), RecordError> {
+    let a = &c.args;
+    if let Some(k) = ["backend", "pg_options"]
+        .into_iter()
+        .find(|k| a.get(*k).is_some())
+    {
+        return Err(cx.err(
+            c,
+            format!("split_group({k}=...): the scenario format's split_group has no `{k}`, and leaving it out would run another program; not recorded"),
+        ));
+    }
+    group_field(parent, f);
+    let lists: Option<Vec<Vec<usize>>> = a.get("split_ranks").and_then(Value::as_array).map(|ls| {
+        ls.iter()
+            .map(|l| ints(Some(l)).unwrap_or_default())
+            .collect()
+    });
+    if let Some(ls) = &lists {
+        f.push(("split_ranks".into(), format!("{ls:?}")));
+    }
+    timeout(a, f);
+    let handle = c
+        .result
+        .get("handle")
+        .and_then(Value::as_str)
+        .unwrap_or("g?")
+        .to_string();
+    let member = c
+        .result
+        .get("member")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    f.push(("as".into(), quote(&handle)));
+    // This rank's list (the first holding its parent rank), as global ranks.
+    let parent_ranks = |r: usize| cx.global(parent, r);
+    let me_in_parent = (0..cx.group_size(parent)).find(|r| parent_ranks(*r) == cx.rank);
+    let mine = lists
+        .iter()
+        .flatten()
+        .find(|l| me_in_parent.is_some_and(|m| l.contains(&m)));
+    let ranks = mine.map(|l| l.iter().map(|r| parent_ranks(*r)).collect());
+    cx.groups.insert(
+        handle,
+        Group {
+            ranks,
+            backend: None,
+            member,
+        },
+    );
+    Ok(())
 }
 
 /// send/recv and isend/irecv (with the Work a later `wait` names): group, tensor and the

@@ -312,10 +312,48 @@ pub(super) fn init_then_one_call(fields: &str) -> Vec<Proc> {
 /// A call the format has no step for is refused by name, never left out.
 #[test]
 fn a_call_without_a_step_is_refused_not_dropped() {
-    let e = record(init_then_one_call("\"op\": \"split_group\""), &opts())
+    let e = record(init_then_one_call("\"op\": \"shrink_group\""), &opts())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("rank 0 at /w/p.py:4: split_group:"), "{e}");
+    assert!(e.contains("rank 0 at /w/p.py:4: shrink_group:"), "{e}");
+}
+
+/// `dist.split_group(None, [[1, 0]], timeout=T(3))` is a step: its lists as given, the timeout
+/// and the handle; `backend=` on it has no field and is refused naming the call.
+#[test]
+fn split_group_is_recorded_as_its_step() {
+    let call = "\"op\": \"split_group\", \"split_ranks\": [[1, 0]], \"timeout_ms\": 3000";
+    let procs: Vec<Proc> = (0..2)
+        .map(|rank| {
+            let text = format!(
+                "{{\"ev\": \"call\", \"i\": 0, \"op\": \"init_process_group\", \"at\": \"/w/p.py:3\", \"backend\": \"gloo\"}}\n\
+                 {{\"ev\": \"done\", \"i\": 0, \"rank\": {rank}, \"world_size\": 2}}\n\
+                 {{\"ev\": \"call\", \"i\": 1, {call}, \"at\": \"/w/p.py:4\", \"group\": \"WORLD\"}}\n\
+                 {{\"ev\": \"done\", \"i\": 1, \"handle\": \"g1\", \"member\": true}}\n"
+            );
+            proc(rank, &text)
+        })
+        .collect();
+    let r = record(procs, &opts()).expect("records");
+    assert!(
+        r.text.contains(
+            "op = \"split_group\"\nsplit_ranks = [[1, 0]]\ntimeout_s = 3.0\nas = \"g1\"\n"
+        ),
+        "{}",
+        r.text
+    );
+    let e = record(
+        init_then_one_call(
+            "\"op\": \"split_group\", \"split_ranks\": [[0, 1]], \"backend\": \"gloo\"",
+        ),
+        &opts(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("rank 0 at /w/p.py:4: split_group(backend=...)"),
+        "{e}"
+    );
 }
 
 /// `dist.set_timeout(T(2), group=g)` is a step: the group and the new timeout.

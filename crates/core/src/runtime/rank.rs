@@ -37,6 +37,7 @@ mod monitored;
 mod p2p;
 mod p2p_async;
 mod sglang;
+mod split;
 mod store_calls;
 mod tcp_store;
 use crate::diagnose::{CallKind, GroupRecord, PlannedCalls, PlannedRecord};
@@ -115,6 +116,9 @@ struct Pg {
     monitored: u64,
     store_counter: BTreeMap<String, u64>,
     comms: BTreeMap<String, ()>,
+    /// Made by `split_group`: gloo keys its mesh under the group's prefixes with no device
+    /// level (runtime/rank/split.rs).
+    split: bool,
 }
 
 impl Pg {
@@ -468,6 +472,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     Caller::Step,
                 )
                 .await
+            }
+            StepKind::SplitGroup {
+                parent,
+                split_ranks,
+                timeout_ms,
+                handle,
+            } => {
+                self.split_group(parent, split_ranks.as_deref(), *timeout_ms, handle)
+                    .await
             }
             StepKind::DestroyProcessGroup { group } => self.destroy(group).await,
             StepKind::SetDevice { device } => self.set_device(device),

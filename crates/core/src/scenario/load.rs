@@ -21,6 +21,7 @@ mod faults;
 mod p2p;
 mod raise;
 mod sglang;
+mod split;
 mod steps;
 mod store;
 mod world;

@@ -363,6 +363,15 @@ pub enum StepKind {
         timeout_ms: Option<u64>,
         handle: Option<String>,
     },
+    /// `dist.split_group(parent, split_ranks, timeout)` (runtime/rank/split.rs): `parent`
+    /// `None` is the default group; `split_ranks` are ranks of the parent group, each list in
+    /// the order that gives the new group's ranks (`None`: the call passed none).
+    SplitGroup {
+        parent: Option<String>,
+        split_ranks: Option<Vec<Vec<usize>>>,
+        timeout_ms: Option<u64>,
+        handle: Option<String>,
+    },
     DestroyProcessGroup {
         group: Option<String>,
     },
@@ -497,6 +506,7 @@ impl StepKind {
         match self {
             StepKind::InitProcessGroup { .. } => "init_process_group",
             StepKind::NewGroup { .. } => "new_group",
+            StepKind::SplitGroup { .. } => "split_group",
             StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
             StepKind::SetDevice { .. } => "set_device",
             StepKind::SetTimeout { .. } => "set_timeout",

@@ -70,6 +70,7 @@ impl Scenario {
             match &mut step.kind {
                 StepKind::InitProcessGroup { timeout_ms, .. }
                 | StepKind::NewGroup { timeout_ms, .. }
+                | StepKind::SplitGroup { timeout_ms, .. }
                 | StepKind::InitDistributedEnvironment { timeout_ms, .. }
                 | StepKind::MonitoredBarrier { timeout_ms, .. }
                 | StepKind::Wait { timeout_ms, .. } => s(timeout_ms),

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 mod collective;
+mod groups;
+use groups::group_step;
 mod py;
 
 const PRELUDE: &str = include_str!("../prelude.py");
@@ -441,12 +443,10 @@ fn init_backend(s: &Scenario) -> Option<String> {
 fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
     let mut b = Vec::new();
     match &step.kind {
-        StepKind::InitProcessGroup { .. } => b.push(init_process_group(s, step, ep)),
-        StepKind::NewGroup { .. } => b.push(new_group(s, step, ep)),
-        StepKind::DestroyProcessGroup { group: g } => match g {
-            None => b.push("dist.destroy_process_group()".into()),
-            Some(_) => b.push(format!("dist.destroy_process_group({})", group(g))),
-        },
+        StepKind::InitProcessGroup { .. }
+        | StepKind::NewGroup { .. }
+        | StepKind::SplitGroup { .. }
+        | StepKind::DestroyProcessGroup { .. } => b.push(group_step(s, step, ep)),
         StepKind::SetTimeout {
             group: g,
             timeout_ms,
@@ -545,92 +545,6 @@ fn not_translatable(step: &Step) -> String {
         "raise NotImplementedError({})",
         py::str_lit(&format!("{} has no torch translation", step.kind.op_name()))
     )
-}
-
-/// `dist.init_process_group(...)` with the step's arguments (scaled default timeout).
-fn init_process_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
-    let StepKind::InitProcessGroup {
-        backend,
-        init_method,
-        device_id,
-        timeout_ms,
-        rank,
-        world_size,
-        store,
-    } = &step.kind
-    else {
-        return not_translatable(step);
-    };
-    let mut args = Vec::new();
-    if let Some(x) = backend {
-        args.push(format!("backend={}", template(x, ep)));
-    }
-    if let Some(x) = init_method {
-        let url = template(x, ep);
-        if x.starts_with("file://") {
-            // A path of this run's own (prelude's file_url).
-            args.push(format!("init_method=file_url({url})"));
-        } else {
-            args.push(format!("init_method={url}"));
-        }
-    }
-    if let Some(x) = device_id {
-        args.push(format!("device_id=torch.device({})", template(x, ep)));
-    }
-    match timeout_ms {
-        Some(t) => args.push(format!("timeout=ms({t})")),
-        None => args.extend(ms_default(s, backend.as_deref()).map(|t| format!("timeout={t}"))),
-    }
-    if let Some(r) = rank {
-        args.push(format!("rank={}", int_arg(r)));
-    }
-    if let Some(w) = world_size {
-        args.push(format!("world_size={}", int_arg(w)));
-    }
-    if let Some(name) = store {
-        args.push(format!("store=STORES[{}]", py::str_lit(name)));
-    }
-    format!("dist.init_process_group({})", args.join(", "))
-}
-
-/// `dist.new_group(...)`, kept under its handle when the step names one.
-fn new_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
-    let StepKind::NewGroup {
-        ranks,
-        backend,
-        use_local_synchronization,
-        device_id,
-        timeout_ms,
-        handle,
-    } = &step.kind
-    else {
-        return not_translatable(step);
-    };
-    let mut args = Vec::new();
-    if let Some(r) = ranks {
-        args.push(format!("ranks={r:?}"));
-    }
-    if let Some(x) = backend {
-        args.push(format!("backend={}", template(x, ep)));
-    }
-    match timeout_ms {
-        Some(t) => args.push(format!("timeout=ms({t})")),
-        None => {
-            let be = backend.clone().or_else(|| init_backend(s));
-            args.extend(ms_default(s, be.as_deref()).map(|t| format!("timeout={t}")))
-        }
-    }
-    if *use_local_synchronization {
-        args.push("use_local_synchronization=True".into());
-    }
-    if let Some(x) = device_id {
-        args.push(format!("device_id=torch.device({})", template(x, ep)));
-    }
-    let call = format!("dist.new_group({})", args.join(", "));
-    match handle {
-        Some(h) => format!("groups[{}] = {call}", py::str_lit(h)),
-        None => call,
-    }
 }
 
 /// `batch_isend_irecv` of the step's ops, then every received tensor checked.

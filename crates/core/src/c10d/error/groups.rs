@@ -48,3 +48,39 @@ pub fn group_never_created(handle: &str) -> C10dError {
 pub fn non_member_warning(op: &str, rank: usize) -> String {
     format!("Running {op} on global rank {rank} which does not belong to the given group.")
 }
+
+/// `split_group` without lists (real torch 2.15; scenarios/split_group_gloo.toml).
+pub fn split_ranks_empty() -> C10dError {
+    value("split_ranks cannot be None or empty")
+}
+
+/// `split_group`: one of `split_ranks`' lists is empty.
+pub fn split_empty() -> C10dError {
+    value("the split group cannot be empty")
+}
+
+/// `split_group`: a list longer than the world.
+pub fn split_larger_than_world() -> C10dError {
+    value("the split group's size should be less or equal to the world_size set by init_process_group")
+}
+
+/// `split_group`: a list naming a rank twice.
+pub fn split_duplicates() -> C10dError {
+    value("the split group cannot have duplicate ranks")
+}
+
+/// `split_group` on a rank outside the parent: torch formats the parent object, which on such
+/// a rank is `GroupMember.NON_GROUP_MEMBER` (-100).
+pub fn split_not_in_parent(rank: usize) -> C10dError {
+    value(format!(
+        "Global rank {rank} is not part of the parent group -100"
+    ))
+}
+
+/// `split_group`: ProcessGroup::splitGroup's own check, a list longer than the parent group
+/// (Python's checks only against the world).
+pub fn split_larger_than_parent() -> C10dError {
+    runtime(
+        "the split group's size should be no larger than the world_size set by init_process_group",
+    )
+}

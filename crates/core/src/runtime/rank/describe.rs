@@ -58,7 +58,9 @@ pub(super) fn describe(step: &Step) -> String {
         )
     };
     let detail = match &step.kind {
-        StepKind::InitProcessGroup { .. } | StepKind::NewGroup { .. } => describe_pg(&step.kind),
+        StepKind::InitProcessGroup { .. }
+        | StepKind::NewGroup { .. }
+        | StepKind::SplitGroup { .. } => describe_pg(&step.kind),
         StepKind::DestroyProcessGroup { group } => g(group),
         StepKind::SetDevice { device } => device.clone(),
         StepKind::SetTimeout { group, timeout_ms } => {
@@ -241,6 +243,22 @@ fn describe_pg(kind: &StepKind) -> String {
                 device(device_id),
             )
         }
+        StepKind::SplitGroup {
+            parent,
+            split_ranks,
+            handle,
+            ..
+        } => format!(
+            "{}parent={} split_ranks={}",
+            handle
+                .as_ref()
+                .map(|h| format!("{h}: "))
+                .unwrap_or_default(),
+            parent.as_deref().unwrap_or("WORLD"),
+            split_ranks
+                .as_ref()
+                .map_or("None".into(), |s| format!("{s:?}"))
+        ),
         _ => String::new(),
     }
 }

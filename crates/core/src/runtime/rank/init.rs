@@ -277,6 +277,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             monitored: 0,
             store_counter: BTreeMap::new(),
             comms: BTreeMap::new(),
+            split: false,
         }
     }
 
@@ -462,7 +463,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         // ProcessGroupGloo keys each of its contexts under its index (one context here, "0"),
         // then the rank: real torch 2.15 waits on `default_pg/0//cpu//0/<rank>`.
         let mut prefixes = pg.prefixes.clone();
-        prefixes.push(format!("{dev}/"));
+        if !pg.split {
+            prefixes.push(format!("{dev}/"));
+        }
         prefixes.push("0".into());
         let (ranks, timeout_ms, label) = (
             pg.ranks.clone(),

@@ -146,6 +146,10 @@ impl Cx<'_> {
             StepKind::NewGroup { ranks, .. } => {
                 Some(ranks.as_ref().map_or(ws, |r| (r.len() as u64).min(ws)))
             }
+            StepKind::SplitGroup { split_ranks, .. } => {
+                let largest = split_ranks.iter().flatten().map(Vec::len).max();
+                Some((largest.unwrap_or(1) as u64).min(ws))
+            }
             _ => None,
         });
         let exchanging: std::collections::BTreeMap<Option<&String>, u64> = steps

@@ -1,0 +1,61 @@
+//! The `split_group` step's fields: the parent `group`, `split_ranks` (lists of the parent's
+//! group ranks) and `as`. What torch itself checks when the call runs (an empty list, a
+//! duplicate, a list longer than the world) stays for the run to raise with torch's words;
+//! only what no program could pass (a negative rank) is an error here, naming file:line:col.
+
+use super::{Cx, R};
+use crate::scenario::model::StepKind;
+use crate::scenario::raw::RawStep;
+
+impl Cx<'_> {
+    pub(super) fn split_group_step(
+        &self,
+        r: &RawStep,
+        parent: Option<String>,
+        handles: &mut Vec<String>,
+    ) -> R<StepKind> {
+        let split_ranks = match &r.split_ranks {
+            None => None,
+            Some(lists) => {
+                let at = lists.span().start;
+                let mut out = Vec::new();
+                for list in lists.get_ref() {
+                    let ranks = list
+                        .iter()
+                        .map(|v| {
+                            usize::try_from(*v).map_err(|_| {
+                                self.err(
+                                    at,
+                                    format!(
+                                        "split_ranks: rank {v} is negative (a rank of the parent group, 0 or more)"
+                                    ),
+                                )
+                            })
+                        })
+                        .collect::<R<Vec<_>>>()?;
+                    out.push(ranks);
+                }
+                Some(out)
+            }
+        };
+        let handle = r.as_name.as_ref().map(|h| h.get_ref().clone());
+        if let Some(h) = &handle {
+            if !handles.contains(h) {
+                handles.push(h.clone());
+            }
+            let largest = split_ranks
+                .iter()
+                .flatten()
+                .map(Vec::len)
+                .max()
+                .unwrap_or(1);
+            self.note_group_size(h, largest);
+        }
+        Ok(StepKind::SplitGroup {
+            parent,
+            split_ranks,
+            timeout_ms: self.timeout(&r.timeout_s)?,
+            handle,
+        })
+    }
+}
