@@ -28,7 +28,7 @@ STEP, WIRE, REFUSED, LOCAL, GAP = ("step", "its calls", "refused", "local", "not
 TABLE = {
     "init_process_group": (STEP, "backend, init_method (env://, tcp://host:port, file://), timeout, device_id, rank, world_size, store (a TCPStore or PrefixStore the program made: no rendezvous, no default_pg prefix)"),
     "destroy_process_group": (STEP, "with or without a group; a second init after it"),
-    "new_group": (STEP, "ranks, backend, timeout, use_local_synchronization; a non-member's NON_MEMBER handle"),
+    "new_group": (STEP, "ranks, backend, timeout, use_local_synchronization, sort_ranks; a non-member's NON_MEMBER handle"),
     "new_subgroups": (WIRE, "the new_group calls it makes"),
     "new_subgroups_by_enumeration": (WIRE, "the new_group calls it makes"),
     "split_group": (STEP, "parent, split_ranks (each list in the new group's order), timeout; gloo parents (another backend's is scen's limit error); backend= and pg_options= are refused"),

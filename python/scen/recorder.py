@@ -191,6 +191,8 @@ def _describe(op, v):
             d["backend"] = str(v["backend"])
         if v.get("use_local_synchronization"):
             d["use_local_synchronization"] = True
+        if v.get("sort_ranks") is False:
+            d["sort_ranks"] = False
         if v.get("device_id") is not None:
             d["device_id"] = str(v["device_id"])
     if op == "split_group":

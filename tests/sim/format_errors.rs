@@ -416,3 +416,27 @@ fn exit_steps_take_a_code_or_a_fatal_signal() {
     )
     .expect("os._exit(3) loads");
 }
+
+/// split_group's and new_group's ordering fields: a negative rank in `split_ranks`, a field of
+/// another op, a `sort_ranks` that is not a boolean, and an unknown parent group, each located.
+#[test]
+fn split_group_fields_are_located() {
+    let step = |body: &str| err(&format!("{WORLD}[[step]]\n{body}"));
+    let e = step("op = \"split_group\"\nsplit_ranks = [[0, -1]]\n");
+    assert!(
+        e.starts_with("s.toml:6:15:") && e.contains("split_ranks: rank -1 is negative"),
+        "{e}"
+    );
+    let e = step("op = \"split_group\"\nranks = [0]\n");
+    assert!(
+        e.starts_with("s.toml:6:9:") && e.contains("`ranks` does not apply to split_group"),
+        "{e}"
+    );
+    let e = step("op = \"new_group\"\nsort_ranks = \"no\"\n");
+    assert!(e.starts_with("s.toml:6:14:"), "{e}");
+    let e = step("op = \"split_group\"\ngroup = \"nope\"\nsplit_ranks = [[0]]\n");
+    assert!(
+        e.starts_with("s.toml:6:9:") && e.contains("unknown group `nope`"),
+        "{e}"
+    );
+}

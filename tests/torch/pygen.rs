@@ -14,7 +14,7 @@ use super::gen::Rng;
 mod late;
 #[path = "pygen_refused.rs"]
 mod refused;
-use late::{late_rows, own_store_rows, split_rows, store_rows};
+use late::{late_rows, ordered_group_rows, own_store_rows, split_rows, store_rows};
 use refused::{refused_call, refused_more, RECORDED_SINCE};
 
 /// What a line of the program is, for mapping a real rank's last line to a position.
@@ -194,6 +194,7 @@ pub fn program(seed: u64, k: u64) -> PyProgram {
     own_store_rows(&mut own, &mut b);
     let mut split = Rng::new(seed.wrapping_mul(2_000_003).wrapping_add(k) ^ 0x7370_6c74);
     split_rows(&mut split, &mut b);
+    ordered_group_rows(&mut split, &mut b);
     let cut_s = late_rows(&mut more, &mut b);
     let mut refused = rng.chance(8).then(|| refused_call(&mut rng, &mut b));
     if refused.is_none() && more.chance(14) {

@@ -198,3 +198,31 @@ pub(super) fn split_rows(st: &mut Rng, b: &mut B) {
     };
     b.line(&members, &call, Kind::Call);
 }
+
+/// `new_group(..., sort_ranks=False)` (recorded since 2026-11-29), from the split stream after
+/// its own draws: the world in reverse order, so group rank 0 is the last rank; then a
+/// broadcast from group rank 0, whose root is that rank (late or not).
+pub(super) fn ordered_group_rows(st: &mut Rng, b: &mut B) {
+    let live = b.all();
+    if live.len() < b.w || !st.chance(6) {
+        return;
+    }
+    let w = b.w;
+    let list: Vec<usize> = (0..w).rev().collect();
+    b.line(
+        &live,
+        &format!("GO = dist.new_group({list:?}, sort_ranks=False, timeout=T(3))"),
+        Kind::Call,
+    );
+    b.row("new_group");
+    if st.chance(2) {
+        b.line(&[w - 1], "time.sleep(4.5)", Kind::Sleep);
+        b.row(USE_SLEEP);
+    }
+    b.line(
+        &live,
+        "dist.broadcast(X(2), group_src=0, group=GO)",
+        Kind::Call,
+    );
+    b.row("broadcast");
+}

@@ -560,6 +560,11 @@ fn new_group_fields(cx: &mut Ctx, c: &Call, f: &mut Vec<(String, String)>) {
     if a.get("use_local_synchronization").and_then(Value::as_bool) == Some(true) {
         f.push(("use_local_synchronization".into(), "true".into()));
     }
+    // torch sorts the ranks unless told not to: the group's ranks are then the sorted list.
+    let keep_order = a.get("sort_ranks").and_then(Value::as_bool) == Some(false);
+    if keep_order {
+        f.push(("sort_ranks".into(), "false".into()));
+    }
     let handle = c
         .result
         .get("handle")
@@ -572,7 +577,12 @@ fn new_group_fields(cx: &mut Ctx, c: &Call, f: &mut Vec<(String, String)>) {
         .and_then(Value::as_bool)
         .unwrap_or(true);
     f.push(("as".into(), quote(&handle)));
-    let ranks = ranks.filter(|r| !r.is_empty());
+    let ranks = ranks.filter(|r| !r.is_empty()).map(|mut r| {
+        if !keep_order {
+            r.sort_unstable();
+        }
+        r
+    });
     cx.groups.insert(
         handle,
         Group {

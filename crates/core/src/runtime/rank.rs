@@ -458,6 +458,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 ranks,
                 backend,
                 use_local_synchronization,
+                sort_ranks,
                 device_id,
                 timeout_ms,
                 handle,
@@ -465,7 +466,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 self.new_group(
                     ranks.as_deref(),
                     backend,
-                    *use_local_synchronization,
+                    (*use_local_synchronization, *sort_ranks),
                     device_id,
                     *timeout_ms,
                     handle,

@@ -359,6 +359,8 @@ pub enum StepKind {
         ranks: Option<Vec<usize>>,
         backend: Option<String>,
         use_local_synchronization: bool,
+        /// `sort_ranks=False`: `ranks` keeps its order, which gives the group ranks.
+        sort_ranks: bool,
         device_id: Option<String>,
         timeout_ms: Option<u64>,
         handle: Option<String>,

@@ -213,6 +213,7 @@ pub struct RawStep {
     pub world_size: Option<Spanned<RawIntOrExpr>>,
     pub ranks: Option<Spanned<Vec<i64>>>,
     pub use_local_synchronization: Option<Spanned<bool>>,
+    pub sort_ranks: Option<Spanned<bool>>,
     // split_group: lists of parent-group ranks
     pub split_ranks: Option<Spanned<Vec<Vec<i64>>>>,
     // monitored_barrier

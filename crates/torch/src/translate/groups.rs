@@ -69,6 +69,7 @@ fn new_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
         ranks,
         backend,
         use_local_synchronization,
+        sort_ranks,
         device_id,
         timeout_ms,
         handle,
@@ -92,6 +93,9 @@ fn new_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
     }
     if *use_local_synchronization {
         args.push("use_local_synchronization=True".into());
+    }
+    if !*sort_ranks {
+        args.push("sort_ranks=False".into());
     }
     if let Some(x) = device_id {
         args.push(format!("device_id=torch.device({})", template(x, ep)));

@@ -224,6 +224,7 @@ fn describe_pg(kind: &StepKind) -> String {
             handle,
             device_id,
             use_local_synchronization,
+            sort_ranks,
             ..
         } => {
             let handle = handle
@@ -231,10 +232,11 @@ fn describe_pg(kind: &StepKind) -> String {
                 .map(|h| format!("{h}: "))
                 .unwrap_or_default();
             let ranks = ranks.as_ref().map(|r| crate::ranks::listed(r).to_string());
-            let local = if *use_local_synchronization {
-                " use_local_synchronization"
-            } else {
-                ""
+            let local = match (*use_local_synchronization, *sort_ranks) {
+                (true, true) => " use_local_synchronization",
+                (true, false) => " use_local_synchronization sort_ranks=False",
+                (false, false) => " sort_ranks=False",
+                (false, true) => "",
             };
             format!(
                 "{handle}ranks={} backend={}{}{local}",

@@ -19,7 +19,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         &mut self,
         ranks: Option<&[usize]>,
         backend_arg: &Option<String>,
-        local_sync: bool,
+        (local_sync, sort_ranks): (bool, bool),
         device_id: &Option<String>,
         timeout_ms: Option<u64>,
         handle: &Option<String>,
@@ -30,7 +30,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             let w = self.world()?;
             (w.rank, w.world_size, w.config.clone(), w.bound.clone())
         };
-        let ranks = group_ranks(ranks, ws)?;
+        let ranks = group_ranks(ranks, ws, sort_ranks)?;
         let backend_s = backend_arg
             .as_ref()
             .map(|b| self.expand(b))
@@ -381,11 +381,20 @@ struct CommPlan {
 
 /// `ranks` (the world when not given) sorted, refused as c10d refuses them: a duplicate, more
 /// ranks than the world, a rank outside it. Shared (`crate::ranks`): a W-long list is not
-/// copied for each of the O(W) calls every rank of a large sglang world makes.
-fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Ranks> {
+/// copied for each of the O(W) calls every rank of a large sglang world makes. With
+/// `sort_ranks=False` the list keeps its order (its position is the group rank), checked in it.
+fn group_ranks(ranks: Option<&[usize]>, ws: usize, sort: bool) -> Res<Ranks> {
     let Some(given) = ranks else {
         return Ok(crate::ranks::world(ws));
     };
+    if !sort {
+        let mut sorted = given.to_vec();
+        sorted.sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return Err(error::duplicate_ranks(given));
+        }
+        return checked_size(given, ws);
+    }
     // Lists are mostly sorted already (sglang's plan, the world): no sort, no copy.
     let sorted;
     let ranks = if given.is_sorted() {
@@ -401,6 +410,11 @@ fn group_ranks(ranks: Option<&[usize]>, ws: usize) -> Res<Ranks> {
     if ranks.windows(2).any(|w| w[0] == w[1]) {
         return Err(error::duplicate_ranks(ranks));
     }
+    checked_size(ranks, ws)
+}
+
+/// R18's size and range checks, in the list's order.
+fn checked_size(ranks: &[usize], ws: usize) -> Res<Ranks> {
     if ranks.len() > ws {
         return Err(error::group_larger_than_world());
     }

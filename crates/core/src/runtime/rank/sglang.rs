@@ -249,7 +249,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .new_group(
                 Some(&call.ranks),
                 &backend,
-                false,
+                (false, true),
                 &None,
                 None,
                 &handle,

@@ -50,6 +50,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
             "ranks",
             "backend",
             "use_local_synchronization",
+            "sort_ranks",
             "device_id",
             "timeout_s",
             "as",
@@ -318,6 +319,7 @@ impl Cx<'_> {
                         .as_ref()
                         .map(|b| *b.get_ref())
                         .unwrap_or(false),
+                    sort_ranks: r.sort_ranks.as_ref().is_none_or(|b| *b.get_ref()),
                     device_id: self.device_id(&r.device_id)?,
                     timeout_ms: self.timeout(&r.timeout_s)?,
                     handle,
