@@ -27,15 +27,36 @@ pub struct GroupRecord {
     pub label: String,
     pub step: usize,
     pub line: usize,
+    /// Which call took the counter value.
+    #[serde(default)]
+    pub call: GroupCall,
+}
+
+/// The calls that take a value of the group counter (R19, R40): a counter-named `new_group`, a
+/// `use_local_synchronization` one (hashed with the counter, on its members only) and
+/// `split_group` (hashed with it, on every rank that calls it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupCall {
+    #[default]
+    NewGroup,
+    LocalSyncNewGroup,
+    /// `ranks`: every list's ranks, as global ranks, in the call's order.
+    SplitGroup,
 }
 
 impl GroupRecord {
-    fn signature(&self) -> (&[usize], &str) {
-        (&self.ranks, &self.backend)
+    fn signature(&self) -> (&[usize], &str, GroupCall) {
+        (&self.ranks, &self.backend, self.call)
     }
 
     fn describe(&self) -> String {
-        format!("{} {:?} on {}", self.label, self.ranks, self.backend)
+        let call = match self.call {
+            GroupCall::NewGroup => "",
+            GroupCall::LocalSyncNewGroup => " (use_local_synchronization)",
+            GroupCall::SplitGroup => " (split_group of these ranks)",
+        };
+        format!("{} {:?} on {}{call}", self.label, self.ranks, self.backend)
     }
 }
 
@@ -66,11 +87,23 @@ impl GroupDivergence {
                 r.step + 1
             )
         };
-        vec![
+        let counter_named = [&self.majority_call, &self.minority_call]
+            .iter()
+            .all(|c| c.call == GroupCall::NewGroup);
+        let head = if counter_named {
             format!(
                 "group names diverge at new_group call #{} (group \"{}\"): the ranks made different calls",
                 self.majority_call.index, self.name
-            ),
+            )
+        } else {
+            // A hashed name (use_local_synchronization, split_group) takes the counter too.
+            format!(
+                "group names diverge at group counter {}: the ranks made different calls (new_group, split_group and use_local_synchronization groups each take the counter's value)",
+                self.majority_call.index
+            )
+        };
+        vec![
+            head,
             side(&self.majority, &self.majority_call),
             side(&self.minority, &self.minority_call),
             format!(
@@ -189,7 +222,7 @@ impl GroupLog {
             if explicit.len() + active.len() < 2 {
                 continue;
             }
-            let mut sigs: Vec<(&[usize], &str)> =
+            let mut sigs: Vec<(&[usize], &str, GroupCall)> =
                 explicit.iter().map(|s| s.call.signature()).collect();
             sigs.extend(active.iter().map(|i| classes[*i].signature(name.1)));
             sigs.sort_unstable();
@@ -291,6 +324,7 @@ mod tests {
             label: label.into(),
             step: 1,
             line: 10,
+            call: GroupCall::NewGroup,
         }
     }
 

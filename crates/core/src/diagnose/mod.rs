@@ -19,6 +19,6 @@ pub mod splits;
 pub mod timeline;
 
 pub use diagnosis::Diagnosis;
-pub use groups::{GroupDivergence, GroupLog, GroupRecord};
+pub use groups::{GroupCall, GroupDivergence, GroupLog, GroupRecord};
 pub use planned::{PlannedCalls, PlannedRecord};
 pub use record::{CallKind, CallRecord, CallState, Fingerprint, Splits};

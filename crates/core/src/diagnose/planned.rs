@@ -7,7 +7,7 @@
 //! (`groups.rs`) expands a class into a record only at a name where sides differ, so every
 //! divergence it reports is the one per-call records gave.
 
-use super::groups::{GroupRecord, RankSet};
+use super::groups::{GroupCall, GroupRecord, RankSet};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -65,6 +65,7 @@ impl PlannedRecord<'_> {
             label: self.source.label(self.call, self.rank),
             step: self.step,
             line: self.line,
+            call: GroupCall::NewGroup,
         }
     }
 }
@@ -228,16 +229,20 @@ impl Class<'_> {
     }
 
     /// The signature of the call the class made under `index` (inside its span).
-    pub fn signature(&self, index: u64) -> (&[usize], &str) {
+    pub fn signature(&self, index: u64) -> (&[usize], &str, GroupCall) {
         let i = self.call(index);
         let slot = self.source.backend_slot(i);
-        (self.source.ranks(i), &self.key.backends[&slot])
+        (
+            self.source.ranks(i),
+            &self.key.backends[&slot],
+            GroupCall::NewGroup,
+        )
     }
 
     /// The record of the class' lowest rank under `index`.
     pub fn record(&self, index: u64) -> GroupRecord {
         let (i, rank) = (self.call(index), self.ranks.min());
-        let (ranks, backend) = self.signature(index);
+        let (ranks, backend, _) = self.signature(index);
         GroupRecord {
             rank,
             generation: self.key.generation,
@@ -247,6 +252,7 @@ impl Class<'_> {
             label: self.source.label(i, rank),
             step: self.key.step,
             line: self.key.line,
+            call: GroupCall::NewGroup,
         }
     }
 

@@ -6,6 +6,7 @@ use crate::c10d::backend::{self, BackendConfig};
 use crate::c10d::error;
 use crate::c10d::naming;
 use crate::c10d::store::{join_key, KeySeq, StoreError};
+use crate::diagnose::GroupCall;
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
 use crate::trace::{EventKind, StoreUse};
@@ -52,12 +53,13 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 String::new()
             });
         }
-        let name = if local_sync {
-            naming::hashed_name(&ranks, self.group_count)
+        let (name, call) = if local_sync {
+            let name = naming::hashed_name(&ranks, self.group_count);
+            (name, GroupCall::LocalSyncNewGroup)
         } else {
-            self.report_group(by, me, &ranks, &config.original, &label);
-            naming::counter_name(self.group_count)
+            (naming::counter_name(self.group_count), GroupCall::NewGroup)
         };
+        self.report_group(by, me, (&ranks, call), &config.original, &label);
         self.group_count += 1;
         if !member {
             self.set_handle(handle, Handle::NonMember);
@@ -123,7 +125,14 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
 
     /// A counter-named group for the diagnosis: a planned call of sglang's plan as such, any
     /// other call as a group record.
-    fn report_group(&self, by: Caller<'_>, me: usize, ranks: &[usize], backend: &str, label: &str) {
+    pub(super) fn report_group(
+        &self,
+        by: Caller<'_>,
+        me: usize,
+        (ranks, call): (&[usize], GroupCall),
+        backend: &str,
+        label: &str,
+    ) {
         let (step, line) = (self.step, self.env.scenario.steps[self.step].loc.line);
         let name = (self.group_generation, self.group_count);
         match by {
@@ -145,6 +154,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 label: label.to_string(),
                 step,
                 line,
+                call,
             }),
         }
     }

@@ -306,6 +306,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     label: "unnamed".into(),
                     step,
                     line,
+                    call: crate::diagnose::GroupCall::NewGroup,
                 });
             }
         }

@@ -18,6 +18,7 @@ use super::*;
 use crate::c10d::backend;
 use crate::c10d::error;
 use crate::c10d::naming;
+use crate::diagnose::GroupCall;
 use crate::net::{Clock, Net};
 use crate::probe::Probe;
 
@@ -60,6 +61,21 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let timeout_ms =
             backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
         let name = naming::hashed_name(mine, self.group_count);
+        // Every list as global ranks: the same call on every rank that makes it.
+        let all: Vec<usize> = splits
+            .iter()
+            .flatten()
+            .map(|r| pranks.get(*r).copied().unwrap_or(usize::MAX))
+            .collect();
+        let label = handle.clone().unwrap_or_else(|| "unnamed".into());
+        let backend = config.original.clone();
+        self.report_group(
+            Caller::Step,
+            me,
+            (&all, GroupCall::SplitGroup),
+            &backend,
+            &label,
+        );
         self.group_count += 1;
         if mine.len() > pranks.len() {
             return Err(error::split_larger_than_parent());
@@ -79,7 +95,6 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                     .ok_or_else(|| beyond_parent(*r, &pranks))
             })
             .collect::<Res<Vec<usize>>>()?;
-        let label = handle.clone().unwrap_or_else(|| "unnamed".into());
         let mut prefixes = prefixes;
         prefixes.push(format!("{name}/"));
         let mut pg = self.make_pg(
