@@ -32,7 +32,7 @@ TABLE = {
     "new_subgroups": (WIRE, "the new_group calls it makes"),
     "new_subgroups_by_enumeration": (WIRE, "the new_group calls it makes"),
     "split_group": (STEP, "parent, split_ranks (each list in the new group's order), timeout; gloo parents (another backend's is scen's limit error); backend= and pg_options= are refused"),
-    "shrink_group": (REFUSED, "a group shrunk from another: no step in the format"),
+    "shrink_group": (STEP, "ranks_to_exclude, group, shrink_flags: torch's checks, then gloo's TypeError (gloo cannot shrink); another backend's shrink is scen's limit error; pg_options= is refused"),
     "set_timeout": (STEP, "group, timeout: the group's later collectives use it; its send/recv and works already posted keep the old one; a non-member raises"),
     "all_reduce": (STEP, "reduce op (PREMUL_SUM refused), async_op"),
     "all_reduce_coalesced": (STEP, "count of tensors"),

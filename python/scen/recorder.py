@@ -195,6 +195,13 @@ def _describe(op, v):
             d["sort_ranks"] = False
         if v.get("device_id") is not None:
             d["device_id"] = str(v["device_id"])
+    if op == "shrink_group":
+        rx = v.get("ranks_to_exclude")
+        d["ranks_to_exclude"] = [int(x) for x in rx] if isinstance(rx, list) else str(rx)
+        if v.get("shrink_flags") is not None:
+            d["shrink_flags"] = int(v["shrink_flags"])
+        if v.get("pg_options") is not None:
+            d["pg_options"] = str(v["pg_options"])
     if op == "split_group":
         d["group"] = _group(v.get("parent_pg"))
         if v.get("split_ranks") is not None:
@@ -409,7 +416,7 @@ def _result(op, ret, a, kw, i):
     if op == "init_process_group":
         out.update(rank=dist.get_rank(), world_size=dist.get_world_size(),
                    backend=str(dist.get_backend()))
-    elif op in ("new_group", "split_group"):
+    elif op in ("new_group", "split_group", "shrink_group"):
         _counts["group"] += 1
         handle = "g%d" % _counts["group"]
         if isinstance(ret, int):
@@ -419,7 +426,7 @@ def _result(op, ret, a, kw, i):
             out.update(handle=handle, member=True)
     elif op in ("recv", "irecv") and isinstance(ret, int):
         out.update(src=ret)
-    if ret is not None and op not in ("new_group", "split_group"):
+    if ret is not None and op not in ("new_group", "split_group", "shrink_group"):
         works = ret if isinstance(ret, list) else [ret]
         names = []
         for w in works:

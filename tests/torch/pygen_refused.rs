@@ -14,9 +14,10 @@ pub(super) fn refused_more(more: &mut Rng, b: &mut B) -> &'static str {
 }
 
 /// Entries of [`REFUSED`] that `scen record` records now (set_timeout, the default store's set
-/// and split_group: 2026-11-28): still drawn
+/// and split_group: 2026-11-28; shrink_group: 2026-11-29): still drawn
 /// from the table, so every program keeps its text and number.
-pub(super) const RECORDED_SINCE: [&str; 3] = ["set_timeout", "Store.set", "split_group"];
+pub(super) const RECORDED_SINCE: [&str; 4] =
+    ["set_timeout", "Store.set", "split_group", "shrink_group"];
 
 /// The calls `scen record` refuses (docs/api-coverage.md: refused): the name the refusal gives,
 /// the coverage row, the line. The first seven are the first draw's (`refused_call`); the

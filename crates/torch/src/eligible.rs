@@ -219,6 +219,7 @@ fn step(s: &Scenario, st: &Step) -> Result<(), StepIneligible> {
         }
         StepKind::DestroyProcessGroup { .. }
         | StepKind::SplitGroup { .. }
+        | StepKind::ShrinkGroup { .. }
         | StepKind::SetTimeout { .. }
         | StepKind::Store(_)
         | StepKind::Barrier { .. }

@@ -10,8 +10,10 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod collective;
+mod groups;
 mod store;
 use collective::collective;
+use groups::{new_group_fields, shrink_group_fields, split_group_fields};
 use store::{freed_early, new_store_step, store_step};
 
 /// One step as it will be written: `op`, then `fields` (key, TOML value) in order, and
@@ -320,10 +322,9 @@ pub fn rank_steps(p: &Proc, o: &Options, recorded: &str) -> Result<RankSteps, Re
 /// for: the recorder wraps them so that a recording never drops them silently; each is refused,
 /// naming the call (docs/api-coverage.md).
 /// (new_subgroups and new_subgroups_by_enumeration are recorded as the new_group calls they make.)
-const NO_STEP: [(&str, &str); 6] = [
+const NO_STEP: [(&str, &str); 5] = [
     ("gather_single", "a gather into one tensor"),
     ("gather_into_tensor", "a gather into one tensor"),
-    ("shrink_group", "a group shrunk from another"),
     // torch 2.15: every group's timeout set to timeout_s (3600 s), the debugger on one rank
     // (what the program does next is the debugging session's), then a barrier of the world.
     (
@@ -403,6 +404,7 @@ fn call_step(cx: &mut Ctx, c: &Call) -> Result<Option<StepDesc>, RecordError> {
         "init_process_group" => init_fields(cx, a, &mut f),
         "new_group" => new_group_fields(cx, c, &mut f),
         "split_group" => split_group_fields(cx, c, &group, &mut f)?,
+        "shrink_group" => shrink_group_fields(cx, c, &group, &mut f)?,
         "destroy_process_group" => group_field(&group, &mut f),
         "monitored_barrier" => {
             group_field(&group, &mut f);
@@ -543,114 +545,6 @@ fn init_fields(cx: &Ctx, a: &Map<String, Value>, f: &mut Vec<(String, String)>) 
     if let Some(s) = a.get("store").and_then(Value::as_str) {
         f.push(("store".into(), quote(s)));
     }
-}
-
-/// new_group: its ranks, backend, timeout and handle; the group is remembered for later calls.
-fn new_group_fields(cx: &mut Ctx, c: &Call, f: &mut Vec<(String, String)>) {
-    let a = &c.args;
-    let ranks = ints(a.get("ranks"));
-    if let Some(r) = &ranks {
-        f.push(("ranks".into(), list(r)));
-    }
-    let backend = a.get("backend").and_then(Value::as_str).map(str::to_string);
-    if let Some(b) = &backend {
-        f.push(("backend".into(), quote(b)));
-    }
-    timeout(a, f);
-    if a.get("use_local_synchronization").and_then(Value::as_bool) == Some(true) {
-        f.push(("use_local_synchronization".into(), "true".into()));
-    }
-    // torch sorts the ranks unless told not to: the group's ranks are then the sorted list.
-    let keep_order = a.get("sort_ranks").and_then(Value::as_bool) == Some(false);
-    if keep_order {
-        f.push(("sort_ranks".into(), "false".into()));
-    }
-    let handle = c
-        .result
-        .get("handle")
-        .and_then(Value::as_str)
-        .unwrap_or("g?")
-        .to_string();
-    let member = c
-        .result
-        .get("member")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    f.push(("as".into(), quote(&handle)));
-    let ranks = ranks.filter(|r| !r.is_empty()).map(|mut r| {
-        if !keep_order {
-            r.sort_unstable();
-        }
-        r
-    });
-    cx.groups.insert(
-        handle,
-        Group {
-            ranks,
-            backend,
-            member,
-        },
-    );
-}
-
-/// split_group: its parent, lists and timeout, and the handle of the group it made; the group is
-/// remembered (its global ranks in this rank's list's order) for later calls. A `backend` or
-/// `pg_options` argument has no field in the format: refused.
-fn split_group_fields(
-    cx: &mut Ctx,
-    c: &Call,
-    parent: &Option<String>,
-    f: &mut Vec<(String, String)>,
-) -> Result<(), RecordError> {
-    let a = &c.args;
-    if let Some(k) = ["backend", "pg_options"]
-        .into_iter()
-        .find(|k| a.get(*k).is_some())
-    {
-        return Err(cx.err(
-            c,
-            format!("split_group({k}=...): the scenario format's split_group has no `{k}`, and leaving it out would run another program; not recorded"),
-        ));
-    }
-    group_field(parent, f);
-    let lists: Option<Vec<Vec<usize>>> = a.get("split_ranks").and_then(Value::as_array).map(|ls| {
-        ls.iter()
-            .map(|l| ints(Some(l)).unwrap_or_default())
-            .collect()
-    });
-    if let Some(ls) = &lists {
-        f.push(("split_ranks".into(), format!("{ls:?}")));
-    }
-    timeout(a, f);
-    let handle = c
-        .result
-        .get("handle")
-        .and_then(Value::as_str)
-        .unwrap_or("g?")
-        .to_string();
-    let member = c
-        .result
-        .get("member")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    f.push(("as".into(), quote(&handle)));
-    // This rank's list (the first holding its parent rank), as global ranks.
-    let parent_ranks = |r: usize| cx.global(parent, r);
-    let me_in_parent = (0..cx.group_size(parent)).find(|r| parent_ranks(*r) == cx.rank);
-    let mine = lists
-        .iter()
-        .flatten()
-        .find(|l| me_in_parent.is_some_and(|m| l.contains(&m)));
-    let ranks = mine.map(|l| l.iter().map(|r| parent_ranks(*r)).collect());
-    cx.groups.insert(
-        handle,
-        Group {
-            ranks,
-            backend: None,
-            member,
-        },
-    );
-    Ok(())
 }
 
 /// send/recv and isend/irecv (with the Work a later `wait` names): group, tensor and the

@@ -312,10 +312,10 @@ pub(super) fn init_then_one_call(fields: &str) -> Vec<Proc> {
 /// A call the format has no step for is refused by name, never left out.
 #[test]
 fn a_call_without_a_step_is_refused_not_dropped() {
-    let e = record(init_then_one_call("\"op\": \"shrink_group\""), &opts())
+    let e = record(init_then_one_call("\"op\": \"gather_single\""), &opts())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("rank 0 at /w/p.py:4: shrink_group:"), "{e}");
+    assert!(e.contains("rank 0 at /w/p.py:4: gather_single:"), "{e}");
 }
 
 /// `dist.split_group(None, [[1, 0]], timeout=T(3))` is a step: its lists as given, the timeout

@@ -37,6 +37,7 @@ mod monitored;
 mod p2p;
 mod p2p_async;
 mod sglang;
+mod shrink;
 mod split;
 mod store_calls;
 mod tcp_store;
@@ -474,14 +475,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 )
                 .await
             }
-            StepKind::SplitGroup {
-                parent,
-                split_ranks,
-                timeout_ms,
-                handle,
-            } => {
-                self.split_group(parent, split_ranks.as_deref(), *timeout_ms, handle)
-                    .await
+            StepKind::SplitGroup { .. } | StepKind::ShrinkGroup { .. } => {
+                self.group_from_another(&step.kind).await
             }
             StepKind::DestroyProcessGroup { group } => self.destroy(group).await,
             StepKind::SetDevice { device } => self.set_device(device),

@@ -374,6 +374,13 @@ pub enum StepKind {
         timeout_ms: Option<u64>,
         handle: Option<String>,
     },
+    /// `dist.shrink_group(ranks_to_exclude, group, shrink_flags)` (runtime/rank/shrink.rs).
+    ShrinkGroup {
+        group: Option<String>,
+        ranks_to_exclude: Vec<i64>,
+        shrink_flags: i64,
+        handle: Option<String>,
+    },
     DestroyProcessGroup {
         group: Option<String>,
     },
@@ -509,6 +516,7 @@ impl StepKind {
             StepKind::InitProcessGroup { .. } => "init_process_group",
             StepKind::NewGroup { .. } => "new_group",
             StepKind::SplitGroup { .. } => "split_group",
+            StepKind::ShrinkGroup { .. } => "shrink_group",
             StepKind::DestroyProcessGroup { .. } => "destroy_process_group",
             StepKind::SetDevice { .. } => "set_device",
             StepKind::SetTimeout { .. } => "set_timeout",

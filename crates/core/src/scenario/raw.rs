@@ -216,6 +216,9 @@ pub struct RawStep {
     pub sort_ranks: Option<Spanned<bool>>,
     // split_group: lists of parent-group ranks
     pub split_ranks: Option<Spanned<Vec<Vec<i64>>>>,
+    // shrink_group
+    pub ranks_to_exclude: Option<Spanned<Vec<i64>>>,
+    pub shrink_flags: Option<Spanned<i64>>,
     // monitored_barrier
     pub wait_all_ranks: Option<Spanned<bool>>,
     #[serde(rename = "as")]

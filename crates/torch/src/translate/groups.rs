@@ -13,6 +13,21 @@ pub(super) fn group_step(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
         StepKind::DestroyProcessGroup { group: g } => {
             format!("dist.destroy_process_group({})", group(g))
         }
+        StepKind::ShrinkGroup {
+            group: g,
+            ranks_to_exclude,
+            shrink_flags,
+            handle,
+        } => {
+            let call = format!(
+                "dist.shrink_group({ranks_to_exclude:?}, group={}, shrink_flags={shrink_flags})",
+                group(g)
+            );
+            match handle {
+                Some(h) => format!("groups[{}] = {call}", py::str_lit(h)),
+                None => call,
+            }
+        }
         _ => split_group(s, step),
     }
 }

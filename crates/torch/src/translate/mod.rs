@@ -446,6 +446,7 @@ fn step_body(s: &Scenario, step: &Step, ep: &Endpoints) -> Vec<String> {
         StepKind::InitProcessGroup { .. }
         | StepKind::NewGroup { .. }
         | StepKind::SplitGroup { .. }
+        | StepKind::ShrinkGroup { .. }
         | StepKind::DestroyProcessGroup { .. } => b.push(group_step(s, step, ep)),
         StepKind::SetTimeout {
             group: g,

@@ -84,3 +84,41 @@ pub fn split_larger_than_parent() -> C10dError {
         "the split group's size should be no larger than the world_size set by init_process_group",
     )
 }
+
+/// `shrink_group` with an empty list (real torch 2.15's `_validate_shrink_inputs`).
+pub fn shrink_nothing_excluded() -> C10dError {
+    value("ranks_to_exclude cannot be empty. To shrink a group, you must specify at least one rank to exclude. Example: [failed_rank_id]")
+}
+
+/// `shrink_group` with flags other than SHRINK_DEFAULT (0) and SHRINK_ABORT (1).
+pub fn shrink_bad_flags(flags: i64) -> C10dError {
+    value(format!(
+        "Invalid shrink_flags value: {flags}. Must be one of: SHRINK_DEFAULT (0) or SHRINK_ABORT (1). Use SHRINK_ABORT to abort ongoing operations before shrinking."
+    ))
+}
+
+/// `shrink_group` on a group of one rank.
+pub fn shrink_too_small(size: usize) -> C10dError {
+    value(format!(
+        "Cannot shrink a process group with size {size}. Group must have at least 2 ranks to support shrinking."
+    ))
+}
+
+/// `shrink_group(group=g)` on a rank outside `g`: torch calls `.size()` on
+/// `GroupMember.NON_GROUP_MEMBER`, an int.
+pub fn shrink_non_member() -> C10dError {
+    C10dError {
+        kind: "AttributeError",
+        message: "'int' object has no attribute 'size'".into(),
+    }
+}
+
+/// `shrink_group` on a group whose backend cannot shrink (gloo: real torch 2.15, 2026-11-29).
+pub fn shrink_unsupported(group_name: &str) -> C10dError {
+    C10dError {
+        kind: "TypeError",
+        message: format!(
+            "Process group backend for '{group_name}' does not support shrinking operations."
+        ),
+    }
+}

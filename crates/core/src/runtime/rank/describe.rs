@@ -60,7 +60,8 @@ pub(super) fn describe(step: &Step) -> String {
     let detail = match &step.kind {
         StepKind::InitProcessGroup { .. }
         | StepKind::NewGroup { .. }
-        | StepKind::SplitGroup { .. } => describe_pg(&step.kind),
+        | StepKind::SplitGroup { .. }
+        | StepKind::ShrinkGroup { .. } => describe_pg(&step.kind),
         StepKind::DestroyProcessGroup { group } => g(group),
         StepKind::SetDevice { device } => device.clone(),
         StepKind::SetTimeout { group, timeout_ms } => {
@@ -260,6 +261,15 @@ fn describe_pg(kind: &StepKind) -> String {
             split_ranks
                 .as_ref()
                 .map_or("None".into(), |s| format!("{s:?}"))
+        ),
+        StepKind::ShrinkGroup {
+            group,
+            ranks_to_exclude,
+            shrink_flags,
+            ..
+        } => format!(
+            "group={} ranks_to_exclude={ranks_to_exclude:?} shrink_flags={shrink_flags}",
+            group.as_deref().unwrap_or("WORLD")
         ),
         _ => String::new(),
     }

@@ -23,7 +23,29 @@ use crate::net::{Clock, Net};
 use crate::probe::Probe;
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
-    pub(super) async fn split_group(
+    /// A `split_group` or `shrink_group` step (runtime/rank/shrink.rs).
+    pub(super) async fn group_from_another(&mut self, kind: &StepKind) -> Res<String> {
+        match kind {
+            StepKind::SplitGroup {
+                parent,
+                split_ranks,
+                timeout_ms,
+                handle,
+            } => {
+                self.split_group(parent, split_ranks.as_deref(), *timeout_ms, handle)
+                    .await
+            }
+            StepKind::ShrinkGroup {
+                group,
+                ranks_to_exclude,
+                shrink_flags,
+                ..
+            } => self.shrink_group(group, ranks_to_exclude, *shrink_flags),
+            _ => unreachable!("a split_group or shrink_group step"),
+        }
+    }
+
+    async fn split_group(
         &mut self,
         parent: &Option<String>,
         split_ranks: Option<&[Vec<usize>]>,

@@ -56,6 +56,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
             "as",
         ],
         "split_group" => vec!["group", "split_ranks", "timeout_s", "as"],
+        "shrink_group" => vec!["group", "ranks_to_exclude", "shrink_flags", "as"],
         "destroy_process_group" => vec!["group"],
         "barrier" => vec!["group", "async_op", "work"],
         "monitored_barrier" => vec!["group", "timeout_s", "wait_all_ranks"],
@@ -75,7 +76,7 @@ fn op_fields(op: &str) -> Option<Vec<&'static str>> {
     })
 }
 
-const OPS: &str = "init_process_group, new_group, split_group, destroy_process_group, set_device, \
+const OPS: &str = "init_process_group, new_group, split_group, shrink_group, destroy_process_group, set_device, \
                    set_timeout, barrier, monitored_barrier, \
                    get_default_store, tcp_store, prefix_store, store_set, store_get, store_add, store_check, store_wait, \
                    store_compare_set, store_delete_key, store_num_keys, \
@@ -326,6 +327,7 @@ impl Cx<'_> {
                 }
             }
             "split_group" => self.split_group_step(r, group, handles)?,
+            "shrink_group" => self.shrink_group_step(r, group, handles, op_at)?,
             "destroy_process_group" => StepKind::DestroyProcessGroup { group },
             "set_device" => StepKind::SetDevice {
                 device: self
