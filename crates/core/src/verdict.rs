@@ -101,10 +101,16 @@ pub fn diagnose_run(
         .iter()
         .map(|v| matches!(v, RankVerdict::Completed { .. }))
         .collect();
+    // When its peers could first see a rank's failure: a gloo timeout closes its pairs
+    // GLOO_CLOSURE_DELAY_MS after the deadline (a peer's call that fails then failed on the
+    // timeout both met, not on the rank's end).
     let failed_at: Vec<Option<u64>> = ranks
         .iter()
         .map(|v| match v {
-            RankVerdict::Failed { t_ms, .. } => Some(*t_ms),
+            RankVerdict::Failed { t_ms, failure, .. } => Some(
+                t_ms + u64::from(crate::c10d::error::recognise::is_gloo_timeout(failure))
+                    * crate::runtime::fabric::GLOO_CLOSURE_DELAY_MS,
+            ),
             _ => None,
         })
         .collect();

@@ -318,6 +318,32 @@ fn a_call_without_a_step_is_refused_not_dropped() {
     assert!(e.contains("rank 0 at /w/p.py:4: gather_single:"), "{e}");
 }
 
+/// `dist.shrink_group([0], group=GA)` is a step (gloo then raises its TypeError); a
+/// `ranks_to_exclude` that is not a list of ints is refused naming the call.
+#[test]
+fn shrink_group_is_recorded_as_its_step() {
+    let procs = init_then_one_call(
+        "\"op\": \"shrink_group\", \"ranks_to_exclude\": [0], \"shrink_flags\": 1",
+    );
+    let r = record(procs, &opts()).expect("records");
+    assert!(
+        r.text
+            .contains("op = \"shrink_group\"\nranks_to_exclude = [0]\nshrink_flags = 1\n"),
+        "{}",
+        r.text
+    );
+    let e = record(
+        init_then_one_call("\"op\": \"shrink_group\", \"ranks_to_exclude\": \"(0,)\""),
+        &opts(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("rank 0 at /w/p.py:4: shrink_group: ranks_to_exclude"),
+        "{e}"
+    );
+}
+
 /// `dist.split_group(None, [[1, 0]], timeout=T(3))` is a step: its lists as given, the timeout
 /// and the handle; `backend=` on it has no field and is refused naming the call.
 #[test]

@@ -85,6 +85,15 @@ impl FabricError {
 /// scenarios/gloo_crash_resets_senders.toml).
 pub const KILL_TEARDOWN_MS: u64 = 10;
 
+/// How long after a gloo wait's deadline its pair closure reaches the peers: the timed-out
+/// thread's wake-up, its `signalException` closing the sockets, the peer's device thread reading
+/// the EOF and waking the peer's wait. Measured with real torch 2.15 (gloo, 2 ranks, plain
+/// processes, 2026-11-29, /tmp probe in docs/rules/c10d.md#r29): a peer whose own deadline came
+/// 0-4 ms after the first rank's timed out itself in 15 of 15 runs, 5-7 ms later it read the
+/// closure in 7 of 15, 8-12 ms later in 6 of 6. scen takes the middle, 6 ms: a peer due within
+/// it times out itself (user-path 7/1590, 7/70, 7/1366), one due after reads the closure.
+pub const GLOO_CLOSURE_DELAY_MS: u64 = 6;
+
 /// An outgoing connection: writers take turns; its watcher reads the same stream.
 type Conn<N> = Rc<Mutex<Duplex<<N as Net>::Stream>>>;
 
@@ -389,13 +398,25 @@ impl<N: Net> Fabric<N> {
     /// A wait of this rank in gloo context `scope` timed out: gloo signals the timeout to every
     /// pair of the context (`Application timeout caused pair closure`) and closes them, so its
     /// `members`' operations with this rank in `scope` fail with a closed connection, and its
-    /// own later operations there with that text. Other groups' pairs are other sockets.
-    pub async fn close_pairs(&self, scope: &str, members: &[usize]) {
+    /// own later operations there with that text. Other groups' pairs are other sockets. The
+    /// peers learn it [`GLOO_CLOSURE_DELAY_MS`] later (a task of its own: the rank raises now).
+    pub async fn close_pairs<C: Clock>(self: &Rc<Self>, clock: &C, scope: &str, members: &[usize]) {
         if !self.closed_scopes.borrow_mut().insert(scope.to_string()) {
             return;
         }
         // This rank's other waits in the context fail at once, as gloo's pending operations do.
         self.inbox.changed.notify_waiters();
+        let (fabric, clock, scope) = (self.clone(), clock.clone(), scope.to_string());
+        let members = members.to_vec();
+        let at_ms = clock.now_ms() + GLOO_CLOSURE_DELAY_MS;
+        tokio::task::spawn_local(async move {
+            clock.sleep_until_ms(at_ms).await;
+            fabric.tell_closed(&scope, &members).await;
+        });
+    }
+
+    /// Tells the members of `scope` that used a pair with this rank that it closed them.
+    async fn tell_closed(&self, scope: &str, members: &[usize]) {
         // gloo's pairs all exist; this model opens a connection when a pair first carries
         // something. A pair that never did has no operation waiting on it now, and a peer that
         // later blocks on this rank watches it (`watch`) and sees its process end: so only

@@ -444,7 +444,7 @@ impl<N: Net, C: Clock, P: Probe> FabricLink<'_, N, C, P> {
             .await;
         if let Err(FabricError::Timeout) = r {
             self.fabric
-                .close_pairs(&self.info.pairs, self.members)
+                .close_pairs(self.clock, &self.info.pairs, self.members)
                 .await;
         }
         let r = r.map_err(|e| match e {

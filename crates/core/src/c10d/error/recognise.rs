@@ -13,6 +13,19 @@ pub fn is_no_backend_for_device(f: &Failure, device: &str) -> bool {
         .contains(&super::no_backend_for_device(device).message)
 }
 
+/// R29: the failure is gloo's own send or recv timeout ([`super::gloo_recv_timeout`],
+/// [`super::gloo_send_timeout`]), whatever its milliseconds.
+pub fn is_gloo_timeout(f: &Failure) -> bool {
+    let text = f.text();
+    [super::gloo_recv_timeout(0), super::gloo_send_timeout(0)]
+        .iter()
+        .any(|e| {
+            let (head, tail) = e.message.split_once("0ms").expect("the ms in the text");
+            text.find(head)
+                .is_some_and(|i| text[i + head.len()..].contains(&format!("ms{tail}")))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -24,5 +37,15 @@ mod tests {
         assert!(!is_no_backend_for_device(&f, "cuda"));
         let other: Failure = super::super::not_initialized().into();
         assert!(!is_no_backend_for_device(&other, "xpu"));
+    }
+
+    #[test]
+    fn a_gloo_timeout_is_recognised_at_any_milliseconds() {
+        let f: Failure = super::super::gloo_recv_timeout(3000).into();
+        assert!(is_gloo_timeout(&f));
+        let f: Failure = super::super::gloo_send_timeout(80).into();
+        assert!(is_gloo_timeout(&f));
+        let other: Failure = super::super::gloo_pairs_closed().into();
+        assert!(!is_gloo_timeout(&other));
     }
 }

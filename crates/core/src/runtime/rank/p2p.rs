@@ -385,7 +385,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     async fn close_on_timeout<T>(&self, r: &Result<T, FabricError>, scope: &str) {
         if let Err(FabricError::Timeout) = r {
             if let Some(pg) = self.pgs.values().find(|pg| pg.name == scope) {
-                self.fabric.close_pairs(scope, &pg.ranks).await;
+                self.fabric
+                    .close_pairs(&self.env.clock, scope, &pg.ranks)
+                    .await;
             }
         }
     }

@@ -365,7 +365,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// A timeout in group `name`'s gloo context closes its pairs.
     async fn close_pairs_of(&self, name: &str) {
         if let Some(pg) = self.pgs.get(name) {
-            self.fabric.close_pairs(&pg.name, &pg.ranks).await;
+            self.fabric
+                .close_pairs(&self.env.clock, &pg.name, &pg.ranks)
+                .await;
         }
     }
 
