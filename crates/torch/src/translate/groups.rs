@@ -23,10 +23,7 @@ pub(super) fn group_step(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
                 "dist.shrink_group({ranks_to_exclude:?}, group={}, shrink_flags={shrink_flags})",
                 group(g)
             );
-            match handle {
-                Some(h) => format!("groups[{}] = {call}", py::str_lit(h)),
-                None => call,
-            }
+            assigned(handle, call)
         }
         _ => split_group(s, step),
     }
@@ -116,10 +113,7 @@ fn new_group(s: &Scenario, step: &Step, ep: &Endpoints) -> String {
         args.push(format!("device_id=torch.device({})", template(x, ep)));
     }
     let call = format!("dist.new_group({})", args.join(", "));
-    match handle {
-        Some(h) => format!("groups[{}] = {call}", py::str_lit(h)),
-        None => call,
-    }
+    assigned(handle, call)
 }
 
 /// `dist.split_group(...)` of the parent the step names, its lists as given.
@@ -147,6 +141,11 @@ fn split_group(s: &Scenario, step: &Step) -> String {
         }
     }
     let call = format!("dist.split_group({})", args.join(", "));
+    assigned(handle, call)
+}
+
+/// `call`, its group kept under the step's handle when it has one.
+fn assigned(handle: &Option<String>, call: String) -> String {
     match handle {
         Some(h) => format!("groups[{}] = {call}", py::str_lit(h)),
         None => call,

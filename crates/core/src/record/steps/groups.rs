@@ -27,18 +27,7 @@ pub(super) fn new_group_fields(cx: &mut Ctx, c: &Call, f: &mut Vec<(String, Stri
     if keep_order {
         f.push(("sort_ranks".into(), "false".into()));
     }
-    let handle = c
-        .result
-        .get("handle")
-        .and_then(Value::as_str)
-        .unwrap_or("g?")
-        .to_string();
-    let member = c
-        .result
-        .get("member")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    f.push(("as".into(), quote(&handle)));
+    let (handle, member) = made_group(c, f);
     let ranks = ranks.filter(|r| !r.is_empty()).map(|mut r| {
         if !keep_order {
             r.sort_unstable();
@@ -128,18 +117,7 @@ pub(super) fn split_group_fields(
         f.push(("split_ranks".into(), format!("{ls:?}")));
     }
     timeout(a, f);
-    let handle = c
-        .result
-        .get("handle")
-        .and_then(Value::as_str)
-        .unwrap_or("g?")
-        .to_string();
-    let member = c
-        .result
-        .get("member")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    f.push(("as".into(), quote(&handle)));
+    let (handle, member) = made_group(c, f);
     // This rank's list (the first holding its parent rank), as global ranks.
     let parent_ranks = |r: usize| cx.global(parent, r);
     let me_in_parent = (0..cx.group_size(parent)).find(|r| parent_ranks(*r) == cx.rank);
@@ -157,4 +135,16 @@ pub(super) fn split_group_fields(
         },
     );
     Ok(())
+}
+
+/// The handle and membership the recorder gave the group a call made (`as`, written to `f`).
+fn made_group(c: &Call, f: &mut Vec<(String, String)>) -> (String, bool) {
+    let handle = c
+        .result
+        .get("handle")
+        .and_then(Value::as_str)
+        .unwrap_or("g?");
+    let member = c.result.get("member").and_then(Value::as_bool);
+    f.push(("as".into(), quote(handle)));
+    (handle.to_string(), member.unwrap_or(true))
 }
