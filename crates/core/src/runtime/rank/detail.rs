@@ -381,7 +381,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         backend: &str,
         fp: impl FnOnce(u64) -> Option<FingerPrint>,
     ) -> Res<()> {
-        if !enabled(&self.spec.env, backend) {
+        // split_group's groups are the backend's own split, not wrapped (R40: real torch 2.15
+        // under DETAIL runs them as plain ProcessGroupGloo).
+        if !enabled(&self.spec.env, backend) || self.pgs[name].split {
             return Ok(());
         }
         match fp(self.pgs[name].backend_seq(backend)) {

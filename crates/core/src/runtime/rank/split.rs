@@ -13,6 +13,9 @@
 //!   the backend without one, not the parent's).
 //! - The list's order is the new group's: its first rank is group rank 0.
 //! - A rank in no list gets `NON_GROUP_MEMBER` and still advances its counter.
+//! - Under `TORCH_DISTRIBUTED_DEBUG=DETAIL` the new group is the backend's plain split, with no
+//!   ProcessGroupWrapper: its collectives are not fingerprint-checked (measured: an all_reduce
+//!   against a broadcast on it times out in gloo, where a new_group's raises DETAIL's error).
 
 use super::*;
 use crate::c10d::backend;
