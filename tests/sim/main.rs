@@ -34,6 +34,7 @@ mod scale_hashes;
 mod schedule;
 mod sglang_scenarios;
 mod sglang_symbolic;
+mod split_shrink;
 mod store_loops;
 mod subgroup_bytes;
 mod suite_cli;
