@@ -111,6 +111,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
         let world_size = world_size
             .filter(|w| *w > 0)
             .ok_or_else(error::store_world_size)?;
+        within_world_limit(world_size)?;
         let rank = rank.ok_or_else(error::store_rank)?;
         let own = self.store_named(&Some(name.to_string()))?;
         let rv = rendezvous::Rendezvous {
@@ -221,13 +222,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .map(|u| self.expand(u))
             .unwrap_or_else(|| "env://".into());
         let rv = rendezvous::resolve(&url, rank, world_size, &self.spec.env)?;
-        if rv.world_size > crate::scenario::limits::MAX_WORLD_SIZE {
-            return Err(error::limit(format!(
-                "init_process_group world_size={} is over scen's limit of {} ranks",
-                rv.world_size,
-                crate::scenario::limits::MAX_WORLD_SIZE
-            )));
-        }
+        within_world_limit(rv.world_size)?;
         Ok(rv)
     }
 
@@ -640,4 +635,16 @@ impl Origin {
             store_timeout_ms: None,
         }
     }
+}
+
+/// An `init_process_group` world size scen can hold (a rendezvous's or a passed store's; user
+/// input: a fuzzed `world_size = 9223372036854775807` on a passed store overflowed an allocation).
+fn within_world_limit(world_size: usize) -> Res<()> {
+    if world_size > crate::scenario::limits::MAX_WORLD_SIZE {
+        return Err(error::limit(format!(
+            "init_process_group world_size={world_size} is over scen's limit of {} ranks",
+            crate::scenario::limits::MAX_WORLD_SIZE
+        )));
+    }
+    Ok(())
 }

@@ -159,12 +159,15 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             what: format!("TCPStore server waiting for {world_size} clients"),
             group: None,
             seq: None,
-            peers: (1..world_size).collect(),
+            // The ranks it waits for, up to scen's largest world (a program may pass a world size
+            // far past it: a fuzzed 2^32 listed 32 GB of ranks).
+            peers: (1..world_size.min(crate::scenario::limits::MAX_WORLD_SIZE + 1)).collect(),
             since_ms: self.now(),
             deadline_ms: Some(self.now() + after_ms),
             timeout_error: Some(error::workers_timeout(after_ms, n, world_size).into()),
         }));
-        let r = store.wait_ge("init/", world_size as i64, after_ms).await;
+        let want = i64::try_from(world_size).unwrap_or(i64::MAX);
+        let r = store.wait_ge("init/", want, after_ms).await;
         self.wait(None);
         match r {
             Ok(_) => Ok(()),
