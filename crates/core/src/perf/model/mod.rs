@@ -57,23 +57,40 @@ impl LinkClass {
     }
 }
 
+/// A link's latency scen can time: 0 up to scen's longest duration (30 days), in µs (a fuzzed
+/// 2^63 µs overflowed the simulator's clock).
+pub fn alpha_in_range(us: f64) -> bool {
+    us.is_finite() && (0.0..=crate::scenario::limits::MAX_DURATION_MS as f64 * 1000.0).contains(&us)
+}
+
+/// The error of an `alpha_us` out of [`alpha_in_range`].
+pub const ALPHA_RANGE: &str =
+    "alpha_us must be a number from 0 to 2592000000000 (microseconds per message, at most 30 days)";
+
+/// A link's bandwidth scen can time: 1 KB/s to 1 PB/s, in GB/s (a slower one makes a large
+/// tensor's message outlast scen's longest duration).
+pub fn beta_in_range(gbps: f64) -> bool {
+    gbps.is_finite() && (1e-6..=1e6).contains(&gbps)
+}
+
+/// The error of a `beta_gbps` out of [`beta_in_range`].
+pub const BETA_RANGE: &str = "beta_gbps must be a number from 0.000001 to 1000000 (GB/s)";
+
 pub(super) fn non_negative<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let v = f64::deserialize(d)?;
-    if v.is_finite() && v >= 0.0 {
+    if alpha_in_range(v) {
         Ok(v)
     } else {
-        Err(serde::de::Error::custom(
-            "alpha_us must be a number >= 0 (microseconds per message)",
-        ))
+        Err(serde::de::Error::custom(ALPHA_RANGE))
     }
 }
 
 pub(super) fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let v = f64::deserialize(d)?;
-    if v.is_finite() && v > 0.0 {
+    if beta_in_range(v) {
         Ok(v)
     } else {
-        Err(serde::de::Error::custom("must be a number > 0 (GB/s)"))
+        Err(serde::de::Error::custom(BETA_RANGE))
     }
 }
 

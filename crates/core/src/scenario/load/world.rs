@@ -279,17 +279,14 @@ impl Cx<'_> {
             let Some(c) = c else { continue };
             let cost = m.cost_mut(class);
             if let Some(a) = &c.get_ref().alpha_us {
-                if !(a.get_ref().is_finite() && *a.get_ref() >= 0.0) {
-                    return Err(self.at(
-                        a,
-                        "alpha_us must be a number >= 0 (microseconds per message)",
-                    ));
+                if !crate::perf::model::alpha_in_range(*a.get_ref()) {
+                    return Err(self.at(a, crate::perf::model::ALPHA_RANGE));
                 }
                 cost.alpha_us = *a.get_ref();
             }
             if let Some(b) = &c.get_ref().beta_gbps {
-                if !(b.get_ref().is_finite() && *b.get_ref() > 0.0) {
-                    return Err(self.at(b, "beta_gbps must be a number > 0 (GB/s)"));
+                if !crate::perf::model::beta_in_range(*b.get_ref()) {
+                    return Err(self.at(b, crate::perf::model::BETA_RANGE));
                 }
                 cost.beta_gbps = *b.get_ref();
             }
