@@ -271,7 +271,10 @@ fn model_files_load_for_scenarios_and_bad_ones_name_file_line_col() {
         let o = scen(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.contains(&want) && e.contains("> 0"), "{args:?}: {e}");
+        assert!(
+            e.contains(&want) && e.contains("beta_gbps must be a number from"),
+            "{args:?}: {e}"
+        );
     }
     // A missing one: the scenario's `model =` value is named.
     std::fs::remove_file(&bad).unwrap();
