@@ -354,6 +354,8 @@ def _made_store(args, i, a, kw):
     inner = kw.get("store", a[2] if len(a) > 2 else None) if "prefix" in args else None
     _stores[id(s)] = (args["as"], weakref.ref(s), inner)
     master = bool(args.get("is_master"))
+    if master:
+        _out["masters"] = True
 
     def freed(key=id(s)):
         _stores.pop(key, None)
@@ -566,8 +568,29 @@ def patch(dist):
     atexit.register(_at_exit)
 
 
+class _GlobalsFreed:
+    """Planted in the program's globals: freed when they are, early in the interpreter's
+    teardown, and a TCPStore the program holds there closes its server then (measured, torch
+    2.15: 9 ms apart, 0.2 s after the program's end of a 0.7 s teardown). Written only where
+    the program made a master store; all it needs is bound here, as module globals may be
+    gone by then."""
+
+    def __del__(self, out=_out, write=os.write, now=time.time, pid=os.getpid):
+        try:
+            if out.get("masters") and out.get("fd") is not None and out.get("pid") == pid():
+                write(out["fd"], b'{"ev": "globals", "t": %d}\n' % int(now() * 1000))
+        except Exception:
+            pass
+
+
+def _plant_globals_sentinel():
+    main = sys.modules.get("__main__")
+    if main is not None:
+        main.__dict__.setdefault("__scen_globals_freed__", _GlobalsFreed())
+
+
 def _at_exit():
-    """The program has ended: its stores freed from here on are freed with its process."""
+    """The program has ended: a master store it frees from here on goes with its globals."""
     _out["ended"] = True
     if _out["fd"] is not None:
         _write(dict(ev="exit", t=_now_ms()))
@@ -717,6 +740,7 @@ def install():
         _write(dict(ev="no_torch", python=sys.executable))
         return
     _patch_ends()
+    _plant_globals_sentinel()
     finder = _Finder()
     for name, fix in _Finder.PATCHES.items():
         mod = sys.modules.get(name)

@@ -109,6 +109,7 @@ fn cases() -> Vec<Case> {
         case("agent_stop_ms without torchrun", "[world]\nranks_per_node = 2\nplatform = \"cpu\"\nagent_stop_ms = 40\n".to_string(), "4:17", "it needs launcher = \"torchrun\""),
         case("agent_check_ms below zero", "[world]\nranks_per_node = 2\nplatform = \"cpu\"\nlauncher = \"torchrun\"\nagent_check_ms = -1\n".to_string(), "5:18", "agent_check_ms must be between 0 and 60000"),
         case("a rank's exit_ms over a minute", format!("{W2}[[world.rank]]\non = [1]\nexit_ms = 60001\n"), "6:11", "exit_ms must be between 0 and 60000"),
+        case("a rank's globals_freed_ms below 0", format!("{W2}[[world.rank]]\non = [1]\nglobals_freed_ms = -1\n"), "6:20", "globals_freed_ms must be between 0 and 60000"),
         case("error listing no text", format!("{W2}[[expect]]\noutcome = \"fails\"\nerror = []\n"), "6:9", "`error = []` lists no text"),
         case("error list of a number", format!("{W2}[[expect]]\noutcome = \"fails\"\nerror = [1]\n"), "6:10", "expected a string"),
         case("error of a number", format!("{W2}[[expect]]\noutcome = \"fails\"\nerror = 1\n"), "6:9", "expected a text or a list of texts"),

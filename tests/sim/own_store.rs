@@ -72,3 +72,40 @@ fn a_store_made_on_other_ranks_only_is_a_name_error_where_it_is_missing() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Rank 1's failure text when rank 0 (the master) ends at once and rank 1 waits 3 s on a key
+/// nobody sets, rank 0's process living 5 s and freeing its globals 0.3 s into that; `init`:
+/// both ranks' init on the store first, or nothing.
+fn late_client_error(init: &str) -> String {
+    let head = HEAD.replace(
+        "platform = \"cpu\"\n",
+        "platform = \"cpu\"\nexit_ms = 5000\nglobals_freed_ms = 300\n",
+    );
+    let src = format!("{head}{init}\n[[step]]\nop = \"store_wait\"\non = [1]\nstore = \"kv\"\nkeys = [\"never\"]\ntimeout_s = 3\n");
+    let s = parse(&src, "t.toml", "t").expect("parses");
+    let r = scen_sim::simulate(&s, Some(0)).expect("simulates");
+    match &r.ranks[1] {
+        RankVerdict::Failed {
+            failure: Failure::Raised { exception, message },
+            ..
+        } => format!("{exception}: {message}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// A master's store closes with its program's globals, early in its teardown (measured, torch
+/// 2.15: a client's wait then raises `Failed to recv`); one the default group holds
+/// (`init_process_group(store=)`) closes with the process, after the client's own timeout.
+#[test]
+fn a_masters_store_closes_with_its_globals_unless_its_group_holds_it() {
+    assert!(
+        late_client_error("").starts_with("DistNetworkError: Failed to recv, got 0 bytes."),
+        "{}",
+        late_client_error("")
+    );
+    let init = "\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\nstore = \"kv\"\nrank = \"{rank}\"\nworld_size = 2\n";
+    assert_eq!(
+        late_client_error(init),
+        "DistStoreError: wait timeout after 3000ms, keys: /never"
+    );
+}

@@ -186,7 +186,8 @@ dist.barrier()
             "error = \"DistStoreError: wait timeout after\"",
         ],
     ),
-    // The master's program ends first: rank 1's get reads its server's close.
+    // The master's program ends first: rank 1's get reads its server's close (its globals
+    // freed in its teardown).
     (
         "master_gone",
         r#"import datetime, os, time, torch.distributed as dist
@@ -197,7 +198,12 @@ if rank == 1:
     s.get("never")
 "#,
         2,
-        &["error = \"DistNetworkError: Failed to recv, got\""],
+        // Rank 0's globals, and its store with them, freed in its teardown: measured.
+        &[
+            "error = \"DistNetworkError: Failed to recv, got\"",
+            "were freed ",
+            "globals_freed_ms = ",
+        ],
     ),
     // The master's port is init's store's (rank 0's own): EADDRINUSE; rank 1, a client of
     // that store, reads its close when rank 0's process ends. The recording keeps MASTER_PORT.

@@ -85,7 +85,7 @@ pub(super) fn teardowns(s: &mut String, ranks: &[Proc]) {
         .filter_map(|p| Some((p.rank(), p.own_end_ms().or(p.t_exit_ms)?)))
         .collect();
     let refs = reference_ends(&ends);
-    let mut by_rank: Vec<(usize, u64, u64, bool)> = seen
+    let mut by_rank: Vec<(usize, u64, u64, bool, Option<u64>)> = seen
         .iter()
         .filter_map(|p| {
             let end = p.own_end_ms().or(p.t_exit_ms)?;
@@ -97,11 +97,16 @@ pub(super) fn teardowns(s: &mut String, ranks: &[Proc]) {
             // The agent's own SIGTERM; another signal in the teardown is the rank's own (gloo's
             // SIGABRT after a raise: 7/533's rank 4 lived 60 ms and aborted, before any stop).
             let stopped = p.stopped_by_agent();
-            Some((p.rank(), lived, end - from, stopped))
+            // A master store freed at the program's end (local to a `main()` that returned)
+            // closed then, before the globals.
+            let freed_at_end = p.calls.iter().filter_map(|c| c.t_freed_ms).min();
+            let globals = [p.t_globals_ms, freed_at_end].into_iter().flatten().min();
+            let globals = globals.map(|t| t.saturating_sub(from).min(lived));
+            Some((p.rank(), lived, end - from, stopped, globals))
         })
         .collect();
     by_rank.sort();
-    for (r, lived, earlier, stopped) in by_rank {
+    for (r, lived, earlier, stopped, globals) in by_rank {
         // Stopped in its teardown: it would have lived longer, at least the usual teardown (a
         // rank the agent stopped 0.1 s into it must not end before the simulated stop), and
         // past the simulated stop, which may come a whole monitor interval after the failed
@@ -123,5 +128,11 @@ pub(super) fn teardowns(s: &mut String, ranks: &[Proc]) {
             s,
             "\n[[world.rank]]  # recorded: this rank's process lived {lived} ms after its program{how}{together}\non = \"rank == {r}\"\nexit_ms = {ms}"
         );
+        if let Some(g) = globals {
+            let _ = writeln!(
+                s,
+                "# recorded: its program's globals, and the TCPStore it made as master, were freed {g} ms into that\nglobals_freed_ms = {g}"
+            );
+        }
     }
 }

@@ -91,6 +91,9 @@ pub struct Proc {
     /// Wall-clock ms when its process was gone, its teardown done (`scen record` saw its
     /// lifeline close: src/cmd/lifeline.rs).
     pub t_gone_ms: Option<u64>,
+    /// Wall-clock ms when its program's globals were freed in its teardown (written where the
+    /// program made a master TCPStore: its server closed then).
+    pub t_globals_ms: Option<u64>,
     /// It ended its own process after its last call.
     pub own_end: Option<OwnEnd>,
     /// torchrun's agent process: the failed workers' exit statuses it saw, (pid, exitcode;
@@ -254,6 +257,7 @@ pub fn parse(file: &str, content: &str) -> Result<Proc, RecordError> {
             }
             "end" => p.own_end = Some(own_end(&m, t_ms).map_err(bad)?),
             "gone" => p.t_gone_ms = t_ms,
+            "globals" => p.t_globals_ms = t_ms,
             "worker_exit" => p.worker_exits.push(worker_exit(&m, t_ms).map_err(bad)?),
             "no_torch" => p.no_torch = Some(text(&m, "python")),
             other => return Err(bad(format!("unknown record kind `{other}`"))),

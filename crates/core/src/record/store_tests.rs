@@ -129,3 +129,33 @@ fn a_master_store_freed_early_is_refused() {
     .unwrap();
     assert_eq!(p.calls[0].t_freed_ms, Some(9));
 }
+
+/// A rank that made a master store has its globals' freeing in its teardown recorded (the
+/// store's server closed then), within its own teardown; a master freed at the program's end
+/// (returned from `main()`) closed at once.
+#[test]
+fn the_globals_freed_in_a_masters_teardown_are_recorded() {
+    let ended = |globals: Option<u64>, freed: Option<u64>| {
+        let mut p = own_stores(0, "");
+        p.calls[0].t_freed_ms = freed;
+        p.exited = true;
+        p.t_exit_ms = Some(3010);
+        p.t_globals_ms = globals;
+        p.t_gone_ms = Some(4010);
+        p
+    };
+    let text = |p| {
+        record(vec![p, own_stores(1, "")], &opts())
+            .expect("records")
+            .text
+    };
+    let t = text(ended(Some(3310), None));
+    assert!(t.contains("exit_ms = 1000\n# recorded: its program's globals, and the TCPStore it made as master, were freed 300 ms into that\nglobals_freed_ms = 300\n"), "{t}");
+    let s = crate::scenario::load::parse(&t, "rec.toml", "rec").expect("loads");
+    assert_eq!(s.world.globals_freed_ms_of(0), 300);
+    assert!(text(ended(Some(3310), Some(3010))).contains("globals_freed_ms = 0\n"));
+    assert!(!text(ended(None, None)).contains("globals_freed_ms"));
+    // The recorder's line.
+    let p = parse("proc1.jsonl", "{\"ev\": \"globals\", \"t\": 9}\n").unwrap();
+    assert_eq!(p.t_globals_ms, Some(9));
+}

@@ -184,6 +184,9 @@ struct Proc<N: Net, C: Clock, P: Probe> {
     holds_store: bool,
     /// The stores the program made (`tcp_store` / `prefix_store` steps), by name.
     stores: BTreeMap<String, store_calls::OwnStore<N>>,
+    /// The server of the program's own TCPStore that `init_process_group(store=)` made the
+    /// default group's: it lives while the group does, past the program's globals.
+    group_holds_server: Option<Rc<tokio::task::AbortHandle>>,
     /// sglang's start-up state, once `init_distributed_environment` ran (rank/sglang.rs).
     sgl: Option<sglang::SgState>,
     /// How often `destroy_process_group()` reset the group counter (names restart).
@@ -281,6 +284,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         store_server: None,
         holds_store: false,
         stores: BTreeMap::new(),
+        group_holds_server: None,
         sgl: None,
         group_generation: 0,
         works: BTreeMap::new(),
@@ -317,8 +321,17 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         p.env.life.kill();
         let teardown_ms = super::fabric::KILL_TEARDOWN_MS;
         p.env.clock.busy_until_ms(now + teardown_ms).await;
-    } else if exit_ms > 0 {
-        p.env.clock.sleep_until_ms(now + exit_ms).await;
+    } else {
+        // Its teardown frees the program's globals first: the stores it made close then.
+        let servers = p.servers_of_globals();
+        if !servers.is_empty() {
+            let globals_ms = p.env.scenario.world.globals_freed_ms_of(p.env.proc_rank);
+            p.env.clock.sleep_until_ms(now + globals_ms).await;
+            store_calls::close_servers(&servers).await;
+        }
+        if exit_ms > 0 {
+            p.env.clock.sleep_until_ms(now + exit_ms).await;
+        }
     }
     if let Some(d) = p.env.device.clone() {
         let _ = d.shutdown().await;

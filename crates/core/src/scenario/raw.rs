@@ -52,6 +52,8 @@ pub struct RawWorld {
     pub launcher: Option<Spanned<String>>,
     /// How long a rank's process lives after its program ends (the interpreter's teardown).
     pub exit_ms: Option<Spanned<i64>>,
+    /// When in that teardown the program's globals (its own stores) are freed.
+    pub globals_freed_ms: Option<Spanned<i64>>,
     /// Under torchrun: how long after the first failed worker's process ended the agent's
     /// check sees it, and how long after that check its stop of the others takes effect.
     pub agent_check_ms: Option<Spanned<i64>>,
@@ -104,6 +106,8 @@ pub struct RawRankEnv {
     pub env: BTreeMap<String, Spanned<String>>,
     /// These ranks' own teardown (`[world] exit_ms` for them; a recording's measured one).
     pub exit_ms: Option<Spanned<i64>>,
+    /// When in it their program's globals are freed (a recording's measured one).
+    pub globals_freed_ms: Option<Spanned<i64>>,
 }
 
 /// A TCP store left running by another job (for port-reuse scenarios).

@@ -179,6 +179,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 // port is free again for a later init, as real torch 2.15's is. Unless the
                 // program holds the store: then it lives on with the process (its task).
                 let held = std::mem::take(&mut self.holds_store);
+                self.group_holds_server = None;
                 if let Some(server) = self.store_server.take().filter(|_| !held) {
                     server.abort();
                     // Dropped, its listener and connections closed, at its next poll.

@@ -33,6 +33,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             return Err(error::init_twice());
         }
         // torch 2.15 checks a passed store's arguments first (distributed_c10d.py).
+        let own_name = own;
         let own = match own {
             Some(name) => Some(self.own_store_for_init(name, init_method, rank, world_size)?),
             None => None,
@@ -56,9 +57,16 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             backend::timeout_or_default_ms(timeout_ms, &config, self.env.scenario.time_scale);
         if let Some((store, rv, origin)) = own {
             // No rendezvous, no "default_pg" prefix, no set_timeout: the store as passed.
-            return self
+            let r = self
                 .init_on_store(store, &rv, config, device, timeout_ms, origin)
                 .await;
+            // The group holds the store from here on: a master's server outlives the
+            // program's globals while the group lives.
+            if r.is_ok() {
+                let own = own_name.as_ref().and_then(|n| self.stores.get(n.as_str()));
+                self.group_holds_server = own.and_then(|s| s.server.clone());
+            }
+            return r;
         }
         let rv = self.rendezvous(init_method, rank, world_size)?;
         if let Some(path) = &rv.file {

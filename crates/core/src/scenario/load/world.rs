@@ -56,14 +56,15 @@ impl Cx<'_> {
             op_costs,
             exit_ms: self.exit_ms(w.exit_ms.as_ref())?,
             rank_exit_ms: BTreeMap::new(),
+            globals_freed_ms: self.teardown_ms(w.globals_freed_ms.as_ref(), "globals_freed_ms")?,
+            rank_globals_freed_ms: BTreeMap::new(),
             agent: self.agent_timing(&w, launcher)?,
         };
         for re in &w.rank {
             let re = re.get_ref();
-            if re.exit_ms.is_none() {
+            if re.exit_ms.is_none() && re.globals_freed_ms.is_none() {
                 continue;
             }
-            let ms = self.exit_ms(re.exit_ms.as_ref())?;
             let on = self.selector(&re.on, world_size)?;
             let hit: Vec<usize> = world
                 .ranks
@@ -71,7 +72,15 @@ impl Cx<'_> {
                 .filter(|spec| on.matches(spec, &world))
                 .map(|spec| spec.rank)
                 .collect();
-            world.rank_exit_ms.extend(hit.into_iter().map(|r| (r, ms)));
+            if re.exit_ms.is_some() {
+                let ms = self.exit_ms(re.exit_ms.as_ref())?;
+                world.rank_exit_ms.extend(hit.iter().map(|r| (*r, ms)));
+            }
+            if let Some(ms) = self.teardown_ms(re.globals_freed_ms.as_ref(), "globals_freed_ms")? {
+                world
+                    .rank_globals_freed_ms
+                    .extend(hit.iter().map(|r| (*r, ms)));
+            }
         }
         Ok(world)
     }
@@ -218,12 +227,23 @@ impl Cx<'_> {
 
     /// `exit_ms`: a process's teardown, 0 to 60000 ms.
     fn exit_ms(&self, v: Option<&Spanned<i64>>) -> R<u64> {
+        Ok(self
+            .teardown_ms(v, "exit_ms")?
+            .unwrap_or(crate::scenario::model::DEFAULT_EXIT_MS))
+    }
+
+    /// A time within a process's teardown (`field`), 0 to 60000 ms.
+    fn teardown_ms(&self, v: Option<&Spanned<i64>>, field: &str) -> R<Option<u64>> {
         match v {
-            None => Ok(crate::scenario::model::DEFAULT_EXIT_MS),
-            Some(v) if (0..=MAX_EXIT_MS as i64).contains(v.get_ref()) => Ok(*v.get_ref() as u64),
+            None => Ok(None),
+            Some(v) if (0..=MAX_EXIT_MS as i64).contains(v.get_ref()) => {
+                Ok(Some(*v.get_ref() as u64))
+            }
             Some(v) => Err(self.at(
                 v,
-                "exit_ms must be between 0 and 60000 (a process's teardown, in ms)",
+                format!(
+                    "{field} must be between 0 and 60000 (a time in a process's teardown, in ms)"
+                ),
             )),
         }
     }
