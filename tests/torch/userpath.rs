@@ -38,8 +38,8 @@
 //!
 //! `cargo test --test torch -- userpath`: the sample (the SAMPLE programs of seed 1, each
 //! under its launchers); it fails on a differing (program, launcher) not in userpath_known.txt and on a
-//! listed one that agrees now. The long run: `JOBS=2 scripts/userpath-long.sh` (2,000 programs
-//! of seed 7 in resumable chunks, figures only), or in one process `SCEN_USERPATH_PROGRAMS=2000
+//! listed one that agrees now. The long run: `scripts/userpath-long.sh` (2,000 programs of seed
+//! 7 in resumable chunks, figures only), or in one process `SCEN_USERPATH_PROGRAMS=2000
 //! SCEN_USERPATH_SEED=7 cargo test --test torch -- userpath`. With `SCEN_USERPATH_ONLY`,
 //! `SCEN_USERPATH_MINIMISE=1` also cuts each program that differs in outcome down to the lines
 //! that make it differ and prints it. `SCEN_USERPATH_ONLY=3,9` runs those
