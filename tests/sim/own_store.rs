@@ -13,9 +13,14 @@ fn rank0_error(init: &str) -> String {
     let src = format!(
         "{HEAD}\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\nstore = \"kv\"\n{init}"
     );
-    let s = parse(&src, "t.toml", "t").expect("parses");
+    error_of(&src, 0)
+}
+
+/// Rank `rank`'s raise as `Type: text` when `src` is simulated (else its verdict).
+fn error_of(src: &str, rank: usize) -> String {
+    let s = parse(src, "t.toml", "t").expect("parses");
     let r = scen_sim::simulate(&s, Some(0)).expect("simulates");
-    match &r.ranks[0] {
+    match &r.ranks[rank] {
         RankVerdict::Failed {
             failure: Failure::Raised { exception, message },
             ..
@@ -82,15 +87,7 @@ fn late_client_error(init: &str) -> String {
         "platform = \"cpu\"\nexit_ms = 5000\nglobals_freed_ms = 300\n",
     );
     let src = format!("{head}{init}\n[[step]]\nop = \"store_wait\"\non = [1]\nstore = \"kv\"\nkeys = [\"never\"]\ntimeout_s = 3\n");
-    let s = parse(&src, "t.toml", "t").expect("parses");
-    let r = scen_sim::simulate(&s, Some(0)).expect("simulates");
-    match &r.ranks[1] {
-        RankVerdict::Failed {
-            failure: Failure::Raised { exception, message },
-            ..
-        } => format!("{exception}: {message}"),
-        other => format!("{other:?}"),
-    }
+    error_of(&src, 1)
 }
 
 /// A master's store closes with its program's globals, early in its teardown (measured, torch
