@@ -328,6 +328,14 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
             let globals_ms = p.env.scenario.world.globals_freed_ms_of(p.env.proc_rank);
             p.env.clock.sleep_until_ms(now + globals_ms).await;
             store_calls::close_servers(&servers).await;
+            let what = match servers.len() {
+                1 => "the TCPStore it made as master closed its server".to_string(),
+                n => format!("the {n} TCPStores it made as master closed their servers"),
+            };
+            p.event(
+                EventKind::Info,
+                format!("its program's globals freed in its teardown: {what}"),
+            );
         }
         if exit_ms > 0 {
             p.env.clock.sleep_until_ms(now + exit_ms).await;
