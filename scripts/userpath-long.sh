@@ -7,8 +7,10 @@
 # runs (crates, src, python, tests/torch, Cargo.lock), and another is refused (the figures would
 # mix two versions of scen); a commit that changed only docs or scripts runs on. JOBS workers
 # take chunks in turn (a chunk is claimed by a lock directory naming its worker's pid; a dead
-# worker's claim is dropped): a program's real runs sleep and wait for timeouts much of their
-# time, so 2 workers on 2 cores do about twice the programs an hour. At the end (and with
+# worker's claim is dropped): a program's real runs sleep and wait for timeouts part of their
+# time, so 2 workers on 2 cores do about 1.3 times the programs an hour (12 s a program), at
+# the price of a loaded machine (gloo's timeouts fire tens of ms late, in any order: more
+# programs whose real runs differ from one another). At the end (and with
 # `--sum` at any time) it adds up every finished chunk's `userpath: done` lines into the figures
 # `cargo test` prints, and runs the generator dry over all programs for how often each row of
 # docs/api-coverage.md is drawn.
