@@ -88,7 +88,7 @@ if [ "$SUM_ONLY" = 0 ]; then
 fi
 SCEN_USERPATH_DRY=1 SCEN_USERPATH_PROGRAMS="$PROGRAMS" SCEN_USERPATH_SEED="$SEED" \
   cargo test -q --test torch -- userpath --nocapture 2>/dev/null | grep '^userpath rows' > "$OUT/rows.txt" || true
-echo "# long run: seed $SEED, commit $head, chunks in $OUT"
+echo "# long run: seed $SEED, build $build (chunks started at commit $(cat "$OUT/commit"); HEAD $head), chunks in $OUT"
 cat "$OUT"/chunk-*.log | awk -v seed="$SEED" '
   /^userpath: done / {
     split($3, id, "/"); l = $4; sub(":", "", l)
