@@ -322,21 +322,7 @@ pub async fn run_rank<N: Net, C: Clock, P: Probe>(env: RankEnv<N, C, P>) -> Rank
         let teardown_ms = super::fabric::KILL_TEARDOWN_MS;
         p.env.clock.busy_until_ms(now + teardown_ms).await;
     } else {
-        // Its teardown frees the program's globals first: the stores it made close then.
-        let servers = p.servers_of_globals();
-        if !servers.is_empty() {
-            let globals_ms = p.env.scenario.world.globals_freed_ms_of(p.env.proc_rank);
-            p.env.clock.sleep_until_ms(now + globals_ms).await;
-            store_calls::close_servers(&servers).await;
-            let what = match servers.len() {
-                1 => "the TCPStore it made as master closed its server".to_string(),
-                n => format!("the {n} TCPStores it made as master closed their servers"),
-            };
-            p.event(
-                EventKind::Info,
-                format!("its program's globals freed in its teardown: {what}"),
-            );
-        }
+        p.free_globals(now).await;
         if exit_ms > 0 {
             p.env.clock.sleep_until_ms(now + exit_ms).await;
         }

@@ -280,9 +280,34 @@ async fn store_check_keys<N: Net>(
 }
 
 impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
+    /// The teardown of a program that ended at `end_ms` frees its globals first
+    /// ([`World::globals_freed_ms_of`](crate::scenario::model::World::globals_freed_ms_of)):
+    /// the TCPStores it made as master close their servers then.
+    pub(super) async fn free_globals(&self, end_ms: u64) {
+        let servers = self.servers_of_globals();
+        if servers.is_empty() {
+            return;
+        }
+        let globals_ms = self
+            .env
+            .scenario
+            .world
+            .globals_freed_ms_of(self.env.proc_rank);
+        self.env.clock.sleep_until_ms(end_ms + globals_ms).await;
+        close_servers(&servers).await;
+        let what = match servers.len() {
+            1 => "the TCPStore it made as master closed its server".to_string(),
+            n => format!("the {n} TCPStores it made as master closed their servers"),
+        };
+        self.event(
+            EventKind::Info,
+            format!("its program's globals freed in its teardown: {what}"),
+        );
+    }
+
     /// The servers of the TCPStores the program made as master and holds in its globals at its
     /// end: those no group holds (each once, a PrefixStore shares its store's).
-    pub(super) fn servers_of_globals(&self) -> Vec<Rc<tokio::task::AbortHandle>> {
+    fn servers_of_globals(&self) -> Vec<Rc<tokio::task::AbortHandle>> {
         let mut out: Vec<Rc<tokio::task::AbortHandle>> = Vec::new();
         for s in self.stores.values().filter_map(|s| s.server.as_ref()) {
             let held = self.group_holds_server.as_ref();
