@@ -46,3 +46,17 @@ pub fn events_without_results(r: &Report) -> Vec<String> {
         })
         .collect()
 }
+
+/// Rank `rank`'s raise as `Type: text` when scenario text `src` is simulated with seed 0 (else
+/// its verdict, printed).
+pub fn raised_text(src: &str, rank: usize) -> String {
+    let s = scen_core::scenario::parse(src, "t.toml", "t").expect("parses");
+    let r = scen_sim::simulate(&s, Some(0)).expect("simulates");
+    match &r.ranks[rank] {
+        scen_core::verdict::RankVerdict::Failed {
+            failure: scen_core::outcome::Failure::Raised { exception, message },
+            ..
+        } => format!("{exception}: {message}"),
+        other => format!("{other:?}"),
+    }
+}

@@ -16,18 +16,7 @@ fn rank0_error(init: &str) -> String {
     error_of(&src, 0)
 }
 
-/// Rank `rank`'s raise as `Type: text` when `src` is simulated (else its verdict).
-fn error_of(src: &str, rank: usize) -> String {
-    let s = parse(src, "t.toml", "t").expect("parses");
-    let r = scen_sim::simulate(&s, Some(0)).expect("simulates");
-    match &r.ranks[rank] {
-        RankVerdict::Failed {
-            failure: Failure::Raised { exception, message },
-            ..
-        } => format!("{exception}: {message}"),
-        other => format!("{other:?}"),
-    }
-}
+use crate::common::raised_text as error_of;
 
 #[test]
 fn init_on_a_passed_store_checks_its_arguments_as_torch_does() {

@@ -3,24 +3,11 @@
 //! with real torch 2.15 (gloo, 3 ranks, 2026-11-28); shrink's come from torch 2.15's source
 //! (`_validate_shrink_inputs`, `_prepare_shrink_target_group`), its gloo TypeError measured.
 
-use scen_core::outcome::Failure;
-use scen_core::scenario::parse;
-use scen_core::verdict::RankVerdict;
-
 const HEAD: &str = "[world]\nranks_per_node = 3\nplatform = \"cpu\"\n\n[[step]]\nop = \"init_process_group\"\nbackend = \"gloo\"\ntimeout_s = 30\n\n[[step]]\nop = \"new_group\"\nranks = [0, 1]\non = [0, 1, 2]\nas = \"g01\"\n\n[[step]]\nop = \"new_group\"\nranks = [0]\nas = \"g0\"\n";
 
 /// Rank `r`'s failure text after `step` (the body of one more step).
 fn error_of(r: usize, step: &str) -> String {
-    let src = format!("{HEAD}\n[[step]]\n{step}");
-    let s = parse(&src, "t.toml", "t").expect("parses");
-    let v = scen_sim::simulate(&s, Some(0)).expect("simulates");
-    match &v.ranks[r] {
-        RankVerdict::Failed {
-            failure: Failure::Raised { exception, message },
-            ..
-        } => format!("{exception}: {message}"),
-        other => format!("{other:?}"),
-    }
+    crate::common::raised_text(&format!("{HEAD}\n[[step]]\n{step}"), r)
 }
 
 #[test]

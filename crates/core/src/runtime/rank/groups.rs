@@ -181,11 +181,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
                 let held = std::mem::take(&mut self.holds_store);
                 self.group_holds_server = None;
                 if let Some(server) = self.store_server.take().filter(|_| !held) {
-                    server.abort();
-                    // Dropped, its listener and connections closed, at its next poll.
-                    while !server.is_finished() {
-                        tokio::task::yield_now().await;
-                    }
+                    super::store_calls::close_servers(&[&server]).await;
                 }
                 let n = self.pgs.len();
                 self.pgs.clear();

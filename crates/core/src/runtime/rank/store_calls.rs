@@ -294,7 +294,7 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
             .world
             .globals_freed_ms_of(self.env.proc_rank);
         self.env.clock.sleep_until_ms(end_ms + globals_ms).await;
-        close_servers(&servers).await;
+        close_servers(&servers.iter().map(|s| &**s).collect::<Vec<_>>()).await;
         let what = match servers.len() {
             1 => "the TCPStore it made as master closed its server".to_string(),
             n => format!("the {n} TCPStores it made as master closed their servers"),
@@ -309,8 +309,8 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     /// end: those no group holds (each once, a PrefixStore shares its store's).
     fn servers_of_globals(&self) -> Vec<Rc<tokio::task::AbortHandle>> {
         let mut out: Vec<Rc<tokio::task::AbortHandle>> = Vec::new();
+        let held = self.group_holds_server.as_ref();
         for s in self.stores.values().filter_map(|s| s.server.as_ref()) {
-            let held = self.group_holds_server.as_ref();
             if !out.iter().chain(held).any(|o| Rc::ptr_eq(o, s)) {
                 out.push(s.clone());
             }
@@ -319,8 +319,9 @@ impl<N: Net, C: Clock, P: Probe> Proc<N, C, P> {
     }
 }
 
-/// Closes `servers`: each is dropped, its listener and connections closed, at its next poll.
-pub(super) async fn close_servers(servers: &[Rc<tokio::task::AbortHandle>]) {
+/// Closes store servers (their tasks): each is dropped, its listener and connections closed,
+/// at its next poll, and this returns once all are.
+pub(super) async fn close_servers(servers: &[&tokio::task::AbortHandle]) {
     for s in servers {
         s.abort();
     }
